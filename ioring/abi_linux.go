@@ -1,0 +1,161 @@
+//go:build linux
+
+package ioring
+
+import "unsafe"
+
+// The io_uring kernel ABI, transcribed from include/uapi/linux/io_uring.h.
+// golang.org/x/sys/unix has the syscall numbers but none of these structs or
+// constants, so they live here. Only what ringlog uses is listed; the sizes
+// are asserted below so that a transcription mistake fails to compile.
+
+// Offsets passed to mmap to select which ring region to map.
+const (
+	offSQRing = 0
+	offCQRing = 0x8000000
+	offSQEs   = 0x10000000
+)
+
+// Setup flags (io_uring_params.flags).
+const (
+	setupClamp       = 1 << 4
+	setupSubmitAll   = 1 << 7
+	setupCoopTaskrun = 1 << 8
+)
+
+// Feature bits reported by the kernel in io_uring_params.features.
+const (
+	featSingleMmap = 1 << 0
+	featNoDrop     = 1 << 1
+	featExtArg     = 1 << 8
+)
+
+// io_uring_enter flags.
+const (
+	enterGetEvents = 1 << 0
+	enterExtArg    = 1 << 3
+)
+
+// SQE flags.
+const (
+	sqeIOLink = 1 << 2
+)
+
+// Opcodes. The numbering is the kernel's and never changes.
+const (
+	opNop    = 0
+	opReadv  = 1
+	opWritev = 2
+	opFsync  = 3
+	opRead   = 22
+	opWrite  = 23
+)
+
+// fsync_flags for opFsync.
+const fsyncDatasync = 1 << 0
+
+// io_uring_register opcodes.
+const registerProbe = 8
+
+// ioOpSupported is set in io_uring_probe_op.flags for opcodes the kernel knows.
+const ioOpSupported = 1 << 0
+
+// iovMax is the kernel's UIO_MAXIOV: a writev takes at most this many iovecs.
+const iovMax = 1024
+
+type sqringOffsets struct {
+	head        uint32
+	tail        uint32
+	ringMask    uint32
+	ringEntries uint32
+	flags       uint32
+	dropped     uint32
+	array       uint32
+	resv1       uint32
+	userAddr    uint64
+}
+
+type cqringOffsets struct {
+	head        uint32
+	tail        uint32
+	ringMask    uint32
+	ringEntries uint32
+	overflow    uint32
+	cqes        uint32
+	flags       uint32
+	resv1       uint32
+	userAddr    uint64
+}
+
+type params struct {
+	sqEntries    uint32
+	cqEntries    uint32
+	flags        uint32
+	sqThreadCPU  uint32
+	sqThreadIdle uint32
+	features     uint32
+	wqFd         uint32
+	resv         [3]uint32
+	sqOff        sqringOffsets
+	cqOff        cqringOffsets
+}
+
+// sqe is struct io_uring_sqe (64 bytes). Unions are flattened to the member
+// ringlog uses: off (also addr2), addr, opFlags (rw_flags, fsync_flags, ...).
+type sqe struct {
+	opcode      uint8
+	flags       uint8
+	ioprio      uint16
+	fd          int32
+	off         uint64
+	addr        uint64
+	len         uint32
+	opFlags     uint32
+	userData    uint64
+	bufIndex    uint16
+	personality uint16
+	spliceFdIn  int32
+	addr3       uint64
+	pad2        uint64
+}
+
+// cqe is struct io_uring_cqe without the CQE32 extension.
+type cqe struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+// geteventsArg is struct io_uring_getevents_arg, passed with enterExtArg to
+// wait with a timeout (Linux 5.11+).
+type geteventsArg struct {
+	sigmask     uint64
+	sigmaskSz   uint32
+	minWaitUsec uint32
+	ts          uint64
+}
+
+type probeOp struct {
+	op    uint8
+	resv  uint8
+	flags uint16
+	resv2 uint32
+}
+
+// probe is struct io_uring_probe with room for every opcode up to 255.
+type probe struct {
+	lastOp uint8
+	opsLen uint8
+	resv   uint16
+	resv2  [3]uint32
+	ops    [256]probeOp
+}
+
+// Compile-time size checks against the kernel ABI.
+var (
+	_ [64]byte  = [unsafe.Sizeof(sqe{})]byte{}
+	_ [16]byte  = [unsafe.Sizeof(cqe{})]byte{}
+	_ [120]byte = [unsafe.Sizeof(params{})]byte{}
+	_ [24]byte  = [unsafe.Sizeof(geteventsArg{})]byte{}
+	_ [8]byte   = [unsafe.Sizeof(probeOp{})]byte{}
+)

@@ -1,0 +1,55 @@
+// Package ioring performs ringlog's file I/O: writes, reads and syncs of
+// segment files, submitted in batches.
+//
+// Two implementations sit behind the IO interface:
+//
+//   - uring (Linux): our own binding of io_uring over golang.org/x/sys/unix.
+//     A batch of ops becomes SQEs written into the mmap'd submission ring and
+//     handed to the kernel with one io_uring_enter; a write that must be
+//     durable is a linked chain (WRITEV -> FSYNC with IOSQE_IO_LINK), so the
+//     write and its sync cost one submission and the sync never runs ahead of
+//     the write. Completions are matched to their op by user data.
+//   - portable (every OS): pwritev/pwrite and fsync/fdatasync, performed
+//     synchronously inside Submit.
+//
+// Open picks one at start-up: ModeAuto probes io_uring (Probe) and falls
+// back to the portable path with the reason; ModeUring fails loudly instead.
+//
+// The rings, as the kernel lays them out (one mapping when the kernel offers
+// IORING_FEAT_SINGLE_MMAP):
+//
+//	SQ ring: head (kernel) | tail (us) | mask | entries | flags | dropped | array[entries]u32
+//	SQEs:    entries x 64-byte io_uring_sqe       (array[i] == i, set once)
+//	CQ ring: head (us) | tail (kernel) | mask | entries | overflow | cqes[entries] x 16 bytes
+//
+//	user_data of an SQE = slot of its Op << 16 | index of the SQE in the Op's chain
+//
+// # Concurrency contract
+//
+// An IO belongs to one goroutine (a shard): Submit, Wait, InFlight and Close
+// must not be called concurrently. An Op, and the memory its Bufs point at,
+// belong to the IO from Submit until Wait returns the Op; the kernel reads
+// from (or writes to) that memory in between.
+//
+// # Non-obvious invariants
+//
+//   - A linked chain must reach the kernel in one io_uring_enter: if the SQ
+//     cannot hold the whole chain, what is queued is submitted first. A chain
+//     split across submissions loses its link and the fsync may overtake the
+//     write.
+//   - SQEs in flight never exceed the CQ size, so the CQ cannot overflow; a
+//     caller faster than the disk is held in Submit until completions arrive
+//     (back-pressure), and EBUSY/EAGAIN from the kernel are answered the same
+//     way.
+//   - A short write cancels the rest of its chain with ECANCELED; the op is
+//     resubmitted from where it stopped (with its sync), so a successful
+//     write is always whole. A resubmission that makes no progress is an
+//     error, never a loop.
+//   - io_uring_enter returns EINTR whenever the Go runtime preempts the
+//     thread with a signal; it is retried, not reported.
+//   - Close waits for every op in flight: after a ring is torn down the
+//     kernel must not touch Go memory that may have been reused.
+//   - The wait timeout (struct io_uring_getevents_arg and its timespec) lives
+//     on the heap: the kernel dereferences a pointer hidden in a uint64 that
+//     Go's stack copying would not update.
+package ioring

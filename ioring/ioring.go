@@ -1,0 +1,226 @@
+package ioring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Kind names an implementation of IO.
+type Kind string
+
+const (
+	// Uring submits operations through an io_uring instance (Linux only).
+	Uring Kind = "uring"
+	// Portable performs operations with pwrite/pread and fsync/fdatasync.
+	Portable Kind = "portable"
+)
+
+// Mode is what the operator asked for at start-up.
+type Mode string
+
+const (
+	// ModeAuto probes io_uring and falls back to the portable path.
+	ModeAuto Mode = "auto"
+	// ModeUring insists on io_uring and fails loudly when it is unavailable.
+	ModeUring Mode = "uring"
+	// ModePortable never touches io_uring.
+	ModePortable Mode = "portable"
+)
+
+// ParseMode accepts "auto", "uring" and "portable".
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case ModeAuto, ModeUring, ModePortable:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("ioring: unknown I/O mode %q (want auto, uring or portable)", s)
+}
+
+// OpKind is what an Op does.
+type OpKind uint8
+
+const (
+	// OpWrite writes Bufs, in order, contiguously from Offset.
+	OpWrite OpKind = iota
+	// OpRead reads into Bufs[0] from Offset. A short read is not an error.
+	OpRead
+	// OpSync makes the file durable (fsync, or fdatasync with SyncData).
+	OpSync
+	// OpNop does nothing; it is used to probe and to test the ring.
+	OpNop
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpWrite:
+		return "write"
+	case OpRead:
+		return "read"
+	case OpSync:
+		return "sync"
+	case OpNop:
+		return "nop"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// SyncKind chooses between fsync and fdatasync.
+type SyncKind uint8
+
+const (
+	// SyncNone: no sync after a write.
+	SyncNone SyncKind = iota
+	// SyncData is fdatasync: data and the metadata needed to read it back
+	// (the file size), not timestamps.
+	SyncData
+	// SyncFull is fsync.
+	SyncFull
+)
+
+// Op is one request. The caller fills the request fields, hands the Op to
+// Submit and must not touch it (nor the memory Bufs points at) until Wait
+// returns it. Results are in N and Err.
+type Op struct {
+	Kind   OpKind
+	File   *os.File
+	Offset int64
+	Bufs   [][]byte
+	// Sync, on an OpWrite, makes the write durable before the op completes:
+	// on io_uring the write and its fsync go in one linked chain
+	// (IOSQE_IO_LINK), so a failed write cancels its sync. On an OpSync it
+	// chooses fsync or fdatasync (SyncNone means SyncFull there).
+	Sync SyncKind
+	// Tag is the caller's own; ioring never reads it.
+	Tag any
+
+	// N is the number of bytes written or read.
+	N int
+	// Err is nil on success. A short write is retried until it is complete
+	// or fails, so a successful OpWrite always has N equal to the sum of
+	// len(Bufs).
+	Err error
+
+	state opState
+}
+
+// Len is the number of bytes an OpWrite writes (or OpRead may read).
+func (o *Op) Len() int {
+	n := 0
+	for _, b := range o.Bufs {
+		n += len(b)
+	}
+	return n
+}
+
+// IO performs file operations. An IO is owned by one goroutine (a shard):
+// none of its methods may be called concurrently.
+type IO interface {
+	// Kind tells which implementation this is.
+	Kind() Kind
+	// Submit hands ops to the kernel, all in one submission when they fit
+	// in the ring, and returns without waiting for them. Ops without a
+	// linked relation may complete in any order; a write and its Sync are
+	// ordered. The error is for the submission as a whole (the ring is
+	// broken); individual failures arrive in Op.Err.
+	Submit(ops ...*Op) error
+	// Wait appends completed ops to out and returns it. It waits until at
+	// least min ops have completed (min is capped at InFlight), or until
+	// timeout has passed; a negative timeout waits without limit, zero only
+	// collects what is already complete.
+	Wait(out []*Op, min int, timeout time.Duration) ([]*Op, error)
+	// InFlight is the number of ops submitted and not yet returned by Wait.
+	InFlight() int
+	// Close waits for every op in flight and releases the IO.
+	Close() error
+}
+
+// Do submits ops and waits for all of them. It returns the ring error if
+// there was one, else the first op error.
+func Do(io IO, ops ...*Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := io.Submit(ops...); err != nil {
+		return err
+	}
+	var buf [16]*Op
+	out := buf[:0]
+	remaining := len(ops)
+	for remaining > 0 {
+		var err error
+		out, err = io.Wait(out[:0], remaining, -1)
+		if err != nil {
+			return err
+		}
+		remaining -= len(out)
+	}
+	for _, o := range ops {
+		if o.Err != nil {
+			return o.Err
+		}
+	}
+	return nil
+}
+
+// Config sizes an IO.
+type Config struct {
+	// Entries is the submission queue size of an io_uring (rounded up to a
+	// power of two by the kernel); 0 means 256.
+	Entries uint32
+}
+
+func (c Config) entries() uint32 {
+	if c.Entries == 0 {
+		return 256
+	}
+	return c.Entries
+}
+
+// Choice records which implementation Open picked and why.
+type Choice struct {
+	Kind   Kind
+	Reason string
+}
+
+func (c Choice) String() string { return string(c.Kind) + ": " + c.Reason }
+
+// ErrUnavailable is returned by Open in ModeUring when the probe fails.
+var ErrUnavailable = errors.New("ioring: io_uring unavailable")
+
+// ErrClosed is returned when an IO is used after Close.
+var ErrClosed = errors.New("ioring: closed")
+
+// ErrBusy is returned by Submit when more ops are in flight than the
+// completion queue can hold and waiting for some of them did not help.
+var ErrBusy = errors.New("ioring: completion queue full")
+
+// Open returns the IO that mode asks for, probing io_uring when needed.
+// The Choice says what was picked and why; log it at start-up.
+func Open(mode Mode, cfg Config) (IO, Choice, error) {
+	switch mode {
+	case ModePortable:
+		return NewPortable(), Choice{Portable, "forced by -io=portable"}, nil
+	case ModeUring, ModeAuto, "":
+		if reason := Probe(); reason != "" {
+			if mode == ModeUring {
+				return nil, Choice{}, fmt.Errorf("%w: %s", ErrUnavailable, reason)
+			}
+			return NewPortable(), Choice{Portable, "io_uring probe failed: " + reason}, nil
+		}
+		r, err := newUring(cfg)
+		if err != nil {
+			if mode == ModeUring {
+				return nil, Choice{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+			return NewPortable(), Choice{Portable, "io_uring setup failed: " + err.Error()}, nil
+		}
+		why := "probe passed"
+		if mode == ModeUring {
+			why = "forced by -io=uring, probe passed"
+		}
+		return r, Choice{Uring, why}, nil
+	}
+	return nil, Choice{}, fmt.Errorf("ioring: unknown I/O mode %q", mode)
+}

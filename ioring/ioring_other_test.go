@@ -1,0 +1,7 @@
+//go:build !linux
+
+package ioring
+
+import "testing"
+
+func testPlatformErrors(t *testing.T, io IO) {}

@@ -1,0 +1,259 @@
+//go:build linux
+
+package ioring
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ring is one io_uring instance: the shared submission and completion
+// rings and the SQE array, all mmap'd from the ring's file descriptor.
+//
+// Memory ordering follows the kernel's contract (io_uring(7)): the
+// application writes SQEs, then publishes them with a store-release of the
+// SQ tail; the kernel publishes CQEs with a store-release of the CQ tail,
+// which the application reads with a load-acquire before reading the CQEs,
+// and it frees CQ slots with a store-release of the CQ head. Go's
+// sync/atomic operations are sequentially consistent, which is stronger
+// than acquire/release and therefore sufficient.
+type ring struct {
+	fd       int
+	features uint32
+
+	sqMem  []byte // SQ ring mapping (also the CQ ring with featSingleMmap)
+	cqMem  []byte // CQ ring mapping when mapped separately
+	sqeMem []byte // SQE array mapping
+
+	sqHead    *uint32 // written by the kernel
+	sqTail    *uint32 // written by us
+	sqMask    uint32
+	sqEntries uint32
+	sqes      []sqe
+	sqeTail   uint32 // next SQE to fill; published to *sqTail by flush
+	sqeHead   uint32 // SQEs before this were published to the kernel
+
+	cqHead    *uint32 // written by us
+	cqTail    *uint32 // written by the kernel
+	cqMask    uint32
+	cqEntries uint32
+	cqes      []cqe
+
+	// The wait arguments live on the heap so that their addresses, which
+	// the kernel dereferences, stay valid and fixed during the syscall.
+	waitArg *geteventsArg
+	waitTs  *unix.Timespec
+}
+
+// setupRing creates a ring with at least entries SQEs. Flags that the
+// running kernel rejects (EINVAL) are dropped one group at a time.
+func setupRing(entries uint32) (*ring, error) {
+	var p params
+	var fd uintptr
+	var errno unix.Errno
+	for _, flags := range []uint32{setupClamp | setupSubmitAll | setupCoopTaskrun, setupClamp | setupSubmitAll, setupClamp} {
+		p = params{flags: flags}
+		fd, _, errno = unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+		if errno != unix.EINVAL {
+			break
+		}
+	}
+	if errno != 0 {
+		return nil, fmt.Errorf("io_uring_setup: %w", errno)
+	}
+	r := &ring{fd: int(fd), features: p.features, waitArg: new(geteventsArg), waitTs: new(unix.Timespec)}
+	if err := r.mapRings(&p); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *ring) mapRings(p *params) error {
+	sqSize := int(p.sqOff.array) + int(p.sqEntries)*4
+	cqSize := int(p.cqOff.cqes) + int(p.cqEntries)*int(unsafe.Sizeof(cqe{}))
+	single := p.features&featSingleMmap != 0
+	if single && cqSize > sqSize {
+		sqSize = cqSize
+	}
+	var err error
+	r.sqMem, err = unix.Mmap(r.fd, offSQRing, sqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap SQ ring: %w", err)
+	}
+	cqMem := r.sqMem
+	if !single {
+		r.cqMem, err = unix.Mmap(r.fd, offCQRing, cqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return fmt.Errorf("mmap CQ ring: %w", err)
+		}
+		cqMem = r.cqMem
+	}
+	r.sqeMem, err = unix.Mmap(r.fd, offSQEs, int(p.sqEntries)*int(unsafe.Sizeof(sqe{})), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap SQEs: %w", err)
+	}
+
+	u32 := func(mem []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
+	r.sqHead = u32(r.sqMem, p.sqOff.head)
+	r.sqTail = u32(r.sqMem, p.sqOff.tail)
+	r.sqMask = *u32(r.sqMem, p.sqOff.ringMask)
+	r.sqEntries = *u32(r.sqMem, p.sqOff.ringEntries)
+	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMem[0])), r.sqEntries)
+	// The SQ ring holds indexes into the SQE array. Mapping slot i to SQE
+	// i once, as liburing does, lets submission touch only the tail.
+	array := unsafe.Slice(u32(r.sqMem, p.sqOff.array), r.sqEntries)
+	for i := range array {
+		array[i] = uint32(i)
+	}
+	r.sqeTail = atomic.LoadUint32(r.sqTail)
+	r.sqeHead = r.sqeTail
+
+	r.cqHead = u32(cqMem, p.cqOff.head)
+	r.cqTail = u32(cqMem, p.cqOff.tail)
+	r.cqMask = *u32(cqMem, p.cqOff.ringMask)
+	r.cqEntries = *u32(cqMem, p.cqOff.ringEntries)
+	r.cqes = unsafe.Slice((*cqe)(unsafe.Pointer(&cqMem[p.cqOff.cqes])), r.cqEntries)
+	return nil
+}
+
+// close unmaps the rings and closes the descriptor. The caller has waited
+// for every request in flight.
+func (r *ring) close() error {
+	var errs []error
+	for _, m := range [][]byte{r.sqeMem, r.cqMem, r.sqMem} {
+		if m != nil {
+			if err := unix.Munmap(m); err != nil {
+				errs = append(errs, fmt.Errorf("munmap: %w", err))
+			}
+		}
+	}
+	r.sqeMem, r.cqMem, r.sqMem = nil, nil, nil
+	r.sqes, r.cqes = nil, nil
+	if r.fd >= 0 {
+		if err := unix.Close(r.fd); err != nil {
+			errs = append(errs, fmt.Errorf("close ring: %w", err))
+		}
+		r.fd = -1
+	}
+	return errors.Join(errs...)
+}
+
+// sqFree is the number of SQEs that can be filled before the SQ is full.
+func (r *ring) sqFree() uint32 {
+	return r.sqEntries - (r.sqeTail - atomic.LoadUint32(r.sqHead))
+}
+
+// next returns the next free SQE, zeroed. The caller has checked sqFree.
+func (r *ring) next() *sqe {
+	s := &r.sqes[r.sqeTail&r.sqMask]
+	*s = sqe{}
+	r.sqeTail++
+	return s
+}
+
+// pending is the number of SQEs filled but not yet consumed by the kernel.
+func (r *ring) pending() uint32 {
+	return r.sqeTail - atomic.LoadUint32(r.sqHead)
+}
+
+// publish makes every filled SQE visible to the kernel.
+func (r *ring) publish() {
+	if r.sqeHead != r.sqeTail {
+		atomic.StoreUint32(r.sqTail, r.sqeTail)
+		r.sqeHead = r.sqeTail
+	}
+}
+
+// enter calls io_uring_enter, retrying on EINTR (the Go runtime preempts
+// threads with signals, so EINTR is routine, not an error).
+func (r *ring) enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), uintptr(arg), argSize)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return int(n), errno
+		}
+		return int(n), nil
+	}
+}
+
+// submit publishes filled SQEs and asks the kernel to consume them with
+// one io_uring_enter. It returns how many the kernel consumed; EBUSY and
+// EAGAIN come back to the caller, who must reap completions and retry.
+func (r *ring) submit() (int, error) {
+	r.publish()
+	n := r.pending()
+	if n == 0 {
+		return 0, nil
+	}
+	return r.enter(n, 0, 0, nil, 0)
+}
+
+// waitCQE blocks until at least one CQE is available or timeout passes
+// (timeout < 0: no limit). It returns unix.ETIME on timeout.
+func (r *ring) waitCQE(timeout time.Duration) error {
+	if r.cqReady() > 0 {
+		return nil
+	}
+	flags := uint32(enterGetEvents)
+	var arg unsafe.Pointer
+	var argSize uintptr
+	if timeout >= 0 {
+		*r.waitTs = unix.NsecToTimespec(int64(timeout))
+		*r.waitArg = geteventsArg{ts: uint64(uintptr(unsafe.Pointer(r.waitTs)))}
+		arg, argSize = unsafe.Pointer(r.waitArg), unsafe.Sizeof(geteventsArg{})
+		flags |= enterExtArg
+	}
+	_, err := r.enter(0, 1, flags, arg, argSize)
+	return err
+}
+
+// cqReady is the number of CQEs the kernel has posted and we have not
+// consumed.
+func (r *ring) cqReady() uint32 {
+	return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)
+}
+
+// reap calls fn for every posted CQE, in order, then frees their slots.
+func (r *ring) reap(fn func(userData uint64, res int32)) int {
+	head := atomic.LoadUint32(r.cqHead)
+	tail := atomic.LoadUint32(r.cqTail)
+	for i := head; i != tail; i++ {
+		c := &r.cqes[i&r.cqMask]
+		fn(c.userData, c.res)
+	}
+	atomic.StoreUint32(r.cqHead, tail)
+	return int(tail - head)
+}
+
+// register calls io_uring_register.
+func (r *ring) register(opcode uint32, arg unsafe.Pointer, nrArgs uint32) error {
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uintptr(opcode), uintptr(arg), uintptr(nrArgs), 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// supports reports which of ops the kernel does not know.
+func (r *ring) unsupported(ops ...uint8) ([]uint8, error) {
+	p := new(probe)
+	if err := r.register(registerProbe, unsafe.Pointer(p), uint32(len(p.ops))); err != nil {
+		return nil, fmt.Errorf("IORING_REGISTER_PROBE: %w", err)
+	}
+	var missing []uint8
+	for _, op := range ops {
+		if op > p.lastOp || p.ops[op].flags&ioOpSupported == 0 {
+			missing = append(missing, op)
+		}
+	}
+	return missing, nil
+}

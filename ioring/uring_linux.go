@@ -1,0 +1,460 @@
+//go:build linux
+
+package ioring
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// opState is the per-op bookkeeping of the io_uring implementation. It
+// lives inside Op so that submitting allocates nothing once an Op has been
+// used: the iovec and result slices are reused.
+type opState struct {
+	slot     uint32
+	iovs     []unix.Iovec // iovecs of the current attempt; referenced by SQEs
+	parts    []part       // one per SQE of the current attempt
+	pending  int          // SQEs of the current attempt not yet completed
+	attempts int
+}
+
+// part is one SQE of an op's chain: a write covering want bytes, or the
+// trailing sync (want < 0).
+type part struct {
+	want int
+	res  int32
+}
+
+// uringIO implements IO over one ring. User data of each SQE is the op's
+// slot in inflight (upper 48 bits) and the part index (lower 16 bits), so a
+// completion finds its op without a map lookup.
+type uringIO struct {
+	r        *ring
+	inflight []*Op // slot -> op; nil when free
+	free     []uint32
+	count    int   // ops submitted and not yet returned by Wait
+	sqesOut  int   // SQEs handed to the kernel and not yet completed
+	done     []*Op // completed ops waiting to be returned by Wait
+	retry    []*Op // ops whose write was short; their remainder is resubmitted
+	err      error // sticky ring failure
+	closed   bool
+}
+
+func newUring(cfg Config) (*uringIO, error) {
+	r, err := setupRing(cfg.entries())
+	if err != nil {
+		return nil, err
+	}
+	if r.features&featExtArg == 0 {
+		r.close()
+		return nil, errors.New("kernel lacks IORING_FEAT_EXT_ARG (Linux 5.11 or newer is needed)")
+	}
+	return &uringIO{r: r}, nil
+}
+
+func (u *uringIO) Kind() Kind    { return Uring }
+func (u *uringIO) InFlight() int { return u.count }
+
+const partBits = 16
+
+func (u *uringIO) Submit(ops ...*Op) error {
+	if u.closed {
+		return ErrClosed
+	}
+	if u.err != nil {
+		return u.err
+	}
+	for _, o := range ops {
+		o.N, o.Err = 0, nil
+		o.state.attempts = 0
+		o.state.slot = u.takeSlot(o)
+		u.count++
+		if err := u.prepare(o); err != nil {
+			return u.fail(err)
+		}
+	}
+	if err := u.flush(); err != nil {
+		return u.fail(err)
+	}
+	return u.resubmit()
+}
+
+// fail records a ring failure: the ring can no longer be trusted.
+func (u *uringIO) fail(err error) error {
+	if u.err == nil {
+		u.err = fmt.Errorf("ioring: ring failed: %w", err)
+	}
+	return u.err
+}
+
+func (u *uringIO) takeSlot(o *Op) uint32 {
+	if n := len(u.free); n > 0 {
+		s := u.free[n-1]
+		u.free = u.free[:n-1]
+		u.inflight[s] = o
+		return s
+	}
+	u.inflight = append(u.inflight, o)
+	return uint32(len(u.inflight) - 1)
+}
+
+// prepare fills the SQEs of o's next attempt (all of a write when
+// attempts == 0, else what is left after o.N bytes).
+func (u *uringIO) prepare(o *Op) error {
+	st := &o.state
+	st.parts = st.parts[:0]
+	st.iovs = st.iovs[:0]
+	var fd int32 = -1
+	if o.Kind != OpNop {
+		if o.File == nil {
+			return u.completeNow(o, fmt.Errorf("ioring: %s without a file: %w", o.Kind, unix.EBADF))
+		}
+		fd = int32(o.File.Fd())
+	}
+
+	switch o.Kind {
+	case OpNop:
+		st.parts = append(st.parts, part{want: 0})
+	case OpSync:
+		st.parts = append(st.parts, part{want: -1})
+	case OpRead:
+		if len(o.Bufs) != 1 {
+			return u.completeNow(o, fmt.Errorf("ioring: read wants one buffer, got %d: %w", len(o.Bufs), unix.EINVAL))
+		}
+		st.parts = append(st.parts, part{want: len(o.Bufs[0])})
+	case OpWrite:
+		// Skip the bytes a previous attempt wrote, then cut the rest into
+		// writev parts of at most iovMax buffers.
+		skip := o.N
+		for _, b := range o.Bufs {
+			if skip >= len(b) {
+				skip -= len(b)
+				continue
+			}
+			b = b[skip:]
+			skip = 0
+			st.iovs = append(st.iovs, unix.Iovec{Base: &b[0]})
+			st.iovs[len(st.iovs)-1].SetLen(len(b))
+		}
+		for i := 0; i < len(st.iovs); i += iovMax {
+			want := 0
+			for _, v := range st.iovs[i:min(i+iovMax, len(st.iovs))] {
+				want += int(v.Len)
+			}
+			st.parts = append(st.parts, part{want: want})
+		}
+		if o.Sync != SyncNone {
+			st.parts = append(st.parts, part{want: -1})
+		}
+		if len(st.parts) == 0 { // nothing to write and no sync
+			return u.completeNow(o, nil)
+		}
+	default:
+		return u.completeNow(o, fmt.Errorf("ioring: unknown op kind %d: %w", o.Kind, unix.EINVAL))
+	}
+	if len(st.parts) >= 1<<partBits {
+		return u.completeNow(o, fmt.Errorf("ioring: op needs %d SQEs: %w", len(st.parts), unix.E2BIG))
+	}
+
+	// A linked chain must go to the kernel in one submission, and the
+	// completions it will post must fit in the CQ: make room first.
+	need := uint32(len(st.parts))
+	if need > u.r.sqEntries || int(need) > int(u.r.cqEntries) {
+		return u.completeNow(o, fmt.Errorf("ioring: op needs %d SQEs, ring has %d: %w", need, u.r.sqEntries, unix.E2BIG))
+	}
+	for u.r.sqFree() < need || u.sqesOut+int(u.r.pending())+int(need) > int(u.r.cqEntries) {
+		if err := u.makeRoom(); err != nil {
+			return err
+		}
+	}
+
+	iov := 0
+	for i, p := range st.parts {
+		s := u.r.next()
+		s.fd = fd
+		s.userData = uint64(st.slot)<<partBits | uint64(i)
+		switch {
+		case o.Kind == OpNop:
+			s.opcode = opNop
+		case p.want < 0: // sync
+			s.opcode = opFsync
+			if o.Sync == SyncData {
+				s.opFlags = fsyncDatasync
+			}
+		case o.Kind == OpRead:
+			s.opcode = opRead
+			s.off = uint64(o.Offset)
+			if len(o.Bufs[0]) > 0 {
+				s.addr = uint64(uintptr(unsafe.Pointer(&o.Bufs[0][0])))
+			}
+			s.len = uint32(len(o.Bufs[0]))
+		default: // a write part
+			n := min(iovMax, len(st.iovs)-iov)
+			s.off = uint64(o.Offset) + uint64(o.N) + uint64(writtenBefore(st.parts[:i]))
+			if n == 1 {
+				// One buffer: a plain WRITE spares the kernel the iovec copy.
+				s.opcode = opWrite
+				s.addr = uint64(uintptr(unsafe.Pointer(st.iovs[iov].Base)))
+				s.len = uint32(st.iovs[iov].Len)
+			} else {
+				s.opcode = opWritev
+				s.addr = uint64(uintptr(unsafe.Pointer(&st.iovs[iov])))
+				s.len = uint32(n)
+			}
+			iov += n
+		}
+		if i < len(st.parts)-1 {
+			s.flags |= sqeIOLink
+		}
+	}
+	st.pending = len(st.parts)
+	st.attempts++
+	return nil
+}
+
+func writtenBefore(parts []part) int {
+	n := 0
+	for _, p := range parts {
+		if p.want > 0 {
+			n += p.want
+		}
+	}
+	return n
+}
+
+// completeNow finishes an op that never reaches the kernel.
+func (u *uringIO) completeNow(o *Op, err error) error {
+	o.Err = err
+	u.inflight[o.state.slot] = nil
+	u.free = append(u.free, o.state.slot)
+	u.done = append(u.done, o)
+	return nil
+}
+
+// makeRoom frees SQ or CQ capacity: it submits what is filled and, when
+// that is not enough, waits for at least one completion. This is the
+// back-pressure path: a caller that submits faster than the disk completes
+// is held here.
+func (u *uringIO) makeRoom() error {
+	free := u.r.sqFree()
+	if err := u.flush(); err != nil {
+		return err
+	}
+	if u.r.sqFree() > free {
+		return nil
+	}
+	if u.sqesOut == 0 {
+		return errors.New("no room in the ring and nothing in flight")
+	}
+	if err := u.r.waitCQE(-1); err != nil {
+		return fmt.Errorf("io_uring_enter wait: %w", err)
+	}
+	u.reap()
+	return nil
+}
+
+// flush hands every filled SQE to the kernel. EBUSY and EAGAIN mean the
+// kernel wants completions consumed first: reap (waiting for one if none
+// is posted yet) and try again.
+func (u *uringIO) flush() error {
+	for u.r.pending() > 0 || u.r.sqeHead != u.r.sqeTail {
+		n, err := u.r.submit()
+		u.sqesOut += n
+		switch {
+		case err == nil && n == 0:
+			return errors.New("io_uring_enter consumed no SQE")
+		case err == nil:
+		case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN):
+			if u.reap() == 0 && u.sqesOut > 0 {
+				if werr := u.r.waitCQE(-1); werr != nil {
+					return fmt.Errorf("io_uring_enter wait: %w", werr)
+				}
+				u.reap()
+			}
+		default:
+			return fmt.Errorf("io_uring_enter submit: %w", err)
+		}
+	}
+	return nil
+}
+
+// reap consumes every posted CQE and finishes the ops whose last SQE
+// completed.
+func (u *uringIO) reap() int {
+	return u.r.reap(u.complete)
+}
+
+func (u *uringIO) complete(userData uint64, res int32) {
+	u.sqesOut--
+	slot := uint32(userData >> partBits)
+	o := u.inflight[slot]
+	if o == nil {
+		// The kernel answered for a request we do not know: an invariant
+		// of this package is broken. Refuse to go on silently.
+		u.fail(fmt.Errorf("completion for unknown slot %d", slot))
+		return
+	}
+	st := &o.state
+	st.parts[userData&(1<<partBits-1)].res = res
+	st.pending--
+	if st.pending > 0 {
+		return
+	}
+	if u.finish(o) {
+		u.inflight[slot] = nil
+		u.free = append(u.free, slot)
+		u.done = append(u.done, o)
+	} else {
+		u.retry = append(u.retry, o)
+	}
+}
+
+// finish evaluates the results of an op's attempt. It returns false when
+// a write was short and the rest must be submitted again.
+func (u *uringIO) finish(o *Op) bool {
+	st := &o.state
+	switch o.Kind {
+	case OpNop, OpSync:
+		if r := st.parts[0].res; r < 0 {
+			o.Err = opError(o, unix.Errno(-r))
+		}
+		return true
+	case OpRead:
+		if r := st.parts[0].res; r < 0 {
+			o.Err = opError(o, unix.Errno(-r))
+		} else {
+			o.N = int(r)
+		}
+		return true
+	}
+	// A write chain runs in order; a short part makes the kernel cancel
+	// the rest of the chain (ECANCELED), so the bytes written are the
+	// full parts before the first short one plus that part's count.
+	progress := 0
+	short := false
+	for _, p := range st.parts {
+		if p.want < 0 { // the sync: it ran only if every write was whole
+			if !short && p.res < 0 {
+				o.Err = opError(o, unix.Errno(-p.res))
+			}
+			continue
+		}
+		if short {
+			continue
+		}
+		if p.res < 0 {
+			if p.res != -int32(unix.ECANCELED) {
+				o.N += progress
+				o.Err = opError(o, unix.Errno(-p.res))
+				return true
+			}
+			short = true
+			continue
+		}
+		progress += int(p.res)
+		if int(p.res) < p.want {
+			short = true
+		}
+	}
+	o.N += progress
+	if !short {
+		return true
+	}
+	if progress == 0 {
+		o.Err = fmt.Errorf("ioring: write to %s at %d made no progress: %w", o.File.Name(), o.Offset+int64(o.N), io.ErrShortWrite)
+		return true
+	}
+	return false
+}
+
+func opError(o *Op, errno unix.Errno) error {
+	name := "<nil>"
+	if o.File != nil {
+		name = o.File.Name()
+	}
+	return fmt.Errorf("ioring: %s %s at %d: %w", o.Kind, name, o.Offset, errno)
+}
+
+// resubmit sends the remainder of short writes.
+func (u *uringIO) resubmit() error {
+	for len(u.retry) > 0 {
+		batch := u.retry
+		u.retry = nil
+		for _, o := range batch {
+			if err := u.prepare(o); err != nil {
+				return u.fail(err)
+			}
+		}
+		if err := u.flush(); err != nil {
+			return u.fail(err)
+		}
+	}
+	return nil
+}
+
+func (u *uringIO) Wait(out []*Op, minOps int, timeout time.Duration) ([]*Op, error) {
+	if u.closed {
+		return out, ErrClosed
+	}
+	minOps = min(minOps, u.count)
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		if u.err != nil {
+			return out, u.err
+		}
+		u.reap()
+		if err := u.resubmit(); err != nil {
+			return out, err
+		}
+		if len(u.done) >= minOps || timeout == 0 {
+			break
+		}
+		wait := time.Duration(-1)
+		if timeout > 0 {
+			wait = time.Until(deadline)
+			if wait <= 0 {
+				break
+			}
+		}
+		if u.sqesOut == 0 {
+			return out, u.fail(errors.New("waiting for completions with nothing in flight"))
+		}
+		if err := u.r.waitCQE(wait); err != nil {
+			if errors.Is(err, unix.ETIME) {
+				continue // the loop re-checks the deadline
+			}
+			return out, u.fail(fmt.Errorf("io_uring_enter wait: %w", err))
+		}
+	}
+	out = append(out, u.done...)
+	u.count -= len(u.done)
+	clear(u.done)
+	u.done = u.done[:0]
+	return out, nil
+}
+
+func (u *uringIO) Close() error {
+	if u.closed {
+		return nil
+	}
+	// The kernel may still read from or write to our buffers while ops are
+	// in flight: wait for all of them before the ring goes away.
+	var werr error
+	for u.count > 0 && u.err == nil {
+		_, werr = u.Wait(nil, u.count, -1)
+	}
+	u.closed = true
+	err := u.r.close()
+	if werr != nil {
+		return errors.Join(werr, err)
+	}
+	return err
+}

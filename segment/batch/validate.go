@@ -1,0 +1,127 @@
+package batch
+
+import (
+	"fmt"
+	"math"
+)
+
+// Mode selects the rules Validate applies. A batch's origin decides which
+// rules hold: a producer must send a batch as Kafka's clients build it, while
+// a batch read back from the log may have been reshaped by compaction.
+type Mode int
+
+const (
+	// Strict is for a batch that a producer sent. It must hold at least
+	// one record, lastOffsetDelta must be recordsCount-1, the codec must
+	// be known, it must not be a control batch, and a producer ID must
+	// come with a base sequence: the checks of Kafka's LogValidator for
+	// client appends. An uncompressed batch also has its records walked
+	// (see CheckRecords); a compressed one is left to CheckRecords, which
+	// needs a decompression limit. Strict is the zero value, so that a
+	// forgotten mode errs on the safe side.
+	Strict Mode = iota
+
+	// Stored is for a batch read back from our own log: during recovery
+	// after a crash, and for batches a follower copies from its leader.
+	// Compaction removes records but keeps lastOffsetDelta (so that the
+	// offsets of later batches do not move) and may leave a batch with no
+	// records at all, so recordsCount may be anything from 0 to
+	// lastOffsetDelta+1. Control batches are normal here. The records are
+	// not walked: recovery reads whole segments and the CRC already
+	// vouches for bytes this broker validated when it wrote them.
+	Stored
+)
+
+// String names the mode for error messages and logs.
+func (m Mode) String() string {
+	switch m {
+	case Strict:
+		return "strict"
+	case Stored:
+		return "stored"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Validate checks that b is exactly one well-formed batch under the rules of
+// mode, CRC included, and returns its header. It never modifies b.
+//
+// The size checks come first, then the CRC, then the rules about content.
+// The order matters to callers: when the CRC does not match, the other header
+// fields are noise and the only true statement is ErrCRC; once it matches, an
+// ErrCount or ErrRecord is a faithful report of what the producer wrote.
+func Validate(b []byte, mode Mode) (Header, error) {
+	if mode != Strict && mode != Stored {
+		return Header{}, fmt.Errorf("%w: %d", ErrMode, int(mode))
+	}
+	h, err := ParseHeader(b)
+	if err != nil {
+		return Header{}, err
+	}
+	if size := h.Size(); len(b) < size {
+		return Header{}, fmt.Errorf("%w: batch of %d bytes, %d present", ErrShort, size, len(b))
+	} else if len(b) > size {
+		return Header{}, fmt.Errorf("%w: %d bytes after a batch of %d", ErrLength, len(b)-size, size)
+	}
+	if crc := Checksum(b); crc != h.CRC {
+		return Header{}, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrCRC, h.CRC, crc)
+	}
+	if c := h.Codec(); !c.Valid() {
+		return Header{}, fmt.Errorf("%w: %d", ErrCodec, int(c))
+	}
+	if mode == Stored {
+		if err := checkStored(h); err != nil {
+			return Header{}, err
+		}
+		return h, nil
+	}
+	if err := checkStrict(h); err != nil {
+		return Header{}, err
+	}
+	if h.Codec() == None {
+		if _, err := walk(h, b[RecordsPos:], Strict, nil, nil); err != nil {
+			return Header{}, err
+		}
+	}
+	return h, nil
+}
+
+// checkStrict applies the header rules for a batch from a producer; they are
+// those of Kafka's LogValidator.validateBatch for client appends.
+func checkStrict(h Header) error {
+	if h.NumRecords < 1 {
+		return fmt.Errorf("%w: recordsCount %d, a producer batch needs at least one record", ErrCount, h.NumRecords)
+	}
+	if h.LastOffsetDelta != h.NumRecords-1 {
+		return fmt.Errorf("%w: lastOffsetDelta %d with recordsCount %d", ErrCount, h.LastOffsetDelta, h.NumRecords)
+	}
+	if h.Control() {
+		return fmt.Errorf("%w: attributes %#04x", ErrControl, uint16(h.Attributes))
+	}
+	// An idempotent producer numbers its batches; a batch with a producer
+	// ID but no sequence would defeat the duplicate check (KIP-98).
+	if h.ProducerID >= 0 && h.BaseSequence < 0 {
+		return fmt.Errorf("%w: producerId %d, baseSequence %d", ErrSequence, h.ProducerID, h.BaseSequence)
+	}
+	return nil
+}
+
+// checkStored applies the header rules for a batch read back from the log.
+func checkStored(h Header) error {
+	if h.NumRecords < 0 {
+		return fmt.Errorf("%w: recordsCount %d", ErrCount, h.NumRecords)
+	}
+	// lastOffsetDelta >= 0 holds even for an emptied batch, because
+	// compaction keeps the delta of the batch it emptied, and that batch
+	// had a record. It is what guarantees that NextOffset moves forward, so
+	// that a reader walking the log by NextOffset cannot loop.
+	if h.LastOffsetDelta < 0 || h.LastOffsetDelta < h.NumRecords-1 {
+		return fmt.Errorf("%w: lastOffsetDelta %d with recordsCount %d", ErrCount, h.LastOffsetDelta, h.NumRecords)
+	}
+	// Offsets in the log are assigned by the broker from 0 upwards, and
+	// NextOffset must be representable.
+	if h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-1-int64(h.LastOffsetDelta) {
+		return fmt.Errorf("%w: baseOffset %d, lastOffsetDelta %d", ErrOffset, h.BaseOffset, h.LastOffsetDelta)
+	}
+	return nil
+}

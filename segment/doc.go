@@ -1,0 +1,84 @@
+// Package segment is one partition's log on disk: an ordered list of
+// segments, each a .log file of Kafka RecordBatch v2 batches with a sparse
+// offset index and a time index, in Kafka's own layout.
+//
+// # Files of a partition directory
+//
+//	00000000000000000000.log        batches, as producers sent them, offsets assigned
+//	00000000000000000000.index      offset index: (last offset - base u32, position u32) BE
+//	00000000000000000000.timeindex  time index:   (max timestamp so far i64, last offset - base u32) BE
+//	00000000000000001234.log        the next segment, based at offset 1234 (20 digits)
+//	...
+//	leader-epoch-checkpoint         "0\n<count>\n<epoch> <start offset>\n..." (Kafka's format)
+//	log-checkpoint                  "0\n<log start offset> <recovery point>\n"
+//	clean-shutdown                  present only between a clean Close and the next Open
+//
+// A .log file is a sequence of batches (see package batch for their
+// layout). Index entries are added once more than index.interval.bytes of
+// batches were written since the previous one, mapping the last offset of a
+// batch to the position where it starts; the active segment's index files
+// are preallocated (segment.index.bytes), mmap'd, and trimmed when the
+// segment rolls or the log closes.
+//
+// # Write path
+//
+// Prepare validates the batches, assigns offsets (rewriting baseOffset and
+// partitionLeaderEpoch in place, outside the CRC), rolls the segment if
+// needed and returns a Task whose ioring ops write all the batches with one
+// writev, linked to an fdatasync under the flush policy always. The owner
+// submits the ops of many logs at once and passes each completed op to
+// Complete, which commits the append (indexes, LEO) or undoes it. A rolled
+// segment is synced in the background; once it is durable the recovery
+// point moves past it, so that recovery after a crash scans only the active
+// segment.
+//
+// # Concurrency contract
+//
+// One goroutine owns a Log and calls the methods that change it (Prepare,
+// Append, Complete of its ops, Truncate*, DeleteRecordsBefore,
+// EnforceRetention, AssignEpoch, Flush, PrepareFlush, SetConfig, Close).
+// Read, ReadBatches, OffsetForTimestamp, LEO, LogStartOffset, Size,
+// Segments, EndOffsetForEpoch and Epochs may be called from any goroutine:
+// readers pin an immutable, reference-counted list of segments and see
+// each segment's committed size and end offset through one atomic word, so
+// they never observe a batch whose write has not completed. A ReadResult
+// keeps its files open until Release, even if retention deletes them.
+//
+// # Recovery
+//
+// After a clean Close the files are trusted (indexes sanity-checked, the
+// tail after the last index entry walked). Otherwise every segment from the
+// recovery point on is scanned: each batch is validated (length, magic,
+// CRC-32C, counts, offsets going forward), indexes and leader epochs are
+// rebuilt. At the first invalid batch the log distinguishes a torn tail
+// (nothing valid follows: cut silently) from corruption (a valid batch
+// follows, in the same segment or a later one: ErrCorrupt, and the log does
+// not open unless Options.RepairCorrupt says to cut there).
+//
+// # Non-obvious invariants
+//
+//   - baseOffset and partitionLeaderEpoch are outside the batch CRC (Kafka's
+//     format): a bit flip there cannot be detected by the CRC. Offsets going
+//     backwards are caught; a flip that moves an offset forward is not.
+//   - Index entries map a batch's *last* offset to its *start* position, as
+//     Kafka's do; lookup returns the entry at or below the target, and a scan
+//     from there finds the batch holding it.
+//   - Index mappings have a fixed length for the segment's life and are never
+//     moved; a trimmed file only shrinks below entries nobody reads. Growth
+//     uses fallocate: a store through the mapping into a hole on a full disk
+//     would be a SIGBUS.
+//   - A failed fdatasync stops the log (Failed): the kernel may have dropped
+//     the dirty pages, so only a reopen and recovery can say what is on disk.
+//     A failed write is undone by truncating the file back; the log goes on.
+//   - Read may end inside a batch when maxBytes cuts it, as Kafka's fetch
+//     does; clients drop a partial trailing batch. minOne returns the first
+//     batch whole (KIP-74).
+//   - Truncation reuses the segment object: a reader that computed a region
+//     before a truncation may find fewer bytes than it was told (a short
+//     sendfile); the sender must treat that as the end of the response.
+//   - segment.ms counts from the first batch's timestamp to the incoming
+//     batches' timestamp (Kafka's rule), not from the wall clock, unless the
+//     first batch carried no timestamp.
+//   - The clean-shutdown marker is removed (and the directory synced) before
+//     Open returns: a crash after any later append must lead to a scan.
+package segment

@@ -1,0 +1,147 @@
+package segment
+
+import (
+	"slices"
+	"sync"
+)
+
+// EpochEntry says that leader epoch Epoch wrote its first batch at
+// StartOffset.
+type EpochEntry struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// UndefinedEpoch and UndefinedOffset are Kafka's answers to
+// OffsetForLeaderEpoch when nothing is known (-1).
+const (
+	UndefinedEpoch  int32 = -1
+	UndefinedOffset int64 = -1
+)
+
+// epochCache is the leader-epoch checkpoint kept with a log (KIP-101):
+// after a leader change a follower asks the new leader for the end offset
+// of its own latest epoch and truncates its log there. The cache is
+// persisted on every change; changes come at most once per leader
+// election, so the cost is negligible. It is read from any goroutine
+// (OffsetForLeaderEpoch), written by the log's owner.
+type epochCache struct {
+	dir     string
+	mu      sync.RWMutex
+	entries []EpochEntry
+	// changedOnLoad is set when recovery assigned epochs from batches, so
+	// that the file is rewritten once at the end of Open.
+	changedOnLoad bool
+}
+
+func (c *epochCache) snapshot() []EpochEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.entries)
+}
+
+func (c *epochCache) latest() (EpochEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.entries) == 0 {
+		return EpochEntry{UndefinedEpoch, UndefinedOffset}, false
+	}
+	return c.entries[len(c.entries)-1], true
+}
+
+// assign records that epoch starts at offset, if epoch is newer than the
+// latest known one. It reports whether the cache changed.
+func (c *epochCache) assign(epoch int32, offset int64) bool {
+	if epoch < 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.entries); n > 0 {
+		last := c.entries[n-1]
+		if epoch <= last.Epoch {
+			return false
+		}
+		if offset < last.StartOffset {
+			// A newer epoch that starts before the latest one means the log
+			// was truncated without the cache: drop what it contradicts.
+			c.truncateFromEndLocked(offset)
+		}
+	}
+	c.entries = append(c.entries, EpochEntry{epoch, offset})
+	return true
+}
+
+// endOffsetFor answers OffsetForLeaderEpoch as Kafka does: the largest
+// epoch at most requested, and the start offset of the first epoch after
+// it (the log end offset when requested is the latest epoch).
+func (c *epochCache) endOffsetFor(requested int32, leo int64) (int32, int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := len(c.entries)
+	if requested == UndefinedEpoch || n == 0 {
+		return UndefinedEpoch, UndefinedOffset
+	}
+	if c.entries[n-1].Epoch == requested {
+		return requested, leo
+	}
+	// First entry with an epoch above requested.
+	i, _ := slices.BinarySearchFunc(c.entries, requested+1, func(e EpochEntry, t int32) int {
+		switch {
+		case e.Epoch < t:
+			return -1
+		case e.Epoch > t:
+			return 1
+		}
+		return 0
+	})
+	if i == n {
+		// Requested is newer than anything this replica has seen.
+		return UndefinedEpoch, UndefinedOffset
+	}
+	if i == 0 {
+		// Requested is older than every known epoch.
+		return requested, c.entries[0].StartOffset
+	}
+	return c.entries[i-1].Epoch, c.entries[i].StartOffset
+}
+
+// truncateFromEnd drops epochs that start at or after offset (the log was
+// truncated to offset). It reports whether the cache changed.
+func (c *epochCache) truncateFromEnd(offset int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.truncateFromEndLocked(offset)
+}
+
+func (c *epochCache) truncateFromEndLocked(offset int64) bool {
+	n := len(c.entries)
+	for n > 0 && c.entries[n-1].StartOffset >= offset {
+		n--
+	}
+	changed := n != len(c.entries)
+	c.entries = c.entries[:n]
+	return changed
+}
+
+// truncateFromStart forgets epochs wholly before offset (the log start
+// moved): the latest epoch starting at or before offset is kept, moved to
+// start at offset.
+func (c *epochCache) truncateFromStart(offset int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := 0
+	for i+1 < len(c.entries) && c.entries[i+1].StartOffset <= offset {
+		i++
+	}
+	if len(c.entries) == 0 || (i == 0 && c.entries[0].StartOffset >= offset) {
+		return false
+	}
+	c.entries = c.entries[i:]
+	c.entries[0].StartOffset = offset
+	return true
+}
+
+func (c *epochCache) persist() error {
+	return writeFileAtomic(c.dir, epochFile, encodeEpochFile(c.snapshot()))
+}

@@ -1,0 +1,254 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"ringlog/segment/batch"
+)
+
+// Region is a byte range of a segment file, to be sent as is (sendfile).
+type Region struct {
+	File *os.File
+	Pos  int64
+	Len  int64
+}
+
+// ReadResult is the answer to Read. It pins the segments it refers to:
+// the files stay open (even if retention deletes them meanwhile) until
+// Release. Release must be called exactly once.
+type ReadResult struct {
+	Regions []Region
+	// Bytes is the sum of the regions' lengths.
+	Bytes int64
+	set   *segSet
+}
+
+// Release unpins the segments.
+func (r *ReadResult) Release() {
+	if r.set != nil {
+		r.set.release()
+		r.set = nil
+	}
+}
+
+var headerReaders = sync.Pool{New: func() any { return newHeaderReader(nil) }}
+
+func getHeaderReader(f *os.File) *headerReader {
+	r := headerReaders.Get().(*headerReader)
+	r.f, r.bufPos, r.bufLen = f, -1, 0
+	return r
+}
+
+func putHeaderReader(r *headerReader) {
+	r.f = nil
+	headerReaders.Put(r)
+}
+
+// segmentFor returns the index of the segment that holds offset: the last
+// one whose base is at most offset (0 when offset is below every base).
+func segmentFor(segs []*segment, offset int64) int {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	return max(i, 0)
+}
+
+// Read returns the file regions holding the batches from the one that
+// contains offset, up to maxBytes, never including a batch that reaches
+// upper (the high watermark; pass LEO() for everything written). As in
+// Kafka, the regions start at a batch boundary (so the first batch may hold
+// offsets below the one asked for) and may end inside a batch when maxBytes
+// cuts it: clients drop a partial trailing batch. With minOne the first
+// batch is returned whole even when it is larger than maxBytes (KIP-74).
+//
+// An offset below LogStartOffset or above LEO is ErrOutOfRange. Any
+// goroutine may call Read.
+func (l *Log) Read(offset, maxBytes, upper int64, minOne bool) (*ReadResult, error) {
+	set := l.acquire()
+	start, leo := l.logStart.Load(), l.leo.Load()
+	if offset < start || offset > leo {
+		set.release()
+		return nil, fmt.Errorf("%w: offset %d, log start %d, log end %d", ErrOutOfRange, offset, start, leo)
+	}
+	upper = min(upper, leo)
+	res := &ReadResult{set: set}
+	if offset >= upper || maxBytes <= 0 && !minOne {
+		return res, nil
+	}
+	segs := set.segs
+	remaining := maxBytes
+	for i := segmentFor(segs, offset); i < len(segs); i++ {
+		s := segs[i]
+		size, next := s.sizeNext()
+		if next <= offset {
+			continue // offset lies in a gap after this segment's last batch
+		}
+		if s.base >= upper {
+			break
+		}
+		r := getHeaderReader(s.log)
+		pos, h, err := s.find(r, offset, size)
+		end := size
+		if err == nil && upper < next {
+			// Stop before the batch holding upper.
+			end, _, err = s.find(r, upper, size)
+		}
+		putHeaderReader(r)
+		if err != nil {
+			res.Release()
+			return nil, err
+		}
+		if pos >= end {
+			break
+		}
+		n := end - pos
+		if n > remaining {
+			n = remaining
+			if minOne && len(res.Regions) == 0 {
+				n = min(max(n, int64(h.Size())), end-pos)
+			}
+		}
+		if n <= 0 {
+			break
+		}
+		res.Regions = append(res.Regions, Region{File: s.log, Pos: pos, Len: n})
+		res.Bytes += n
+		remaining -= n
+		if pos+n < end || remaining <= 0 || end < size {
+			break
+		}
+		offset = next
+	}
+	return res, nil
+}
+
+// ReadBatches is Read followed by reading the regions into memory, for
+// callers that do not send files (tests, the embedded API, compaction).
+// Only whole batches are returned.
+func (l *Log) ReadBatches(offset, maxBytes, upper int64) ([]byte, error) {
+	res, err := l.Read(offset, maxBytes, upper, true)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
+	buf := make([]byte, 0, res.Bytes)
+	for _, rg := range res.Regions {
+		n := len(buf)
+		buf = buf[:n+int(rg.Len)]
+		if _, err := rg.File.ReadAt(buf[n:], rg.Pos); err != nil {
+			return nil, fmt.Errorf("segment: read %s at %d: %w", rg.File.Name(), rg.Pos, err)
+		}
+	}
+	// Drop a partial trailing batch.
+	whole := 0
+	for whole+batch.HeaderSize <= len(buf) {
+		h, err := batch.ParseHeader(buf[whole:])
+		if err != nil || whole+h.Size() > len(buf) {
+			break
+		}
+		whole += h.Size()
+	}
+	return buf[:whole], nil
+}
+
+// maxDecompressedBytes bounds the memory a timestamp lookup may spend on
+// one compressed batch.
+const maxDecompressedBytes = 64 << 20
+
+// ErrNotFound means no record has a timestamp at or after the one asked.
+var ErrNotFound = errors.New("segment: no record at or after that timestamp")
+
+// OffsetForTimestamp returns the offset and timestamp of the first record
+// whose timestamp is at least ts (ListOffsets by time), or ErrNotFound.
+// Only records below upper are considered. Any goroutine may call it.
+func (l *Log) OffsetForTimestamp(ts int64, upper int64) (int64, int64, error) {
+	set := l.acquire()
+	defer set.release()
+	start := l.logStart.Load()
+	upper = min(upper, l.leo.Load())
+	for _, s := range set.segs {
+		if s.maxTs.Load() < ts {
+			continue
+		}
+		size, next := s.sizeNext()
+		if next <= start || s.base >= upper {
+			continue
+		}
+		_, from := s.times.lookupBefore(ts)
+		from = max(from, start)
+		off, rts, found, err := l.searchTimestamp(s, from, size, ts, start, upper)
+		if err != nil || found {
+			return off, rts, err
+		}
+	}
+	return -1, -1, ErrNotFound
+}
+
+// searchTimestamp walks the batches of s from the one holding from and
+// looks inside the first batches whose max timestamp reaches ts.
+func (l *Log) searchTimestamp(s *segment, from, size, ts, start, upper int64) (int64, int64, bool, error) {
+	r := getHeaderReader(s.log)
+	defer putHeaderReader(r)
+	pos, _, err := s.find(r, from, size)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	var buf []byte
+	for pos < size {
+		h, err := r.header(pos, size)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if h.BaseOffset >= upper {
+			break
+		}
+		if h.MaxTimestamp >= ts && h.LastOffset() >= start {
+			if cap(buf) < h.Size() {
+				buf = make([]byte, h.Size())
+			}
+			b := buf[:h.Size()]
+			if _, err := s.log.ReadAt(b, pos); err != nil {
+				return 0, 0, false, fmt.Errorf("segment: read %s at %d: %w", s.log.Name(), pos, err)
+			}
+			var off, rts int64 = -1, -1
+			err := batch.Records(h, b, maxDecompressedBytes, func(rec *batch.Record) error {
+				o := h.BaseOffset + int64(rec.OffsetDelta)
+				t := h.BaseTimestamp + rec.TimestampDelta
+				if h.LogAppendTime() {
+					t = h.MaxTimestamp
+				}
+				if t >= ts && o >= start && o < upper {
+					off, rts = o, t
+					return errStop
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, errStop) {
+				return 0, 0, false, fmt.Errorf("segment: records of batch at %d: %w", h.BaseOffset, err)
+			}
+			if off >= 0 {
+				return off, rts, true, nil
+			}
+		}
+		pos += int64(h.Size())
+	}
+	return 0, 0, false, nil
+}
+
+var errStop = errors.New("stop")
+
+// MaxTimestamp returns the largest batch timestamp in the log and the last
+// offset of the batch carrying it (ListOffsets MAX_TIMESTAMP, KIP-734), or
+// (-1, -1) for an empty log (owner only).
+func (l *Log) MaxTimestamp() (int64, int64) {
+	ts, off := int64(-1), int64(-1)
+	start := l.logStart.Load()
+	for _, s := range l.segs {
+		if m := s.maxTs.Load(); m > ts && s.offsetOfMaxTs >= start {
+			ts, off = m, s.offsetOfMaxTs
+		}
+	}
+	return ts, off
+}

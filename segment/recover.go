@@ -1,0 +1,498 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+
+	"ringlog/segment/batch"
+)
+
+// load opens the segments in l.dir and brings the log to a consistent
+// state; see Open.
+func (l *Log) load() error {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	indexBases := map[int64][]string{}
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, deletedSuffix):
+			// An interrupted checkpoint write or segment deletion.
+			if err := removeStale(l.dir, name); err != nil {
+				return err
+			}
+		default:
+			if b, ok := parseSegmentName(name, logSuffix); ok {
+				bases = append(bases, b)
+			} else if b, ok := parseSegmentName(name, indexSuffix); ok {
+				indexBases[b] = append(indexBases[b], name)
+			} else if b, ok := parseSegmentName(name, timeIndexSuffix); ok {
+				indexBases[b] = append(indexBases[b], name)
+			}
+		}
+	}
+	slices.Sort(bases)
+	// Index files without their .log are leftovers of a deletion that was
+	// cut short (the .log goes first).
+	for b, names := range indexBases {
+		if _, found := slices.BinarySearch(bases, b); !found {
+			for _, n := range names {
+				if err := removeStale(l.dir, n); err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	ckpt, hasCkpt, err := readLogCheckpoint(l.dir)
+	if err != nil {
+		return err
+	}
+	epochBytes, err := readSmallFile(l.dir + string(os.PathSeparator) + epochFile)
+	if err != nil {
+		return err
+	}
+	if epochBytes != nil {
+		if l.epochs.entries, err = parseEpochFile(epochBytes); err != nil {
+			return err
+		}
+	}
+	_, statErr := os.Stat(l.dir + string(os.PathSeparator) + cleanMarkerFile)
+	clean := statErr == nil
+	l.recovery.Clean = clean
+
+	if len(bases) == 0 {
+		bases = []int64{ckpt.logStart}
+	}
+	segs := make([]*segment, 0, len(bases))
+	for _, b := range bases {
+		s, err := openSegment(l.dir, b, l.cfg.SegmentIndexBytes)
+		if err != nil {
+			l.segs = segs
+			return err
+		}
+		segs = append(segs, s)
+	}
+	l.segs = segs // closed by Open's caller on error
+
+	// Segments before the one holding the recovery point were synced
+	// before the checkpoint was written: their indexes are trusted.
+	scanFrom := len(segs)
+	if !clean {
+		scanFrom = 0
+		if hasCkpt {
+			for i, s := range segs {
+				if s.base <= ckpt.recoveryPoint {
+					scanFrom = i
+				}
+			}
+		}
+	}
+	scanned := map[*segment]bool{}
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
+		if i > 0 && s.base < segs[i-1].next() {
+			return fmt.Errorf("%w: segment %d starts below the end %d of the one before", ErrCorrupt, s.base, segs[i-1].next())
+		}
+		if i < scanFrom {
+			ok, err := l.loadTrusted(s)
+			if err != nil {
+				return err
+			}
+			if ok {
+				continue
+			}
+		}
+		scanned[s] = true
+		l.recovery.SegmentsScanned++
+		bad, reason, err := l.scan(s)
+		if err != nil {
+			return err
+		}
+		if bad < 0 {
+			continue
+		}
+		// The first invalid batch: a torn tail if nothing valid follows,
+		// corruption otherwise.
+		if where, found, err := validDataAfter(s, bad, segs[i+1:]); err != nil {
+			return err
+		} else if found && !l.opts.RepairCorrupt {
+			return fmt.Errorf("%w: %s at %d: %s, yet a valid batch follows at %s", ErrCorrupt, s.path(logSuffix), bad, reason, where)
+		}
+		size, err := s.fileSize()
+		if err != nil {
+			return err
+		}
+		if err := s.log.Truncate(bad); err != nil {
+			return err
+		}
+		l.recovery.TruncatedBytes += size - bad
+		l.recovery.Reason = fmt.Sprintf("%s at %d: %s", s.path(logSuffix), bad, reason)
+		for _, later := range segs[i+1:] {
+			if n, err := later.fileSize(); err == nil {
+				l.recovery.TruncatedBytes += n
+			}
+			if err := l.dropSegment(later); err != nil {
+				return err
+			}
+			l.recovery.SegmentsDropped++
+		}
+		segs = segs[:i+1]
+		l.segs = segs
+		break
+	}
+
+	active := segs[len(segs)-1]
+	for _, s := range segs[:len(segs)-1] {
+		if scanned[s] {
+			if err := s.offsets.trim(); err != nil {
+				return err
+			}
+			if err := s.times.trim(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := l.activate(active); err != nil {
+		return err
+	}
+	l.install(segs)
+	leo := active.next()
+	l.nextOffset = leo
+	l.leo.Store(leo)
+
+	logStart := segs[0].base
+	if hasCkpt {
+		logStart = max(logStart, ckpt.logStart)
+	}
+	if logStart > leo {
+		// DeleteRecords had moved the start past what survived a crash:
+		// start over there, so that offsets never go back for consumers.
+		if err := l.truncateFullyAndStartAtLocked(logStart); err != nil {
+			return err
+		}
+		leo = logStart
+	}
+	l.logStart.Store(logStart)
+
+	epochsChanged := epochBytes == nil
+	epochsChanged = l.epochs.truncateFromEnd(leo) || epochsChanged
+	epochsChanged = l.epochs.truncateFromStart(logStart) || epochsChanged
+	epochsChanged = l.epochs.changedOnLoad || epochsChanged
+	l.epochs.changedOnLoad = false
+	if epochsChanged {
+		if err := l.epochs.persist(); err != nil {
+			return err
+		}
+	}
+
+	if !clean {
+		// What recovery kept came from the page cache: sync it before the
+		// checkpoint says it need not be scanned again.
+		for s := range scanned {
+			if s.isClosed.Load() {
+				continue
+			}
+			if err := s.log.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	l.recoveryPoint = l.active.base
+	if !clean || !hasCkpt {
+		if err := l.writeCheckpoint(); err != nil {
+			return err
+		}
+	}
+	if clean {
+		// From here on a crash must lead to a scan.
+		if err := removeStale(l.dir, cleanMarkerFile); err != nil {
+			return err
+		}
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// activate prepares s to take appends: its indexes get their full
+// preallocated size.
+func (l *Log) activate(s *segment) error {
+	if err := s.offsets.grow(l.cfg.SegmentIndexBytes); err != nil {
+		return err
+	}
+	return s.times.grow(l.cfg.SegmentIndexBytes)
+}
+
+// loadTrusted sets up a segment from its indexes without validating every
+// batch: the index files are sanity-checked and the batches after the last
+// index entry are walked to find the segment's end. It returns false when
+// the segment must be scanned instead.
+func (l *Log) loadTrusted(s *segment) (bool, error) {
+	size, err := s.fileSize()
+	if err != nil {
+		return false, err
+	}
+	if size > math.MaxUint32 {
+		return false, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, s.path(logSuffix), size)
+	}
+	n := int(s.offsets.count.Load())
+	if n == 0 && size > 2*l.cfg.IndexIntervalBytes+l.cfg.MaxMessageBytes {
+		return false, nil // an index this empty is missing, not sparse
+	}
+	lastOff, lastPos := s.offsets.last()
+	if n > 0 && (lastOff < s.base || lastPos >= size) {
+		return false, nil
+	}
+	tsLast, tsOff := s.times.last()
+	if s.times.count.Load() > 0 && (tsOff < s.base || tsLast < 0) {
+		return false, nil
+	}
+	r := newHeaderReader(s.log)
+	pos, next := lastPos, s.base
+	maxTs, offMaxTs := tsLast, tsOff
+	for pos < size {
+		h, err := r.header(pos, size)
+		if err != nil || h.BaseOffset < next || h.LastOffset()-s.base > math.MaxUint32 {
+			return false, nil
+		}
+		if h.MaxTimestamp > maxTs {
+			maxTs, offMaxTs = h.MaxTimestamp, h.LastOffset()
+		}
+		next = h.NextOffset()
+		pos += int64(h.Size())
+	}
+	if n > 0 && next <= lastOff {
+		return false, nil
+	}
+	if size > 0 {
+		first, err := r.header(0, size)
+		if err != nil {
+			return false, nil
+		}
+		s.rollTs = first.MaxTimestamp
+	}
+	s.createdMs = l.opts.Now().UnixMilli()
+	s.publish(size, next)
+	s.written = size
+	s.maxTs.Store(maxTs)
+	s.offsetOfMaxTs = offMaxTs
+	s.bytesSinceIndex = size - lastPos
+	return true, nil
+}
+
+// scan validates every batch of s from the start, rebuilds its indexes and
+// assigns leader epochs. It returns the position of the first invalid
+// batch with the reason, or -1 when the whole file is valid.
+func (l *Log) scan(s *segment) (int64, string, error) {
+	size, err := s.fileSize()
+	if err != nil {
+		return 0, "", err
+	}
+	if err := l.activate(s); err != nil {
+		return 0, "", err
+	}
+	s.offsets.setCount(0)
+	s.times.setCount(0)
+	s.maxTs.Store(-1)
+	s.bytesSinceIndex, s.rollTs, s.createdMs = 0, -1, l.opts.Now().UnixMilli()
+	sc := newBatchScanner(s.log, size)
+	pos, next := int64(0), s.base
+	bad, reason := int64(-1), ""
+	for pos < size {
+		b, why, err := sc.at(pos)
+		if err != nil {
+			return 0, "", err
+		}
+		if why != "" {
+			bad, reason = pos, why
+			break
+		}
+		h, verr := batch.Validate(b, batch.Stored)
+		switch {
+		case verr != nil:
+			why = verr.Error()
+		case h.BaseOffset < next:
+			why = fmt.Sprintf("base offset %d below %d", h.BaseOffset, next)
+		case h.LastOffset()-s.base > math.MaxUint32 || pos+int64(h.Size()) > math.MaxUint32:
+			why = fmt.Sprintf("offset %d or position %d beyond the segment's range", h.LastOffset(), pos)
+		}
+		if why != "" {
+			bad, reason = pos, why
+			break
+		}
+		s.indexBatch(pos, h, l.cfg.IndexIntervalBytes)
+		if l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) {
+			l.epochs.changedOnLoad = true
+		}
+		pos += int64(h.Size())
+		next = h.NextOffset()
+		l.recovery.BatchesScanned++
+	}
+	s.publish(pos, next)
+	s.written = pos
+	return bad, reason, nil
+}
+
+// indexBatch updates the segment's indexes and timestamps for a batch
+// written at pos, following Kafka's LogSegment.append: an offset index
+// entry (and a time index entry) is added when more than intervalBytes of
+// batches were written since the previous entry.
+func (s *segment) indexBatch(pos int64, h batch.Header, intervalBytes int64) {
+	if h.MaxTimestamp > s.maxTs.Load() {
+		s.maxTs.Store(h.MaxTimestamp)
+		s.offsetOfMaxTs = h.LastOffset()
+	}
+	if s.bytesSinceIndex == 0 && pos == 0 {
+		s.rollTs = h.MaxTimestamp
+	}
+	if s.bytesSinceIndex > intervalBytes {
+		if !s.offsets.full() {
+			// Ordering is guaranteed by the caller; an error here would be
+			// an internal invariant violation that only loses an entry.
+			_ = s.offsets.append(h.LastOffset(), pos)
+		}
+		if !s.times.full() && s.maxTs.Load() >= 0 {
+			s.times.maybeAppend(s.maxTs.Load(), s.offsetOfMaxTs)
+		}
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += int64(h.Size())
+}
+
+// batchScanner reads whole batches sequentially through a large window.
+type batchScanner struct {
+	f      *os.File
+	end    int64
+	buf    []byte
+	winPos int64
+	winLen int
+}
+
+const scanWindow = 1 << 20
+
+func newBatchScanner(f *os.File, end int64) *batchScanner {
+	return &batchScanner{f: f, end: end, buf: make([]byte, min(scanWindow, max(end, batch.HeaderSize))), winPos: -1}
+}
+
+// window returns the file bytes [pos, pos+n), reading when they are not
+// already in the window. n never exceeds end-pos.
+func (sc *batchScanner) window(pos int64, n int) ([]byte, error) {
+	if sc.winPos >= 0 && pos >= sc.winPos && pos+int64(n) <= sc.winPos+int64(sc.winLen) {
+		off := int(pos - sc.winPos)
+		return sc.buf[off : off+n], nil
+	}
+	if n > len(sc.buf) {
+		// A batch larger than the window; its size is bounded by the file.
+		sc.buf = make([]byte, n)
+	}
+	m := int(min(int64(len(sc.buf)), sc.end-pos))
+	got, err := sc.f.ReadAt(sc.buf[:m], pos)
+	if got < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("segment: read %s at %d: %w", sc.f.Name(), pos, err)
+	}
+	sc.winPos, sc.winLen = pos, got
+	return sc.buf[:n], nil
+}
+
+// at returns the batch at pos. A batch that does not fit in the file is
+// reported through why (a torn write looks like that), not as an error.
+func (sc *batchScanner) at(pos int64) (b []byte, why string, err error) {
+	if sc.end-pos < batch.LengthPrefix {
+		return nil, fmt.Sprintf("%d trailing bytes, less than a batch length prefix", sc.end-pos), nil
+	}
+	p, err := sc.window(pos, batch.LengthPrefix)
+	if err != nil {
+		return nil, "", err
+	}
+	length := int64(int32(uint32(p[8])<<24 | uint32(p[9])<<16 | uint32(p[10])<<8 | uint32(p[11])))
+	size := batch.LengthPrefix + length
+	switch {
+	case length < batch.HeaderSize-batch.LengthPrefix:
+		return nil, fmt.Sprintf("batch length %d too small", length), nil
+	case pos+size > sc.end:
+		return nil, fmt.Sprintf("batch of %d bytes runs past the end of the file (%d)", size, sc.end), nil
+	}
+	b, err = sc.window(pos, int(size))
+	return b, "", err
+}
+
+// validDataAfter looks for a valid batch after the invalid one at bad in s,
+// then at the start of each later segment. Finding one means the invalid
+// batch is corruption in the middle of the log, not a torn tail.
+func validDataAfter(s *segment, bad int64, later []*segment) (string, bool, error) {
+	size, err := s.fileSize()
+	if err != nil {
+		return "", false, err
+	}
+	if pos, ok, err := searchValidBatch(s.log, bad+1, size); err != nil || ok {
+		return fmt.Sprintf("%s:%d", s.path(logSuffix), pos), ok, err
+	}
+	for _, t := range later {
+		n, err := t.fileSize()
+		if err != nil {
+			return "", false, err
+		}
+		if pos, ok, err := searchValidBatch(t.log, 0, n); err != nil || ok {
+			return fmt.Sprintf("%s:%d", t.path(logSuffix), pos), ok, err
+		}
+	}
+	return "", false, nil
+}
+
+// searchValidBatch scans [from, end) of f byte by byte for the start of a
+// batch that passes validation. Candidates are filtered cheaply (magic
+// byte, then a length that fits) before the CRC is checked, so zeroed and
+// random tails are scanned at memory speed.
+func searchValidBatch(f *os.File, from, end int64) (int64, bool, error) {
+	sc := newBatchScanner(f, end)
+	const magicAt = 16
+	chunk := make([]byte, scanWindow)
+	for base := from; base+batch.HeaderSize <= end; {
+		n := int(min(int64(len(chunk)), end-base))
+		got, err := f.ReadAt(chunk[:n], base)
+		if got < n {
+			return 0, false, fmt.Errorf("segment: read %s at %d: %w", f.Name(), base, err)
+		}
+		for i := 0; i+magicAt < n; i++ {
+			if chunk[i+magicAt] != 2 {
+				continue
+			}
+			pos := base + int64(i)
+			if pos+batch.HeaderSize > end {
+				break
+			}
+			b, why, err := sc.at(pos)
+			if err != nil {
+				return 0, false, err
+			}
+			if why != "" {
+				continue
+			}
+			if _, err := batch.Validate(b, batch.Stored); err == nil {
+				return pos, true, nil
+			}
+		}
+		// Overlap by a header so that a batch straddling chunks is seen.
+		if base+int64(n) >= end {
+			break
+		}
+		base += int64(n) - batch.HeaderSize
+	}
+	return 0, false, nil
+}
