@@ -12,18 +12,24 @@ import (
 
 // implementations returns every IO this platform has, so that each
 // behavioural test runs against all of them.
-func implementations(t *testing.T, cfg Config) map[Kind]IO {
+func implementations(t *testing.T, cfg Config) map[string]IO {
 	t.Helper()
-	ios := map[Kind]IO{Portable: NewPortable()}
+	ios := map[string]IO{"portable": NewPortable()}
 	if runtime.GOOS == "linux" {
 		if reason := Probe(); reason != "" {
 			t.Fatalf("io_uring probe failed on Linux: %s", reason)
 		}
-		u, err := newUring(cfg)
-		if err != nil {
-			t.Fatalf("newUring: %v", err)
+		// Both ways of writing through the ring: data copied inline with
+		// only the sync in the ring, and everything in the ring.
+		for name, mode := range map[string]WriteMode{"uring-inline": WritesInline, "uring-ring": WritesInRing} {
+			c := cfg
+			c.Writes = mode
+			u, err := newUring(c)
+			if err != nil {
+				t.Fatalf("newUring: %v", err)
+			}
+			ios[name] = u
 		}
-		ios[Uring] = u
 	}
 	for _, io := range ios {
 		t.Cleanup(func() {
@@ -36,8 +42,8 @@ func implementations(t *testing.T, cfg Config) map[Kind]IO {
 }
 
 func forEach(t *testing.T, cfg Config, fn func(t *testing.T, io IO)) {
-	for kind, io := range implementations(t, cfg) {
-		t.Run(string(kind), func(t *testing.T) { fn(t, io) })
+	for name, io := range implementations(t, cfg) {
+		t.Run(name, func(t *testing.T) { fn(t, io) })
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // MB/s with scripts/bench-disk.sh's fio figures from the same run.
 func BenchmarkAppend(b *testing.B) {
 	const round = 64 << 10
-	for _, kind := range []string{"uring", "portable"} {
+	for _, kind := range []string{"uring", "uring-ring", "portable"} {
 		for _, batchSize := range []int{1 << 10, 64 << 10} {
 			for _, policy := range []FlushPolicy{FlushNever, FlushAlways} {
 				name := fmt.Sprintf("%s/batch=%dKiB/flush=%s", kind, batchSize>>10, policy)
@@ -26,6 +26,7 @@ func BenchmarkAppend(b *testing.B) {
 					cfg := DefaultConfig()
 					cfg.Flush = policy
 					cfg.RetentionBytes = 2 << 30
+					cfg.SegmentBytes = 256 << 20
 					cfg.MaxMessageBytes = math.MaxInt32
 					l := openLog(b, b.TempDir(), cfg, Options{IO: x})
 					defer l.Close()
@@ -121,5 +122,72 @@ func BenchmarkOffsetLookup1GiB(b *testing.B) {
 			res.Release()
 		}
 	})
-	_ = ioring.Portable
+}
+
+// BenchmarkAppendRound is a shard's round: 16 partition logs sharing one IO,
+// each taking 4 batches of 1 KiB, all written with one submission (group
+// commit) and completed together. Under flush always each log's write is
+// linked to its own fdatasync; io_uring runs the 16 chains concurrently,
+// the portable path one after the other.
+func BenchmarkAppendRound(b *testing.B) {
+	const logs, perLog = 16, 4
+	for _, kind := range []string{"uring", "uring-ring", "portable"} {
+		for _, policy := range []FlushPolicy{FlushNever, FlushAlways} {
+			b.Run(fmt.Sprintf("%s/flush=%s", kind, policy), func(b *testing.B) {
+				x := ioKinds(b)[kind]
+				cfg := DefaultConfig()
+				cfg.Flush = policy
+				cfg.SegmentBytes = 64 << 20
+				cfg.RetentionBytes = 128 << 20
+				dir := b.TempDir()
+				tmpl := mkBatch(b, 1, 1024-len(mkBatch(b, 1, 0, 1, 0))-3, 1, 0)
+				ls := make([]*Log, logs)
+				batches := make([][][]byte, logs)
+				for i := range ls {
+					ls[i] = openLog(b, filepath.Join(dir, fmt.Sprint(i)), cfg, Options{IO: x})
+					defer ls[i].Close()
+					for range perLog {
+						batches[i] = append(batches[i], append([]byte(nil), tmpl...))
+					}
+				}
+				b.SetBytes(int64(logs * perLog * len(tmpl)))
+				var ops []*ioring.Op
+				var out []*ioring.Op
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					ops = ops[:0]
+					for i, l := range ls {
+						t, err := l.Prepare(batches[i], AppendOptions{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						ops = append(ops, t.Ops...)
+					}
+					if err := x.Submit(ops...); err != nil {
+						b.Fatal(err)
+					}
+					for pending := 0; pending < logs; {
+						var err error
+						out, err = x.Wait(out[:0], 1, -1)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for _, op := range out {
+							if t, done := Complete(op); done && t.Kind == TaskAppend {
+								if t.Err != nil {
+									b.Fatal(t.Err)
+								}
+								pending++
+							}
+						}
+					}
+					if n%1024 == 1023 {
+						for _, l := range ls {
+							l.EnforceRetention(l.LEO())
+						}
+					}
+				}
+			})
+		}
+	}
 }
