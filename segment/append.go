@@ -24,6 +24,11 @@ type AppendOptions struct {
 	// producer's (message.timestamp.type=LogAppendTime). Producer batches
 	// only.
 	LogAppendTime bool
+	// Validated says the caller has already run batch.Validate on every
+	// batch in the mode Replica implies (the engine does, to answer each
+	// produce request on its own before batching requests together): only
+	// the headers are parsed again, not the CRC nor the records.
+	Validated bool
 }
 
 // AppendResult describes a completed append.
@@ -133,7 +138,16 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 		if int64(len(b)) > l.cfg.MaxMessageBytes {
 			return nil, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooBig, i, len(b), l.cfg.MaxMessageBytes)
 		}
-		h, err := batch.Validate(b, mode)
+		var h batch.Header
+		var err error
+		if opts.Validated {
+			h, err = batch.ParseHeader(b)
+			if err == nil && h.Size() != len(b) {
+				err = fmt.Errorf("%w: header says %d bytes, batch has %d", batch.ErrLength, h.Size(), len(b))
+			}
+		} else {
+			h, err = batch.Validate(b, mode)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: batch %d: %w", ErrInvalidBatch, i, err)
 		}

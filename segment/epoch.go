@@ -145,3 +145,17 @@ func (c *epochCache) truncateFromStart(offset int64) bool {
 func (c *epochCache) persist() error {
 	return writeFileAtomic(c.dir, epochFile, encodeEpochFile(c.snapshot()))
 }
+
+// epochFor returns the epoch whose range holds offset, or UndefinedEpoch.
+func (c *epochCache) epochFor(offset int64) int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e := UndefinedEpoch
+	for _, en := range c.entries {
+		if en.StartOffset > offset {
+			break
+		}
+		e = en.Epoch
+	}
+	return e
+}

@@ -210,6 +210,10 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs.endOffsetFor(epoch, l.LEO())
 }
 
+// EpochForOffset is the leader epoch that wrote offset (the latest epoch
+// starting at or before it), or UndefinedEpoch.
+func (l *Log) EpochForOffset(offset int64) int32 { return l.epochs.epochFor(offset) }
+
 // Failed returns the error that stopped the log, if any.
 func (l *Log) Failed() error { return l.failed }
 

@@ -608,3 +608,32 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("unknown flush policy accepted")
 	}
 }
+
+func TestScanHeaders(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallConfig(), Options{})
+	defer l.Close()
+	for i := range 300 {
+		l.Append([][]byte{mkBatch(t, 3, 300, 1, i)}, AppendOptions{})
+	}
+	l.DeleteRecordsBefore(31)
+	var got []int64
+	err := l.ScanHeaders(100, 700, func(h batch.Header) error {
+		got = append(got, h.BaseOffset)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 201 || got[0] != 99 || got[200] != 699 {
+		t.Fatalf("scanned %d headers from %v to %v", len(got), got[0], got[len(got)-1])
+	}
+	got = got[:0]
+	l.ScanHeaders(0, 40, func(h batch.Header) error { got = append(got, h.BaseOffset); return nil })
+	if !slices.Equal(got, []int64{30, 33, 36, 39}) {
+		t.Fatalf("scan from below the log start: %v", got)
+	}
+	stop := errors.New("stop")
+	if err := l.ScanHeaders(0, 900, func(batch.Header) error { return stop }); err != stop {
+		t.Fatalf("fn's error: %v", err)
+	}
+}

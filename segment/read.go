@@ -252,3 +252,48 @@ func (l *Log) MaxTimestamp() (int64, int64) {
 	}
 	return ts, off
 }
+
+// ScanHeaders calls fn with the header of every batch that holds an offset
+// in [from, to), in order, reading headers only (producer state is rebuilt
+// this way). An error from fn stops the scan and is returned. Any
+// goroutine may call it.
+func (l *Log) ScanHeaders(from, to int64, fn func(h batch.Header) error) error {
+	set := l.acquire()
+	defer set.release()
+	to = min(to, l.leo.Load())
+	from = max(from, l.logStart.Load())
+	for i := segmentFor(set.segs, from); i < len(set.segs) && from < to; i++ {
+		s := set.segs[i]
+		size, next := s.sizeNext()
+		if next <= from {
+			continue
+		}
+		r := getHeaderReader(s.log)
+		pos, _, err := s.find(r, from, size)
+		for err == nil && pos < size {
+			var h batch.Header
+			h, err = r.header(pos, size)
+			if err != nil {
+				break
+			}
+			if h.BaseOffset >= to {
+				pos = size
+				break
+			}
+			if err = fn(h); err != nil {
+				break
+			}
+			pos += int64(h.Size())
+		}
+		putHeaderReader(r)
+		if err != nil {
+			return err
+		}
+		from = next
+	}
+	return nil
+}
+
+// ActiveBase is the base offset of the active segment (owner only): it
+// changes when the log rolls.
+func (l *Log) ActiveBase() int64 { return l.active.base }

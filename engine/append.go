@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"ringlog/segment"
+	"ringlog/segment/batch"
+)
+
+type segmentHeader = batch.Header
+
+// AppendOptions qualify an append.
+type AppendOptions struct {
+	// RequireISR is acks=all: the append fails with ErrNotEnoughReplicas
+	// when the in-sync replicas are fewer than min.insync.replicas.
+	RequireISR bool
+}
+
+// AppendResult is what a producer is told.
+type AppendResult struct {
+	// BaseOffset is the offset of the first record written (for a
+	// duplicate, of the batch written before).
+	BaseOffset int64
+	// LogAppendTime is the broker's timestamp for LogAppendTime topics, else -1.
+	LogAppendTime int64
+	// LogStartOffset of the partition after the append.
+	LogStartOffset int64
+	// Duplicate is true when the batch had been written already (an
+	// idempotent producer's retry).
+	Duplicate bool
+}
+
+// ErrNotEnoughReplicas: acks=all with fewer in-sync replicas than
+// min.insync.replicas.
+var ErrNotEnoughReplicas = errors.New("engine: not enough in-sync replicas")
+
+// maxDecompressed bounds what validation may decompress of one batch.
+const maxDecompressed = 64 << 20
+
+// Append writes the record batches in records (a produce request's
+// records field: one or more RecordBatch v2) to tp. Validation happens on
+// the caller's goroutine; done is called exactly once, on the partition's
+// shard goroutine, when the batches are written (and synced under the
+// flush policy always), or with the error. done must not block.
+func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
+	if e.closed.Load() {
+		done(AppendResult{}, ErrClosed)
+		return
+	}
+	p, err := e.partition(tp)
+	if err != nil {
+		done(AppendResult{}, err)
+		return
+	}
+	cfg := &p.topic.config
+	if opts.RequireISR && cfg.MinInsyncReplicas > 1 {
+		done(AppendResult{}, fmt.Errorf("%w: 1 in sync, min.insync.replicas %d", ErrNotEnoughReplicas, cfg.MinInsyncReplicas))
+		return
+	}
+	r := &appendReq{p: p, opts: opts, done: done}
+	nowMs := e.cfg.Now().UnixMilli()
+	it := batch.Split(records)
+	for it.Next() {
+		b := it.Batch()
+		if int64(len(b)) > cfg.Log.MaxMessageBytes {
+			done(AppendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", segment.ErrBatchTooBig, len(b), cfg.Log.MaxMessageBytes))
+			return
+		}
+		h, err := batch.Validate(b, batch.Strict)
+		if err != nil {
+			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
+			return
+		}
+		if !cfg.LogAppendTime && h.MaxTimestamp >= 0 {
+			if (cfg.TimestampBeforeMaxMs < nowMs && h.BaseTimestamp < nowMs-cfg.TimestampBeforeMaxMs) ||
+				h.MaxTimestamp-nowMs > cfg.TimestampAfterMaxMs {
+				done(AppendResult{}, fmt.Errorf("%w: batch timestamps %d..%d, broker time %d", ErrInvalidTimestamp, h.BaseTimestamp, h.MaxTimestamp, nowMs))
+				return
+			}
+		}
+		r.batches = append(r.batches, b)
+		r.hdrs = append(r.hdrs, h)
+	}
+	if err := it.Err(); err != nil {
+		done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
+		return
+	}
+	if len(r.batches) == 0 {
+		done(AppendResult{}, fmt.Errorf("%w: no record batch", segment.ErrInvalidBatch))
+		return
+	}
+	select {
+	case p.shard.inbox <- r:
+	default:
+		// Wait for room rather than fail: the network layer bounds the
+		// requests in flight per connection, so this blocks only under a
+		// flood, which is back-pressure working.
+		select {
+		case p.shard.inbox <- r:
+		case <-p.shard.done:
+			done(AppendResult{}, ErrClosed)
+		}
+	}
+}
+
+// round writes every partition's queued appends: one Prepare per partition
+// (producer checks first, each request on its own), one submission for all
+// of them, then the answers.
+func (s *shard) round() {
+	if len(s.queued) == 0 {
+		return
+	}
+	s.ops = s.ops[:0]
+	tasks := 0
+	for _, p := range s.queued {
+		reqs := p.queue
+		p.queue = nil
+		if t := s.prepare(p, reqs); t != nil {
+			s.ops = append(s.ops, t.Ops...)
+			tasks++
+		}
+	}
+	clear(s.queued)
+	s.queued = s.queued[:0]
+	if tasks == 0 {
+		return
+	}
+	if err := s.io.Submit(s.ops...); err != nil {
+		// The ring is broken: the fate of these writes is unknown, and so
+		// is every log's state on this shard.
+		s.broken = err
+		s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
+	}
+	for tasks > 0 && s.broken == nil {
+		for _, t := range s.reap(1) {
+			s.finish(t)
+			tasks--
+		}
+	}
+	if s.broken != nil {
+		for p := range s.parts {
+			if rc, ok := p.roundCtx(); ok {
+				p.producers.rollback()
+				for _, r := range rc {
+					r.done(AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, s.broken))
+				}
+			}
+		}
+	}
+	clear(s.ops)
+	s.ops = s.ops[:0]
+}
+
+// prepare checks each request against the producer state, then prepares
+// one log append for all the requests that pass. Requests that fail, and
+// duplicates, are answered at once.
+func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
+	if p.log == nil || p.deleted.Load() {
+		for _, r := range reqs {
+			r.done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition))
+		}
+		return nil
+	}
+	leo := p.log.LEO()
+	next := leo
+	var batches [][]byte
+	accepted := reqs[:0:0]
+	logStart := p.log.LogStartOffset()
+	for _, r := range reqs {
+		var dup *batchMeta
+		var err error
+		for _, h := range r.hdrs {
+			if dup, err = p.producers.check(h); err != nil || dup != nil {
+				break
+			}
+		}
+		switch {
+		case err != nil:
+			r.done(AppendResult{}, err)
+			continue
+		case dup != nil:
+			r.done(AppendResult{BaseOffset: dup.firstOffset, LogAppendTime: -1, LogStartOffset: logStart, Duplicate: true}, nil)
+			continue
+		}
+		r.base = next
+		for _, h := range r.hdrs {
+			p.producers.update(h, next, true)
+			next += int64(h.LastOffsetDelta) + 1
+		}
+		batches = append(batches, r.batches...)
+		accepted = append(accepted, r)
+	}
+	if len(accepted) == 0 {
+		return nil
+	}
+	t, err := p.log.Prepare(batches, segment.AppendOptions{
+		LeaderEpoch:   p.leaderEpoch.Load(),
+		LogAppendTime: p.topic.config.LogAppendTime,
+		Validated:     true,
+	})
+	if err == nil && t.Result.BaseOffset != leo {
+		err = fmt.Errorf("engine: log assigned offset %d, expected %d", t.Result.BaseOffset, leo)
+	}
+	if err != nil {
+		p.producers.rollback()
+		for _, r := range accepted {
+			r.done(AppendResult{}, storageError(err))
+		}
+		return nil
+	}
+	t.Ctx = accepted
+	p.task = t
+	return t
+}
+
+// roundCtx returns the requests of p's append in flight.
+func (p *partition) roundCtx() ([]*appendReq, bool) {
+	if p.task == nil {
+		return nil, false
+	}
+	rc, ok := p.task.Ctx.([]*appendReq)
+	p.task = nil
+	return rc, ok
+}
+
+// finish answers the requests of a completed append.
+func (s *shard) finish(t *segment.Task) {
+	reqs := t.Ctx.([]*appendReq)
+	p := reqs[0].p
+	p.task = nil
+	if t.Err != nil {
+		p.producers.rollback()
+		for _, r := range reqs {
+			r.done(AppendResult{}, storageError(t.Err))
+		}
+		return
+	}
+	p.producers.commit()
+	// A single node is its own ISR: what is written is committed.
+	p.advanceHW(p.log.LEO())
+	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
+	for _, r := range reqs {
+		res.BaseOffset = r.base
+		r.done(res, nil)
+	}
+	// A roll is the moment Kafka snapshots producer state: recovery then
+	// replays at most the active segment.
+	if base := p.log.ActiveBase(); base != p.snapshotBase {
+		p.snapshotBase = base
+		if err := p.writeSnapshot(); err != nil {
+			s.e.log.Error("producer snapshot", "partition", p.dir, "err", err)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"ringlog/segment"
+)
+
+// TopicConfig is a topic's configuration, typed. Its names (in Entries and
+// ParseTopicConfig) are Kafka's topic config names, so that admin tools
+// work unchanged.
+type TopicConfig struct {
+	Log segment.Config
+	// CleanupPolicy is "delete", "compact" or "compact,delete".
+	CleanupPolicy string
+	// MinInsyncReplicas is min.insync.replicas (used with acks=all).
+	MinInsyncReplicas int32
+	// LogAppendTime is message.timestamp.type=LogAppendTime.
+	LogAppendTime bool
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs bound how far a CreateTime
+	// timestamp may be from the broker's clock (KIP-937).
+	TimestampBeforeMaxMs int64
+	TimestampAfterMaxMs  int64
+}
+
+// DefaultTopicConfig is Kafka's default topic configuration.
+func DefaultTopicConfig() TopicConfig {
+	return TopicConfig{
+		Log:                  segment.DefaultConfig(),
+		CleanupPolicy:        "delete",
+		MinInsyncReplicas:    1,
+		TimestampBeforeMaxMs: math.MaxInt64,
+		TimestampAfterMaxMs:  3600_000,
+	}
+}
+
+// ConfigEntry is one configuration value as DescribeConfigs shows it.
+type ConfigEntry struct {
+	Name  string
+	Value string
+	// Default is true when the topic does not override the value (the
+	// broker's default applies).
+	Default bool
+	// Type is Kafka's config type name: BOOLEAN, STRING, INT, LONG, DOUBLE, LIST.
+	Type string
+	Doc  string
+}
+
+// ErrInvalidConfig is returned for an unknown config name or a bad value.
+var ErrInvalidConfig = errors.New("engine: invalid config")
+
+// configKey describes one topic config: how to read it from and write it
+// into a TopicConfig.
+type configKey struct {
+	name string
+	typ  string
+	doc  string
+	get  func(c *TopicConfig) string
+	set  func(c *TopicConfig, v string) error
+}
+
+func parseLong(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a number: %q", v)
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("%d not in [%d, %d]", n, lo, hi)
+	}
+	return n, nil
+}
+
+func longKey(name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) configKey {
+	return configKey{name: name, typ: "LONG", doc: doc,
+		get: func(c *TopicConfig) string { return strconv.FormatInt(*field(c), 10) },
+		set: func(c *TopicConfig, v string) error {
+			n, err := parseLong(v, lo, hi)
+			if err == nil {
+				*field(c) = n
+			}
+			return err
+		}}
+}
+
+func intKey(name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) configKey {
+	k := longKey(name, doc, lo, hi, field)
+	k.typ = "INT"
+	return k
+}
+
+// configKeys lists every topic config ringlog honours, in Kafka's names.
+var configKeys = []configKey{
+	{name: "cleanup.policy", typ: "LIST", doc: "delete, compact, or compact,delete",
+		get: func(c *TopicConfig) string { return c.CleanupPolicy },
+		set: func(c *TopicConfig, v string) error {
+			parts := strings.Split(strings.ReplaceAll(v, " ", ""), ",")
+			slices.Sort(parts)
+			parts = slices.Compact(parts)
+			switch strings.Join(parts, ",") {
+			case "delete":
+				c.CleanupPolicy = "delete"
+			case "compact":
+				c.CleanupPolicy = "compact"
+			case "compact,delete":
+				c.CleanupPolicy = "compact,delete"
+			default:
+				return fmt.Errorf("want delete, compact or compact,delete, got %q", v)
+			}
+			return nil
+		}},
+	{name: "compression.type", typ: "STRING", doc: "only producer: batches are stored as the producer compressed them",
+		get: func(c *TopicConfig) string { return "producer" },
+		set: func(c *TopicConfig, v string) error {
+			if strings.TrimSpace(v) != "producer" {
+				return fmt.Errorf("only \"producer\" is supported (ringlog stores batches as sent), got %q", v)
+			}
+			return nil
+		}},
+	longKey("retention.ms", "how long to keep a segment after its newest record (-1: forever)", -1, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.RetentionMs }),
+	longKey("retention.bytes", "largest size of a partition's log before old segments go (-1: no limit)", -1, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.RetentionBytes }),
+	intKey("segment.bytes", "size at which a segment rolls", 14, math.MaxInt32,
+		func(c *TopicConfig) *int64 { return &c.Log.SegmentBytes }),
+	longKey("segment.ms", "age at which a segment rolls", 1, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.SegmentMs }),
+	intKey("segment.index.bytes", "preallocated size of each index file", 4*12, math.MaxInt32,
+		func(c *TopicConfig) *int64 { return &c.Log.SegmentIndexBytes }),
+	intKey("index.interval.bytes", "bytes between offset index entries", 0, math.MaxInt32,
+		func(c *TopicConfig) *int64 { return &c.Log.IndexIntervalBytes }),
+	intKey("max.message.bytes", "largest record batch accepted", 0, math.MaxInt32,
+		func(c *TopicConfig) *int64 { return &c.Log.MaxMessageBytes }),
+	longKey("flush.messages", "records between fsyncs; 1 syncs every append (group commit per round)", 1, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.FlushMessages }),
+	longKey("flush.ms", "time between fsyncs", 0, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.FlushMs }),
+	{name: "min.insync.replicas", typ: "INT", doc: "replicas that must acknowledge an acks=all produce",
+		get: func(c *TopicConfig) string { return strconv.Itoa(int(c.MinInsyncReplicas)) },
+		set: func(c *TopicConfig, v string) error {
+			n, err := parseLong(v, 1, math.MaxInt32)
+			if err == nil {
+				c.MinInsyncReplicas = int32(n)
+			}
+			return err
+		}},
+	{name: "message.timestamp.type", typ: "STRING", doc: "CreateTime or LogAppendTime",
+		get: func(c *TopicConfig) string {
+			if c.LogAppendTime {
+				return "LogAppendTime"
+			}
+			return "CreateTime"
+		},
+		set: func(c *TopicConfig, v string) error {
+			switch strings.TrimSpace(v) {
+			case "CreateTime":
+				c.LogAppendTime = false
+			case "LogAppendTime":
+				c.LogAppendTime = true
+			default:
+				return fmt.Errorf("want CreateTime or LogAppendTime, got %q", v)
+			}
+			return nil
+		}},
+	longKey("message.timestamp.before.max.ms", "how far in the past a CreateTime timestamp may be", 0, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.TimestampBeforeMaxMs }),
+	longKey("message.timestamp.after.max.ms", "how far in the future a CreateTime timestamp may be", 0, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.TimestampAfterMaxMs }),
+}
+
+func lookupKey(name string) (*configKey, bool) {
+	for i := range configKeys {
+		if configKeys[i].name == name {
+			return &configKeys[i], true
+		}
+	}
+	return nil, false
+}
+
+// ConfigNames lists the supported topic config names.
+func ConfigNames() []string {
+	names := make([]string, len(configKeys))
+	for i, k := range configKeys {
+		names[i] = k.name
+	}
+	return names
+}
+
+// ParseTopicConfig applies overrides (Kafka names) to base. An unknown name
+// or a bad value is ErrInvalidConfig naming it.
+func ParseTopicConfig(base TopicConfig, overrides map[string]string) (TopicConfig, error) {
+	c := base
+	names := make([]string, 0, len(overrides))
+	for n := range overrides {
+		names = append(names, n)
+	}
+	slices.Sort(names) // deterministic error for several bad keys
+	for _, n := range names {
+		k, ok := lookupKey(n)
+		if !ok {
+			return base, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, n)
+		}
+		if err := k.set(&c, overrides[n]); err != nil {
+			return base, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, n, err)
+		}
+	}
+	c.Log.Flush = flushPolicy(c.Log)
+	if err := c.Log.Validate(); err != nil {
+		return base, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+// flushPolicy derives the log's flush policy from Kafka's flush settings:
+// flush.messages=1 syncs every append (as a group commit per round),
+// unbounded values never sync, anything else syncs on the interval.
+func flushPolicy(c segment.Config) segment.FlushPolicy {
+	switch {
+	case c.FlushMessages <= 1:
+		return segment.FlushAlways
+	case c.FlushMessages == math.MaxInt64 && c.FlushMs == math.MaxInt64:
+		return segment.FlushNever
+	}
+	return segment.FlushInterval
+}
+
+// Entries lists every config of c, marking those not in overrides as
+// defaults.
+func (c TopicConfig) Entries(overrides map[string]string) []ConfigEntry {
+	out := make([]ConfigEntry, 0, len(configKeys))
+	for _, k := range configKeys {
+		_, set := overrides[k.name]
+		out = append(out, ConfigEntry{Name: k.name, Value: k.get(&c), Default: !set, Type: k.typ, Doc: k.doc})
+	}
+	return out
+}
+
+// ConfigOp is one IncrementalAlterConfigs operation.
+type ConfigOp struct {
+	Name string
+	// Op is Kafka's: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (the last two
+	// only for LIST configs).
+	Op    int8
+	Value string
+}
+
+// applyOps returns overrides changed by ops.
+func applyOps(overrides map[string]string, base TopicConfig, ops []ConfigOp) (map[string]string, error) {
+	out := make(map[string]string, len(overrides)+len(ops))
+	for k, v := range overrides {
+		out[k] = v
+	}
+	for _, op := range ops {
+		k, ok := lookupKey(op.Name)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, op.Name)
+		}
+		switch op.Op {
+		case 0:
+			out[op.Name] = op.Value
+		case 1:
+			delete(out, op.Name)
+		case 2, 3:
+			if k.typ != "LIST" {
+				return nil, fmt.Errorf("%w: %s is not a list: APPEND and SUBTRACT do not apply", ErrInvalidConfig, op.Name)
+			}
+			cur, ok := out[op.Name]
+			if !ok {
+				cur = k.get(&base)
+			}
+			items := strings.Split(cur, ",")
+			if cur == "" {
+				items = nil
+			}
+			for _, v := range strings.Split(op.Value, ",") {
+				i := slices.Index(items, v)
+				if op.Op == 2 && i < 0 {
+					items = append(items, v)
+				} else if op.Op == 3 && i >= 0 {
+					items = slices.Delete(items, i, i+1)
+				}
+			}
+			out[op.Name] = strings.Join(items, ",")
+		default:
+			return nil, fmt.Errorf("%w: unknown operation %d on %s", ErrInvalidConfig, op.Op, op.Name)
+		}
+	}
+	return out, nil
+}

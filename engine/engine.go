@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ringlog/ioring"
+)
+
+// Config sets up an Engine.
+type Config struct {
+	// Dir holds one folder per partition (Kafka's log.dirs, one dir).
+	Dir string
+	// Shards is the number of shards; 0 means GOMAXPROCS.
+	Shards int
+	// IO picks the I/O path (auto probes io_uring); IOWrites how the
+	// io_uring path writes (see ioring.WriteMode).
+	IO       ioring.Mode
+	IOWrites ioring.WriteMode
+	// Topic is the broker's default topic configuration.
+	Topic TopicConfig
+	// NumPartitions is num.partitions, for topics created without a count.
+	NumPartitions int32
+	// RetentionCheckInterval is log.retention.check.interval.ms (5 min).
+	RetentionCheckInterval time.Duration
+	// ProducerIDExpiration is producer.id.expiration.ms (1 day).
+	ProducerIDExpiration time.Duration
+	// NodeID is this broker's id (node.id).
+	NodeID int32
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.Shards <= 0 {
+		c.Shards = runtime.GOMAXPROCS(0)
+	}
+	if c.IO == "" {
+		c.IO = ioring.ModeAuto
+	}
+	if c.Topic.Log.SegmentBytes == 0 {
+		c.Topic = DefaultTopicConfig()
+	}
+	if c.NumPartitions <= 0 {
+		c.NumPartitions = 1
+	}
+	if c.RetentionCheckInterval <= 0 {
+		c.RetentionCheckInterval = 5 * time.Minute
+	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Engine owns the partitions of one broker, spread over shards. All its
+// exported methods may be called from any goroutine.
+type Engine struct {
+	cfg       Config
+	log       *slog.Logger
+	shards    []*shard
+	choice    ioring.Choice
+	clusterID string
+
+	mu     sync.Mutex // serialises topic changes and topics.json writes
+	topics atomic.Pointer[map[string]*topic]
+	parts  atomic.Pointer[map[TP]*partition]
+
+	pidMu   sync.Mutex
+	pidNext int64 // next producer id to hand out
+	pidEnd  int64 // end of the block persisted as used
+
+	closed atomic.Bool
+}
+
+// Open opens (creating when absent) the data directory, starts the shards
+// and recovers every partition log on its shard.
+func Open(cfg Config) (*Engine, error) {
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger}
+	empty := map[string]*topic{}
+	e.topics.Store(&empty)
+	emptyParts := map[TP]*partition{}
+	e.parts.Store(&emptyParts)
+	if err := e.loadMeta(); err != nil {
+		return nil, err
+	}
+	if err := e.removeDeletedDirs(); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Shards {
+		s, err := newShard(e, i)
+		if err != nil {
+			e.stopShards()
+			return nil, err
+		}
+		if i == 0 {
+			e.choice = s.choice
+			e.log.Info("I/O path", "kind", s.choice.Kind, "reason", s.choice.Reason)
+		}
+		e.shards = append(e.shards, s)
+	}
+	for _, s := range e.shards {
+		go s.run()
+	}
+	if err := e.loadTopics(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// IOChoice says which I/O path the shards use and why.
+func (e *Engine) IOChoice() ioring.Choice { return e.choice }
+
+// ClusterID is the id recorded in the data directory's meta.properties.
+func (e *Engine) ClusterID() string { return e.clusterID }
+
+// NodeID is this broker's id.
+func (e *Engine) NodeID() int32 { return e.cfg.NodeID }
+
+// Dir is the data directory.
+func (e *Engine) Dir() string { return e.cfg.Dir }
+
+// Defaults returns the broker's default topic configuration.
+func (e *Engine) Defaults() TopicConfig { return e.cfg.Topic }
+
+// NumPartitions is the default partition count.
+func (e *Engine) NumPartitions() int32 { return e.cfg.NumPartitions }
+
+// Close stops the shards after the appends already queued, and closes every
+// log cleanly (clean-shutdown markers, producer snapshots), so that the
+// next Open skips recovery.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return e.stopShards()
+}
+
+func (e *Engine) stopShards() error {
+	var errs []error
+	for _, s := range e.shards {
+		errs = append(errs, s.stop())
+	}
+	return errors.Join(errs...)
+}
+
+// shardFor spreads a topic's partitions over consecutive shards.
+func (e *Engine) shardFor(tp TP) *shard {
+	h := fnv.New32a()
+	h.Write([]byte(tp.Topic))
+	return e.shards[(int(h.Sum32()%uint32(len(e.shards)))+int(tp.Partition))%len(e.shards)]
+}
+
+func (e *Engine) partition(tp TP) (*partition, error) {
+	if p := (*e.parts.Load())[tp]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, tp.Topic, tp.Partition)
+}
+
+// meta.properties, as Kafka writes it: the cluster id and the node id.
+const metaFile = "meta.properties"
+
+func (e *Engine) loadMeta() error {
+	path := filepath.Join(e.cfg.Dir, metaFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if !ok {
+				continue
+			}
+			switch k {
+			case "cluster.id":
+				e.clusterID = v
+			case "node.id":
+				if id, err := strconv.Atoi(v); err == nil && int32(id) != e.cfg.NodeID {
+					return fmt.Errorf("engine: %s belongs to node %d, this is node %d", e.cfg.Dir, id, e.cfg.NodeID)
+				}
+			}
+		}
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	if e.clusterID == "" {
+		var id [16]byte
+		rand.Read(id[:])
+		e.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
+		data := fmt.Sprintf("version=1\ncluster.id=%s\nnode.id=%d\n", e.clusterID, e.cfg.NodeID)
+		if err := writeFileAtomic(e.cfg.Dir, metaFile, []byte(data)); err != nil {
+			return err
+		}
+	}
+	return e.loadProducerIDs()
+}
+
+// removeDeletedDirs finishes deletions of topics that a crash interrupted.
+func (e *Engine) removeDeletedDirs() error {
+	ents, err := os.ReadDir(e.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	for _, ent := range ents {
+		if ent.IsDir() && strings.HasSuffix(ent.Name(), deleteSuffix) {
+			if err := os.RemoveAll(filepath.Join(e.cfg.Dir, ent.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Producer ids are handed out from blocks; the end of the current block is
+// persisted before any id of it is used, so ids are never reused after a
+// restart.
+const (
+	producerIDFile  = "producer-ids"
+	producerIDBlock = 1000
+)
+
+func (e *Engine) loadProducerIDs() error {
+	b, err := os.ReadFile(filepath.Join(e.cfg.Dir, producerIDFile))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err == nil {
+		n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if perr != nil || n < 0 {
+			return fmt.Errorf("engine: %s: bad content %q", producerIDFile, b)
+		}
+		e.pidNext, e.pidEnd = n, n
+	}
+	return nil
+}
+
+// AllocateProducerID returns a new producer id (InitProducerId for an
+// idempotent producer).
+func (e *Engine) AllocateProducerID() (int64, error) {
+	e.pidMu.Lock()
+	defer e.pidMu.Unlock()
+	if e.pidNext >= e.pidEnd {
+		end := e.pidNext + producerIDBlock
+		if err := writeFileAtomic(e.cfg.Dir, producerIDFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		e.pidEnd = end
+	}
+	id := e.pidNext
+	e.pidNext++
+	return id, nil
+}
+
+// writeFileAtomic replaces dir/name with data durably: temporary file,
+// fsync, rename, fsync of the directory.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if runtime.GOOS == "windows" {
+		return nil // directories cannot be synced there
+	}
+	return err
+}

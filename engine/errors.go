@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"ringlog/segment"
+)
+
+// Errors the engine returns; the protocol layer maps each to its error code.
+// Errors from the log (segment.ErrOutOfRange, segment.ErrInvalidBatch,
+// segment.ErrBatchTooBig, ...) are wrapped, not replaced: errors.Is works
+// on both.
+var (
+	ErrUnknownTopicOrPartition = errors.New("engine: unknown topic or partition")
+	ErrTopicExists             = errors.New("engine: topic already exists")
+	ErrInvalidTopic            = errors.New("engine: invalid topic name")
+	ErrInvalidPartitions       = errors.New("engine: invalid number of partitions")
+	ErrInvalidReplication      = errors.New("engine: invalid replication factor")
+	ErrOutOfOrderSequence      = errors.New("engine: out of order sequence number")
+	ErrInvalidProducerEpoch    = errors.New("engine: producer epoch is older than the current one")
+	ErrInvalidTimestamp        = errors.New("engine: timestamp out of the accepted range")
+	ErrStorage                 = errors.New("engine: storage error")
+	ErrClosed                  = errors.New("engine: closed")
+	ErrBusy                    = errors.New("engine: shard inbox full")
+	ErrInvalidRequest          = errors.New("engine: invalid request")
+)
+
+// storageError marks an error of the disk under a log (a failed write or
+// sync, a failed log), which Kafka reports as KAFKA_STORAGE_ERROR.
+func storageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, segment.ErrInvalidBatch), errors.Is(err, segment.ErrBatchTooBig),
+		errors.Is(err, segment.ErrOutOfRange), errors.Is(err, segment.ErrEmpty):
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrStorage, err)
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"ringlog/segment"
+)
+
+// TP names a partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// partition is one partition of a topic on this broker. Its log and
+// producer state belong to its shard's goroutine; hw, epoch and the
+// subscribers are shared.
+type partition struct {
+	tp      TP
+	topic   *topic
+	shard   *shard
+	dir     string
+	log     *segment.Log
+	deleted atomic.Bool
+
+	// hw is the high watermark: consumers read below it. On a single node
+	// it follows the LEO; replication (issue 5) will move it by the ISR.
+	hw atomic.Int64
+	// leaderEpoch is stamped on appended batches.
+	leaderEpoch atomic.Int32
+
+	// Owned by the shard.
+	producers    *producerState
+	queue        []*appendReq // appends waiting for the next round
+	task         *segment.Task
+	snapshotBase int64 // active segment base at the last producer snapshot
+
+	subMu sync.Mutex
+	subs  map[*Waiter]struct{}
+}
+
+// Waiter is woken when any partition it watches gets new data (its high
+// watermark moves). It is how a fetch long-polls.
+type Waiter struct {
+	C     chan struct{}
+	parts []*partition
+}
+
+// NewWaiter watches the partitions in tps that exist on this broker; C
+// receives (at most one pending signal) whenever one of them gets new data.
+// Stop releases it.
+func (e *Engine) NewWaiter(tps []TP) *Waiter {
+	w := &Waiter{C: make(chan struct{}, 1)}
+	for _, tp := range tps {
+		p, err := e.partition(tp)
+		if err != nil {
+			continue
+		}
+		p.subMu.Lock()
+		if p.subs == nil {
+			p.subs = map[*Waiter]struct{}{}
+		}
+		p.subs[w] = struct{}{}
+		p.subMu.Unlock()
+		w.parts = append(w.parts, p)
+	}
+	return w
+}
+
+// Stop unregisters the waiter.
+func (w *Waiter) Stop() {
+	for _, p := range w.parts {
+		p.subMu.Lock()
+		delete(p.subs, w)
+		p.subMu.Unlock()
+	}
+	w.parts = nil
+}
+
+// notify wakes every waiter of p without blocking.
+func (p *partition) notify() {
+	p.subMu.Lock()
+	for w := range p.subs {
+		select {
+		case w.C <- struct{}{}:
+		default:
+		}
+	}
+	p.subMu.Unlock()
+}
+
+// advanceHW publishes a new high watermark and wakes the waiters.
+func (p *partition) advanceHW(hw int64) {
+	if hw > p.hw.Load() {
+		p.hw.Store(hw)
+		p.notify()
+	}
+}

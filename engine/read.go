@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"ringlog/segment"
+)
+
+// PartitionState is a partition's offsets as a fetch reports them.
+type PartitionState struct {
+	HW             int64 // high watermark: consumers read below it
+	LSO            int64 // last stable offset (= HW: no transactions yet)
+	LEO            int64
+	LogStartOffset int64
+	LeaderEpoch    int32
+}
+
+func (p *partition) state() PartitionState {
+	hw := p.hw.Load()
+	return PartitionState{HW: hw, LSO: hw, LEO: p.log.LEO(), LogStartOffset: p.log.LogStartOffset(), LeaderEpoch: p.leaderEpoch.Load()}
+}
+
+// State returns tp's offsets.
+func (e *Engine) State(tp TP) (PartitionState, error) {
+	p, err := e.partition(tp)
+	if err != nil {
+		return PartitionState{}, err
+	}
+	return p.state(), nil
+}
+
+// ReadResult is the answer to Read: file regions to send (zero-copy), and
+// the partition's offsets at the time of the read. Release it once the
+// regions are sent.
+type ReadResult struct {
+	*segment.ReadResult
+	State PartitionState
+}
+
+// Read returns the regions holding the batches from the one containing
+// offset, up to maxBytes (the first batch whole with minOne), below the
+// high watermark. An offset below the log start or above the high
+// watermark is segment.ErrOutOfRange. Any goroutine may call it; it never
+// waits for the shard.
+func (e *Engine) Read(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, error) {
+	p, err := e.partition(tp)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	st := p.state()
+	if offset > st.HW && offset <= st.LEO {
+		// Written but not committed: nothing to read yet, not an error
+		// (Kafka answers an empty fetch).
+		return ReadResult{ReadResult: &segment.ReadResult{}, State: st}, nil
+	}
+	res, err := p.log.Read(offset, maxBytes, st.HW, minOne)
+	if err != nil {
+		return ReadResult{State: st}, err
+	}
+	return ReadResult{ReadResult: res, State: st}, nil
+}
+
+// Special timestamps of ListOffsets.
+const (
+	LatestTimestamp        int64 = -1
+	EarliestTimestamp      int64 = -2
+	MaxTimestamp           int64 = -3 // KIP-734
+	EarliestLocalTimestamp int64 = -4 // KIP-405: no tiered storage, so the log start
+	LatestTieredTimestamp  int64 = -5 // KIP-1005: nothing is tiered
+)
+
+// ListOffset answers ListOffsets for one partition: the offset (and
+// timestamp, -1 for the special queries) for timestamp. When no record is
+// at or after timestamp the offset is -1. leaderEpoch is the epoch of the
+// batch holding the offset.
+func (e *Engine) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch int32, err error) {
+	p, err := e.partition(tp)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	st := p.state()
+	ts = -1
+	switch timestamp {
+	case LatestTimestamp:
+		offset = st.HW
+	case EarliestTimestamp, EarliestLocalTimestamp:
+		offset = st.LogStartOffset
+	case LatestTieredTimestamp:
+		return -1, -1, -1, nil
+	case MaxTimestamp:
+		var maxTs int64 = -1
+		done := make(chan error, 1)
+		p.shard.call(func() {
+			maxTs, _ = p.log.MaxTimestamp()
+			done <- nil
+		}, done)
+		if err := <-done; err != nil {
+			return 0, 0, 0, err
+		}
+		if maxTs < 0 {
+			return -1, -1, -1, nil
+		}
+		// The first record carrying the largest timestamp.
+		offset, ts, err = p.log.OffsetForTimestamp(maxTs, st.HW)
+		if errors.Is(err, segment.ErrNotFound) {
+			return -1, -1, -1, nil
+		}
+		if err != nil {
+			return 0, 0, 0, storageError(err)
+		}
+	default:
+		if timestamp < 0 {
+			return 0, 0, 0, fmt.Errorf("%w: timestamp %d", ErrInvalidRequest, timestamp)
+		}
+		offset, ts, err = p.log.OffsetForTimestamp(timestamp, st.HW)
+		if errors.Is(err, segment.ErrNotFound) {
+			return -1, -1, -1, nil
+		}
+		if err != nil {
+			return 0, 0, 0, storageError(err)
+		}
+	}
+	return offset, ts, p.log.EpochForOffset(offset), nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101/KIP-279): the
+// largest epoch at most epoch and where it ends.
+func (e *Engine) EndOffsetForEpoch(tp TP, epoch int32) (int32, int64, error) {
+	p, err := e.partition(tp)
+	if err != nil {
+		return 0, 0, err
+	}
+	ep, off := p.log.EndOffsetForEpoch(epoch)
+	return ep, off, nil
+}
+
+// DeleteRecords moves tp's log start offset to offset (-1: the high
+// watermark) and returns the new low watermark. offset above the high
+// watermark is segment.ErrOutOfRange.
+func (e *Engine) DeleteRecords(tp TP, offset int64) (int64, error) {
+	p, err := e.partition(tp)
+	if err != nil {
+		return 0, err
+	}
+	type result struct {
+		low int64
+		err error
+	}
+	done := make(chan result, 1)
+	errc := make(chan error, 1)
+	p.shard.call(func() {
+		hw := p.hw.Load()
+		if offset == -1 {
+			offset = hw
+		}
+		if offset < 0 || offset > hw {
+			done <- result{err: fmt.Errorf("%w: delete before %d, high watermark %d", segment.ErrOutOfRange, offset, hw)}
+			return
+		}
+		low, err := p.log.DeleteRecordsBefore(offset)
+		done <- result{low, storageError(err)}
+	}, errc)
+	select {
+	case r := <-done:
+		return r.low, r.err
+	case err := <-errc:
+		return 0, err
+	}
+}
+
+// PartitionSize is one partition's size on disk (DescribeLogDirs).
+type PartitionSize struct {
+	TP   TP
+	Size int64
+}
+
+// Sizes lists every partition's size on disk.
+func (e *Engine) Sizes() []PartitionSize {
+	var out []PartitionSize
+	for tp, p := range *e.parts.Load() {
+		out = append(out, PartitionSize{TP: tp, Size: p.log.Size()})
+	}
+	return out
+}
+
+// Partitions lists the partitions this broker holds.
+func (e *Engine) Partitions() []TP {
+	var out []TP
+	for tp := range *e.parts.Load() {
+		out = append(out, tp)
+	}
+	return out
+}

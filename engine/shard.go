@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"ringlog/ioring"
+	"ringlog/segment"
+)
+
+// A shard is a goroutine locked to an OS thread that owns a set of
+// partitions for their whole life on this broker, with its own io_uring
+// ring and an inbox. All changes to its partitions' logs happen on it, so
+// the hot path takes no locks. Its loop: take what the inbox holds, build
+// one write per partition from all the appends queued for it, hand every
+// write of the round to the kernel in one submission (group commit), wait
+// for the round, then answer; between rounds it runs control work (opening
+// and deleting partitions, retention, flushes).
+type shard struct {
+	e      *Engine
+	id     int
+	io     ioring.IO
+	choice ioring.Choice
+	inbox  chan any
+	parts  map[*partition]struct{}
+	done   chan struct{}
+	broken error // the ring failed: appends on this shard fail from now on
+
+	// Round scratch, reused.
+	ops    []*ioring.Op
+	out    []*ioring.Op
+	queued []*partition
+}
+
+// inboxSize bounds the requests waiting for a shard; a full inbox pushes
+// back on the network layer (ErrBusy) rather than growing memory.
+const inboxSize = 8192
+
+// maxRound bounds the requests one round takes, so that control work and
+// the next round's latency stay bounded under load.
+const maxRound = 4096
+
+type appendReq struct {
+	p       *partition
+	batches [][]byte
+	hdrs    []segmentHeader
+	opts    AppendOptions
+	done    func(AppendResult, error)
+	base    int64
+}
+
+type callReq struct{ fn func() }
+
+type stopReq struct{ errc chan error }
+
+func newShard(e *Engine, id int) (*shard, error) {
+	io, choice, err := ioring.Open(e.cfg.IO, ioring.Config{Writes: e.cfg.IOWrites})
+	if err != nil {
+		return nil, err
+	}
+	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan any, inboxSize),
+		parts: map[*partition]struct{}{}, done: make(chan struct{})}, nil
+}
+
+// call runs fn on the shard goroutine. If the shard has stopped, fn does
+// not run; errc (if not nil and an error channel) gets ErrClosed.
+func (s *shard) call(fn func(), errc any) {
+	select {
+	case <-s.done:
+		if c, ok := errc.(chan error); ok {
+			c <- ErrClosed
+		}
+		return
+	default:
+	}
+	select {
+	case s.inbox <- callReq{fn}:
+	case <-s.done:
+		if c, ok := errc.(chan error); ok {
+			c <- ErrClosed
+		}
+	}
+}
+
+func (s *shard) stop() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	errc := make(chan error, 1)
+	s.inbox <- stopReq{errc}
+	err := <-errc
+	<-s.done
+	return err
+}
+
+func (s *shard) run() {
+	// The shard's state is touched by this goroutine alone; locking it to
+	// one thread also keeps the ring's submitter on one CPU's caches.
+	runtime.LockOSThread()
+	defer close(s.done)
+	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
+	defer retention.Stop()
+	flush := time.NewTicker(100 * time.Millisecond)
+	defer flush.Stop()
+	var idle <-chan time.Time
+	for {
+		// Background syncs (of rolled segments) in flight are reaped
+		// every few milliseconds while the shard has nothing else to do.
+		idle = nil
+		if s.io.InFlight() > 0 {
+			idle = time.After(5 * time.Millisecond)
+		}
+		var req any
+		select {
+		case req = <-s.inbox:
+		case <-retention.C:
+			s.enforceRetention()
+			continue
+		case <-flush.C:
+			s.flushDue()
+			continue
+		case <-idle:
+			s.reap(0)
+			continue
+		}
+		var calls []callReq
+		var stop *stopReq
+		for n := 0; ; n++ {
+			switch r := req.(type) {
+			case *appendReq:
+				s.enqueue(r)
+			case callReq:
+				calls = append(calls, r)
+			case stopReq:
+				stop = &r
+			}
+			if stop != nil || n >= maxRound {
+				break
+			}
+			select {
+			case req = <-s.inbox:
+				continue
+			default:
+			}
+			break
+		}
+		s.round()
+		for _, c := range calls {
+			c.fn()
+		}
+		if stop != nil {
+			stop.errc <- s.shutdown()
+			return
+		}
+	}
+}
+
+func (s *shard) enqueue(r *appendReq) {
+	p := r.p
+	if p.deleted.Load() || p.log == nil {
+		r.done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition))
+		return
+	}
+	if s.broken != nil {
+		r.done(AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, s.broken))
+		return
+	}
+	if len(p.queue) == 0 {
+		s.queued = append(s.queued, p)
+	}
+	p.queue = append(p.queue, r)
+}
+
+// reap completes whatever ops come back, waiting for at least min.
+func (s *shard) reap(min int) []*segment.Task {
+	var finished []*segment.Task
+	var err error
+	s.out, err = s.io.Wait(s.out[:0], min, -1)
+	if err != nil {
+		s.broken = err
+		s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
+		return nil
+	}
+	for _, op := range s.out {
+		if t, done := segment.Complete(op); done {
+			if t.Kind == segment.TaskAppend {
+				finished = append(finished, t)
+			} else if t.Err != nil {
+				s.e.log.Error("background sync failed", "shard", s.id, "err", t.Err)
+			}
+		}
+	}
+	return finished
+}
+
+// openPartition creates (fresh) or recovers p's log on this shard.
+func (s *shard) openPartition(p *partition, fresh bool) error {
+	if fresh {
+		if _, err := os.Stat(p.dir); err == nil {
+			// Left over from a topic of the same name whose deletion did not
+			// finish: move it aside rather than adopting its data.
+			if err := os.Rename(p.dir, p.dir+fmt.Sprintf(".%d%s", time.Now().UnixNano(), deleteSuffix)); err != nil {
+				return err
+			}
+		}
+	}
+	l, err := segment.Open(p.dir, p.topic.config.Log, segment.Options{IO: s.io, Now: s.e.cfg.Now})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	p.log = l
+	if r := l.Recovery(); !r.Clean && !fresh {
+		s.e.log.Info("recovered partition", "partition", p.dir, "segments_scanned", r.SegmentsScanned,
+			"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "reason", r.Reason)
+	}
+	if err := p.loadProducers(); err != nil {
+		l.Close()
+		p.log = nil
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	p.snapshotBase = l.ActiveBase()
+	p.hw.Store(l.LEO())
+	s.parts[p] = struct{}{}
+	return nil
+}
+
+// closePartition closes p's log cleanly, with a producer snapshot.
+func (s *shard) closePartition(p *partition) error {
+	delete(s.parts, p)
+	if p.log == nil {
+		return nil
+	}
+	var errs []error
+	if p.log.Failed() == nil {
+		errs = append(errs, p.writeSnapshot())
+	}
+	errs = append(errs, p.log.Close())
+	return errors.Join(errs...)
+}
+
+// deletePartition closes p and removes its files (renamed aside first).
+func (s *shard) deletePartition(p *partition) error {
+	for _, r := range p.queue {
+		r.done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition))
+	}
+	p.queue = nil
+	delete(s.parts, p)
+	if p.log != nil {
+		p.log.Close()
+	}
+	p.notify()
+	gone := p.dir + "." + fmt.Sprintf("%x", p.topic.id[:8]) + deleteSuffix
+	if err := os.Rename(p.dir, gone); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(p.dir)); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
+}
+
+// enforceRetention applies retention.ms and retention.bytes to every
+// partition of the shard, below each high watermark, and expires idle
+// producers.
+func (s *shard) enforceRetention() {
+	cutoff := s.e.cfg.Now().Add(-s.e.cfg.ProducerIDExpiration).UnixMilli()
+	for p := range s.parts {
+		if p.log.Failed() != nil {
+			continue
+		}
+		n, err := p.log.EnforceRetention(p.hw.Load())
+		if err != nil {
+			s.e.log.Error("retention", "partition", p.dir, "err", err)
+		} else if n > 0 {
+			s.e.log.Debug("retention deleted segments", "partition", p.dir, "segments", n, "log_start_offset", p.log.LogStartOffset())
+		}
+		p.producers.expire(cutoff)
+	}
+}
+
+// flushDue syncs the logs whose flush.ms has passed (flush policy
+// interval), all in one submission.
+func (s *shard) flushDue() {
+	s.ops = s.ops[:0]
+	for p := range s.parts {
+		if t := p.log.PrepareFlush(false); t != nil {
+			s.ops = append(s.ops, t.Ops...)
+		}
+	}
+	if len(s.ops) > 0 {
+		if err := s.io.Submit(s.ops...); err != nil {
+			s.broken = err
+			return
+		}
+		s.ops = s.ops[:0]
+	}
+}
+
+// shutdown closes every partition cleanly after the ops in flight.
+func (s *shard) shutdown() error {
+	for s.io.InFlight() > 0 && s.broken == nil {
+		s.reap(s.io.InFlight())
+	}
+	var errs []error
+	for p := range s.parts {
+		errs = append(errs, s.closePartition(p))
+	}
+	errs = append(errs, s.io.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,396 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// topic is a topic's metadata; it is replaced, never changed in place,
+// so that readers holding one see a consistent picture.
+type topic struct {
+	name       string
+	id         [16]byte
+	partitions []*partition
+	overrides  map[string]string
+	config     TopicConfig
+}
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	// Config is the effective configuration; Overrides the values set on
+	// the topic itself (the rest are the broker's defaults).
+	Config    TopicConfig
+	Overrides map[string]string
+}
+
+func (t *topic) info() TopicInfo {
+	return TopicInfo{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions)), Config: t.config, Overrides: maps.Clone(t.overrides)}
+}
+
+// Topics lists the topics, sorted by name.
+func (e *Engine) Topics() []TopicInfo {
+	ts := *e.topics.Load()
+	out := make([]TopicInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.info())
+	}
+	slices.SortFunc(out, func(a, b TopicInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Topic describes one topic.
+func (e *Engine) Topic(name string) (TopicInfo, bool) {
+	t := (*e.topics.Load())[name]
+	if t == nil {
+		return TopicInfo{}, false
+	}
+	return t.info(), true
+}
+
+// TopicByID finds a topic by its id (Fetch v13+, Metadata by id).
+func (e *Engine) TopicByID(id [16]byte) (TopicInfo, bool) {
+	for _, t := range *e.topics.Load() {
+		if t.id == id {
+			return t.info(), true
+		}
+	}
+	return TopicInfo{}, false
+}
+
+// ValidateTopicName applies Kafka's rules: 1 to 249 characters of
+// [a-zA-Z0-9._-], not "." or "..".
+func ValidateTopicName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 249 {
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: %q has the character %q", ErrInvalidTopic, name, r)
+		}
+	}
+	return nil
+}
+
+// CreateTopic creates a topic with partitions partitions (-1: the broker's
+// num.partitions) and config overrides. replication is -1 or the number of
+// replicas; a single node has one. With validateOnly nothing is created.
+func (e *Engine) CreateTopic(name string, partitions int32, replication int16, overrides map[string]string, validateOnly bool) (TopicInfo, error) {
+	if e.closed.Load() {
+		return TopicInfo{}, ErrClosed
+	}
+	if err := ValidateTopicName(name); err != nil {
+		return TopicInfo{}, err
+	}
+	if partitions == -1 {
+		partitions = e.cfg.NumPartitions
+	}
+	if partitions <= 0 || partitions > maxPartitions {
+		return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
+	}
+	if replication != -1 && replication != 1 {
+		return TopicInfo{}, fmt.Errorf("%w: %d, this cluster has 1 broker", ErrInvalidReplication, replication)
+	}
+	cfg, err := ParseTopicConfig(e.cfg.Topic, overrides)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ts := *e.topics.Load()
+	if _, ok := ts[name]; ok {
+		return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	// Kafka refuses names that differ only by '.' versus '_': they collide
+	// in metric names.
+	norm := strings.ReplaceAll(name, ".", "_")
+	for other := range ts {
+		if strings.ReplaceAll(other, ".", "_") == norm {
+			return TopicInfo{}, fmt.Errorf("%w: %q collides with existing topic %q", ErrInvalidTopic, name, other)
+		}
+	}
+	t := &topic{name: name, overrides: maps.Clone(overrides), config: cfg}
+	if t.overrides == nil {
+		t.overrides = map[string]string{}
+	}
+	rand.Read(t.id[:])
+	t.id[6] = t.id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's
+	t.id[8] = t.id[8]&0x3f | 0x80
+	if validateOnly {
+		return t.info(), nil
+	}
+	if err := e.openPartitions(t, 0, partitions, true); err != nil {
+		return TopicInfo{}, err
+	}
+	if err := e.publishTopic(t); err != nil {
+		return TopicInfo{}, err
+	}
+	return t.info(), nil
+}
+
+// maxPartitions bounds the partitions of one topic: every partition holds
+// files and mappings.
+const maxPartitions = 10000
+
+// openPartitions creates (fresh) or opens partitions [from, to) of t on
+// their shards, in parallel across shards.
+func (e *Engine) openPartitions(t *topic, from, to int32, fresh bool) error {
+	errc := make(chan error, to-from)
+	for i := from; i < to; i++ {
+		tp := TP{t.name, i}
+		p := &partition{tp: tp, topic: t, dir: filepath.Join(e.cfg.Dir, fmt.Sprintf("%s-%d", t.name, i))}
+		p.leaderEpoch.Store(0)
+		t.partitions = append(t.partitions, p)
+		s := e.shardFor(tp)
+		p.shard = s
+		s.call(func() { errc <- s.openPartition(p, fresh) }, errc)
+	}
+	var errs []error
+	for range to - from {
+		errs = append(errs, <-errc)
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Close what did open; the files stay for an operator to inspect.
+		for _, p := range t.partitions[from:] {
+			if p.log != nil {
+				p.shard.call(func() { p.shard.closePartition(p) }, nil)
+			}
+		}
+		t.partitions = t.partitions[:from]
+		return err
+	}
+	return nil
+}
+
+// publishTopic installs t (new or replaced) and persists the topic list.
+// Called with e.mu held.
+func (e *Engine) publishTopic(t *topic) error {
+	ts := maps.Clone(*e.topics.Load())
+	ts[t.name] = t
+	if err := e.saveTopics(ts); err != nil {
+		return err
+	}
+	e.topics.Store(&ts)
+	e.rebuildPartitionMap(ts)
+	return nil
+}
+
+func (e *Engine) rebuildPartitionMap(ts map[string]*topic) {
+	parts := make(map[TP]*partition)
+	for _, t := range ts {
+		for _, p := range t.partitions {
+			parts[p.tp] = p
+		}
+	}
+	e.parts.Store(&parts)
+}
+
+// DeleteTopic removes a topic and its data. Its partition folders are
+// renamed out of the way first (Kafka's topic-N.<id>-delete), so a crash
+// midway finishes the deletion at the next start.
+func (e *Engine) DeleteTopic(name string) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ts := maps.Clone(*e.topics.Load())
+	t := ts[name]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	delete(ts, name)
+	if err := e.saveTopics(ts); err != nil {
+		return err
+	}
+	e.topics.Store(&ts)
+	e.rebuildPartitionMap(ts)
+	var errs []error
+	for _, p := range t.partitions {
+		p.deleted.Store(true)
+		done := make(chan error, 1)
+		p.shard.call(func() { done <- p.shard.deletePartition(p) }, done)
+		errs = append(errs, <-done)
+	}
+	return errors.Join(errs...)
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := (*e.topics.Load())[name]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	have := int32(len(t.partitions))
+	if total <= have {
+		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d (partitions can only be added)", ErrInvalidPartitions, name, have, total)
+	}
+	if total > maxPartitions {
+		return fmt.Errorf("%w: %d", ErrInvalidPartitions, total)
+	}
+	if validateOnly {
+		return nil
+	}
+	nt := &topic{name: t.name, id: t.id, overrides: t.overrides, config: t.config, partitions: slices.Clone(t.partitions)}
+	if err := e.openPartitions(nt, have, total, true); err != nil {
+		return err
+	}
+	for _, p := range nt.partitions {
+		p.topic = nt
+	}
+	return e.publishTopic(nt)
+}
+
+// AlterTopicConfig replaces the topic's overrides (AlterConfigs).
+func (e *Engine) AlterTopicConfig(name string, overrides map[string]string, validateOnly bool) error {
+	return e.changeConfig(name, validateOnly, func(map[string]string, TopicConfig) (map[string]string, error) {
+		return maps.Clone(overrides), nil
+	})
+}
+
+// IncrementalAlterTopicConfig applies ops to the topic's overrides
+// (IncrementalAlterConfigs).
+func (e *Engine) IncrementalAlterTopicConfig(name string, ops []ConfigOp, validateOnly bool) error {
+	return e.changeConfig(name, validateOnly, func(cur map[string]string, base TopicConfig) (map[string]string, error) {
+		return applyOps(cur, base, ops)
+	})
+}
+
+func (e *Engine) changeConfig(name string, validateOnly bool, change func(map[string]string, TopicConfig) (map[string]string, error)) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := (*e.topics.Load())[name]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	overrides, err := change(t.overrides, e.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	cfg, err := ParseTopicConfig(e.cfg.Topic, overrides)
+	if err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	nt := &topic{name: t.name, id: t.id, overrides: overrides, config: cfg, partitions: t.partitions}
+	if err := e.publishTopic(nt); err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range nt.partitions {
+		done := make(chan error, 1)
+		p.shard.call(func() {
+			p.topic = nt
+			done <- p.log.SetConfig(cfg.Log)
+		}, done)
+		errs = append(errs, <-done)
+	}
+	return errors.Join(errs...)
+}
+
+// topics.json holds the topic list of a single-node broker (the cluster's
+// controller will hold it in its quorum).
+const (
+	topicsFile   = "topics.json"
+	deleteSuffix = "-delete"
+)
+
+type topicRecord struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+func (e *Engine) saveTopics(ts map[string]*topic) error {
+	recs := make([]topicRecord, 0, len(ts))
+	for _, t := range ts {
+		recs = append(recs, topicRecord{Name: t.name, ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.partitions)), Configs: t.overrides})
+	}
+	slices.SortFunc(recs, func(a, b topicRecord) int { return strings.Compare(a.Name, b.Name) })
+	b, err := json.MarshalIndent(map[string]any{"version": 1, "topics": recs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(e.cfg.Dir, topicsFile, append(b, '\n')); err != nil {
+		return fmt.Errorf("%w: save %s: %w", ErrStorage, topicsFile, err)
+	}
+	return nil
+}
+
+// loadTopics reads topics.json and opens every partition.
+func (e *Engine) loadTopics() error {
+	b, err := os.ReadFile(filepath.Join(e.cfg.Dir, topicsFile))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Version int           `json:"version"`
+		Topics  []topicRecord `json:"topics"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Version != 1 {
+		return fmt.Errorf("engine: %s: unreadable (%v, version %d)", topicsFile, err, doc.Version)
+	}
+	ts := map[string]*topic{}
+	for _, r := range doc.Topics {
+		if err := ValidateTopicName(r.Name); err != nil {
+			return fmt.Errorf("engine: %s: %w", topicsFile, err)
+		}
+		if r.Partitions <= 0 || r.Partitions > maxPartitions {
+			return fmt.Errorf("engine: %s: topic %s with %d partitions", topicsFile, r.Name, r.Partitions)
+		}
+		cfg, err := ParseTopicConfig(e.cfg.Topic, r.Configs)
+		if err != nil {
+			return fmt.Errorf("engine: %s: topic %s: %w", topicsFile, r.Name, err)
+		}
+		t := &topic{name: r.Name, overrides: r.Configs, config: cfg}
+		if t.overrides == nil {
+			t.overrides = map[string]string{}
+		}
+		if err := decodeID(r.ID, &t.id); err != nil {
+			return fmt.Errorf("engine: %s: topic %s: %w", topicsFile, r.Name, err)
+		}
+		if err := e.openPartitions(t, 0, r.Partitions, false); err != nil {
+			return err
+		}
+		ts[t.name] = t
+	}
+	e.topics.Store(&ts)
+	e.rebuildPartitionMap(ts)
+	return nil
+}
+
+func decodeID(s string, id *[16]byte) error {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(id) {
+		return fmt.Errorf("bad topic id %q", s)
+	}
+	copy(id[:], b)
+	return nil
+}
