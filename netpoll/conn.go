@@ -1,0 +1,282 @@
+package netpoll
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// transport is what a Conn needs from its implementation (gnet or portable).
+type transport interface {
+	// notify tells the connection's writer (and its reader, if it is paused)
+	// that the outbox changed: responses became ready to write or the
+	// in-flight window shrank. Called with Conn.mu not held, from any
+	// goroutine, possibly after the connection closed.
+	notify()
+	// close closes the connection asynchronously. Any goroutine.
+	close()
+}
+
+// slot states of the in-flight window.
+const (
+	slotEmpty   uint8 = iota // handed to the handler, not answered
+	slotReply                // answered with a response
+	slotNoReply              // answered with NoReply
+)
+
+type slot struct {
+	state uint8
+	r     *Response
+}
+
+// Conn is one client connection as the handler sees it.
+//
+// Requests get consecutive sequence numbers from 0. Replies may arrive in any
+// order from any goroutine; they wait in a window of MaxInFlight slots until
+// every earlier sequence number is answered, then move, in order, to the
+// ready list that the connection's writer drains.
+type Conn struct {
+	srv    *Server
+	t      transport
+	remote net.Addr
+	ctx    atomic.Pointer[any]
+
+	// queued counts this connection's response bytes replied and not yet
+	// written (Stats.QueuedBytes is the sum): answers add, the writer
+	// subtracts, the reader compares it with MaxQueuedBytes.
+	queued atomic.Int64
+	// gen moves whenever the window releases a sequence number (and at
+	// teardown): the gnet loop compares it before and after a turn to learn
+	// that answers arrived meanwhile, to write or to read again.
+	gen atomic.Uint64
+
+	mu       sync.Mutex
+	window   []slot      // MaxInFlight slots, sequence number seq at seq % len
+	next     uint64      // oldest sequence number not yet released to ready
+	assigned uint64      // next sequence number to hand out
+	ready    []*Response // released in order, waiting for the writer
+	closed   bool        // the connection is gone: replies are dropped
+
+	spare []*Response // writer only: the previous ready slice, reused
+}
+
+func newConn(s *Server, t transport, remote net.Addr) *Conn {
+	return &Conn{
+		srv:    s,
+		t:      t,
+		remote: remote,
+		window: make([]slot, s.cfg.MaxInFlight),
+	}
+}
+
+// RemoteAddr returns the client's address. Any goroutine.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// SetContext stores the handler's per-connection state. Any goroutine.
+func (c *Conn) SetContext(v any) { c.ctx.Store(&v) }
+
+// Context returns what SetContext stored, or nil. Any goroutine.
+func (c *Conn) Context() any {
+	if p := c.ctx.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close closes the connection: requests not yet answered get no response,
+// responses not yet written are dropped (their OnDone runs), and
+// Handler.Closed follows. Any goroutine; it does not wait.
+func (c *Conn) Close() { c.t.close() }
+
+// Reply answers request seq with r. Any goroutine, exactly once per seq
+// (or NoReply instead). Responses are written in seq order whatever the
+// order of the Reply calls; r belongs to netpoll from now on. A nil r is
+// NoReply. After the connection closed, r is released (OnDone) and dropped.
+//
+// A response that cannot be framed (larger than 2 GiB - 1, or with a bad
+// region) closes the connection: the client would wait for it forever.
+func (c *Conn) Reply(seq uint64, r *Response) {
+	if r == nil {
+		c.NoReply(seq)
+		return
+	}
+	if err := r.seal(); err != nil {
+		c.srv.log.Error("netpoll: handler reply cannot be framed; closing the connection",
+			"remote", c.remote, "seq", seq, "err", err)
+		r.release()
+		c.t.close()
+		return
+	}
+	c.answer(seq, slotReply, r)
+}
+
+// NoReply tells netpoll that request seq produces no response (Kafka's
+// produce with acks=0). Any goroutine, exactly once per seq (or Reply
+// instead). Later responses are not held back by it.
+func (c *Conn) NoReply(seq uint64) { c.answer(seq, slotNoReply, nil) }
+
+func (c *Conn) answer(seq uint64, state uint8, r *Response) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		if r != nil {
+			r.release()
+		}
+		return
+	}
+	if seq < c.next || seq >= c.assigned || c.window[seq%uint64(len(c.window))].state != slotEmpty {
+		c.mu.Unlock()
+		// A handler bug, not client input: say so loudly, keep the
+		// connection's framing intact by ignoring the stray answer.
+		c.srv.log.Error("netpoll: answer for a request that is not in flight; ignored",
+			"remote", c.remote, "seq", seq)
+		if r != nil {
+			r.release()
+		}
+		return
+	}
+	c.window[seq%uint64(len(c.window))] = slot{state: state, r: r}
+	if r != nil {
+		c.queued.Add(r.wireLen())
+		c.srv.st.queuedBytes.Add(r.wireLen())
+	}
+	released := c.releaseLocked()
+	c.mu.Unlock()
+	if released {
+		c.t.notify()
+	}
+}
+
+// releaseLocked moves the answered prefix of the window to ready. It reports
+// whether anything moved.
+func (c *Conn) releaseLocked() bool {
+	moved := false
+	for c.next < c.assigned {
+		sl := &c.window[c.next%uint64(len(c.window))]
+		if sl.state == slotEmpty {
+			break
+		}
+		if sl.state == slotReply {
+			c.ready = append(c.ready, sl.r)
+		} else {
+			c.srv.st.inFlight.Add(-1) // a NoReply is finished here
+		}
+		*sl = slot{}
+		c.next++
+		moved = true
+	}
+	if moved {
+		c.gen.Add(1)
+	}
+	return moved
+}
+
+// begin hands out the sequence number of a request about to be served, or
+// reports false when the server is closing (the request is not served).
+// Reader side only (the event loop or the reader goroutine), after
+// checking that the window has room (paused).
+func (c *Conn) begin() (uint64, bool) {
+	// In-flight first, closing second; Server.Close does the reverse. With
+	// both sequentially consistent, either Close sees this request or this
+	// request sees the server closing: none is served unseen.
+	c.srv.st.inFlight.Add(1)
+	if c.srv.closing.Load() {
+		c.srv.st.inFlight.Add(-1)
+		return 0, false
+	}
+	c.mu.Lock()
+	if c.assigned-c.next >= uint64(len(c.window)) {
+		panic("netpoll: request served with the in-flight window full") // callers check paused first
+	}
+	seq := c.assigned
+	c.assigned++
+	c.mu.Unlock()
+	c.srv.st.frames.Add(1)
+	return seq, true
+}
+
+// paused reports whether the reader must stop: the window is full, or more
+// than MaxQueuedBytes are waiting to be written (extra counts bytes queued
+// outside netpoll, in gnet's outbound buffer). Reader side only.
+func (c *Conn) paused(extra int64) bool {
+	c.mu.Lock()
+	full := c.assigned-c.next >= uint64(len(c.window))
+	c.mu.Unlock()
+	return full || c.queued.Load()+extra > c.srv.cfg.MaxQueuedBytes
+}
+
+// takeReady moves the ready responses to the writer's cursor. Writer side
+// only. It reports whether there were any.
+func (c *Conn) takeReady(w *cursor) bool {
+	c.mu.Lock()
+	rs := c.ready
+	c.ready = c.spare[:0]
+	c.mu.Unlock()
+	if len(rs) == 0 {
+		c.spare = rs
+		return false
+	}
+	w.push(rs)
+	clear(rs)
+	c.spare = rs[:0]
+	return true
+}
+
+// wrote accounts for n response bytes written to the socket (or handed to
+// gnet). Writer side only.
+func (c *Conn) wrote(n int64) {
+	if n <= 0 {
+		return
+	}
+	c.queued.Add(-n)
+	c.srv.st.queuedBytes.Add(-n)
+	c.srv.st.bytesOut.Add(n)
+}
+
+// done finishes a response that was written completely. Writer side only.
+func (c *Conn) done(r *Response) {
+	c.srv.st.inFlight.Add(-1)
+	r.release()
+}
+
+// dropped finishes a response whose connection closed with unsent bytes left:
+// the bytes leave the queue unwritten. Writer side or teardown.
+func (c *Conn) dropped(r *Response, unsent int64) {
+	c.queued.Add(-unsent)
+	c.srv.st.queuedBytes.Add(-unsent)
+	c.srv.st.inFlight.Add(-1)
+	r.release()
+}
+
+// teardown marks the connection closed and drops everything the window and
+// the ready list hold; later answers are dropped on arrival. It runs once,
+// when the connection is gone, before Handler.Closed.
+func (c *Conn) teardown() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	var drop []*Response
+	unanswered := int64(0)
+	for seq := c.next; seq < c.assigned; seq++ {
+		sl := &c.window[seq%uint64(len(c.window))]
+		if sl.state == slotReply {
+			drop = append(drop, sl.r)
+		} else {
+			unanswered++ // never answered, or a NoReply behind one
+		}
+		*sl = slot{}
+	}
+	c.next = c.assigned
+	drop = append(drop, c.ready...)
+	c.ready = nil
+	c.mu.Unlock()
+
+	c.srv.st.inFlight.Add(-unanswered)
+	for _, r := range drop {
+		c.dropped(r, r.wireLen())
+	}
+	c.gen.Add(1)
+}

@@ -1,0 +1,284 @@
+package netpoll
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The test protocol: the first byte of a request frame says what the test
+// handler does with it.
+const (
+	cmdEcho  = 'e' // reply with the whole frame
+	cmdFile  = 'f' // pos u64, n u64: reply "F" + file[pos:pos+n] as a region
+	cmdMixed = 'm' // pos u64, n u64: reply "A", region, "B", region
+	cmdDelay = 'd' // ms u32, payload: reply with payload after ms, from another goroutine
+	cmdNone  = 'n' // NoReply
+	cmdHold  = 'h' // hand (conn, seq) to the test through testHandler.held
+	cmdClose = 'c' // close the connection from the handler
+)
+
+func echoReq(payload string) []byte { return append([]byte{cmdEcho}, payload...) }
+
+func fileReq(cmd byte, pos, n int64) []byte {
+	b := []byte{cmd}
+	b = binary.BigEndian.AppendUint64(b, uint64(pos))
+	return binary.BigEndian.AppendUint64(b, uint64(n))
+}
+
+func delayReq(ms int, payload string) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{cmdDelay}, uint32(ms))
+	return append(b, payload...)
+}
+
+type held struct {
+	c   *Conn
+	seq uint64
+}
+
+// testHandler implements the test protocol and audits OnDone: every
+// response it makes must be released exactly once.
+type testHandler struct {
+	t    testing.TB
+	file *os.File
+
+	held   chan held
+	served atomic.Int64
+	closed atomic.Int64
+	made   atomic.Int64
+	done   atomic.Int64
+	twice  atomic.Int64
+	wg     sync.WaitGroup // delayed replies
+}
+
+func newTestHandler(t testing.TB, file *os.File) *testHandler {
+	return &testHandler{t: t, file: file, held: make(chan held, 1024)}
+}
+
+func (h *testHandler) response() *Response {
+	r := &Response{}
+	h.made.Add(1)
+	var once atomic.Bool
+	r.OnDone(func() {
+		if !once.CompareAndSwap(false, true) {
+			h.twice.Add(1)
+		}
+		h.done.Add(1)
+	})
+	return r
+}
+
+func (h *testHandler) Serve(c *Conn, seq uint64, frame []byte) {
+	h.served.Add(1)
+	if len(frame) == 0 {
+		c.Reply(seq, h.response())
+		return
+	}
+	switch frame[0] {
+	case cmdEcho:
+		r := h.response()
+		r.AppendBytes(frame)
+		c.Reply(seq, r)
+	case cmdFile, cmdMixed:
+		pos := int64(binary.BigEndian.Uint64(frame[1:]))
+		n := int64(binary.BigEndian.Uint64(frame[9:]))
+		r := h.response()
+		if frame[0] == cmdFile {
+			r.AppendBytes([]byte("F"))
+			r.AppendRegion(h.file, pos, n)
+		} else {
+			r.AppendBytes([]byte("A"))
+			r.AppendRegion(h.file, pos, n)
+			r.AppendBytes([]byte("B"))
+			r.AppendRegion(h.file, pos, n)
+		}
+		c.Reply(seq, r)
+	case cmdDelay:
+		ms := binary.BigEndian.Uint32(frame[1:])
+		r := h.response()
+		r.AppendBytes(frame[5:])
+		h.wg.Add(1)
+		time.AfterFunc(time.Duration(ms)*time.Millisecond, func() {
+			defer h.wg.Done()
+			c.Reply(seq, r)
+		})
+	case cmdNone:
+		c.NoReply(seq)
+	case cmdHold:
+		h.held <- held{c, seq}
+	case cmdClose:
+		c.Close()
+	default:
+		h.t.Errorf("test handler: unknown command %q", frame[0])
+		c.Close()
+	}
+}
+
+func (h *testHandler) Closed(*Conn) { h.closed.Add(1) }
+
+// checkDone asserts that every response made was released exactly once.
+func (h *testHandler) checkDone(t testing.TB) {
+	t.Helper()
+	h.wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.done.Load() != h.made.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if made, done, twice := h.made.Load(), h.done.Load(), h.twice.Load(); made != done || twice != 0 {
+		t.Fatalf("OnDone: %d responses made, %d releases, %d released twice", made, done, twice)
+	}
+}
+
+// ios runs fn once per implementation.
+func ios(t *testing.T, fn func(t *testing.T, portable bool)) {
+	for _, portable := range []bool{false, true} {
+		name := "gnet"
+		if portable {
+			name = "portable"
+		}
+		t.Run(name, func(t *testing.T) {
+			if !portable && !gnetSupported {
+				t.Skip("gnet is not supported here")
+			}
+			fn(t, portable)
+		})
+	}
+}
+
+var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// serve starts a server on 127.0.0.1 with cfg (Addr, Portable and Logger
+// filled in) and closes it, then audits OnDone, when the test ends.
+func serve(t *testing.T, portable bool, cfg Config, h *testHandler) *Server {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Portable = portable
+	if cfg.Loops == 0 {
+		cfg.Loops = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger
+	}
+	s, err := Listen(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+		h.checkDone(t)
+	})
+	return s
+}
+
+// testFile creates a file of n random bytes and returns it, open, with its
+// contents.
+func testFile(t testing.TB, n int) (*os.File, []byte) {
+	t.Helper()
+	data := make([]byte, n)
+	seed := [32]byte{byte(n), byte(n >> 8), byte(n >> 16)}
+	_, _ = rand.NewChaCha8(seed).Read(data)
+	path := filepath.Join(t.TempDir(), "region")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f, data
+}
+
+// client speaks the framing over a plain socket.
+type client struct {
+	t  testing.TB
+	nc *net.TCPConn
+	br *bufio.Reader
+}
+
+func dial(t testing.TB, s *Server) *client {
+	t.Helper()
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return &client{t: t, nc: nc.(*net.TCPConn), br: bufio.NewReaderSize(nc, 256<<10)}
+}
+
+func frame(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func (c *client) send(body []byte) {
+	c.t.Helper()
+	if _, err := c.nc.Write(frame(body)); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+func (c *client) recv() []byte {
+	c.t.Helper()
+	b, err := c.tryRecv(5 * time.Second)
+	if err != nil {
+		c.t.Fatalf("recv: %v", err)
+	}
+	return b
+}
+
+func (c *client) tryRecv(timeout time.Duration) ([]byte, error) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > 1<<30 {
+		return nil, fmt.Errorf("response length %d", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c.br, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// expectClosed asserts that the server closes the connection: reads end in
+// EOF or a reset, not a timeout.
+func (c *client) expectClosed(timeout time.Duration) {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	_, err := io.Copy(io.Discard, c.br)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		c.t.Fatalf("connection still open after %v", timeout)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func dialRaw(s *Server) (net.Conn, error) {
+	return net.DialTimeout("tcp", s.Addr().String(), time.Second)
+}

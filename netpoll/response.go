@@ -1,0 +1,106 @@
+package netpoll
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+)
+
+// Response is one reply frame, built by the handler from byte slices and
+// file regions and handed to Conn.Reply. netpoll writes the 4-byte size
+// prefix itself (the sum of the parts' lengths), then the parts in order;
+// file regions go out with sendfile where the platform allows.
+//
+// A Response belongs to the handler until Reply, and to netpoll afterwards:
+// the handler must not touch it, nor change the bytes or file regions it
+// points at, until its OnDone function runs. The zero value is an empty
+// response, ready to use.
+type Response struct {
+	parts  []part
+	size   int64 // sum of the parts' lengths, without the prefix
+	bad    bool  // a region had a negative position or length
+	onDone []func()
+	prefix [4]byte // the size prefix, filled in by seal
+}
+
+// part is a byte slice (f == nil) or a file region [pos, pos+n) of f.
+type part struct {
+	b   []byte
+	f   *os.File
+	pos int64
+	n   int64
+}
+
+func (p *part) len() int64 {
+	if p.f == nil {
+		return int64(len(p.b))
+	}
+	return p.n
+}
+
+// AppendBytes appends b to the response. The response keeps b, without
+// copying it, until OnDone.
+func (r *Response) AppendBytes(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	r.parts = append(r.parts, part{b: b})
+	r.size += int64(len(b))
+}
+
+// AppendRegion appends n bytes of f starting at pos. They are sent with
+// sendfile when possible, read and copied otherwise. f must stay open until
+// OnDone (segment readers pin their files until then). If f turns out to
+// hold fewer bytes than promised when the region is sent, the frame can no
+// longer be completed and the connection is closed.
+func (r *Response) AppendRegion(f *os.File, pos, n int64) {
+	if pos < 0 || n < 0 || f == nil {
+		r.bad = true
+		return
+	}
+	if n == 0 {
+		return
+	}
+	r.parts = append(r.parts, part{f: f, pos: pos, n: n})
+	r.size += n
+}
+
+// OnDone registers fn to be called exactly once, after the response has
+// been fully written to the socket or dropped because its connection
+// closed. Several functions run in registration order. fn runs on a
+// netpoll goroutine (an event loop or a connection's writer) and must not
+// block.
+func (r *Response) OnDone(fn func()) {
+	if fn != nil {
+		r.onDone = append(r.onDone, fn)
+	}
+}
+
+// Len reports the response's size without its 4-byte prefix.
+func (r *Response) Len() int64 { return r.size }
+
+// seal fills in the size prefix. A response too large for the prefix, or
+// with a bad region, cannot be framed.
+func (r *Response) seal() error {
+	if r.bad {
+		return ErrBadRegion
+	}
+	if r.size > math.MaxInt32 {
+		return ErrResponseTooLarge
+	}
+	binary.BigEndian.PutUint32(r.prefix[:], uint32(r.size))
+	return nil
+}
+
+// wireLen is the number of bytes the response occupies on the wire.
+func (r *Response) wireLen() int64 { return r.size + 4 }
+
+// release runs the OnDone functions. It is called exactly once per replied
+// response, by whoever owns it at that moment (see Conn).
+func (r *Response) release() {
+	fns := r.onDone
+	r.onDone = nil
+	for _, fn := range fns {
+		fn()
+	}
+}

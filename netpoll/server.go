@@ -1,0 +1,153 @@
+package netpoll
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler receives a connection's frames. See doc.go for the concurrency
+// contract.
+type Handler interface {
+	// Serve is called once per request frame, in arrival order for a
+	// connection, on that connection's event loop (gnet) or reader goroutine
+	// (portable); never concurrently for one connection. frame is the body
+	// without its length prefix, freshly allocated and owned by the handler
+	// (it may keep slices of it after Serve returns). Serve must not block.
+	// The handler later calls exactly one of c.Reply(seq, r) or
+	// c.NoReply(seq), from any goroutine, or closes the connection.
+	Serve(c *Conn, seq uint64, frame []byte)
+	// Closed is called once when the connection is gone, on the same
+	// goroutine as Serve and never concurrently with it, after the last
+	// Serve. Answers that arrive afterwards are released and dropped.
+	Closed(c *Conn)
+}
+
+// engine is one implementation of the connection layer.
+type engine interface {
+	// name is "gnet" or "portable", for logs.
+	name() string
+	// stopAccepting refuses new connections from now on.
+	stopAccepting()
+	// shutdown closes every connection (dropping what is unwritten) and
+	// returns once every connection has been torn down and Handler.Closed
+	// has run for it.
+	shutdown()
+}
+
+// Server accepts connections and serves their frames to a Handler. Its
+// methods may be called from any goroutine.
+type Server struct {
+	cfg  Config
+	h    Handler
+	log  *slog.Logger
+	addr net.Addr
+	st   counters
+	eng  engine
+
+	// closing is set by Close: no new connection, no new request served.
+	closing atomic.Bool
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// Listen binds cfg.Addr and serves connections in the background with the
+// implementation cfg selects. It returns once the socket is listening.
+func Listen(cfg Config, h Handler) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil handler", ErrConfig)
+	}
+	s := &Server{cfg: cfg, h: h, log: cfg.Logger, closed: make(chan struct{})}
+	if cfg.Portable || !gnetSupported {
+		s.eng, err = listenPortable(s)
+	} else {
+		s.eng, err = listenGnet(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	detail := "configured"
+	if !gnetSupported {
+		detail = "gnet not supported on this system"
+	}
+	if s.eng.name() == "gnet" {
+		detail = fmt.Sprintf("%d event loops", cfg.Loops)
+	}
+	s.log.Info("netpoll: listening", "addr", s.addr.String(), "io", s.eng.name(), "detail", detail,
+		"max_frame_bytes", cfg.MaxFrameBytes, "max_in_flight", cfg.MaxInFlight,
+		"max_queued_bytes", cfg.MaxQueuedBytes, "max_conns", cfg.MaxConns)
+	return s, nil
+}
+
+// Addr returns the address the server listens on (with the real port when
+// Config.Addr asked for port 0).
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// IO reports the implementation serving: "gnet" or "portable".
+func (s *Server) IO() string { return s.eng.name() }
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() Stats { return s.st.snapshot() }
+
+// Close shuts the server down gracefully: it stops accepting connections
+// and serving new requests at once, waits until every request already
+// handed to the handler is answered and its response written (or ctx is
+// done), then closes every connection. Responses not written by then are
+// dropped, their OnDone run. It returns ctx's error if ctx ended the wait.
+// Calls after the first wait for it and return its result.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.eng.stopAccepting()
+		s.closeErr = s.drain(ctx)
+		s.eng.shutdown()
+		s.log.Info("netpoll: closed", "addr", s.addr.String(), "err", s.closeErr)
+		close(s.closed)
+	})
+	<-s.closed
+	return s.closeErr
+}
+
+// drain waits until no request is in flight. Polling keeps the hot path free
+// of any shutdown signalling; the wait is short and happens once.
+func (s *Server) drain(ctx context.Context) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for s.st.inFlight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("netpoll: %d requests still in flight: %w", s.st.inFlight.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// admit counts a new connection against MaxConns, or refuses it.
+func (s *Server) admit() bool {
+	if s.closing.Load() {
+		s.st.rejected.Add(1)
+		return false
+	}
+	for {
+		n := s.st.conns.Load()
+		if n >= int64(s.cfg.MaxConns) {
+			s.st.rejected.Add(1)
+			return false
+		}
+		if s.st.conns.CompareAndSwap(n, n+1) {
+			s.st.accepted.Add(1)
+			return true
+		}
+	}
+}

@@ -1,0 +1,561 @@
+package netpoll
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestEcho(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		for i := range 10 {
+			msg := fmt.Sprintf("hello %d", i)
+			c.send(echoReq(msg))
+			if got := string(c.recv()); got != "e"+msg {
+				t.Fatalf("got %q", got)
+			}
+		}
+		c.send(nil) // an empty frame is a frame
+		if got := c.recv(); len(got) != 0 {
+			t.Fatalf("empty frame answered with %d bytes", len(got))
+		}
+		if st := s.Stats(); st.Frames != 11 || st.Conns != 1 || st.Accepted != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// A frame arriving one byte per TCP segment is reassembled.
+func TestFrameAcrossPartialReads(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		wire := append(frame(echoReq("byte by byte")), frame(echoReq("then whole"))...)
+		for i, b := range wire[:len(wire)-15] {
+			if _, err := c.nc.Write([]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+			if i%4 == 0 {
+				time.Sleep(time.Millisecond) // let each byte be read on its own
+			}
+		}
+		if _, err := c.nc.Write(wire[len(wire)-15:]); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(c.recv()); got != "ebyte by byte" {
+			t.Fatalf("got %q", got)
+		}
+		if got := string(c.recv()); got != "ethen whole" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Many requests in flight, answered out of order from other goroutines,
+// with NoReply among them: responses come back in request order.
+func TestPipelinedOutOfOrder(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{MaxInFlight: 32}, h)
+		c := dial(t, s)
+		const n = 300
+		rng := rand.New(rand.NewPCG(7, 7))
+		var want []string
+		go func() {
+			var wire []byte
+			for i := range n {
+				payload := fmt.Sprintf("req-%03d", i)
+				switch rng.IntN(4) {
+				case 0:
+					wire = append(wire, frame(echoReq(payload))...)
+					want = append(want, "e"+payload)
+				case 1:
+					wire = append(wire, frame([]byte{cmdNone})...)
+				default:
+					wire = append(wire, frame(delayReq(rng.IntN(8), payload))...)
+					want = append(want, payload)
+				}
+			}
+			_, _ = c.nc.Write(wire)
+		}()
+		time.Sleep(10 * time.Millisecond) // want is filled before the first reply can arrive
+		for i := 0; ; i++ {
+			b, err := c.tryRecv(300 * time.Millisecond)
+			if err != nil {
+				if i != len(want) {
+					t.Fatalf("got %d responses, want %d: %v", i, len(want), err)
+				}
+				break
+			}
+			if i >= len(want) || string(b) != want[i] {
+				t.Fatalf("response %d: %q, want %q", i, b, want[i])
+			}
+		}
+		waitFor(t, "in-flight to drain", func() bool { return s.Stats().InFlight == 0 })
+	})
+}
+
+func TestNoReplyInTheMiddle(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		c.send(delayReq(30, "first"))
+		c.send([]byte{cmdNone})
+		c.send(echoReq("third"))
+		c.send([]byte{cmdNone})
+		c.send(delayReq(5, "fifth"))
+		for _, want := range []string{"first", "ethird", "fifth"} {
+			if got := string(c.recv()); got != want {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		}
+	})
+}
+
+// File regions arrive byte-exact, alone or mixed with bytes, and go by
+// sendfile when the client reads promptly.
+func TestFileRegions(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		f, data := testFile(t, 8<<20)
+		h := newTestHandler(t, f)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		rng := rand.New(rand.NewPCG(3, 4))
+		var regionBytes int64
+		for i := range 60 {
+			n := rng.Int64N(2 << 20)
+			if i%10 == 0 {
+				n = rng.Int64N(100)
+			}
+			pos := rng.Int64N(int64(len(data)) - n)
+			cmd := byte(cmdFile)
+			want := append([]byte("F"), data[pos:pos+n]...)
+			if i%3 == 0 {
+				cmd = cmdMixed
+				want = append(append(append([]byte("A"), data[pos:pos+n]...), 'B'), data[pos:pos+n]...)
+				regionBytes += n
+			}
+			regionBytes += n
+			c.send(fileReq(cmd, pos, n))
+			if got := c.recv(); !bytes.Equal(got, want) {
+				t.Fatalf("region %d (%d@%d): %d bytes, want %d, equal prefix %d", i, n, pos, len(got), len(want), commonPrefix(got, want))
+			}
+		}
+		// The counters move just after the bytes leave: the client can be
+		// faster than the loop's next instruction.
+		waitFor(t, "the region counters", func() bool {
+			st := s.Stats()
+			return st.SendfileBytes+st.CopiedBytes == regionBytes
+		})
+		st := s.Stats()
+		if sendfileExpected(portable) {
+			if share := float64(st.SendfileBytes) / float64(regionBytes); share < 0.95 {
+				t.Fatalf("sendfile share %.3f, want >= 0.95", share)
+			}
+		}
+		t.Logf("%d region bytes: %d by sendfile, %d copied", regionBytes, st.SendfileBytes, st.CopiedBytes)
+	})
+}
+
+func sendfileExpected(portable bool) bool {
+	return runtime.GOOS == "linux" || (!portable && gnetSupported)
+}
+
+func commonPrefix(a, b []byte) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// A region whose file is shorter than promised cannot be completed: the
+// connection closes instead of sending a wrong frame.
+func TestShortRegionClosesConnection(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		f, data := testFile(t, 1<<20)
+		h := newTestHandler(t, f)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		c.send(fileReq(cmdFile, int64(len(data))-1000, 5000))
+		c.expectClosed(5 * time.Second)
+		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 })
+		_ = s
+	})
+}
+
+// A client that stops reading makes the server stop reading it once
+// MaxQueuedBytes are queued; memory stays bounded, other clients are
+// served, and once the client reads again everything arrives.
+func TestSlowReaderIsBounded(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		f, data := testFile(t, 4<<20)
+		h := newTestHandler(t, f)
+		const queuedMax = 2 << 20
+		const region = 1 << 20
+		s := serve(t, portable, Config{MaxQueuedBytes: queuedMax}, h)
+		slow := dial(t, s)
+		if err := slow.nc.SetReadBuffer(64 << 10); err != nil {
+			t.Fatal(err)
+		}
+		const reqs = 64 // 64 MiB of responses asked for
+		var wire []byte
+		for i := range reqs {
+			wire = append(wire, frame(fileReq(cmdFile, int64(i%3)*region, region))...)
+		}
+		if _, err := slow.nc.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+
+		var peak int64
+		waitFor(t, "a pause", func() bool { return s.Stats().Pauses > 0 })
+		for range 100 {
+			peak = max(peak, s.Stats().QueuedBytes)
+			time.Sleep(2 * time.Millisecond)
+		}
+		// The limit is checked before each request is served; the one that
+		// crosses it adds at most one response.
+		if peak > queuedMax+region+4 {
+			t.Fatalf("queued %d bytes, limit %d", peak, queuedMax)
+		}
+		if served := h.served.Load(); served >= reqs {
+			t.Fatalf("all %d requests served to a client that reads nothing", served)
+		}
+
+		// Another client is served meanwhile.
+		other := dial(t, s)
+		other.send(echoReq("still here"))
+		if got := string(other.recv()); got != "estill here" {
+			t.Fatalf("got %q", got)
+		}
+
+		for i := range reqs {
+			got := slow.recv()
+			pos := int64(i%3) * region
+			if !bytes.Equal(got[1:], data[pos:pos+region]) {
+				t.Fatalf("response %d differs", i)
+			}
+		}
+		t.Logf("peak queued %d bytes (limit %d), %d pauses", peak, queuedMax, s.Stats().Pauses)
+	})
+}
+
+// A length prefix of 2^31-1 or a negative one closes the connection
+// without allocating anything like it.
+func TestBadLengthClosesWithoutAllocating(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{MaxFrameBytes: 1 << 20}, h)
+		for _, length := range []uint32{1<<31 - 1, 1<<20 + 1, 0xffffffff, 1 << 31} {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			c := dial(t, s)
+			if _, err := c.nc.Write(binary.BigEndian.AppendUint32(nil, length)); err != nil {
+				t.Fatal(err)
+			}
+			c.expectClosed(5 * time.Second)
+			runtime.ReadMemStats(&after)
+			if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
+				t.Fatalf("length %#x: %d bytes allocated", length, grown)
+			}
+		}
+		if st := s.Stats(); st.Frames != 0 {
+			t.Fatalf("%d frames served", st.Frames)
+		}
+	})
+}
+
+// A connection cut inside a frame serves nothing of it; one that announces
+// a large frame and sends a little costs what arrived, not what was
+// announced.
+func TestTruncatedFrame(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c := dial(t, s)
+		wire := append(binary.BigEndian.AppendUint32(nil, 90<<20), "only a few bytes"...)
+		if _, err := c.nc.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the bytes to be read", func() bool { return s.Stats().BytesIn == int64(len(wire)) })
+		runtime.ReadMemStats(&after)
+		if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 {
+			t.Fatalf("%d bytes allocated for a frame announced at 90 MiB", grown)
+		}
+		_ = c.nc.Close()
+		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 })
+		if h.served.Load() != 0 {
+			t.Fatal("a truncated frame was served")
+		}
+	})
+}
+
+func TestMaxConns(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{MaxConns: 2}, h)
+		a, b := dial(t, s), dial(t, s)
+		for _, c := range []*client{a, b} {
+			c.send(echoReq("x"))
+			c.recv()
+		}
+		over := dial(t, s)
+		over.expectClosed(5 * time.Second)
+		if st := s.Stats(); st.Rejected != 1 || st.Conns != 2 {
+			t.Fatalf("stats %+v", st)
+		}
+		_ = a.nc.Close()
+		waitFor(t, "a to close", func() bool { return s.Stats().Conns == 1 })
+		again := dial(t, s)
+		again.send(echoReq("y"))
+		if got := string(again.recv()); got != "ey" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// MaxInFlight stops reading a connection until answers release the window.
+func TestMaxInFlight(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{MaxInFlight: 4}, h)
+		c := dial(t, s)
+		var wire []byte
+		for range 10 {
+			wire = append(wire, frame([]byte{cmdHold})...)
+		}
+		if _, err := c.nc.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "4 served", func() bool { return h.served.Load() == 4 })
+		time.Sleep(20 * time.Millisecond)
+		if n := h.served.Load(); n != 4 {
+			t.Fatalf("%d served with MaxInFlight 4", n)
+		}
+		for i := range 10 {
+			hd := <-h.held
+			if hd.seq != uint64(i) {
+				t.Fatalf("held seq %d, want %d", hd.seq, i)
+			}
+			r := h.response()
+			r.AppendBytes([]byte{byte(i)})
+			hd.c.Reply(hd.seq, r)
+		}
+		for i := range 10 {
+			if got := c.recv(); len(got) != 1 || got[0] != byte(i) {
+				t.Fatalf("response %d: %v", i, got)
+			}
+		}
+	})
+}
+
+// The handler may close its connection.
+func TestHandlerCloses(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		c.send([]byte{cmdClose})
+		c.expectClosed(5 * time.Second)
+		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 && s.Stats().Conns == 0 })
+	})
+}
+
+// Close waits for requests in flight to be answered and written.
+func TestGracefulClose(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		c.send(delayReq(150, "answered before close"))
+		waitFor(t, "serve", func() bool { return h.served.Load() == 1 })
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Fatalf("Close returned after %v, before the reply", d)
+		}
+		if got := string(c.recv()); got != "answered before close" {
+			t.Fatalf("got %q", got)
+		}
+		c.expectClosed(5 * time.Second)
+		if h.closed.Load() != 1 {
+			t.Fatal("Closed not called")
+		}
+		// New connections are refused.
+		if nc, err := dialRaw(s); err == nil {
+			_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, err := nc.Read(make([]byte, 1)); err == nil {
+				t.Fatal("a connection after Close was served")
+			}
+			_ = nc.Close()
+		}
+	})
+}
+
+// Close gives up when ctx ends, drops what is unanswered, and every
+// response made is still released exactly once (checked by serve's
+// cleanup): sent, dropped with the connection, dropped with the server.
+func TestCloseTimeoutReleasesEverything(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		f, _ := testFile(t, 4<<20)
+		h := newTestHandler(t, f)
+		s := serve(t, portable, Config{MaxQueuedBytes: 1 << 20}, h)
+
+		// Sent.
+		ok := dial(t, s)
+		ok.send(echoReq("x"))
+		ok.recv()
+
+		// Dropped with its connection: the reply comes after the client left.
+		gone := dial(t, s)
+		gone.send(delayReq(50, "nobody reads this"))
+		waitFor(t, "serve", func() bool { return h.served.Load() == 2 })
+		_ = gone.nc.Close()
+		waitFor(t, "the connection to close", func() bool { return h.closed.Load() == 1 })
+
+		// Dropped with the server: a client that never reads holds queued
+		// responses, and one request is never answered.
+		stuck := dial(t, s)
+		stuck.send([]byte{cmdHold})
+		for range 8 {
+			stuck.send(fileReq(cmdFile, 0, 1<<20))
+		}
+		waitFor(t, "queued responses", func() bool { return s.Stats().QueuedBytes > 0 })
+
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close: %v, want deadline exceeded", err)
+		}
+		h.wg.Wait()
+		if st := s.Stats(); st.Conns != 0 || st.QueuedBytes != 0 || st.InFlight != 0 {
+			t.Fatalf("after Close: %+v", st)
+		}
+		// A late answer to the held request is dropped, and released.
+		select {
+		case hd := <-h.held:
+			r := h.response()
+			r.AppendBytes([]byte("late"))
+			hd.c.Reply(hd.seq, r)
+		default:
+		}
+	})
+}
+
+// gnet cannot stop reading a socket: a paused connection whose client keeps
+// sending is closed once it has buffered pausedInboundMax. The portable path
+// simply does not read, and TCP holds the client back.
+func TestPausedClientKeepsSending(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{MaxInFlight: 1, MaxQueuedBytes: 1 << 20}, h)
+		c := dial(t, s)
+		c.send([]byte{cmdHold})
+		hd := <-h.held
+		flood := frame(echoReq(string(bytes.Repeat([]byte{'z'}, 64<<10))))
+		errc := make(chan error, 1)
+		_ = c.nc.SetWriteBuffer(32 << 10)
+		go func() {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+			for range 512 { // 32 MiB: more than the kernel buffers take
+				if _, err := c.nc.Write(flood); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+		if !portable {
+			c.expectClosed(5 * time.Second)
+			return
+		}
+		err := <-errc
+		if ne, ok := err.(interface{ Timeout() bool }); !ok || !ne.Timeout() {
+			t.Fatalf("flooding a paused portable connection: %v, want a write timeout", err)
+		}
+		if n := h.served.Load(); n != 1 {
+			t.Fatalf("%d served while paused", n)
+		}
+		hd.c.NoReply(hd.seq)
+		waitFor(t, "reading to resume", func() bool { return h.served.Load() > 1 })
+	})
+}
+
+func TestListenError(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		_, err := Listen(Config{Addr: s.Addr().String(), Portable: portable, Logger: testLogger}, h)
+		if err == nil {
+			t.Fatal("listening twice on one address succeeded")
+		}
+		if _, err := Listen(Config{Addr: "127.0.0.1:0", MaxInFlight: -1}, h); !errors.Is(err, ErrConfig) {
+			t.Fatalf("negative limit: %v", err)
+		}
+	})
+}
+
+// A second answer for one request is a handler bug: it is ignored (and its
+// response released), and the connection goes on.
+func TestStrayAnswerIgnored(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{Logger: slog.New(slog.DiscardHandler)}, h)
+		c := dial(t, s)
+		c.send([]byte{cmdHold})
+		hd := <-h.held
+		hd.c.NoReply(hd.seq)
+		r := h.response()
+		r.AppendBytes([]byte("stray"))
+		hd.c.Reply(hd.seq, r)    // answered already
+		hd.c.NoReply(hd.seq + 7) // never handed out
+		c.send(echoReq("fine"))
+		if got := string(c.recv()); got != "efine" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// Regression: gnet did not set SO_REUSEADDR, so a server restarted on its
+// port failed to bind while the connections it closed sat in TIME_WAIT.
+func TestRestartOnSamePort(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		c.send(echoReq("x"))
+		c.recv()
+		if err := s.Close(context.Background()); err != nil { // the server closes first: TIME_WAIT is ours
+			t.Fatal(err)
+		}
+		c.expectClosed(5 * time.Second)
+		again, err := Listen(Config{Addr: s.Addr().String(), Portable: portable, Loops: 1, Logger: testLogger}, h)
+		if err != nil {
+			t.Fatalf("restart on %s: %v", s.Addr(), err)
+		}
+		defer func() { _ = again.Close(context.Background()) }()
+		c2 := dial(t, again)
+		c2.send(echoReq("y"))
+		if got := string(c2.recv()); got != "ey" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}

@@ -1,0 +1,48 @@
+package netpoll
+
+import "sync/atomic"
+
+// Stats is a snapshot of a Server's counters. Gauges (Conns, QueuedBytes,
+// InFlight) are current values; the rest count since Listen.
+type Stats struct {
+	Conns    int64 // open connections
+	Accepted int64 // connections accepted and served
+	Rejected int64 // connections closed at accept (MaxConns reached, or the server closing)
+	Frames   int64 // request frames handed to the handler
+	BytesIn  int64 // request bytes read, size prefixes included
+	BytesOut int64 // response bytes written to sockets (or handed to gnet), size prefixes included
+
+	// SendfileBytes counts file-region bytes sent by sendfile, CopiedBytes
+	// file-region bytes that had to be read into memory and written instead.
+	SendfileBytes int64
+	CopiedBytes   int64
+
+	QueuedBytes int64 // response bytes replied and not yet written (gauge)
+	InFlight    int64 // requests handed to the handler whose answer is not yet written or skipped (gauge)
+	Pauses      int64 // times a connection stopped reading because MaxInFlight or MaxQueuedBytes was reached
+}
+
+// counters are the atomics behind Stats, updated from every goroutine of the
+// server without locks.
+type counters struct {
+	conns, accepted, rejected, frames atomic.Int64
+	bytesIn, bytesOut                 atomic.Int64
+	sendfileBytes, copiedBytes        atomic.Int64
+	queuedBytes, inFlight, pauses     atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Conns:         c.conns.Load(),
+		Accepted:      c.accepted.Load(),
+		Rejected:      c.rejected.Load(),
+		Frames:        c.frames.Load(),
+		BytesIn:       c.bytesIn.Load(),
+		BytesOut:      c.bytesOut.Load(),
+		SendfileBytes: c.sendfileBytes.Load(),
+		CopiedBytes:   c.copiedBytes.Load(),
+		QueuedBytes:   c.queuedBytes.Load(),
+		InFlight:      c.inFlight.Load(),
+		Pauses:        c.pauses.Load(),
+	}
+}
