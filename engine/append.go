@@ -68,6 +68,12 @@ func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(App
 			return
 		}
 		h, err := batch.Validate(b, batch.Strict)
+		if err == nil && h.Codec() != batch.None {
+			// Validate walks uncompressed records only; as Kafka's
+			// LogValidator does, a compressed batch is inflated (bounded)
+			// so that no corrupt record is stored for consumers to choke on.
+			_, err = batch.CheckRecords(h, b, batch.Strict, maxDecompressed)
+		}
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
 			return

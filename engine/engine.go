@@ -89,6 +89,10 @@ type Engine struct {
 	pidEnd  int64 // end of the block persisted as used
 
 	closed atomic.Bool
+
+	// Logs opened after a clean shutdown and logs that needed recovery,
+	// counted at start-up.
+	opensClean, opensRecovered atomic.Int64
 }
 
 // Open opens (creating when absent) the data directory, starts the shards
@@ -128,7 +132,14 @@ func Open(cfg Config) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load())
 	return e, nil
+}
+
+// OpenStats says how many logs opened cleanly (clean-shutdown marker) and
+// how many were recovered (scanned) when the engine started.
+func (e *Engine) OpenStats() (clean, recovered int64) {
+	return e.opensClean.Load(), e.opensRecovered.Load()
 }
 
 // IOChoice says which I/O path the shards use and why.

@@ -486,3 +486,36 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 	})
 }
+
+func TestCompressedRecordsAreChecked(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	e.CreateTopic("z", 1, -1, nil, false)
+	// A zstd batch whose records claim one more record than they hold: the
+	// CRC is right (the producer computed it), the content is not.
+	recs := []batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}}
+	h := batch.Header{LastOffsetDelta: 2, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	b, err := batch.Build(nil, h, batch.Zstd, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Build sets the count from the records; make it lie and re-seal.
+	binaryPutCount(b, 3)
+	if _, err := appendSync(e, TP{"z", 0}, b); !errors.Is(err, segment.ErrInvalidBatch) || errors.Is(err, batch.ErrCRC) {
+		t.Fatalf("corrupt compressed records accepted: %v", err)
+	}
+	good, _ := batch.Build(nil, batch.Header{LastOffsetDelta: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, batch.Zstd, recs)
+	if _, err := appendSync(e, TP{"z", 0}, good); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// binaryPutCount rewrites a batch's record count and its CRC.
+func binaryPutCount(b []byte, n int32) {
+	b[batch.NumRecordsPos] = byte(n >> 24)
+	b[batch.NumRecordsPos+1] = byte(n >> 16)
+	b[batch.NumRecordsPos+2] = byte(n >> 8)
+	b[batch.NumRecordsPos+3] = byte(n)
+	c := batch.Checksum(b)
+	b[batch.CRCPos], b[batch.CRCPos+1], b[batch.CRCPos+2], b[batch.CRCPos+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
+}

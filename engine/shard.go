@@ -215,9 +215,14 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.log = l
-	if r := l.Recovery(); !r.Clean && !fresh {
-		s.e.log.Info("recovered partition", "partition", p.dir, "segments_scanned", r.SegmentsScanned,
-			"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "reason", r.Reason)
+	if r := l.Recovery(); !fresh {
+		if r.Clean {
+			s.e.opensClean.Add(1)
+		} else {
+			s.e.opensRecovered.Add(1)
+			s.e.log.Info("recovered partition", "partition", p.dir, "segments_scanned", r.SegmentsScanned,
+				"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "reason", r.Reason)
+		}
 	}
 	if err := p.loadProducers(); err != nil {
 		l.Close()

@@ -127,7 +127,9 @@ func (e *Engine) CreateTopic(name string, partitions int32, replication int16, o
 	t.id[6] = t.id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's
 	t.id[8] = t.id[8]&0x3f | 0x80
 	if validateOnly {
-		return t.info(), nil
+		info := t.info()
+		info.Partitions = partitions
+		return info, nil
 	}
 	if err := e.openPartitions(t, 0, partitions, true); err != nil {
 		return TopicInfo{}, err
