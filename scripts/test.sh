@@ -11,9 +11,10 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "toolchain"
 go version
-# Debian packages the tests use (kcat arrives with the broker's client
-# tests); each is installed only when its command is missing.
-tools=()
+# Debian packages the tests use (kcat: librdkafka's client, for the kafka
+# package's client tests); each is installed only when its command is
+# missing.
+tools=(kcat)
 missing=()
 for cmd in "${tools[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
@@ -39,7 +40,7 @@ go test -count=1 -timeout 20m ./...
 # while its owner appends). -short keeps the long crash matrix out of the
 # slower race build; it runs in full above.
 step "go test -race"
-go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/...
+go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/... ./netpoll/... ./engine/... ./kafka/...
 
 step "cross builds"
 for os in darwin windows; do

@@ -1,0 +1,412 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/segment/batch"
+)
+
+// Produce, v0 to v13.
+//
+// v0 to v2 carry message sets (magic 0 and 1), which ringlog does not
+// store; they are still advertised because librdkafka (and so kcat)
+// turns compression off against a broker that does not list Produce v0.
+// Such requests, and any batch that is not magic 2 in a newer request, are
+// answered per partition with UNSUPPORTED_VERSION, which clients report
+// instead of retrying.
+//
+// The handler runs on the connection's network goroutine and calls
+// engine.Append there, partition after partition. That is what keeps a
+// connection's produce requests in order on every partition: an idempotent
+// producer with several requests in flight numbers its batches, and a
+// batch overtaking the one before it would be refused as out of order.
+// Each Append answers through a done callback, on the partition's shard
+// goroutine; the callback that finishes the last partition encodes the
+// response and replies.
+func init() {
+	register(api{key: kmsg.Produce, min: 0, max: 13, async: handleProduce, bigRequests: true, check: checkProduceShape})
+}
+
+// produceMagicMinVersion is the first Produce version whose records are
+// RecordBatch v2 (KIP-98).
+const produceMagicMinVersion = 3
+
+// produce is one Produce request waiting for its partitions.
+type produce struct {
+	cx   *reqCtx
+	acks int16
+	resp *kmsg.ProduceResponse
+	// pending counts the partitions not yet answered, plus one held by the
+	// handler until it has issued every append: the response must not go
+	// out while the handler still fills it in.
+	pending atomic.Int64
+	// failed is set when a partition failed: an acks=0 producer, which
+	// reads no response, learns of it by losing its connection.
+	failed atomic.Bool
+}
+
+func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
+	req := kreq.(*kmsg.ProduceRequest)
+	p := &produce{cx: cx, acks: req.Acks, resp: req.ResponseKind().(*kmsg.ProduceResponse)}
+	p.resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		t := &p.resp.Topics[i]
+		t.Default()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		t.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			t.Partitions[j].Default()
+			t.Partitions[j].Partition = rt.Partitions[j].Partition
+		}
+	}
+	// Each partition slot of the response is written by exactly one
+	// callback; the atomic countdown orders those writes before the
+	// encoding by the last one.
+	p.pending.Store(1)
+
+	// Request-wide refusals answer every partition with the same code.
+	reqErr := func() (int16, string) {
+		switch {
+		case req.Version < produceMagicMinVersion:
+			return kerr.UnsupportedVersion.Code, fmt.Sprintf("produce v%d carries message sets; ringlog stores RecordBatch v2 only (produce v3+)", req.Version)
+		case req.TransactionID != nil:
+			// Transactions (KIP-98) are not implemented. The error must be
+			// one that clients do not retry: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+			// is fatal to a transactional producer in the Java client and
+			// in franz-go, and is literally true (no transactional id is
+			// allowed here), where a retriable code such as
+			// COORDINATOR_NOT_AVAILABLE would make the client spin.
+			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog does not support transactions"
+		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+			return kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d: want -1, 0 or 1", req.Acks)
+		}
+		return 0, ""
+	}
+	if code, msg := reqErr(); code != 0 {
+		for i := range p.resp.Topics {
+			for j := range p.resp.Topics[i].Partitions {
+				p.fail(&p.resp.Topics[i].Partitions[j], code, msg)
+			}
+		}
+		p.finish()
+		return
+	}
+
+	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		t := &p.resp.Topics[i]
+		name := rt.Topic
+		if req.Version >= 13 {
+			// KIP-516: v13 names topics by id only.
+			info, ok := s.eng.TopicByID(rt.TopicID)
+			if !ok {
+				for j := range t.Partitions {
+					p.fail(&t.Partitions[j], kerr.UnknownTopicID.Code, "unknown topic id")
+				}
+				continue
+			}
+			name = info.Name
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			out := &t.Partitions[j]
+			if code, msg := checkProduceBatches(rp.Records); code != 0 {
+				p.fail(out, code, msg)
+				continue
+			}
+			p.pending.Add(1)
+			s.eng.Append(engine.TP{Topic: name, Partition: rp.Partition}, rp.Records, opts, func(r engine.AppendResult, err error) {
+				if err != nil {
+					p.fail(out, produceErrorCode(err), err.Error())
+				} else {
+					out.BaseOffset = r.BaseOffset
+					out.LogAppendTime = r.LogAppendTime
+					out.LogStartOffset = r.LogStartOffset
+				}
+				p.finish()
+			})
+		}
+	}
+	p.finish()
+}
+
+// fail records a partition's error. Kafka answers a failed partition with
+// base offset -1 and no log start offset.
+func (p *produce) fail(out *kmsg.ProduceResponseTopicPartition, code int16, msg string) {
+	out.ErrorCode = code
+	out.BaseOffset = -1
+	out.LogAppendTime = -1
+	out.LogStartOffset = -1
+	if msg != "" {
+		out.ErrorMessage = &msg // v8+ (KIP-467); older versions omit it
+	}
+	p.failed.Store(true)
+}
+
+// finish counts down one partition (or the handler's own hold) and sends
+// the response after the last. It runs on a shard goroutine or the network
+// goroutine and must not block: encoding and Reply do not.
+func (p *produce) finish() {
+	if p.pending.Add(-1) != 0 {
+		return
+	}
+	if p.acks == 0 {
+		p.cx.noReply()
+		if p.failed.Load() {
+			// Kafka closes the connection of an acks=0 producer whose
+			// produce failed: with no response, losing the connection is
+			// the only way the client learns to refresh its metadata.
+			p.cx.c.Close()
+		}
+		return
+	}
+	p.cx.reply(p.resp)
+}
+
+// produceErrorCode is errorCode with Produce's own readings.
+func produceErrorCode(err error) int16 {
+	if errors.Is(err, batch.ErrMagic) {
+		// A message set (magic 0 or 1) inside a v3+ request.
+		return kerr.UnsupportedVersion.Code
+	}
+	return errorCode(err)
+}
+
+// checkProduceBatches looks at the headers of a partition's records for
+// what the engine would accept but this broker must refuse: a message set
+// of magic 0 or 1 (whose layout the engine would misjudge as a damaged
+// batch, CORRUPT_MESSAGE, where the truth is UNSUPPORTED_VERSION), and a
+// transactional batch (transactions are not supported; the batch would be
+// stored as committed). It reads headers only; the engine validates the
+// rest (framing, CRC, records).
+func checkProduceBatches(records []byte) (int16, string) {
+	for pos := 0; pos < len(records); {
+		rest := records[pos:]
+		// The magic byte sits at the same place in every message format.
+		if len(rest) <= batch.MagicPos {
+			return 0, ""
+		}
+		if m := int8(rest[batch.MagicPos]); m != batch.MagicV2 {
+			return kerr.UnsupportedVersion.Code, fmt.Sprintf("record batch magic %d at byte %d: ringlog stores magic 2 only", m, pos)
+		}
+		h, err := batch.ParseHeader(rest)
+		if err != nil {
+			return 0, "" // the engine reports it
+		}
+		if h.Transactional() {
+			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog does not support transactions"
+		}
+		if h.Size() > len(rest) {
+			return 0, ""
+		}
+		pos += h.Size()
+	}
+	return 0, ""
+}
+
+// Sizes of the structures that decoding and answering a Produce request
+// allocate per topic and per partition.
+const (
+	produceTopicCost     = int(unsafe.Sizeof(kmsg.ProduceRequestTopic{}) + unsafe.Sizeof(kmsg.ProduceResponseTopic{}))
+	producePartitionCost = int(unsafe.Sizeof(kmsg.ProduceRequestTopicPartition{}) + unsafe.Sizeof(kmsg.ProduceResponseTopicPartition{}))
+	// tagCost is the price of one unknown tagged field, which kmsg keeps in
+	// a map: 100 to 160 bytes measured, the map's growth included.
+	tagCost = 160
+)
+
+// checkProduceShape walks a Produce body the way kmsg will decode it and
+// adds up what decoding and answering it will allocate, before any of it
+// is allocated. A Produce request may be as large as a frame (100 MiB),
+// and kmsg allocates an array as soon as it reads its count, bounded only
+// by the bytes left: 100 MiB of two-byte topic entries would cost gigabytes
+// of structures. The structures of a Produce request are held to
+// MaxRequestBytes, the limit every other request has for its whole size;
+// the records themselves are not copied (kmsg aliases them).
+func checkProduceShape(s *Server, version int16, body []byte) error {
+	budget := s.cfg.MaxRequestBytes
+	flexible := version >= 9
+	r := wireReader{b: body}
+	spend := func(count int32, cost int) bool {
+		n := max(int(count), 0)
+		if n > budget/cost {
+			return false
+		}
+		budget -= n * cost
+		return true
+	}
+	tags := func() bool { return spend(int32(r.tags()), tagCost) }
+	if version >= 3 {
+		r.nullableString(flexible)
+	}
+	r.skip(2 + 4) // acks, timeout
+	topics := r.arrayLen(flexible)
+	if !spend(topics, produceTopicCost) {
+		return fmt.Errorf("%w: produce with %d topics", errBadRequest, topics)
+	}
+	for i := int32(0); i < topics && !r.bad; i++ {
+		if version >= 13 {
+			r.skip(16)
+		} else {
+			r.string(flexible)
+		}
+		parts := r.arrayLen(flexible)
+		if !spend(parts, producePartitionCost) {
+			return fmt.Errorf("%w: produce with %d partitions in one topic", errBadRequest, parts)
+		}
+		for j := int32(0); j < parts && !r.bad; j++ {
+			r.skip(4)
+			r.nullableBytes(flexible)
+			if flexible && !tags() {
+				return fmt.Errorf("%w: produce with too many tagged fields", errBadRequest)
+			}
+		}
+		if flexible && !tags() {
+			return fmt.Errorf("%w: produce with too many tagged fields", errBadRequest)
+		}
+	}
+	if flexible && !tags() {
+		return fmt.Errorf("%w: produce with too many tagged fields", errBadRequest)
+	}
+	if r.bad {
+		return fmt.Errorf("%w: malformed produce v%d", errBadRequest, version)
+	}
+	return nil
+}
+
+// wireReader walks Kafka's primitive types without decoding them, with
+// kmsg's reading rules (a sticky bad flag, as kbin has: after the first
+// short read every read returns zero, and the caller checks bad once).
+type wireReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *wireReader) fail() {
+	r.bad = true
+	r.b = nil
+}
+
+func (r *wireReader) skip(n int) {
+	if n < 0 || n > len(r.b) {
+		r.fail()
+		return
+	}
+	r.b = r.b[n:]
+}
+
+func (r *wireReader) int16() int16 {
+	if len(r.b) < 2 {
+		r.fail()
+		return 0
+	}
+	v := int16(uint16(r.b[0])<<8 | uint16(r.b[1]))
+	r.b = r.b[2:]
+	return v
+}
+
+func (r *wireReader) int32() int32 {
+	if len(r.b) < 4 {
+		r.fail()
+		return 0
+	}
+	v := int32(uint32(r.b[0])<<24 | uint32(r.b[1])<<16 | uint32(r.b[2])<<8 | uint32(r.b[3]))
+	r.b = r.b[4:]
+	return v
+}
+
+// uvarint reads an unsigned varint of at most 32 bits (five bytes, the
+// last holding four bits), as Kafka's compact lengths are.
+func (r *wireReader) uvarint() uint32 {
+	var x uint32
+	for i := 0; i < 5; i++ {
+		if i >= len(r.b) {
+			r.fail()
+			return 0
+		}
+		c := r.b[i]
+		if i == 4 {
+			if c > 0x0f {
+				r.fail()
+				return 0
+			}
+			r.b = r.b[5:]
+			return x | uint32(c)<<28
+		}
+		x |= uint32(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			r.b = r.b[i+1:]
+			return x
+		}
+	}
+	return x
+}
+
+// length reads a string or bytes length: a compact (length+1) varint in
+// flexible versions, else an int16 (strings) or int32 (bytes). -1 is null.
+func (r *wireReader) length(flexible, bytes bool) int {
+	switch {
+	case flexible:
+		return int(r.uvarint()) - 1
+	case bytes:
+		return int(r.int32())
+	}
+	return int(r.int16())
+}
+
+func (r *wireReader) string(flexible bool) {
+	n := r.length(flexible, false)
+	if n < 0 {
+		r.fail() // null where a string is required
+		return
+	}
+	r.skip(n)
+}
+
+func (r *wireReader) nullableString(flexible bool) {
+	if n := r.length(flexible, false); n >= 0 {
+		r.skip(n)
+	}
+}
+
+func (r *wireReader) nullableBytes(flexible bool) {
+	if n := r.length(flexible, true); n >= 0 {
+		r.skip(n)
+	}
+}
+
+// arrayLen reads an array count; a negative count (null) means no
+// elements. A count larger than the bytes left is bad, as kbin has it
+// (every element takes at least one byte).
+func (r *wireReader) arrayLen(flexible bool) int32 {
+	var n int32
+	if flexible {
+		n = int32(r.uvarint()) - 1
+	} else {
+		n = r.int32()
+	}
+	if int(n) > len(r.b) {
+		r.fail()
+		return 0
+	}
+	return n
+}
+
+// tags skips a tagged-fields section and returns how many fields it held.
+func (r *wireReader) tags() int {
+	n := 0
+	for num := r.uvarint(); num > 0 && !r.bad; num-- {
+		r.uvarint() // tag
+		r.skip(int(r.uvarint()))
+		n++
+	}
+	return n
+}

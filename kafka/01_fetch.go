@@ -1,0 +1,335 @@
+package kafka
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/segment"
+)
+
+// Fetch, v4 to v18.
+//
+// v4 is the first version that carries RecordBatch v2 semantics (isolation
+// level, last stable offset, aborted transactions); every client that can
+// talk to this broker at all (it stores magic 2 only) sends v4 or newer.
+// fetchVersionMax is pinned rather than taken from kmsg: the response is
+// framed by hand (fetch_frame.go), so a newer kmsg must not silently
+// advertise a layout this file has not been checked against
+// (TestFetchFramingMatchesKmsg fails when kmsg moves on).
+//
+// Non-obvious invariants of the fetch path:
+//   - Records are never read into memory on the serving path: they go out
+//     as the engine's file regions (sendfile), and each read's pin on its
+//     segments is released exactly once, by the response's OnDone, which
+//     netpoll also runs when the connection dies (TestFetchReleasesReads
+//     deletes the topic and finds no descriptor left open).
+//   - A long poll holds no read: segments pinned for max_wait_ms would keep
+//     deleted files on disk.
+//   - The waiter is registered before the long poll's first look at the
+//     partitions; the other order loses an append that lands in between
+//     and the consumer waits out max_wait_ms.
+//   - A graceful stop must call StopLongPolls before closing the network:
+//     netpoll's Close waits for every request in flight, and a parked fetch
+//     is one (a restart under a consumer once took max_wait_ms and failed).
+//   - An empty record set is sent with length 0, never null: librdkafka
+//     takes a null record set for a malformed one.
+const (
+	fetchVersionMin = 4
+	fetchVersionMax = 18
+)
+
+func init() {
+	register(api{key: kmsg.Fetch, min: fetchVersionMin, max: fetchVersionMax, async: handleFetch})
+}
+
+// fetch is one Fetch request in flight, from decoding to the reply. The
+// network goroutine owns it until it either answers or hands it to a
+// long-poll goroutine (fetch_wait.go), which owns it from then on.
+type fetch struct {
+	s       *Server
+	cx      *reqCtx
+	version int16
+
+	maxWait       time.Duration
+	minBytes      int64
+	maxBytes      int64 // response-level limit (KIP-74: the first batch may exceed it)
+	readCommitted bool
+
+	// errCode is a response-level error (fetch sessions); with it set the
+	// response carries no topics.
+	errCode int16
+	topics  []fetchTopic
+
+	// Long-poll state (fetch_wait.go).
+	cancel    chan struct{} // closed when the wait must end early
+	cancelWhy atomic.Int32  // why cancel was closed: cancelConnClosed or cancelStop
+}
+
+// fetchTopic is one topic of the request, answered in request order.
+type fetchTopic struct {
+	name  string   // v4-v12 (and resolved from id on v13+, "" when unknown)
+	id    [16]byte // v13+
+	parts []fetchPart
+}
+
+// fetchPart is one requested partition and, after a read pass, its answer.
+type fetchPart struct {
+	tp          engine.TP
+	offset      int64
+	maxBytes    int64 // partition_max_bytes
+	leaderEpoch int32 // current_leader_epoch; -1 skips the check (KIP-320)
+	// fixedErr is an error decided from the request alone (unknown topic
+	// id, refused replica fetch); such a partition is never read.
+	fixedErr int16
+
+	// The answer of the last read pass.
+	errCode  int16
+	hw       int64
+	lso      int64
+	logStart int64
+	// res holds the records' file regions; nil when there are none to
+	// send. It pins segment files until released (exactly once: by the
+	// next read pass, by the wait, or by the response's OnDone).
+	res *segment.ReadResult
+	// currentLeader, set with FENCED_LEADER_EPOCH, tells a v16+ client who
+	// leads at which epoch so that it need not refresh metadata (KIP-951).
+	currentLeader bool
+	epochNow      int32
+}
+
+// handleFetch runs on the connection's network goroutine. It answers at once
+// when the data is there (or an error is), and otherwise hands the request
+// to a long poll that an append or max_wait_ms ends.
+func handleFetch(s *Server, cx *reqCtx, kreq kmsg.Request) {
+	f := s.newFetch(cx, kreq.(*kmsg.FetchRequest))
+	if f.errCode != 0 {
+		f.respond()
+		return
+	}
+	bytes, done := f.read()
+	// Kafka's conditions for answering without waiting (ReplicaManager
+	// fetchMessages): no wait asked, nothing asked, enough bytes, or an
+	// error the client must see now.
+	if done || bytes >= f.minBytes || f.maxWait <= 0 || f.empty() {
+		f.respond()
+		return
+	}
+	// Nothing held while waiting: a long poll must not pin segments that
+	// retention wants to delete.
+	f.release()
+	s.waits.start(f)
+}
+
+// newFetch turns the request into the plan of partitions to read, deciding
+// every error that does not need a read.
+func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
+	f := &fetch{
+		s:             s,
+		cx:            cx,
+		version:       req.Version,
+		maxWait:       time.Duration(req.MaxWaitMillis) * time.Millisecond,
+		minBytes:      int64(req.MinBytes),
+		maxBytes:      max(int64(req.MaxBytes), 0),
+		readCommitted: req.IsolationLevel == 1,
+	}
+	// Fetch sessions (KIP-227). This broker keeps none: it answers every
+	// full fetch with session id 0, which tells the client that no session
+	// was created, so it keeps sending full fetches. As in Kafka's
+	// FetchManager, epoch 0 (open a session) and -1 (no session) are full
+	// fetches whatever the session id says (a non-zero id with them closes
+	// that session, and we have none to close); any other epoch asks for
+	// an incremental fetch in a session we cannot have.
+	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
+		f.errCode = kerr.FetchSessionIDNotFound.Code
+		return f
+	}
+	// Followers fetch with their broker id (replica_id up to v14, the
+	// replica_state tag from v15, KIP-903). Replication arrives with the
+	// cluster issue; until then no broker is a follower of this one, and
+	// Kafka answers a fetch from a broker outside the replica set with
+	// NOT_LEADER_OR_FOLLOWER.
+	replicaID := req.ReplicaID
+	if req.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
+	replicaErr := int16(0)
+	if replicaID >= 0 {
+		replicaErr = kerr.NotLeaderForPartition.Code
+		s.warnReplicaFetch(cx, replicaID)
+	}
+	f.topics = make([]fetchTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		t := &f.topics[i]
+		t.name, t.id = rt.Topic, rt.TopicID
+		topicErr := replicaErr
+		if req.Version >= 13 && topicErr == 0 {
+			// KIP-516: v13+ names topics by id only.
+			if info, ok := s.eng.TopicByID(rt.TopicID); ok {
+				t.name = info.Name
+			} else {
+				t.name = ""
+				topicErr = kerr.UnknownTopicID.Code
+			}
+		}
+		t.parts = make([]fetchPart, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			t.parts[j] = fetchPart{
+				tp:          engine.TP{Topic: t.name, Partition: rp.Partition},
+				offset:      rp.FetchOffset,
+				maxBytes:    max(int64(rp.PartitionMaxBytes), 0),
+				leaderEpoch: rp.CurrentLeaderEpoch,
+				fixedErr:    topicErr,
+			}
+		}
+	}
+	return f
+}
+
+// replicaFetchWarned rate-limits the warning about refused replica fetches:
+// a misconfigured follower retries every replica.fetch.backoff.ms.
+var replicaFetchWarned atomic.Int64
+
+func (s *Server) warnReplicaFetch(cx *reqCtx, replicaID int32) {
+	now := time.Now().UnixNano()
+	last := replicaFetchWarned.Load()
+	if now-last < int64(time.Minute) || !replicaFetchWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("refusing a replica fetch: this broker runs without replication, so no broker follows it",
+		"replica_id", replicaID, "client_id", cx.clientID, "remote", cx.c.RemoteAddr())
+}
+
+// empty reports whether the request asked for no partition at all (Kafka
+// answers such a fetch at once).
+func (f *fetch) empty() bool {
+	for i := range f.topics {
+		if len(f.topics[i].parts) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// read does one read pass over every partition in request order, replacing
+// the previous pass's answer. It returns the record bytes found and whether
+// some partition has an error, which ends a long poll at once.
+//
+// The response-level max_bytes is shared in request order, and each
+// partition also stops at its partition_max_bytes; the first partition that
+// has data returns its first batch whole even when it is larger than either
+// limit, so that a consumer always makes progress (KIP-74). Later
+// partitions get what the limit leaves, possibly nothing. A region may end
+// inside a batch: clients drop a partial trailing batch.
+//
+// Isolation: read_committed reads up to the last stable offset, which
+// equals the high watermark on this broker (no transactions yet), so both
+// levels read the same regions.
+func (f *fetch) read() (bytes int64, done bool) {
+	limit := f.maxBytes
+	minOne := true
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			p := &f.topics[i].parts[j]
+			p.releaseRead()
+			if p.fixedErr != 0 {
+				p.fail(p.fixedErr)
+				done = true
+				continue
+			}
+			if !f.s.readPart(p, min(p.maxBytes, limit), minOne) {
+				done = true
+				continue
+			}
+			if p.res != nil && p.res.Bytes > 0 {
+				minOne = false
+				bytes += p.res.Bytes
+				limit = max(limit-p.res.Bytes, 0)
+			}
+		}
+	}
+	return bytes, done
+}
+
+// readPart reads one partition into p. It reports false when p got an
+// error code.
+func (s *Server) readPart(p *fetchPart, maxBytes int64, minOne bool) bool {
+	st, err := s.eng.State(p.tp)
+	if err != nil {
+		p.fail(errorCode(err))
+		return false
+	}
+	// KIP-320: a consumer that knows an older epoch has stale metadata and
+	// must refresh it (FENCED_LEADER_EPOCH); one that knows a newer epoch
+	// is ahead of this broker, which will learn it (UNKNOWN_LEADER_EPOCH).
+	// -1 means the client does not check, as Kafka reads an absent epoch.
+	if p.leaderEpoch != -1 {
+		switch {
+		case p.leaderEpoch < st.LeaderEpoch:
+			p.fail(kerr.FencedLeaderEpoch.Code)
+			p.currentLeader, p.epochNow = true, st.LeaderEpoch
+			return false
+		case p.leaderEpoch > st.LeaderEpoch:
+			p.fail(kerr.UnknownLeaderEpoch.Code)
+			return false
+		}
+	}
+	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne)
+	switch {
+	case err == nil:
+		p.errCode = 0
+		p.setState(res.State)
+		p.res = res.ReadResult
+		return true
+	case errors.Is(err, segment.ErrOutOfRange):
+		// The client resets its position from here (auto.offset.reset);
+		// the offsets tell a human or a smarter client where the log is.
+		p.fail(kerr.OffsetOutOfRange.Code)
+		p.setState(res.State)
+		return false
+	case errors.Is(err, engine.ErrUnknownTopicOrPartition):
+		p.fail(kerr.UnknownTopicOrPartition.Code) // deleted since State
+		return false
+	default:
+		// Anything else comes from reading index or batch headers off the
+		// disk under the log.
+		s.log.Error("fetch: read failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", p.offset, "err", err)
+		p.fail(kerr.KafkaStorageError.Code)
+		return false
+	}
+}
+
+// fail sets an error answer. Offsets are -1 (unknown), as Kafka answers a
+// partition it could not read.
+func (p *fetchPart) fail(code int16) {
+	p.errCode = code
+	p.hw, p.lso, p.logStart = -1, -1, -1
+	p.currentLeader = false
+}
+
+func (p *fetchPart) setState(st engine.PartitionState) {
+	p.hw, p.lso, p.logStart = st.HW, st.LSO, st.LogStartOffset
+}
+
+// releaseRead unpins the segments of p's last read.
+func (p *fetchPart) releaseRead() {
+	if p.res != nil {
+		p.res.Release()
+		p.res = nil
+	}
+}
+
+// release unpins every segment the last read pass pinned.
+func (f *fetch) release() {
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			f.topics[i].parts[j].releaseRead()
+		}
+	}
+}

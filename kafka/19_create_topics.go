@@ -1,0 +1,157 @@
+package kafka
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+)
+
+// CreateTopics v0-v7.
+//
+//   - v1: validate_only, error messages;
+//   - v4: -1 partitions and replication factor take the broker's defaults
+//     (KIP-464); older clients send real numbers, -1 is accepted from them
+//     too;
+//   - v5: the response carries the partition count, replication factor
+//     and every resulting config (KIP-525), flexible versions;
+//   - v7: the topic id (KIP-516).
+func init() {
+	register(api{key: kmsg.CreateTopics, min: 0, max: 7, sync: handleCreateTopics})
+}
+
+// maxCreateTopics bounds the topics one request may create or validate.
+// Each answer lists every config (KIP-525), about a kilobyte, so without a
+// bound a validate-only request of a few megabytes of short names would
+// make the broker build a response of hundreds of megabytes. Topics past
+// the bound get a short INVALID_REQUEST each.
+const maxCreateTopics = 10000
+
+func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	dups := duplicates(req.Topics, func(t *kmsg.CreateTopicsRequestTopic) string { return t.Topic })
+	answered := make(map[string]bool, len(dups))
+	for i := range req.Topics {
+		t := &req.Topics[i]
+		if i >= maxCreateTopics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic = t.Topic
+			rt.ErrorCode = kerr.InvalidRequest.Code
+			rt.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("ringlog creates at most %d topics per request", maxCreateTopics))
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		if dups[t.Topic] {
+			if !answered[t.Topic] {
+				answered[t.Topic] = true
+				rt := kmsg.NewCreateTopicsResponseTopic()
+				rt.Topic = t.Topic
+				rt.ErrorCode, rt.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(msgDuplicateTopic)
+				resp.Topics = append(resp.Topics, rt)
+			}
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.createTopic(t, req.ValidateOnly))
+	}
+	return resp
+}
+
+// createTopic creates (or with validateOnly, checks) one topic. The checks
+// run in the order of Kafka's controller, so that a request with several
+// mistakes gets the same code: name, existence, configs, then counts and
+// assignments.
+func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool) kmsg.CreateTopicsResponseTopic {
+	rt := kmsg.NewCreateTopicsResponseTopic()
+	rt.Topic = t.Topic
+	fail := func(err error) kmsg.CreateTopicsResponseTopic {
+		rt.ErrorCode, rt.ErrorMessage = adminCode(err), errorMessage(err)
+		return rt
+	}
+	if err := engine.ValidateTopicName(t.Topic); err != nil {
+		return fail(err)
+	}
+	if _, ok := s.eng.Topic(t.Topic); ok {
+		return fail(refuse(kerr.TopicAlreadyExists, "Topic '%s' already exists.", t.Topic))
+	}
+	overrides := make(map[string]string)
+	for _, c := range t.Configs {
+		if c.Value == nil {
+			return fail(refuse(kerr.InvalidRequest, "Null value not supported for topic configs: %s", c.Name))
+		}
+		// A name given twice: the last value wins, as in Kafka's
+		// controller, which reads the list into a map.
+		overrides[c.Name] = *c.Value
+	}
+	cfg, err := engine.ParseTopicConfig(s.eng.Defaults(), overrides)
+	if err != nil {
+		return fail(err)
+	}
+	partitions, replication := t.NumPartitions, t.ReplicationFactor
+	if len(t.ReplicaAssignment) > 0 {
+		if t.ReplicationFactor != -1 {
+			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1."))
+		}
+		if t.NumPartitions != -1 {
+			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1."))
+		}
+		if err := s.validateTopicAssignment(t.ReplicaAssignment); err != nil {
+			return fail(err)
+		}
+		partitions, replication = int32(len(t.ReplicaAssignment)), 1
+	} else {
+		if replication == 0 || replication < -1 {
+			return fail(refuse(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value."))
+		}
+		if partitions == 0 || partitions < -1 {
+			return fail(refuse(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."))
+		}
+		if replication > 1 {
+			return fail(refuse(kerr.InvalidReplicationFactor,
+				"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.",
+				replication, replication))
+		}
+	}
+	if partitions == -1 {
+		partitions = s.eng.NumPartitions()
+	}
+	info, err := s.eng.CreateTopic(t.Topic, partitions, replication, overrides, validateOnly)
+	if err != nil {
+		return fail(err)
+	}
+	if !validateOnly {
+		// A validate-only create makes no topic, so it has no id (the
+		// zero UUID means none, KIP-516).
+		rt.TopicID = info.ID
+	}
+	rt.NumPartitions, rt.ReplicationFactor = partitions, 1
+	for _, c := range s.topicConfigs(cfg, overrides) {
+		rc := kmsg.NewCreateTopicsResponseTopicConfig()
+		rc.Name, rc.Value, rc.ReadOnly, rc.Source = c.name, c.value, c.readOnly, int8(c.source)
+		rt.Configs = append(rt.Configs, rc)
+	}
+	return rt
+}
+
+// validateTopicAssignment checks CreateTopics' manual assignment: one
+// entry per partition, numbered 0 to n-1, each naming this broker only.
+func (s *Server) validateTopicAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) error {
+	seen := make(map[int32]bool)
+	for _, a := range as {
+		if seen[a.Partition] {
+			return refuse(kerr.InvalidReplicaAssignment, "Found multiple manual partition assignments for partition %d", a.Partition)
+		}
+		seen[a.Partition] = true
+		if err := s.validateAssignment(a.Replicas); err != nil {
+			return err
+		}
+	}
+	for i := range int32(len(as)) {
+		if !seen[i] {
+			return refuse(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// InitProducerId, v0 to v5, for idempotent producers (KIP-98): a new
+// producer id with epoch 0. franz-go and the Java client ask for one by
+// default, before their first produce.
+//
+// Kafka hands an idempotent producer a new id even when it sends its
+// current id and epoch (v3+, KIP-360, bumping after an error): only a
+// transactional producer keeps its id across InitProducerId. So does this
+// broker. Transactional ids are refused (see handleProduce for the choice of
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+func init() {
+	register(api{key: kmsg.InitProducerID, min: 0, max: 5, sync: handleInitProducerID})
+}
+
+func handleInitProducerID(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	switch {
+	case req.TransactionalID != nil && *req.TransactionalID == "":
+		// Kafka's coordinator refuses an empty transactional id outright.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp
+	case req.TransactionalID != nil:
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp
+	}
+	id, err := s.eng.AllocateProducerID()
+	if err != nil {
+		s.log.Error("allocate producer id", "err", err)
+		resp.ErrorCode = errorCode(err)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}

@@ -1,0 +1,109 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"ringlog/engine"
+)
+
+// This file holds what the admin APIs (topics, partitions, configs,
+// records) share: errors decided in the protocol layer, and the checks
+// Kafka applies to a request before any resource is touched.
+
+// protoError is an error the protocol layer decides on its own (a request
+// Kafka refuses before it reaches the engine), with the code it answers
+// and the message clients show.
+type protoError struct {
+	code int16
+	msg  string
+}
+
+func (e *protoError) Error() string { return e.msg }
+
+// refuse returns a protoError answering k with a message in Kafka's words.
+func refuse(k *kerr.Error, format string, args ...any) error {
+	return &protoError{code: k.Code, msg: fmt.Sprintf(format, args...)}
+}
+
+// adminCode maps err to the code an admin API answers. Admin requests go
+// to the controller, so a broker shutting down answers NOT_CONTROLLER, the
+// retriable code that makes clients look for the controller again (data
+// APIs answer NOT_LEADER_OR_FOLLOWER instead, see errorCode).
+func adminCode(err error) int16 {
+	var pe *protoError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &pe):
+		return pe.code
+	case errors.Is(err, engine.ErrClosed):
+		return kerr.NotController.Code
+	}
+	return errorCode(err)
+}
+
+// Messages Kafka uses for request-level mistakes, kept word for word: some
+// tools match on them.
+const (
+	msgDuplicateTopic    = "Duplicate topic name."
+	msgDuplicateResource = "Each resource must appear at most once."
+	msgDuplicateKeys     = "Error due to duplicate config keys"
+)
+
+// duplicates returns the names that appear more than once in a request.
+// Kafka acts on none of their copies, since it cannot tell which one the
+// client meant, and answers them with INVALID_REQUEST.
+func duplicates[T any](items []T, name func(*T) string) map[string]bool {
+	seen := make(map[string]bool)
+	dups := make(map[string]bool)
+	for i := range items {
+		n := name(&items[i])
+		if seen[n] {
+			dups[n] = true
+		}
+		seen[n] = true
+	}
+	return dups
+}
+
+// checkBrokerResource checks the name of a BROKER config resource: empty
+// (the cluster-wide defaults) or this node's id, as Kafka requires of the
+// broker that receives the request.
+func (s *Server) checkBrokerResource(name string) error {
+	if name == "" {
+		return nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return refuse(kerr.InvalidRequest, "Broker id must be an integer, but it is: %s", name)
+	}
+	if int32(id) != s.eng.NodeID() {
+		return refuse(kerr.InvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s", s.eng.NodeID(), name)
+	}
+	return nil
+}
+
+// validateAssignment applies Kafka's checks to a manual replica assignment
+// of one partition (CreateTopics, CreatePartitions). This cluster has one
+// broker, so the only valid assignment is [this node]; anything else is
+// INVALID_REPLICA_ASSIGNMENT with the message Kafka's controller gives.
+func (s *Server) validateAssignment(replicas []int32) error {
+	if len(replicas) == 0 {
+		return refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+	}
+	seen := make(map[int32]bool, 1)
+	for _, id := range replicas {
+		if id != s.eng.NodeID() {
+			return refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", id)
+		}
+		if seen[id] {
+			return refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}

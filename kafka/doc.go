@@ -1,0 +1,61 @@
+// Package kafka is ringlog's Kafka protocol: it decodes requests with
+// franz-go's kmsg, calls the engine, and encodes the responses (the fetch
+// response by hand, because it interleaves bytes and file regions). It
+// knows nothing of sockets: netpoll hands it frames and takes its
+// responses.
+//
+// One file per API, named after its key as franz-go's kfake names them
+// (00_produce.go, 03_metadata.go, ...); each registers itself in init with
+// the versions it serves, and ApiVersions advertises exactly that registry.
+//
+// # A request's path
+//
+//	netpoll frame (size prefix removed)
+//	  -> parseHeader     api key, version, correlation id, client id
+//	  -> registry check  unknown key or version: close the connection
+//	                     (ApiVersions: answer UNSUPPORTED_VERSION, KIP-511)
+//	  -> size limit      MaxRequestBytes for all but Produce
+//	  -> api.check       Produce: checkProduceShape bounds what decoding
+//	                     will allocate before kmsg allocates it
+//	  -> kmsg decode     panics recovered; failure closes the connection
+//	  -> handler         sync: own goroutine, returns the response;
+//	                     async: network goroutine, answers later
+//	  -> reqCtx.reply / replyRaw / noReply, exactly once
+//
+// parseRequest is that path up to the handler, with no connection, which
+// is what FuzzRequest drives.
+//
+// # Concurrency contract
+//
+// Server.Serve and Server.Closed run on a connection's network goroutine
+// (a gnet event loop or the portable reader), in request order for the
+// connection, and must not block. Sync handlers run on a goroutine of their
+// own each and may block (disk, shard round trips). Async handlers run on
+// the network goroutine and must not block; the engine's done callbacks
+// they register run on shard goroutines and must not block either: they
+// encode and reply. reqCtx.reply may be called from any goroutine.
+//
+// # Non-obvious invariants
+//
+//   - Produce calls engine.Append on the network goroutine, in request
+//     order, never from a goroutine of its own: an idempotent producer with
+//     several requests in flight on one connection relies on its batches
+//     reaching each partition in the order sent (a batch overtaking the
+//     one before it is OUT_OF_ORDER_SEQUENCE_NUMBER).
+//   - A multi-partition produce holds one count of its own until it has
+//     issued every append, so that a done callback firing at once (an
+//     error found before queueing, or a fast shard) cannot send the
+//     response while the handler still fills it in.
+//   - kmsg bounds an array count by the bytes left, not by what the
+//     elements cost: a 100 MiB Produce frame of two-byte topic entries
+//     would decode into gigabytes of structures. Every request but Produce
+//     is held to MaxRequestBytes; Produce's structures are counted by
+//     checkProduceShape before decoding (TestBadInput shows the half-GiB
+//     spike it prevents).
+//   - An API key read off the wire may be negative or above the registry:
+//     it is range-checked before indexing (it once was not, and a
+//     negative key would have panicked the network goroutine).
+//   - A Server must be complete before it serves: its configuration is
+//     read by handlers on other goroutines without locks (the test helper
+//     once set the advertised port after Listen, a data race).
+package kafka

@@ -1,0 +1,67 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"ringlog/engine"
+	"ringlog/segment"
+	"ringlog/segment/batch"
+)
+
+// errorCode maps an engine or log error to the Kafka error code clients
+// know how to handle (retry, refresh metadata, fail the record).
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, engine.ErrUnknownTopicOrPartition):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, segment.ErrOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, segment.ErrBatchTooBig):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, batch.ErrCRC), errors.Is(err, batch.ErrLength), errors.Is(err, batch.ErrShort), errors.Is(err, batch.ErrMagic):
+		// The bytes were damaged on the way: CORRUPT_MESSAGE, retriable.
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, segment.ErrInvalidBatch):
+		// Well framed but wrong content: INVALID_RECORD, not retriable.
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, engine.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, engine.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, engine.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, engine.ErrInvalidReplication):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, engine.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, engine.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, engine.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrInvalidTimestamp):
+		return kerr.InvalidTimestamp.Code
+	case errors.Is(err, engine.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, engine.ErrStorage):
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, engine.ErrClosed):
+		// Shutting down: clients refresh metadata and retry elsewhere.
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errorMessage is the text some responses carry beside the code.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

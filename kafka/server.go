@@ -1,0 +1,324 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/netpoll"
+)
+
+// Config describes the broker to its clients.
+type Config struct {
+	// NodeID, AdvertisedHost and AdvertisedPort are what Metadata returns
+	// for this broker; Rack is broker.rack.
+	NodeID         int32
+	AdvertisedHost string
+	AdvertisedPort int32
+	Rack           string
+	// AutoCreateTopics is auto.create.topics.enable.
+	AutoCreateTopics bool
+	// AutoCreateMax bounds the topics one Metadata request may create
+	// (0: 100); see handleMetadata.
+	AutoCreateMax int
+	// MaxRequestBytes bounds every request but Produce (whose bound is the
+	// frame limit, socket.request.max.bytes): decoding a request allocates
+	// a multiple of its size, so requests that carry no data stay small.
+	// What decoding a Produce request allocates besides its records (which
+	// are not copied) is held to the same bound (checkProduceShape).
+	MaxRequestBytes int
+	Logger          *slog.Logger
+	// Metrics, when set, receives per-API counts and latencies.
+	Metrics *Metrics
+}
+
+// Server is the Kafka protocol on top of an engine. It implements
+// netpoll.Handler.
+type Server struct {
+	cfg Config
+	eng *engine.Engine
+	log *slog.Logger
+
+	inflightSync atomic.Int64 // blocking handlers running on their own goroutines
+	waits        fetchWaits   // long-polling fetches (fetch_wait.go)
+}
+
+// NewServer returns the protocol handler for eng.
+func NewServer(cfg Config, eng *engine.Engine) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 8 << 20
+	}
+	if cfg.AutoCreateMax <= 0 {
+		cfg.AutoCreateMax = autoCreateMaxDefault
+	}
+	return &Server{cfg: cfg, eng: eng, log: cfg.Logger}
+}
+
+// api is one Kafka API: its key, the versions served, and its handler.
+// Exactly one of sync and async is set:
+//   - sync handlers may block (disk, shards round trips); each runs on its
+//     own goroutine and returns the response;
+//   - async handlers run on the connection's network goroutine and must
+//     not block; they answer through the request context when ready (a
+//     produce when its appends are written, a fetch when data arrives or
+//     max_wait_ms passes).
+type api struct {
+	key      kmsg.Key // kmsg.Produce, kmsg.Metadata, ...
+	min, max int16
+	sync     func(s *Server, cx *reqCtx, req kmsg.Request) kmsg.Response
+	async    func(s *Server, cx *reqCtx, req kmsg.Request)
+	// bigRequests lets the request reach the frame limit instead of
+	// MaxRequestBytes (Produce).
+	bigRequests bool
+	// check, when set, vets the body before kmsg decodes it, for what
+	// decoding would get wrong or too big (see checkProduceShape). Its
+	// error must wrap errBadRequest.
+	check func(s *Server, version int16, body []byte) error
+}
+
+// maxAPIKey bounds the API keys served (Kafka's highest is below 100).
+const maxAPIKey = 128
+
+var apis [maxAPIKey]*api
+
+// register adds an API; each API file registers itself in init.
+func register(a api) {
+	if a.key < 0 || int(a.key) >= len(apis) || apis[a.key] != nil || (a.sync == nil) == (a.async == nil) ||
+		kmsg.RequestForKey(int16(a.key)) == nil || a.min < 0 || a.max < a.min || a.max > kmsg.RequestForKey(int16(a.key)).MaxVersion() {
+		panic(fmt.Sprintf("kafka: bad registration of API %d", a.key))
+	}
+	apis[a.key] = &a
+}
+
+// reqCtx is one request in flight: where and how to answer it.
+type reqCtx struct {
+	s             *Server
+	c             *netpoll.Conn
+	seq           uint64
+	key, version  int16
+	correlationID int32
+	clientID      string
+	start         time.Time
+	answered      atomic.Bool
+}
+
+// header is a request header (v1, or v2 with tagged fields for flexible
+// versions).
+type header struct {
+	key, version  int16
+	correlationID int32
+	clientID      string
+}
+
+var (
+	// errBadRequest marks a request the connection cannot survive (Kafka
+	// closes it too): malformed header or body, unknown API, unsupported
+	// version, a request above its size limit.
+	errBadRequest = errors.New("kafka: bad request")
+	// errApiVersionsUnsupported is an ApiVersions request of a version this
+	// broker does not serve: it is answered (KIP-511), not refused.
+	errApiVersionsUnsupported = errors.New("kafka: unsupported ApiVersions version")
+)
+
+// Serve parses and decodes the request and dispatches it. It runs on the
+// connection's network goroutine, in request order for the connection.
+func (s *Server) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
+	h, a, req, err := s.parseRequest(frame)
+	if err != nil && !errors.Is(err, errApiVersionsUnsupported) {
+		s.log.Debug("closing connection", "remote", c.RemoteAddr(), "err", err)
+		c.Close()
+		return
+	}
+	cx := &reqCtx{s: s, c: c, seq: seq, start: time.Now(),
+		key: h.key, version: h.version, correlationID: h.correlationID, clientID: h.clientID}
+	if err != nil {
+		// KIP-511: answer with UNSUPPORTED_VERSION in a v0 body that lists
+		// what is supported, so that the client can pick a version.
+		cx.version = 0
+		cx.reply(apiVersionsResponse(kerr.UnsupportedVersion.Code))
+		return
+	}
+	if a.async != nil {
+		s.run(cx, func() { a.async(s, cx, req) })
+		return
+	}
+	s.inflightSync.Add(1)
+	go func() {
+		defer s.inflightSync.Add(-1)
+		s.run(cx, func() { cx.reply(a.sync(s, cx, req)) })
+	}()
+}
+
+// run calls a handler. A panic in it is a bug of ours, not the client's,
+// but it must not take down every other connection with it: it is logged
+// and the connection, whose request may be left unanswered, is closed.
+func (s *Server) run(cx *reqCtx, fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("kafka: handler panic; closing the connection", "api", kmsg.NameForKey(cx.key),
+				"version", cx.version, "remote", cx.c.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+			cx.c.Close()
+		}
+	}()
+	fn()
+}
+
+// parseRequest does everything to a request frame that needs no
+// connection: the header, the API and version checks, the size limit, the
+// API's own pre-decoding check, and decoding. Serve and FuzzRequest call it.
+// An error wraps errBadRequest (close the connection), or is
+// errApiVersionsUnsupported with the header filled in.
+func (s *Server) parseRequest(frame []byte) (header, *api, kmsg.Request, error) {
+	h, body, err := parseHeader(frame)
+	if err != nil {
+		return h, nil, nil, err
+	}
+	if h.key < 0 || int(h.key) >= len(apis) || apis[h.key] == nil {
+		return h, nil, nil, fmt.Errorf("%w: unknown API key %d", errBadRequest, h.key)
+	}
+	a := apis[h.key]
+	if h.version < a.min || h.version > a.max {
+		if h.key == int16(kmsg.ApiVersions) {
+			return h, nil, nil, errApiVersionsUnsupported
+		}
+		return h, nil, nil, fmt.Errorf("%w: %s v%d not served", errBadRequest, kmsg.NameForKey(h.key), h.version)
+	}
+	req := kmsg.RequestForKey(h.key)
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		// The header's tagged fields (KIP-482): none that a broker must
+		// understand.
+		if body, err = skipTags(body); err != nil {
+			return h, nil, nil, err
+		}
+	}
+	if !a.bigRequests && len(body) > s.cfg.MaxRequestBytes {
+		return h, nil, nil, fmt.Errorf("%w: %s of %d bytes, limit %d", errBadRequest, kmsg.NameForKey(h.key), len(body), s.cfg.MaxRequestBytes)
+	}
+	if a.check != nil {
+		if err := a.check(s, h.version, body); err != nil {
+			return h, nil, nil, err
+		}
+	}
+	if err := decode(req, body); err != nil {
+		return h, nil, nil, fmt.Errorf("%w: %s v%d: %w", errBadRequest, kmsg.NameForKey(h.key), h.version, err)
+	}
+	return h, a, req, nil
+}
+
+// decode reads a request body. kmsg bounds array counts by the bytes left;
+// a panic inside it on hostile input is turned into an error all the same,
+// because bytes from outside must never take the broker down.
+func decode(req kmsg.Request, body []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoder panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return req.ReadFrom(body)
+}
+
+// Closed is called when a connection goes away.
+func (s *Server) Closed(c *netpoll.Conn) { s.waits.connClosed(c) }
+
+// parseHeader reads the request header up to the client id and returns the
+// rest (the tagged fields of a flexible header are left to the caller, who
+// knows the version's flexibility). The body is not copied.
+func parseHeader(b []byte) (header, []byte, error) {
+	var h header
+	if len(b) < 10 {
+		return h, nil, fmt.Errorf("%w: %d-byte frame", errBadRequest, len(b))
+	}
+	h.key = int16(binary.BigEndian.Uint16(b))
+	h.version = int16(binary.BigEndian.Uint16(b[2:]))
+	h.correlationID = int32(binary.BigEndian.Uint32(b[4:]))
+	n := int16(binary.BigEndian.Uint16(b[8:]))
+	b = b[10:]
+	switch {
+	case n > 0:
+		if int(n) > len(b) {
+			return h, nil, fmt.Errorf("%w: client id of %d bytes in %d", errBadRequest, n, len(b))
+		}
+		h.clientID, b = string(b[:n]), b[n:]
+	case n < -1:
+		return h, nil, fmt.Errorf("%w: client id length %d", errBadRequest, n)
+	}
+	return h, b, nil
+}
+
+// skipTags skips a tagged-fields section (KIP-482).
+func skipTags(b []byte) ([]byte, error) {
+	n, l := binary.Uvarint(b)
+	if l <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: bad tagged fields", errBadRequest)
+	}
+	b = b[l:]
+	for range n {
+		_, l := binary.Uvarint(b) // tag
+		if l <= 0 {
+			return nil, fmt.Errorf("%w: bad tag", errBadRequest)
+		}
+		b = b[l:]
+		size, l := binary.Uvarint(b)
+		if l <= 0 || size > uint64(len(b)-l) {
+			return nil, fmt.Errorf("%w: bad tag size", errBadRequest)
+		}
+		b = b[l+int(size):]
+	}
+	return b, nil
+}
+
+// reply encodes resp with the response header and sends it. Exactly one of
+// reply, replyRaw and noReply is called per request.
+func (cx *reqCtx) reply(resp kmsg.Response) {
+	resp.SetVersion(cx.version)
+	buf := make([]byte, 0, 256)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(cx.correlationID))
+	// Flexible responses carry an empty tag section in their header, except
+	// ApiVersions, whose response header stays v0 so that a client that
+	// sent too new a version can still read it.
+	if resp.IsFlexible() && cx.key != int16(kmsg.ApiVersions) {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	r := &netpoll.Response{}
+	r.AppendBytes(buf)
+	cx.replyRaw(r)
+}
+
+// replyRaw sends a response built by hand (the fetch response, which
+// interleaves encoded bytes and file regions). It must start with the
+// response header.
+func (cx *reqCtx) replyRaw(r *netpoll.Response) {
+	if !cx.answered.CompareAndSwap(false, true) {
+		panic("kafka: request answered twice")
+	}
+	cx.s.observe(cx)
+	cx.c.Reply(cx.seq, r)
+}
+
+// noReply answers nothing: a produce with acks=0.
+func (cx *reqCtx) noReply() {
+	if !cx.answered.CompareAndSwap(false, true) {
+		panic("kafka: request answered twice")
+	}
+	cx.s.observe(cx)
+	cx.c.NoReply(cx.seq)
+}
+
+func (s *Server) observe(cx *reqCtx) {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.observe(cx.key, time.Since(cx.start))
+	}
+}
