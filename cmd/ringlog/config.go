@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"ringlog/engine"
+	"ringlog/ioring"
+	"ringlog/segment"
+)
+
+// settings is everything the broker is configured with: defaults, then the
+// -config file (Kafka's server.properties names), then flags.
+type settings struct {
+	listen        string // host:port to bind
+	advertise     string // host:port clients are told
+	dataDir       string
+	shards        int
+	loops         int
+	io            ioring.Mode
+	admin         string
+	nodeID        int32
+	rack          string
+	autoCreate    bool
+	numPartitions int32
+	maxFrameBytes int32
+	retentionTick time.Duration
+	producerExp   time.Duration
+	topic         engine.TopicConfig
+}
+
+func defaultSettings() settings {
+	return settings{
+		listen:        "127.0.0.1:9092",
+		dataDir:       "./data",
+		io:            ioring.ModeAuto,
+		autoCreate:    true,
+		numPartitions: 1,
+		maxFrameBytes: 100 << 20,
+		retentionTick: 5 * time.Minute,
+		producerExp:   24 * time.Hour,
+		topic:         engine.DefaultTopicConfig(),
+	}
+}
+
+// errUnknownKey names a server.properties key ringlog does not support.
+var errUnknownKey = errors.New("unknown config key")
+
+// applyFlush sets the default flush settings for a policy name.
+func (s *settings) applyFlush(policy string) error {
+	p, err := segment.ParseFlushPolicy(policy)
+	if err != nil {
+		return err
+	}
+	switch p {
+	case segment.FlushAlways:
+		s.topic.Log.FlushMessages, s.topic.Log.FlushMs = 1, math.MaxInt64
+	case segment.FlushInterval:
+		s.topic.Log.FlushMessages, s.topic.Log.FlushMs = math.MaxInt64, 1000
+	case segment.FlushNever:
+		s.topic.Log.FlushMessages, s.topic.Log.FlushMs = math.MaxInt64, math.MaxInt64
+	}
+	s.topic.Log.Flush = p
+	return nil
+}
+
+// listenerAddr takes "PLAINTEXT://host:port[,...]" (Kafka's listeners) and
+// returns host:port of the PLAINTEXT listener; other security protocols
+// are not supported.
+func listenerAddr(v string) (string, error) {
+	for _, l := range strings.Split(v, ",") {
+		l = strings.TrimSpace(l)
+		proto, addr, ok := strings.Cut(l, "://")
+		if !ok {
+			return "", fmt.Errorf("listener %q: want PROTOCOL://host:port", l)
+		}
+		if proto != "PLAINTEXT" {
+			return "", fmt.Errorf("listener %q: only PLAINTEXT is supported", l)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", fmt.Errorf("listener %q: %w", l, err)
+		}
+		return addr, nil
+	}
+	return "", fmt.Errorf("no listener in %q", v)
+}
+
+// loadProperties applies a Kafka server.properties file.
+func (s *settings) loadProperties(r io.Reader) error {
+	kv := map[string]string{}
+	var order []string
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || t[0] == '#' || t[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			return fmt.Errorf("line %d: want key=value, got %q", line, t)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if _, dup := kv[k]; !dup {
+			order = append(order, k)
+		}
+		kv[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	// Retention in hours and minutes are overridden by finer units, as in
+	// Kafka, whatever their order in the file.
+	for _, k := range []string{"log.retention.hours", "log.retention.minutes", "log.retention.ms", "log.roll.hours", "log.roll.ms"} {
+		if v, ok := kv[k]; ok {
+			if err := s.set(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range order {
+		switch k {
+		case "log.retention.hours", "log.retention.minutes", "log.retention.ms", "log.roll.hours", "log.roll.ms":
+			continue
+		}
+		if err := s.set(k, kv[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *settings) set(k, v string) error {
+	num := func(lo, hi int64) (int64, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return 0, fmt.Errorf("%s=%s: want an integer in [%d, %d]", k, v, lo, hi)
+		}
+		return n, nil
+	}
+	// Topic defaults share the engine's parser under the topic name.
+	topicKey := map[string]string{
+		"log.retention.bytes":                 "retention.bytes",
+		"log.segment.bytes":                   "segment.bytes",
+		"log.index.size.max.bytes":            "segment.index.bytes",
+		"log.index.interval.bytes":            "index.interval.bytes",
+		"message.max.bytes":                   "max.message.bytes",
+		"log.flush.interval.messages":         "flush.messages",
+		"log.flush.interval.ms":               "flush.ms",
+		"log.cleanup.policy":                  "cleanup.policy",
+		"min.insync.replicas":                 "min.insync.replicas",
+		"log.message.timestamp.type":          "message.timestamp.type",
+		"log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+		"log.message.timestamp.after.max.ms":  "message.timestamp.after.max.ms",
+		"log.retention.ms":                    "retention.ms",
+		"log.roll.ms":                         "segment.ms",
+		"compression.type":                    "compression.type",
+	}
+	if tk, ok := topicKey[k]; ok {
+		c, err := engine.ParseTopicConfig(s.topic, map[string]string{tk: v})
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		s.topic = c
+		return nil
+	}
+	var err error
+	var n int64
+	switch k {
+	case "listeners":
+		s.listen, err = listenerAddr(v)
+	case "advertised.listeners":
+		s.advertise, err = listenerAddr(v)
+	case "log.dirs", "log.dir":
+		if strings.Contains(v, ",") {
+			return fmt.Errorf("%s=%s: one data directory is supported", k, v)
+		}
+		s.dataDir = v
+	case "node.id", "broker.id":
+		n, err = num(0, math.MaxInt32)
+		s.nodeID = int32(n)
+	case "broker.rack":
+		s.rack = v
+	case "num.partitions":
+		n, err = num(1, 10000)
+		s.numPartitions = int32(n)
+	case "auto.create.topics.enable":
+		s.autoCreate, err = strconv.ParseBool(v)
+	case "num.io.threads":
+		n, err = num(1, 1024)
+		s.shards = int(n)
+	case "num.network.threads":
+		n, err = num(1, 1024)
+		s.loops = int(n)
+	case "socket.request.max.bytes":
+		n, err = num(1024, math.MaxInt32)
+		s.maxFrameBytes = int32(n)
+	case "log.retention.check.interval.ms":
+		n, err = num(1, math.MaxInt64)
+		s.retentionTick = time.Duration(n) * time.Millisecond
+	case "producer.id.expiration.ms":
+		n, err = num(1, math.MaxInt64)
+		s.producerExp = time.Duration(n) * time.Millisecond
+	case "log.retention.hours", "log.retention.minutes":
+		n, err = num(-1, math.MaxInt32)
+		if err == nil {
+			unit := int64(3600_000)
+			if k == "log.retention.minutes" {
+				unit = 60_000
+			}
+			if n > 0 {
+				n *= unit
+			}
+			s.topic.Log.RetentionMs = n
+		}
+	case "log.roll.hours":
+		n, err = num(1, math.MaxInt32)
+		s.topic.Log.SegmentMs = n * 3600_000
+	case "ringlog.io":
+		s.io, err = ioring.ParseMode(v)
+	default:
+		return fmt.Errorf("%w %q: ringlog does not support it (remove it from the file)", errUnknownKey, k)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", k, err)
+	}
+	return nil
+}
+
+// loadPropertiesFile applies the file at path.
+func (s *settings) loadPropertiesFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := s.loadProperties(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"ringlog/ioring"
+	"ringlog/segment"
+)
+
+func TestServerProperties(t *testing.T) {
+	s := defaultSettings()
+	err := s.loadProperties(strings.NewReader(`
+# A Kafka-style file.
+listeners=PLAINTEXT://127.0.0.1:19092
+advertised.listeners=PLAINTEXT://broker.local:19092
+log.dirs=/var/lib/ringlog
+num.partitions=6
+auto.create.topics.enable=false
+log.retention.ms=60000
+log.retention.hours=1
+log.retention.bytes=1073741824
+log.segment.bytes=104857600
+message.max.bytes=2000000
+log.flush.interval.messages=1
+node.id=3
+num.io.threads=4
+ringlog.io=portable
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case s.listen != "127.0.0.1:19092", s.advertise != "broker.local:19092", s.dataDir != "/var/lib/ringlog":
+		t.Fatalf("addresses: %+v", s)
+	case s.numPartitions != 6 || s.autoCreate || s.nodeID != 3 || s.shards != 4 || s.io != ioring.ModePortable:
+		t.Fatalf("broker settings: %+v", s)
+	case s.topic.Log.RetentionMs != 60000: // ms wins over hours whatever the order
+		t.Fatalf("retention.ms %d", s.topic.Log.RetentionMs)
+	case s.topic.Log.RetentionBytes != 1<<30 || s.topic.Log.SegmentBytes != 100<<20 || s.topic.Log.MaxMessageBytes != 2000000:
+		t.Fatalf("topic defaults: %+v", s.topic.Log)
+	case s.topic.Log.Flush != segment.FlushAlways:
+		t.Fatalf("flush policy %v", s.topic.Log.Flush)
+	}
+}
+
+func TestServerPropertiesErrors(t *testing.T) {
+	for text, want := range map[string]string{
+		"zookeeper.connect=localhost:2181": `unknown config key "zookeeper.connect"`,
+		"listeners=SSL://0.0.0.0:9093":     "only PLAINTEXT",
+		"log.dirs=/a,/b":                   "one data directory",
+		"num.partitions=zero":              "num.partitions",
+		"log.segment.bytes=1":              "segment.bytes",
+		"just a line":                      "want key=value",
+	} {
+		s := defaultSettings()
+		err := s.loadProperties(strings.NewReader(text))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%q: err %v, want it to mention %q", text, err, want)
+		}
+	}
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader("foo.bar=1")); !errors.Is(err, errUnknownKey) {
+		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+func TestFlushFlag(t *testing.T) {
+	for policy, want := range map[string]segment.FlushPolicy{"always": segment.FlushAlways, "interval": segment.FlushInterval, "never": segment.FlushNever} {
+		s := defaultSettings()
+		if err := s.applyFlush(policy); err != nil || s.topic.Log.Flush != want {
+			t.Fatalf("%s: %v %v", policy, s.topic.Log.Flush, err)
+		}
+	}
+	s := defaultSettings()
+	if err := s.applyFlush("sometimes"); err == nil {
+		t.Fatal("bad policy accepted")
+	}
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The binary is built once for every test of the package.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func brokerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ringlog-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "ringlog")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer collects a process's output safely for concurrent reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(brokerBinary(t), args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	return p
+}
+
+// waitFor waits until the output holds want, or the process exits.
+func (p *proc) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(p.out.String(), want) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %q in the broker's output:\n%s", want, p.out.String())
+}
+
+func (p *proc) stop(t *testing.T) error {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("broker did not stop after SIGTERM:\n%s", p.out.String())
+	}
+	return nil
+}
+
+func TestBrokerLifecycle(t *testing.T) {
+	addr, admin := freePort(t), freePort(t)
+	dir := t.TempDir()
+	p := start(t, "-listen", addr, "-data-dir", dir, "-admin", admin, "-flush", "always")
+	p.waitFor(t, "ringlog started")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("life"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 100 {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	// The admin listener serves metrics, with the protocol's counters, and
+	// pprof.
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`ringlog_requests_total{api="Produce"}`, `ringlog_log_end_offset{partition="0",topic="life"} 100`, "ringlog_fetch_sendfile_bytes_total"} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	if resp, err := http.Get("http://" + admin + "/debug/pprof/"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pprof: %v %v", resp, err)
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+	}
+	if !strings.Contains(p.out.String(), "stopped cleanly") {
+		t.Fatalf("no clean stop:\n%s", p.out.String())
+	}
+	// The restart skips recovery: every log was closed cleanly.
+	p = start(t, "-listen", addr, "-data-dir", dir)
+	p.waitFor(t, "ringlog started")
+	if !strings.Contains(p.out.String(), "logs opened") || !strings.Contains(p.out.String(), "clean=1 recovered=0") {
+		t.Fatalf("restart after SIGTERM recovered logs:\n%s", p.out.String())
+	}
+	p.stop(t)
+}
+
+func TestBrokerRefusesBadConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "server.properties")
+	os.WriteFile(cfg, []byte("listeners=PLAINTEXT://127.0.0.1:0\nzookeeper.connect=localhost:2181\n"), 0o644)
+	p := start(t, "-config", cfg, "-data-dir", t.TempDir())
+	select {
+	case err := <-p.done:
+		if err == nil || !strings.Contains(p.out.String(), `"zookeeper.connect"`) {
+			t.Fatalf("exit %v, output:\n%s", err, p.out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("broker started with an unknown config key")
+	}
+	p = start(t, "-io", "epoll")
+	if err := <-p.done; err == nil || !strings.Contains(p.out.String(), "epoll") {
+		t.Fatalf("bad -io accepted: %v %s", err, p.out.String())
+	}
+}
