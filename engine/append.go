@@ -44,19 +44,63 @@ const maxDecompressed = 64 << 20
 // shard goroutine, when the batches are written (and synced under the
 // flush policy always), or with the error. done must not block.
 func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
+	if r := e.newAppend(tp, records, opts, done); r != nil {
+		r.p.shard.send(r)
+	}
+}
+
+// AppendItem is one partition's part of a multi-partition append.
+type AppendItem struct {
+	TP      TP
+	Records []byte
+	Done    func(AppendResult, error)
+}
+
+// AppendBatch appends several partitions' records, as one produce request
+// carries them: each item is validated and answered on its own, as by
+// Append, but the items bound for one shard travel to it together, so that
+// a request over many partitions wakes each shard once instead of once per
+// partition.
+func (e *Engine) AppendBatch(items []AppendItem, opts AppendOptions) {
+	if len(items) == 1 {
+		e.Append(items[0].TP, items[0].Records, opts, items[0].Done)
+		return
+	}
+	var byShard [][]*appendReq
+	for i := range items {
+		r := e.newAppend(items[i].TP, items[i].Records, opts, items[i].Done)
+		if r == nil {
+			continue
+		}
+		if byShard == nil {
+			byShard = make([][]*appendReq, len(e.shards))
+		}
+		id := r.p.shard.id
+		byShard[id] = append(byShard[id], r)
+	}
+	for id, reqs := range byShard {
+		if len(reqs) > 0 {
+			e.shards[id].send(reqs)
+		}
+	}
+}
+
+// newAppend validates an append and returns the request to queue, or nil
+// when it was refused (done has then been called).
+func (e *Engine) newAppend(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) *appendReq {
 	if e.closed.Load() {
 		done(AppendResult{}, ErrClosed)
-		return
+		return nil
 	}
 	p, err := e.partition(tp)
 	if err != nil {
 		done(AppendResult{}, err)
-		return
+		return nil
 	}
 	cfg := &p.topic.config
 	if opts.RequireISR && cfg.MinInsyncReplicas > 1 {
 		done(AppendResult{}, fmt.Errorf("%w: 1 in sync, min.insync.replicas %d", ErrNotEnoughReplicas, cfg.MinInsyncReplicas))
-		return
+		return nil
 	}
 	r := &appendReq{p: p, opts: opts, done: done}
 	nowMs := e.cfg.Now().UnixMilli()
@@ -65,7 +109,7 @@ func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(App
 		b := it.Batch()
 		if int64(len(b)) > cfg.Log.MaxMessageBytes {
 			done(AppendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", segment.ErrBatchTooBig, len(b), cfg.Log.MaxMessageBytes))
-			return
+			return nil
 		}
 		h, err := batch.Validate(b, batch.Strict)
 		if err == nil && h.Codec() != batch.None {
@@ -76,13 +120,13 @@ func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(App
 		}
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
-			return
+			return nil
 		}
 		if !cfg.LogAppendTime && h.MaxTimestamp >= 0 {
 			if (cfg.TimestampBeforeMaxMs < nowMs && h.BaseTimestamp < nowMs-cfg.TimestampBeforeMaxMs) ||
 				h.MaxTimestamp-nowMs > cfg.TimestampAfterMaxMs {
 				done(AppendResult{}, fmt.Errorf("%w: batch timestamps %d..%d, broker time %d", ErrInvalidTimestamp, h.BaseTimestamp, h.MaxTimestamp, nowMs))
-				return
+				return nil
 			}
 		}
 		r.batches = append(r.batches, b)
@@ -90,22 +134,35 @@ func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(App
 	}
 	if err := it.Err(); err != nil {
 		done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
-		return
+		return nil
 	}
 	if len(r.batches) == 0 {
 		done(AppendResult{}, fmt.Errorf("%w: no record batch", segment.ErrInvalidBatch))
+		return nil
+	}
+	return r
+}
+
+// send queues a request (an *appendReq or a []*appendReq) for the shard.
+// A full inbox waits rather than fails: the network layer bounds the
+// requests in flight per connection, so this blocks only under a flood,
+// which is back-pressure working.
+func (s *shard) send(req any) {
+	select {
+	case s.inbox <- req:
 		return
+	default:
 	}
 	select {
-	case p.shard.inbox <- r:
-	default:
-		// Wait for room rather than fail: the network layer bounds the
-		// requests in flight per connection, so this blocks only under a
-		// flood, which is back-pressure working.
-		select {
-		case p.shard.inbox <- r:
-		case <-p.shard.done:
-			done(AppendResult{}, ErrClosed)
+	case s.inbox <- req:
+	case <-s.done:
+		switch r := req.(type) {
+		case *appendReq:
+			r.done(AppendResult{}, ErrClosed)
+		case []*appendReq:
+			for _, x := range r {
+				x.done(AppendResult{}, ErrClosed)
+			}
 		}
 	}
 }

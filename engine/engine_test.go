@@ -519,3 +519,45 @@ func binaryPutCount(b []byte, n int32) {
 	c := batch.Checksum(b)
 	b[batch.CRCPos], b[batch.CRCPos+1], b[batch.CRCPos+2], b[batch.CRCPos+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 }
+
+func TestAppendBatchAcrossShards(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	e.CreateTopic("m", 6, -1, nil, false)
+	bad := mkBatch(t, 1, "x", 1, -1, 0, 0)
+	bad[len(bad)-1] ^= 1
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	offsets := make([]int64, 8)
+	var items []AppendItem
+	for i := range 8 {
+		rec := mkBatch(t, 2, fmt.Sprint(i), 1, -1, 0, 0)
+		tp := TP{"m", int32(i % 6)}
+		switch i {
+		case 6:
+			tp = TP{"absent", 0}
+		case 7:
+			rec = bad
+		}
+		wg.Add(1)
+		items = append(items, AppendItem{TP: tp, Records: rec, Done: func(r AppendResult, err error) {
+			results[i], offsets[i] = err, r.BaseOffset
+			wg.Done()
+		}})
+	}
+	e.AppendBatch(items, AppendOptions{})
+	wg.Wait()
+	for i := range 6 {
+		if results[i] != nil {
+			t.Fatalf("item %d: %v", i, results[i])
+		}
+	}
+	if !errors.Is(results[6], ErrUnknownTopicOrPartition) || !errors.Is(results[7], segment.ErrInvalidBatch) {
+		t.Fatalf("bad items: %v, %v", results[6], results[7])
+	}
+	for pt := range int32(6) {
+		if st, _ := e.State(TP{"m", pt}); st.LEO != 2 {
+			t.Fatalf("partition %d LEO %d", pt, st.LEO)
+		}
+	}
+}

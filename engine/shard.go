@@ -135,6 +135,10 @@ func (s *shard) run() {
 			switch r := req.(type) {
 			case *appendReq:
 				s.enqueue(r)
+			case []*appendReq:
+				for _, x := range r {
+					s.enqueue(x)
+				}
 			case callReq:
 				calls = append(calls, r)
 			case stopReq:

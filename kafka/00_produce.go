@@ -101,6 +101,9 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
+	// The partitions go to the engine together, so that each shard is
+	// woken once per request rather than once per partition.
+	var items []engine.AppendItem
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := &p.resp.Topics[i]
@@ -124,18 +127,20 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 				continue
 			}
 			p.pending.Add(1)
-			s.eng.Append(engine.TP{Topic: name, Partition: rp.Partition}, rp.Records, opts, func(r engine.AppendResult, err error) {
-				if err != nil {
-					p.fail(out, produceErrorCode(err), err.Error())
-				} else {
-					out.BaseOffset = r.BaseOffset
-					out.LogAppendTime = r.LogAppendTime
-					out.LogStartOffset = r.LogStartOffset
-				}
-				p.finish()
-			})
+			items = append(items, engine.AppendItem{TP: engine.TP{Topic: name, Partition: rp.Partition}, Records: rp.Records,
+				Done: func(r engine.AppendResult, err error) {
+					if err != nil {
+						p.fail(out, produceErrorCode(err), err.Error())
+					} else {
+						out.BaseOffset = r.BaseOffset
+						out.LogAppendTime = r.LogAppendTime
+						out.LogStartOffset = r.LogStartOffset
+					}
+					p.finish()
+				}})
 		}
 	}
+	s.eng.AppendBatch(items, opts)
 	p.finish()
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"ringlog/ioring"
 )
@@ -31,12 +32,13 @@ func BenchmarkAppend(b *testing.B) {
 					l := openLog(b, b.TempDir(), cfg, Options{IO: x})
 					defer l.Close()
 					// A batch of n records whose encoded size is batchSize.
-					one := mkBatch(b, 1, 0, 1, 0)
+					now := time.Now().UnixMilli()
+					one := mkBatch(b, 1, 0, now, 0)
 					payload := batchSize - len(one) - 3
 					if batchSize > 1<<10 {
 						payload -= 2
 					}
-					tmpl := mkBatch(b, 1, payload, 1, 0)
+					tmpl := mkBatch(b, 1, payload, now, 0)
 					batches := make([][]byte, round/batchSize)
 					for i := range batches {
 						batches[i] = append([]byte(nil), tmpl...)
@@ -140,7 +142,10 @@ func BenchmarkAppendRound(b *testing.B) {
 				cfg.SegmentBytes = 64 << 20
 				cfg.RetentionBytes = 128 << 20
 				dir := b.TempDir()
-				tmpl := mkBatch(b, 1, 1024-len(mkBatch(b, 1, 0, 1, 0))-3, 1, 0)
+				// Current timestamps: time-based retention must not empty the
+				// logs in the middle of the measurement.
+				now := time.Now().UnixMilli()
+				tmpl := mkBatch(b, 1, 1024-len(mkBatch(b, 1, 0, now, 0))-3, now, 0)
 				ls := make([]*Log, logs)
 				batches := make([][][]byte, logs)
 				for i := range ls {

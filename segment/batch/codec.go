@@ -55,6 +55,12 @@ func (c Codec) Valid() bool { return c >= None && c <= Zstd }
 // returns src itself (no copy), still subject to limit. Safe for concurrent
 // use.
 func Decompress(c Codec, src []byte, limit int) ([]byte, error) {
+	return decompressTo(c, nil, src, limit)
+}
+
+// decompressTo is Decompress writing into dst's memory when it is large
+// enough (a pooled scratch buffer), allocating otherwise.
+func decompressTo(c Codec, dst, src []byte, limit int) ([]byte, error) {
 	limit = max(limit, 0)
 	if !c.Valid() {
 		return nil, fmt.Errorf("%w: %d", ErrCodec, int8(c))
@@ -73,13 +79,13 @@ func Decompress(c Codec, src []byte, limit int) ([]byte, error) {
 		}
 		return src, nil
 	case Gzip:
-		out, err = decompressGzip(src, limit)
+		out, err = decompressGzip(dst, src, limit)
 	case Snappy:
-		out, err = decompressSnappy(src, limit)
+		out, err = decompressSnappy(dst, src, limit)
 	case LZ4:
-		out, err = decompressLZ4(src, limit)
+		out, err = decompressLZ4(dst, src, limit)
 	case Zstd:
-		out, err = decompressZstd(src, limit)
+		out, err = decompressZstd(dst, src, limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c, err)
@@ -144,12 +150,17 @@ func (g guardedReader) Read(p []byte) (n int, err error) {
 // that the stream is too large. Growing by doubling costs a copy per step,
 // but keeps the allocation proportional to what the stream really produces,
 // whatever its headers claim.
-func readLimited(r io.Reader, hint, limit int) ([]byte, error) {
+func readLimited(r io.Reader, dst []byte, hint, limit int) ([]byte, error) {
 	capMax := limit
 	if capMax < math.MaxInt {
 		capMax++
 	}
-	buf := make([]byte, 0, min(max(hint, 512), capMax))
+	var buf []byte
+	if want := min(max(hint, 512), capMax); cap(dst) >= want {
+		buf = dst[:0:min(cap(dst), capMax)]
+	} else {
+		buf = make([]byte, 0, want)
+	}
 	stalls := 0
 	for {
 		if len(buf) == cap(buf) {
@@ -199,7 +210,7 @@ var (
 // maximal-length matches yields 258 bytes per 2 bits, about 1032 to 1.
 const deflateExpansionMax = 1032
 
-func decompressGzip(src []byte, limit int) ([]byte, error) {
+func decompressGzip(dst, src []byte, limit int) ([]byte, error) {
 	zr := gzipReaders.Get().(*gzip.Reader)
 	defer gzipReaders.Put(zr)
 	// Reset reads the member header at once. Kafka's gzip is a single
@@ -215,7 +226,7 @@ func decompressGzip(src []byte, limit int) ([]byte, error) {
 	if len(src) >= 4 {
 		hint = min(int(binary.LittleEndian.Uint32(src[len(src)-4:])), len(src)*deflateExpansionMax)
 	}
-	out, err := readLimited(guardedReader{zr}, hint, limit)
+	out, err := readLimited(guardedReader{zr}, dst, hint, limit)
 	// Drop the reference to src so that the pool does not pin it.
 	_ = gzipReset(zr, nil)
 	return out, err
@@ -253,11 +264,11 @@ func newLZ4Writer() *lz4.Writer {
 	return zw
 }
 
-func decompressLZ4(src []byte, limit int) ([]byte, error) {
+func decompressLZ4(dst, src []byte, limit int) ([]byte, error) {
 	zr := lz4Readers.Get().(*lz4.Reader)
 	defer lz4Readers.Put(zr)
 	zr.Reset(bytes.NewReader(src))
-	out, err := readLimited(guardedReader{zr}, 4*len(src), limit)
+	out, err := readLimited(guardedReader{zr}, dst, 4*len(src), limit)
 	zr.Reset(nil)
 	return out, err
 }
@@ -337,7 +348,7 @@ const zstdSlack = 192 << 10
 // about three times limit in all: the decoder appends a raw or RLE block
 // that does not fit before it checks the capacity, so each attempt can
 // reallocate its buffer once.
-func decompressZstd(src []byte, limit int) ([]byte, error) {
+func decompressZstd(dst, src []byte, limit int) ([]byte, error) {
 	dec := zstdDecoder()
 	attempt := min(max(8*len(src), 64<<10), limit)
 	if fh, ok := zstdFrameHeader(src); ok && fh.HasFCS {
@@ -347,7 +358,11 @@ func decompressZstd(src []byte, limit int) ([]byte, error) {
 		attempt = int(fh.FrameContentSize)
 	}
 	for {
-		out, err := zstdDecodeAll(dec, src, make([]byte, 0, attempt))
+		buf := dst[:0]
+		if cap(buf) < attempt {
+			buf = make([]byte, 0, attempt)
+		}
+		out, err := zstdDecodeAll(dec, src, buf)
 		switch {
 		case err == nil && len(out) <= limit:
 			return out, nil

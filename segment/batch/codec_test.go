@@ -253,7 +253,7 @@ func (panicReader) Read([]byte) (int, error) { panic("index out of range") }
 // TestDecoderPanicContained checks that a panic inside a decoder becomes
 // ErrDecompress instead of taking the process down.
 func TestDecoderPanicContained(t *testing.T) {
-	_, err := readLimited(guardedReader{panicReader{}}, 0, 100)
+	_, err := readLimited(guardedReader{panicReader{}}, nil, 0, 100)
 	if !errors.Is(err, ErrDecompress) {
 		t.Fatalf("%v, want ErrDecompress", err)
 	}

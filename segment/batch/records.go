@@ -79,11 +79,24 @@ func CheckRecords(h Header, b []byte, mode Mode, limit int) (int64, error) {
 	if mode != Strict && mode != Stored {
 		return 0, fmt.Errorf("%w: %d", ErrMode, int(mode))
 	}
-	data, err := recordsSection(h, b, limit)
+	if h.Codec() == None {
+		data, err := recordsSection(h, b, limit)
+		if err != nil {
+			return 0, err
+		}
+		return walk(h, data, mode, nil, nil)
+	}
+	// The decompressed records are only walked, never kept: decompress
+	// into a pooled buffer.
+	bp := getScratch()
+	data, err := recordsSectionTo(h, b, *bp, limit)
 	if err != nil {
+		putScratch(bp, nil)
 		return 0, err
 	}
-	return walk(h, data, mode, nil, nil)
+	ts, err := walk(h, data, mode, nil, nil)
+	putScratch(bp, data)
+	return ts, err
 }
 
 // MaxRecordTimestamp returns the largest timestamp among the records of the
@@ -101,6 +114,12 @@ func MaxRecordTimestamp(h Header, b []byte, limit int) (int64, error) {
 // recordsSection returns the records section of the batch h that starts b,
 // decompressed if the batch is compressed.
 func recordsSection(h Header, b []byte, limit int) ([]byte, error) {
+	return recordsSectionTo(h, b, nil, limit)
+}
+
+// recordsSectionTo is recordsSection decompressing into dst's memory when
+// it is large enough.
+func recordsSectionTo(h Header, b, dst []byte, limit int) ([]byte, error) {
 	if h.Length < LengthMin || h.Length > LengthMax {
 		return nil, fmt.Errorf("%w: batchLength %d outside [%d, %d]", ErrLength, h.Length, LengthMin, LengthMax)
 	}
@@ -121,7 +140,7 @@ func recordsSection(h Header, b []byte, limit int) ([]byte, error) {
 		// empty section under any codec when no record is declared.
 		return data, nil
 	}
-	out, err := Decompress(c, data, limit)
+	out, err := decompressTo(c, dst, data, limit)
 	if err != nil {
 		return nil, fmt.Errorf("records of batch at offset %d: %w", h.BaseOffset, err)
 	}
