@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ringlog/internal/fsutil"
 	"ringlog/ioring"
 )
 
@@ -221,7 +222,7 @@ func (e *Engine) loadMeta() error {
 		rand.Read(id[:])
 		e.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
 		data := fmt.Sprintf("version=1\ncluster.id=%s\nnode.id=%d\n", e.clusterID, e.cfg.NodeID)
-		if err := writeFileAtomic(e.cfg.Dir, metaFile, []byte(data)); err != nil {
+		if err := fsutil.WriteFileAtomic(e.cfg.Dir, metaFile, []byte(data)); err != nil {
 			return err
 		}
 	}
@@ -274,7 +275,7 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 	defer e.pidMu.Unlock()
 	if e.pidNext >= e.pidEnd {
 		end := e.pidNext + producerIDBlock
-		if err := writeFileAtomic(e.cfg.Dir, producerIDFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+		if err := fsutil.WriteFileAtomic(e.cfg.Dir, producerIDFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 		e.pidEnd = end
@@ -282,43 +283,4 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 	id := e.pidNext
 	e.pidNext++
 	return id, nil
-}
-
-// writeFileAtomic replaces dir/name with data durably: temporary file,
-// fsync, rename, fsync of the directory.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be synced there
-	}
-	return err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"ringlog/internal/fsutil"
 	"ringlog/segment/batch"
 )
 
@@ -264,7 +265,7 @@ func decodeSnapshot(b []byte) (*producerState, int64, error) {
 
 // writeSnapshot saves p's producer state as of its LEO (shard only).
 func (p *partition) writeSnapshot() error {
-	return writeFileAtomic(p.dir, snapshotFile, encodeSnapshot(p.producers, p.log.LEO()))
+	return fsutil.WriteFileAtomic(p.dir, snapshotFile, encodeSnapshot(p.producers, p.log.LEO()))
 }
 
 // loadProducers restores p's producer state: the snapshot, then the batches

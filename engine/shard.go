@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"ringlog/internal/fsutil"
 	"ringlog/ioring"
 	"ringlog/segment"
 )
@@ -268,7 +269,7 @@ func (s *shard) deletePartition(p *partition) error {
 	if err := os.Rename(p.dir, gone); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(p.dir)); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(p.dir)); err != nil {
 		return err
 	}
 	return os.RemoveAll(gone)

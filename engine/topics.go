@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"ringlog/internal/fsutil"
 )
 
 // topic is a topic's metadata; it is replaced, never changed in place,
@@ -337,7 +339,7 @@ func (e *Engine) saveTopics(ts map[string]*topic) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(e.cfg.Dir, topicsFile, append(b, '\n')); err != nil {
+	if err := fsutil.WriteFileAtomic(e.cfg.Dir, topicsFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("%w: save %s: %w", ErrStorage, topicsFile, err)
 	}
 	return nil

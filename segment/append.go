@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"ringlog/internal/fsutil"
 	"ringlog/ioring"
 	"ringlog/segment/batch"
 )
@@ -435,7 +436,7 @@ func (l *Log) finishRollFlush(t *Task) {
 	}
 	if moved && !l.closed {
 		// The new segment's directory entry must be durable too.
-		if err := syncDir(l.dir); err != nil {
+		if err := fsutil.SyncDir(l.dir); err != nil {
 			t.Err = err
 			l.fail(err)
 			return

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"ringlog/internal/fsutil"
 )
 
 // Small files kept beside the segments. Each is rewritten whole: written
@@ -17,35 +19,11 @@ const (
 	checkpointFile  = "log-checkpoint"
 	epochFile       = "leader-epoch-checkpoint"
 	cleanMarkerFile = "clean-shutdown"
-	tmpSuffix       = ".tmp"
+	tmpSuffix       = fsutil.TmpSuffix
 	// maxCheckpointBytes bounds what is read from a checkpoint file: a
 	// mutated or foreign file must not make the broker allocate at will.
 	maxCheckpointBytes = 1 << 20
 )
-
-// writeFileAtomic replaces dir/name with data durably.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
 
 // readSmallFile reads a checkpoint file, refusing one larger than the
 // bound. A missing file is (nil, nil).

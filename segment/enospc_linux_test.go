@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
 	"ringlog/ioring"
 )
 

@@ -3,6 +3,8 @@ package segment
 import (
 	"slices"
 	"sync"
+
+	"ringlog/internal/fsutil"
 )
 
 // EpochEntry says that leader epoch Epoch wrote its first batch at
@@ -143,7 +145,7 @@ func (c *epochCache) truncateFromStart(offset int64) bool {
 }
 
 func (c *epochCache) persist() error {
-	return writeFileAtomic(c.dir, epochFile, encodeEpochFile(c.snapshot()))
+	return fsutil.WriteFileAtomic(c.dir, epochFile, encodeEpochFile(c.snapshot()))
 }
 
 // epochFor returns the epoch whose range holds offset, or UndefinedEpoch.

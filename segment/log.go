@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ringlog/internal/fsutil"
 	"ringlog/ioring"
 )
 
@@ -238,7 +239,7 @@ func (l *Log) fail(err error) {
 
 func (l *Log) writeCheckpoint() error {
 	c := logCheckpoint{logStart: l.logStart.Load(), recoveryPoint: l.recoveryPoint}
-	return writeFileAtomic(l.dir, checkpointFile, c.encode())
+	return fsutil.WriteFileAtomic(l.dir, checkpointFile, c.encode())
 }
 
 // Flush makes everything appended so far durable, synchronously (owner
@@ -309,7 +310,7 @@ func (l *Log) cleanShutdown() error {
 	if err := l.writeCheckpoint(); err != nil {
 		return err
 	}
-	return writeFileAtomic(l.dir, cleanMarkerFile, nil)
+	return fsutil.WriteFileAtomic(l.dir, cleanMarkerFile, nil)
 }
 
 // closeFiles releases the log's hold on its segments; their files close

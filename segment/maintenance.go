@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"ringlog/internal/fsutil"
 )
 
 // AssignEpoch records that leader epoch epoch starts at offset (a new
@@ -179,7 +181,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	if err := l.epochs.persist(); err != nil {
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return err
 	}
 	return l.writeCheckpoint()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"ringlog/internal/fsutil"
 	"ringlog/segment/batch"
 )
 
@@ -220,7 +221,7 @@ func (l *Log) load() error {
 		if err := removeStale(l.dir, cleanMarkerFile); err != nil {
 			return err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := fsutil.SyncDir(l.dir); err != nil {
 			return err
 		}
 	}

@@ -1,12 +1,12 @@
 //go:build unix
 
-package segment
+package fsutil
 
 import "os"
 
-// syncDir makes a directory's entries (created, renamed, removed files)
+// SyncDir makes a directory's entries (created, renamed, removed files)
 // durable.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
