@@ -159,6 +159,11 @@ func (s *shard) run() {
 		for _, c := range calls {
 			c.fn()
 		}
+		// Control work may have queued appends of its own (AppendOnShard):
+		// write them now rather than when the next request arrives.
+		for len(s.queued) > 0 && s.broken == nil {
+			s.round()
+		}
 		if stop != nil {
 			stop.errc <- s.shutdown()
 			return

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+
+	"ringlog/segment"
+	"ringlog/segment/batch"
+)
+
+// Hooks for services built inside the broker on top of partitions (the
+// group coordinator keeps its state in the partitions of an internal topic
+// and its in-memory state on the shards that own them, so that a group's
+// state and its log are touched by one goroutine).
+
+// EnsureTopic creates the topic unless it exists, and returns it. It is
+// for the broker's internal topics (__consumer_offsets).
+func (e *Engine) EnsureTopic(name string, partitions int32, overrides map[string]string) (TopicInfo, error) {
+	if info, ok := e.Topic(name); ok {
+		return info, nil
+	}
+	info, err := e.CreateTopic(name, partitions, -1, maps.Clone(overrides), false)
+	if errors.Is(err, ErrTopicExists) {
+		if info, ok := e.Topic(name); ok {
+			return info, nil
+		}
+	}
+	return info, err
+}
+
+// OnShard runs fn on the goroutine of the shard that owns tp, between two
+// rounds. fn must not block. It fails when tp does not exist or the engine
+// stopped; fn then does not run.
+func (e *Engine) OnShard(tp TP, fn func()) error {
+	p, err := e.partition(tp)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	p.shard.call(fn, errc)
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// AppendOnShard queues records for tp from the goroutine of the shard that
+// owns it (inside an OnShard function or an append's done callback): the
+// append joins the shard's next round without going through its inbox,
+// which could be full. done runs on the shard goroutine.
+func (e *Engine) AppendOnShard(tp TP, records []byte, done func(AppendResult, error)) {
+	r := e.newAppend(tp, records, AppendOptions{}, done)
+	if r == nil {
+		return
+	}
+	r.p.shard.enqueue(r)
+}
+
+// ReadAll calls fn with every whole batch of tp from its log start offset
+// to its high watermark, in order, as the log holds it (replaying an
+// internal topic). The slice passed to fn is valid only during the call.
+// Any goroutine may call it.
+func (e *Engine) ReadAll(tp TP, fn func(b []byte) error) error {
+	p, err := e.partition(tp)
+	if err != nil {
+		return err
+	}
+	off, hw := p.log.LogStartOffset(), p.hw.Load()
+	for off < hw {
+		buf, err := p.log.ReadBatches(off, 1<<20, hw)
+		if errors.Is(err, segment.ErrOutOfRange) {
+			// Retention moved the start meanwhile: go on from there.
+			off = p.log.LogStartOffset()
+			continue
+		}
+		if err != nil {
+			return storageError(err)
+		}
+		if len(buf) == 0 {
+			return fmt.Errorf("%w: no batch at offset %d below the high watermark %d", ErrStorage, off, hw)
+		}
+		it := batch.Split(buf)
+		for it.Next() {
+			h := it.Header()
+			if h.NextOffset() <= off {
+				continue
+			}
+			if err := fn(it.Batch()); err != nil {
+				return err
+			}
+			off = h.NextOffset()
+		}
+		if err := it.Err(); err != nil {
+			return storageError(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+
+	"ringlog/ioring"
+	"ringlog/segment/batch"
+)
+
+// TestShardHooks: a service runs on the shard owning its partition, appends
+// from there (also from inside a done callback) and replays the partition.
+func TestShardHooks(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, ioring.ModeAuto)
+	info, err := e.EnsureTopic("__svc", 3, map[string]string{"cleanup.policy": "compact"})
+	if err != nil || info.Partitions != 3 {
+		t.Fatalf("EnsureTopic: %+v %v", info, err)
+	}
+	if again, err := e.EnsureTopic("__svc", 5, nil); err != nil || again.Partitions != 3 || again.ID != info.ID {
+		t.Fatalf("EnsureTopic twice: %+v %v", again, err)
+	}
+	tp := TP{"__svc", 1}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	var offsets []int64
+	err = e.OnShard(tp, func() {
+		e.AppendOnShard(tp, mkBatch(t, 1, "first", 1, -1, 0, 0), func(r AppendResult, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			offsets = append(offsets, r.BaseOffset)
+			// A follow-up written from the callback, on the same goroutine.
+			e.AppendOnShard(tp, mkBatch(t, 2, "second", 1, -1, 0, 0), func(r AppendResult, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				offsets = append(offsets, r.BaseOffset)
+				wg.Done()
+			})
+			wg.Done()
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(offsets) != 2 || offsets[0] != 0 || offsets[1] != 1 {
+		t.Fatalf("offsets %v", offsets)
+	}
+	e.Close()
+	e = openEngine(t, dir, ioring.ModeAuto)
+	defer e.Close()
+	var seen []int64
+	if err := e.ReadAll(tp, func(b []byte) error {
+		h, err := batch.Validate(b, batch.Stored)
+		seen = append(seen, h.BaseOffset)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen[1] != 1 {
+		t.Fatalf("replayed %v", seen)
+	}
+	if err := e.OnShard(TP{"nope", 0}, func() {}); err == nil {
+		t.Fatal("OnShard on an unknown partition")
+	}
+}
