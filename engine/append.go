@@ -44,7 +44,7 @@ const maxDecompressed = 64 << 20
 // shard goroutine, when the batches are written (and synced under the
 // flush policy always), or with the error. done must not block.
 func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
-	if r := e.newAppend(tp, records, opts, done); r != nil {
+	if r := e.newAppend(tp, records, opts, done); r != nil && keyed(r) {
 		r.p.shard.send(r)
 	}
 }
@@ -69,7 +69,7 @@ func (e *Engine) AppendBatch(items []AppendItem, opts AppendOptions) {
 	var byShard [][]*appendReq
 	for i := range items {
 		r := e.newAppend(items[i].TP, items[i].Records, opts, items[i].Done)
-		if r == nil {
+		if r == nil || !keyed(r) {
 			continue
 		}
 		if byShard == nil {

@@ -170,6 +170,22 @@ var configKeys = []configKey{
 		func(c *TopicConfig) *int64 { return &c.TimestampBeforeMaxMs }),
 	longKey("message.timestamp.after.max.ms", "how far in the future a CreateTime timestamp may be", 0, math.MaxInt64,
 		func(c *TopicConfig) *int64 { return &c.TimestampAfterMaxMs }),
+	longKey("delete.retention.ms", "how long a tombstone stays after the cleaner first rewrote it (compacted topics)", 0, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.DeleteRetentionMs }),
+	{name: "min.cleanable.dirty.ratio", typ: "DOUBLE", doc: "share of a compacted log written since its last clean that makes it due for cleaning",
+		get: func(c *TopicConfig) string { return strconv.FormatFloat(c.Log.MinCleanableDirtyRatio, 'g', -1, 64) },
+		set: func(c *TopicConfig, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f >= 0 && f <= 1) {
+				return fmt.Errorf("want a number in [0, 1], got %q", v)
+			}
+			c.Log.MinCleanableDirtyRatio = f
+			return nil
+		}},
+	longKey("min.compaction.lag.ms", "how old a record must be before the cleaner may remove it", 0, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.MinCompactionLagMs }),
+	longKey("max.compaction.lag.ms", "how old an uncleaned record may get before the cleaner must run", 1, math.MaxInt64,
+		func(c *TopicConfig) *int64 { return &c.Log.MaxCompactionLagMs }),
 }
 
 func lookupKey(name string) (*configKey, bool) {
@@ -209,6 +225,7 @@ func ParseTopicConfig(base TopicConfig, overrides map[string]string) (TopicConfi
 		}
 	}
 	c.Log.Flush = flushPolicy(c.Log)
+	c.Log.Cleanup = cleanupPolicy(c.CleanupPolicy)
 	if err := c.Log.Validate(); err != nil {
 		return base, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
@@ -226,6 +243,17 @@ func flushPolicy(c segment.Config) segment.FlushPolicy {
 		return segment.FlushNever
 	}
 	return segment.FlushInterval
+}
+
+// cleanupPolicy is the log's form of cleanup.policy, as parsed above.
+func cleanupPolicy(p string) segment.CleanupPolicy {
+	switch p {
+	case "compact":
+		return segment.CleanupCompact
+	case "compact,delete":
+		return segment.CleanupCompactDelete
+	}
+	return segment.CleanupDelete
 }
 
 // Entries lists every config of c, marking those not in overrides as

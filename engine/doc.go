@@ -16,6 +16,17 @@
 // write of the round at once (group commit), waits for the round and calls
 // each request's done callback on the shard goroutine.
 //
+// # Log compaction
+//
+// One cleaner goroutine (cleaner.go) compacts the partitions of topics
+// whose cleanup.policy includes compact: it asks each shard for the
+// cleaning status of its logs, picks the dirtiest one that is due, has its
+// shard plan the clean (pinning the segments), cleans on its own goroutine,
+// and has the shard swap the cleaned segments in. Appends never wait for a
+// clean; only the plan and the swap run on the shard. Close stops the
+// cleaner before the shards; a clean in progress is then abandoned and the
+// old segments stay.
+//
 // # Concurrency contract
 //
 // Every exported method of Engine may be called from any goroutine. done
@@ -46,4 +57,13 @@
 //   - Duplicates of an idempotent producer's retry are answered with the
 //     original offset and no write; a producer with no state (new, or
 //     expired) is accepted at any sequence, as Kafka does.
+//   - The cleaner keeps the last batch of every producer the partition
+//     knows (emptied if all its records go), so that producer state rebuilt
+//     from the log after a lost snapshot still knows each producer's last
+//     sequence and epoch.
+//   - A producer's record without a key is refused on a compacted topic
+//     (the cleaner would drop it); AppendOnShard is not checked: services
+//     inside the broker key what they write.
+//   - cleanup.policy=compact alone turns retention off: retention.ms and
+//     retention.bytes only apply with delete in the policy.
 package engine

@@ -38,6 +38,8 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	// ProducerIDExpiration is producer.id.expiration.ms (1 day).
 	ProducerIDExpiration time.Duration
+	// Cleaner configures log compaction (log.cleaner.*).
+	Cleaner CleanerConfig
 	// NodeID is this broker's id (node.id).
 	NodeID int32
 	Logger *slog.Logger
@@ -70,6 +72,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Cleaner.setDefaults()
 }
 
 // Engine owns the partitions of one broker, spread over shards. All its
@@ -89,7 +92,8 @@ type Engine struct {
 	pidNext int64 // next producer id to hand out
 	pidEnd  int64 // end of the block persisted as used
 
-	closed atomic.Bool
+	closed  atomic.Bool
+	cleaner *cleaner
 
 	// Logs opened after a clean shutdown and logs that needed recovery,
 	// counted at start-up.
@@ -134,6 +138,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load())
+	e.cleaner = startCleaner(e)
 	return e, nil
 }
 
@@ -167,6 +172,11 @@ func (e *Engine) NumPartitions() int32 { return e.cfg.NumPartitions }
 func (e *Engine) Close() error {
 	if !e.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if e.cleaner != nil {
+		// Before the shards: a clean in progress is abandoned (the old
+		// segments stay) and the cleaner makes no more shard calls.
+		e.cleaner.close()
 	}
 	return e.stopShards()
 }

@@ -21,6 +21,10 @@ import (
 // are also the names server.properties uses for them (cmd/ringlog).
 var brokerSynonym = map[string]string{
 	"cleanup.policy":                  "log.cleanup.policy",
+	"delete.retention.ms":             "log.cleaner.delete.retention.ms",
+	"min.cleanable.dirty.ratio":       "log.cleaner.min.cleanable.ratio",
+	"min.compaction.lag.ms":           "log.cleaner.min.compaction.lag.ms",
+	"max.compaction.lag.ms":           "log.cleaner.max.compaction.lag.ms",
 	"compression.type":                "compression.type",
 	"retention.ms":                    "log.retention.ms",
 	"retention.bytes":                 "log.retention.bytes",

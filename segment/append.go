@@ -235,12 +235,14 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 // shouldRoll follows Kafka's LogSegment.shouldRoll: a new segment starts
 // when this one would grow past segment.bytes, when the incoming batches'
 // timestamp is segment.ms past the first batch's (or, without timestamps,
-// the segment was created segment.ms ago), when an index is full, or when
+// the segment was created segment.ms ago; on a compacted log
+// max.compaction.lag.ms when shorter), when an index is full, or when
 // offsets would no longer fit the index's 32-bit relative form.
 func (l *Log) shouldRoll(s *segment, size, lastOffset, incomingTs, nowMs int64) bool {
 	if s.written == 0 {
 		return false
 	}
+	rollMs := l.cfg.rollMs()
 	switch {
 	case s.written+size > l.cfg.SegmentBytes:
 		return true
@@ -248,9 +250,9 @@ func (l *Log) shouldRoll(s *segment, size, lastOffset, incomingTs, nowMs int64) 
 		return true
 	case s.offsets.full() || s.times.full():
 		return true
-	case l.cfg.SegmentMs > 0 && s.rollTs >= 0 && incomingTs-s.rollTs > l.cfg.SegmentMs:
+	case rollMs > 0 && s.rollTs >= 0 && incomingTs-s.rollTs > rollMs:
 		return true
-	case l.cfg.SegmentMs > 0 && s.rollTs < 0 && nowMs-s.createdMs > l.cfg.SegmentMs:
+	case rollMs > 0 && s.rollTs < 0 && nowMs-s.createdMs > rollMs:
 		return true
 	}
 	return false

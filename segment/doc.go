@@ -12,6 +12,10 @@
 //	leader-epoch-checkpoint         "0\n<count>\n<epoch> <start offset>\n..." (Kafka's format)
 //	log-checkpoint                  "0\n<log start offset> <recovery point>\n"
 //	clean-shutdown                  present only between a clean Close and the next Open
+//	cleaner-checkpoint              "0\n<first dirty offset> <delete horizon or -1>\n" (compacted logs)
+//	00000000000000000000.log.cleaned  a cleaned segment being written (and its .index.cleaned,
+//	                                  .timeindex.cleaned); deleted by Open
+//	00000000000000000000.log.swap     a committed cleaned segment; Open finishes its swap
 //
 // A .log file is a sequence of batches (see package batch for their
 // layout). Index entries are added once more than index.interval.bytes of
@@ -32,11 +36,30 @@
 // point moves past it, so that recovery after a crash scans only the active
 // segment.
 //
+// # Compaction
+//
+// A log whose cleanup.policy includes compact is cleaned as Kafka's
+// LogCleaner does (clean.go): the keys of the dirty section (from the first
+// dirty offset to the active segment, the high watermark and
+// min.compaction.lag.ms) are mapped to their latest offsets, and every
+// segment below the map's end is rewritten, in groups of at most
+// segment.bytes, without the records a later record of their key
+// supersedes. Batches keep their baseOffset, lastOffsetDelta, maxTimestamp,
+// producer fields and codec; a batch left without records is dropped,
+// unless it is the last of its group or an active producer's last, which
+// stay as bare headers. Tombstones get KIP-534's delete horizon and go once
+// it has passed. The cleaned segments are written under .cleaned names off
+// the owner's goroutine, and swapped in on it: .cleaned -> .swap (the
+// commit), install, old files removed, .swap -> final names.
+//
 // # Concurrency contract
 //
 // One goroutine owns a Log and calls the methods that change it (Prepare,
 // Append, Complete of its ops, Truncate*, DeleteRecordsBefore,
-// EnforceRetention, AssignEpoch, Flush, PrepareFlush, SetConfig, Close).
+// EnforceRetention, AssignEpoch, Flush, PrepareFlush, SetConfig, Close,
+// CleanStatus, PlanClean, InstallClean, CleanNow). Clean runs on any
+// goroutine (a cleaner's) and reads only through the plan's pinned
+// segments; CleanResult.Discard may be called from any goroutine.
 // Read, ReadBatches, OffsetForTimestamp, LEO, LogStartOffset, Size,
 // Segments, EndOffsetForEpoch and Epochs may be called from any goroutine:
 // readers pin an immutable, reference-counted list of segments and see
@@ -81,4 +104,30 @@
 //     first batch carried no timestamp.
 //   - The clean-shutdown marker is removed (and the directory synced) before
 //     Open returns: a crash after any later append must lead to a scan.
+//   - A cleaned segment covers exactly the offsets of the segments it
+//     replaces: the last batch of a group is always written, emptied if
+//     need be. That is what lets a .log.swap name the segments it replaces
+//     (bases in [its base, its next offset)) with no manifest, so that Open
+//     settles an interrupted swap the same way every time. Were the last
+//     batch dropped, an old segment based above the cleaned segment's end
+//     would survive the recovery beside it.
+//   - Offsets have gaps after compaction, inside segments and between them:
+//     a segment's next offset may be below the next segment's base, and a
+//     read at a removed offset starts at the next batch that remains.
+//   - The first old segment of a group has the cleaned segment's name: its
+//     files are replaced by rename, never removed by path (dropSegment would
+//     delete the new files), and its handles close at the last release.
+//   - A cleaned segment's indexes are renamed to their final names before
+//     its .log: once no .log.swap exists, the indexes match. Open rebuilds
+//     the indexes of every segment it completes from a .swap anyway.
+//   - The .swap commit is decided on the owner's goroutine, after checking
+//     that the planned segments are still there unchanged and that no
+//     truncation happened since the plan: a committed .swap written for a
+//     log that moved on would resurrect data at the next Open.
+//   - A delete horizon replaces a batch's baseTimestamp (KIP-534); the
+//     records' timestamp deltas are recomputed from it, so that base+delta
+//     still gives every record its own timestamp.
+//   - Compaction keeps maxTimestamp of every batch it rewrites, so the time
+//     index and time-based retention of compact,delete logs see the same
+//     segment times as before.
 package segment

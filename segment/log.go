@@ -73,6 +73,9 @@ type Log struct {
 
 	epochs epochCache
 
+	// cleaner is the log compaction state (clean.go).
+	cleaner cleanerState
+
 	// Published for readers.
 	set      atomic.Pointer[segSet]
 	leo      atomic.Int64

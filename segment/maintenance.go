@@ -76,6 +76,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.nextOffset = newNext
 	l.leo.Store(newNext)
+	if err := l.cleanerTruncated(newNext); err != nil {
+		l.fail(err)
+		return err
+	}
 	if l.epochs.truncateFromEnd(newNext) {
 		if err := l.epochs.persist(); err != nil {
 			l.fail(err)
@@ -174,6 +178,9 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	l.leo.Store(offset)
 	l.logStart.Store(offset)
 	l.recoveryPoint = offset
+	if err := l.cleanerTruncated(offset); err != nil {
+		return err
+	}
 	l.unflushedMsgs = 0
 	l.epochs.mu.Lock()
 	l.epochs.entries = nil
@@ -221,14 +228,20 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 // EnforceRetention deletes the oldest segments that retention.ms or
 // retention.bytes no longer keep, never one holding offsets at or above
 // upper (the high watermark). When the active segment itself has expired
-// it is rolled first, as Kafka does. It returns the number of segments
-// deleted (owner only).
+// it is rolled first, as Kafka does. A log whose cleanup.policy is compact
+// alone keeps everything. It returns the number of segments deleted (owner
+// only).
 func (l *Log) EnforceRetention(upper int64) (int, error) {
 	if err := l.usable(); err != nil {
 		return 0, err
 	}
 	if l.pending != nil {
 		return 0, ErrPending
+	}
+	if !l.cfg.Cleanup.Deletes() {
+		// cleanup.policy=compact alone: the cleaner keeps the log's size
+		// in check, and retention must not delete the latest records.
+		return 0, nil
 	}
 	now := l.opts.Now().UnixMilli()
 	total := int64(0)

@@ -16,6 +16,12 @@ import (
 // load opens the segments in l.dir and brings the log to a consistent
 // state; see Open.
 func (l *Log) load() error {
+	// An interrupted clean is settled first, so that what follows sees the
+	// segments in force: the old ones, or the cleaned ones.
+	swapped, err := l.recoverSwaps()
+	if err != nil {
+		return err
+	}
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -106,7 +112,7 @@ func (l *Log) load() error {
 		if i > 0 && s.base < segs[i-1].next() {
 			return fmt.Errorf("%w: segment %d starts below the end %d of the one before", ErrCorrupt, s.base, segs[i-1].next())
 		}
-		if i < scanFrom {
+		if i < scanFrom && !swapped[s.base] {
 			ok, err := l.loadTrusted(s)
 			if err != nil {
 				return err
