@@ -34,6 +34,7 @@ type settings struct {
 	maxFrameBytes int32
 	retentionTick time.Duration
 	producerExp   time.Duration
+	cleaner       engine.CleanerConfig
 	topic         engine.TopicConfig
 }
 
@@ -162,6 +163,10 @@ func (s *settings) set(k, v string) error {
 		"log.retention.ms":                    "retention.ms",
 		"log.roll.ms":                         "segment.ms",
 		"compression.type":                    "compression.type",
+		"log.cleaner.delete.retention.ms":     "delete.retention.ms",
+		"log.cleaner.min.cleanable.ratio":     "min.cleanable.dirty.ratio",
+		"log.cleaner.min.compaction.lag.ms":   "min.compaction.lag.ms",
+		"log.cleaner.max.compaction.lag.ms":   "max.compaction.lag.ms",
 	}
 	if tk, ok := topicKey[k]; ok {
 		c, err := engine.ParseTopicConfig(s.topic, map[string]string{tk: v})
@@ -223,6 +228,29 @@ func (s *settings) set(k, v string) error {
 	case "log.roll.hours":
 		n, err = num(1, math.MaxInt32)
 		s.topic.Log.SegmentMs = n * 3600_000
+	case "log.cleaner.enable":
+		var on bool
+		on, err = strconv.ParseBool(v)
+		s.cleaner.Disabled = !on
+	case "log.cleaner.threads":
+		// One cleaner goroutine per broker; more would only contend for
+		// the same two cores and the same disk.
+		if v != "1" {
+			return fmt.Errorf("%s=%s: only 1 cleaner thread is supported", k, v)
+		}
+	case "log.cleaner.backoff.ms":
+		n, err = num(1, math.MaxInt32)
+		s.cleaner.Backoff = time.Duration(n) * time.Millisecond
+	case "log.cleaner.dedupe.buffer.size":
+		n, err = num(1<<20, math.MaxInt64)
+		s.cleaner.DedupeBufferSize = n
+	case "log.cleaner.io.max.bytes.per.second":
+		var f float64
+		f, err = strconv.ParseFloat(v, 64)
+		if err == nil && f < 0 {
+			err = fmt.Errorf("negative rate %v", f)
+		}
+		s.cleaner.IOMaxBytesPerSecond = f
 	case "ringlog.io":
 		s.io, err = ioring.ParseMode(v)
 	default:

@@ -25,6 +25,8 @@ log.segment.bytes=104857600
 message.max.bytes=2000000
 log.flush.interval.messages=1
 node.id=3
+log.cleaner.enable=false
+log.cleaner.min.cleanable.ratio=0.25
 num.io.threads=4
 ringlog.io=portable
 `))
@@ -42,6 +44,11 @@ ringlog.io=portable
 		t.Fatalf("topic defaults: %+v", s.topic.Log)
 	case s.topic.Log.Flush != segment.FlushAlways:
 		t.Fatalf("flush policy %v", s.topic.Log.Flush)
+	case !s.cleaner.Disabled:
+		t.Fatalf("log.cleaner.enable=false ignored")
+	}
+	if c, _ := engineTopicEntry(s, "min.cleanable.dirty.ratio"); c != "0.25" {
+		t.Fatalf("min.cleanable.dirty.ratio %q", c)
 	}
 }
 
@@ -77,4 +84,13 @@ func TestFlushFlag(t *testing.T) {
 	if err := s.applyFlush("sometimes"); err == nil {
 		t.Fatal("bad policy accepted")
 	}
+}
+
+func engineTopicEntry(s settings, name string) (string, bool) {
+	for _, e := range s.topic.Entries(nil) {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
 }
