@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 )
 
 // Metadata, v0 to v13: this broker is the whole cluster. It is every
@@ -157,6 +158,9 @@ func (s *Server) topicMetadata(req *kmsg.MetadataRequest, info engine.TopicInfo)
 	name := info.Name
 	t.Topic = &name
 	t.TopicID = info.ID
+	// Clients leave internal topics out of regex subscriptions and tools
+	// hide them.
+	t.IsInternal = info.Name == group.OffsetsTopic
 	if req.IncludeTopicAuthorizedOperations {
 		t.AuthorizedOperations = topicOperationsAll
 	} else {

@@ -55,6 +55,11 @@
 //   - An API key read off the wire may be negative or above the registry:
 //     it is range-checked before indexing (it once was not, and a
 //     negative key would have panicked the network goroutine).
+//   - The group APIs (engine/group) are async handlers whose answer may
+//     wait for a whole rebalance. A graceful stop closes the group
+//     coordinator first (parked JoinGroup and SyncGroup requests are then
+//     answered NOT_COORDINATOR), or the network's drain would wait for
+//     them as it would for parked fetches without StopLongPolls.
 //   - A Server must be complete before it serves: its configuration is
 //     read by handlers on other goroutines without locks (the test helper
 //     once set the advertised port after Listen, a data race).

@@ -228,6 +228,72 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	fetch.Topics = append(fetch.Topics, ft)
 	add("fetch-v12", fetch)
 
+	// The group coordinator's APIs.
+	for _, v := range []int16{0, 4, 9} {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.ProtocolType, req.SessionTimeoutMillis = v, "g", "consumer", 10000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1, 0, 0, 0, 1, 0, 1, 't'}}}
+		if v >= 5 {
+			req.InstanceID = kmsg.StringPtr("i")
+		}
+		add(fmt.Sprintf("joingroup-v%d", v), req)
+	}
+	for _, v := range []int16{0, 3, 5} {
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = v, "g", "m", 1
+		req.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "m", MemberAssignment: []byte{0, 1}}}
+		add(fmt.Sprintf("syncgroup-v%d", v), req)
+	}
+	for _, v := range []int16{0, 4} {
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = v, "g", "m", 1
+		add(fmt.Sprintf("heartbeat-v%d", v), req)
+	}
+	for _, v := range []int16{0, 3, 5} {
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.Version, req.Group, req.MemberID = v, "g", "m"
+		req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+		add(fmt.Sprintf("leavegroup-v%d", v), req)
+	}
+	for _, v := range []int16{0, 2, 7, 9} {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = v, "g", "m", 1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "topic"
+		rt.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, Metadata: kmsg.StringPtr("x")}}
+		req.Topics = append(req.Topics, rt)
+		add(fmt.Sprintf("offsetcommit-v%d", v), req)
+	}
+	for _, v := range []int16{1, 5, 8, 9} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group = v, "g"
+		req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "topic", Partitions: []int32{0, 1}}}
+		req.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}, {Group: "h", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "topic", Partitions: []int32{0}}}}}
+		add(fmt.Sprintf("offsetfetch-v%d", v), req)
+	}
+	for _, v := range []int16{0, 3, 4, 6} {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorKey, req.CoordinatorKeys = v, "g", []string{"g", "h"}
+		add(fmt.Sprintf("findcoordinator-v%d", v), req)
+	}
+	for _, v := range []int16{0, 5} {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Version, req.Groups = v, []string{"g", "h"}
+		add(fmt.Sprintf("describegroups-v%d", v), req)
+		list := kmsg.NewPtrListGroupsRequest()
+		list.Version, list.StatesFilter, list.TypesFilter = v, []string{"Stable"}, []string{"classic"}
+		add(fmt.Sprintf("listgroups-v%d", v), list)
+	}
+	for _, v := range []int16{0, 2} {
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Version, req.Groups = v, []string{"g"}
+		add(fmt.Sprintf("deletegroups-v%d", v), req)
+	}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "g"
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "topic", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	add("offsetdelete-v0", od)
+
 	// Broken frames.
 	seeds["empty"] = []byte{}
 	seeds["short-header"] = []byte{0, 3, 0, 1, 0, 0}

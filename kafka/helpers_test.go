@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/ioring"
 	"ringlog/netpoll"
 )
@@ -23,6 +24,7 @@ type testBroker struct {
 	Engine *engine.Engine
 	Server *Server
 	Net    *netpoll.Server
+	Groups *group.Coordinator
 	dir    string
 	opts   brokerOpts
 }
@@ -32,9 +34,10 @@ type brokerOpts struct {
 	Portable bool
 	// Dir reuses a data directory (restarts); empty means a new one.
 	Dir string
-	// Engine and Kafka adjust the configurations before start.
+	// Engine, Kafka and Groups adjust the configurations before start.
 	Engine func(*engine.Config)
 	Kafka  func(*Config)
+	Groups func(*group.Config)
 }
 
 // startBroker starts a broker and stops it at the end of the test.
@@ -62,10 +65,25 @@ func (b *testBroker) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Kafka's group defaults but for the initial rebalance delay, which
+	// would add 3 s to every test's first rebalance.
+	gcfg := group.DefaultConfig()
+	gcfg.InitialRebalanceDelay = 0
+	// 4 partitions of __consumer_offsets rather than 50: a broker starts
+	// in a tenth of the time, and the tests start hundreds.
+	gcfg.OffsetsTopicPartitions = 4
+	if b.opts.Groups != nil {
+		b.opts.Groups(&gcfg)
+	}
+	groups, err := group.Start(e, gcfg)
+	if err != nil {
+		e.Close()
+		t.Fatal(err)
+	}
 	// Bind first to learn the port, then build the server that tells
 	// clients that port. The server is installed complete: setting its port
 	// after it serves would race with the handlers reading it.
-	kcfg := Config{NodeID: ecfg.NodeID, AdvertisedHost: "127.0.0.1", AutoCreateTopics: true}
+	kcfg := Config{NodeID: ecfg.NodeID, AdvertisedHost: "127.0.0.1", AutoCreateTopics: true, Groups: groups}
 	if b.opts.Kafka != nil {
 		b.opts.Kafka(&kcfg)
 	}
@@ -76,6 +94,7 @@ func (b *testBroker) start() {
 	h := &lateHandler{}
 	ns, err := netpoll.Listen(netpoll.Config{Addr: addr, Portable: b.opts.Portable}, h)
 	if err != nil {
+		groups.Close()
 		e.Close()
 		t.Fatal(err)
 	}
@@ -84,7 +103,15 @@ func (b *testBroker) start() {
 	kcfg.AdvertisedPort = int32(p)
 	srv := NewServer(kcfg, e)
 	h.srv.Store(srv)
-	b.Addr, b.Engine, b.Server, b.Net = ns.Addr().String(), e, srv, ns
+	b.Addr, b.Engine, b.Server, b.Net, b.Groups = ns.Addr().String(), e, srv, ns, groups
+	// Tests that send raw requests want exact codes: let __consumer_offsets
+	// replay before they start (clients would retry
+	// COORDINATOR_LOAD_IN_PROGRESS; engine/group tests that code).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := groups.WaitLoaded(ctx); err != nil {
+		t.Fatalf("group coordinator: %v", err)
+	}
 }
 
 // Stop closes the network (answering what is in flight) and the engine.
@@ -94,8 +121,10 @@ func (b *testBroker) Stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Long-polling fetches would hold the graceful close for max_wait_ms.
+	// Long-polling fetches would hold the graceful close for max_wait_ms,
+	// and parked JoinGroup requests for a rebalance timeout.
 	b.Server.StopLongPolls()
+	b.Groups.Close()
 	if err := b.Net.Close(ctx); err != nil {
 		b.t.Errorf("close network: %v", err)
 	}
@@ -124,6 +153,18 @@ func (b *testBroker) client(opts ...kgo.Opt) *kgo.Client {
 
 func (b *testBroker) admin() *kadm.Client {
 	return kadm.NewClient(b.client())
+}
+
+// userTopics leaves out the internal topics (__consumer_offsets, which the
+// group coordinator creates on every broker).
+func userTopics(ts []engine.TopicInfo) []engine.TopicInfo {
+	var out []engine.TopicInfo
+	for _, t := range ts {
+		if t.Name != group.OffsetsTopic {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // lateHandler serves with a Server installed once the listener's port is

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/netpoll"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 	Logger          *slog.Logger
 	// Metrics, when set, receives per-API counts and latencies.
 	Metrics *Metrics
+	// Groups is the group coordinator (engine/group) that the group and
+	// offset APIs use; without one they answer COORDINATOR_NOT_AVAILABLE.
+	Groups *group.Coordinator
 }
 
 // Server is the Kafka protocol on top of an engine. It implements

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/ioring"
 	"ringlog/segment"
 )
@@ -35,6 +36,7 @@ type settings struct {
 	retentionTick time.Duration
 	producerExp   time.Duration
 	cleaner       engine.CleanerConfig
+	groups        group.Config
 	topic         engine.TopicConfig
 }
 
@@ -48,6 +50,7 @@ func defaultSettings() settings {
 		maxFrameBytes: 100 << 20,
 		retentionTick: 5 * time.Minute,
 		producerExp:   24 * time.Hour,
+		groups:        group.DefaultConfig(),
 		topic:         engine.DefaultTopicConfig(),
 	}
 }
@@ -251,6 +254,39 @@ func (s *settings) set(k, v string) error {
 			err = fmt.Errorf("negative rate %v", f)
 		}
 		s.cleaner.IOMaxBytesPerSecond = f
+	case "offsets.topic.num.partitions":
+		n, err = num(1, 1000)
+		s.groups.OffsetsTopicPartitions = int32(n)
+	case "offsets.topic.segment.bytes":
+		n, err = num(1<<20, math.MaxInt32)
+		s.groups.OffsetsTopicSegmentBytes = n
+	case "group.min.session.timeout.ms":
+		n, err = num(1, math.MaxInt32)
+		s.groups.MinSessionTimeout = time.Duration(n) * time.Millisecond
+	case "group.max.session.timeout.ms":
+		n, err = num(1, math.MaxInt32)
+		s.groups.MaxSessionTimeout = time.Duration(n) * time.Millisecond
+	case "group.initial.rebalance.delay.ms":
+		n, err = num(0, math.MaxInt32)
+		s.groups.InitialRebalanceDelay = time.Duration(n) * time.Millisecond
+	case "group.max.size":
+		n, err = num(1, math.MaxInt32)
+		s.groups.MaxSize = int(n)
+	case "offsets.retention.minutes":
+		n, err = num(1, math.MaxInt32)
+		s.groups.OffsetsRetention = time.Duration(n) * time.Minute
+	case "offsets.retention.check.interval.ms":
+		n, err = num(1, math.MaxInt32)
+		s.groups.OffsetsRetentionCheckInterval = time.Duration(n) * time.Millisecond
+	case "offset.metadata.max.bytes":
+		n, err = num(0, math.MaxInt32)
+		s.groups.OffsetMetadataMaxBytes = int(n)
+	case "ringlog.group.member.metadata.max.bytes":
+		n, err = num(1024, 1<<30)
+		s.groups.MemberMetadataMaxBytes = int(n)
+	case "ringlog.group.metadata.max.bytes":
+		n, err = num(1024, 1<<30)
+		s.groups.GroupMetadataMaxBytes = int(n)
 	case "ringlog.io":
 		s.io, err = ioring.ParseMode(v)
 	default:

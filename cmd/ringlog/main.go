@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/ioring"
 	"ringlog/kafka"
 	"ringlog/netpoll"
@@ -111,10 +112,17 @@ func serve(s settings) error {
 
 	eng, err := engine.Open(engine.Config{
 		Dir: s.dataDir, Shards: s.shards, IO: s.io, Topic: s.topic, NumPartitions: s.numPartitions,
-		RetentionCheckInterval: s.retentionTick, ProducerIDExpiration: s.producerExp,
+		RetentionCheckInterval: s.retentionTick, ProducerIDExpiration: s.producerExp, Cleaner: s.cleaner,
 		NodeID: s.nodeID, Logger: logger,
 	})
 	if err != nil {
+		return err
+	}
+	gcfg := s.groups
+	gcfg.Logger = logger
+	groups, err := group.Start(eng, gcfg)
+	if err != nil {
+		eng.Close()
 		return err
 	}
 	reg := prometheus.NewRegistry()
@@ -122,7 +130,7 @@ func serve(s settings) error {
 	metrics := kafka.NewMetrics(reg)
 	srv := kafka.NewServer(kafka.Config{
 		NodeID: s.nodeID, AdvertisedHost: advHost, AdvertisedPort: int32(advPort), Rack: s.rack,
-		AutoCreateTopics: s.autoCreate, Logger: logger, Metrics: metrics,
+		AutoCreateTopics: s.autoCreate, Logger: logger, Metrics: metrics, Groups: groups,
 	}, eng)
 	ioPortable := eng.IOChoice().Kind == ioring.Portable
 	ns, err := netpoll.Listen(netpoll.Config{
@@ -130,6 +138,7 @@ func serve(s settings) error {
 		MaxFrameBytes: s.maxFrameBytes, Logger: logger,
 	}, srv)
 	if err != nil {
+		groups.Close()
 		eng.Close()
 		return err
 	}
@@ -152,6 +161,7 @@ func serve(s settings) error {
 		ln, err := net.Listen("tcp", s.admin)
 		if err != nil {
 			ns.Close(context.Background())
+			groups.Close()
 			eng.Close()
 			return fmt.Errorf("admin listener: %w", err)
 		}
@@ -175,6 +185,9 @@ func serve(s settings) error {
 	// Parked long-poll fetches are answered now rather than after their
 	// max_wait_ms, so that the network layer can drain at once.
 	srv.StopLongPolls()
+	// The coordinator answers its parked joins and syncs before the
+	// network drains, so that nothing waits for a session timeout.
+	groups.Close()
 	errs = append(errs, ns.Close(ctx))
 	errs = append(errs, eng.Close())
 	if err := errors.Join(errs...); err != nil {
