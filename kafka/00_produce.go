@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/segment/batch"
 )
 
@@ -122,6 +123,12 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			out := &t.Partitions[j]
+			if name == group.OffsetsTopic {
+				// Only the coordinator writes its topic, as in Kafka: a
+				// client's record there would be replayed as group state.
+				p.fail(out, kerr.InvalidTopicException.Code, "cannot append to internal topic "+name)
+				continue
+			}
 			if code, msg := checkProduceBatches(rp.Records); code != 0 {
 				p.fail(out, code, msg)
 				continue

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -391,5 +392,16 @@ func TestProduceLogAppendTime(t *testing.T) {
 	p = producePart(t, w.roundTrip(produceReq(9, 1, "idem-none", 0, testBatch(t, "l", 1, -1, 0))))
 	if p.LogAppendTime != -1 || p.LogStartOffset != -1 {
 		t.Fatalf("failed partition: %+v", p)
+	}
+}
+
+func TestProduceToInternalTopicRefused(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	cl := b.client(kgo.DefaultProduceTopic("__consumer_offsets"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("forged group state")}).FirstErr()
+	if !errors.Is(err, kerr.InvalidTopicException) {
+		t.Fatalf("produce to __consumer_offsets: %v, want INVALID_TOPIC_EXCEPTION", err)
 	}
 }
