@@ -14,7 +14,7 @@ go version
 # Debian packages the tests use (kcat: librdkafka's client, for the kafka
 # package's client tests); each is installed only when its command is
 # missing.
-tools=(kcat)
+tools=(kcat fio)
 missing=()
 for cmd in "${tools[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")

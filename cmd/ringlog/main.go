@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ringlog/bench"
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/ioring"
@@ -42,6 +43,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "bench" {
+		return bench.Main(args[1:])
+	}
 	s := defaultSettings()
 	fs := flag.NewFlagSet("ringlog", flag.ContinueOnError)
 	listen := fs.String("listen", s.listen, "address to listen on for Kafka clients")

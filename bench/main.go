@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main is `ringlog bench`. args are the arguments after "bench"; the first
+// may be "peer", which makes this process one of the suite's peer brokers
+// (kfake or NATS), started by the suite itself.
+func Main(args []string) error {
+	if len(args) > 0 && args[0] == "peer" {
+		return peerMain(args[1:])
+	}
+	cfg, err := parseFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Ctrl-C or SIGTERM cancels the runs; the deferred close below then
+	// stops every child process before Main returns.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := newSuite(cfg, os.Stdout, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return errors.New("bench: interrupted; the report holds what was measured until then")
+	}
+	return nil
+}
+
+// config is what a run of the suite was asked to do.
+type config struct {
+	quick      bool
+	matrix     string        // quick, standard or full
+	runs       int           // repetitions of every measurement; medians are reported
+	duration   time.Duration // bound of one timed run
+	maxRecords int64         // bound of one produce run, in records
+	maxBytes   int64         // bound of one produce run, in value bytes
+	fillBytes  int64         // volume produced before a consume run
+	producers  int
+	consumers  int
+	peers      []string // peer keys to run
+	kinds      []string // workload kinds to run; empty: all
+	outDir     string
+	readme     string
+	workDir    string
+	broker     string        // the ringlog binary that runs the brokers
+	timeout    time.Duration // whole-suite bound
+	rate       float64       // open-loop rate in records/s; 0: half of ringlog io_uring's peak
+	args       []string
+}
+
+const usageText = `ringlog bench: ringlog and its peers under the same workloads, in one run, on this machine
+
+  ringlog bench [-quick] [-matrix standard|full] [-runs N] [-duration D]
+                [-records N] [-bytes N] [-fill N] [-producers N] [-consumers N]
+                [-rate N] [-peers LIST] [-workloads LIST] [-out DIR] [-readme FILE] [-dir DIR]
+                [-broker PATH] [-timeout D]
+
+Peers: %s.
+Results (report.md, results.json, SVG plots, the broker's CPU profile) go to -out.
+
+`
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("ringlog bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, usageText, strings.Join(peerKeys(), ", "))
+		fs.PrintDefaults()
+	}
+	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in under two minutes")
+	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload) or full (every produce combination)")
+	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
+	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 1.5s)")
+	records := fs.Int64("records", 0, "bound of one produce run in records (default 20000000)")
+	maxBytes := fs.String("bytes", "", "bound of one produce run in value bytes (default 2GiB, -quick 256MiB)")
+	fill := fs.String("fill", "", "volume written before the consume runs (default 512MiB, -quick 48MiB)")
+	producers := fs.Int("producers", 2, "producers per run (each its own client and connection)")
+	consumers := fs.Int("consumers", 2, "consumers per run (partitions split between them)")
+	rate := fs.Float64("rate", 0, "open-loop rate in records/s (default: half of ringlog io_uring's measured peak)")
+	peers := fs.String("peers", strings.Join(peerKeys(), ","), "peers to measure")
+	kinds := fs.String("workloads", "", "workload kinds to run: produce, consume, latency, e2e, produce+consume (default all; the base produce run always runs)")
+	out := fs.String("out", "", "results folder (default bench-results/<UTC time>)")
+	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
+	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
+	broker := fs.String("broker", "", "ringlog binary to benchmark (default: this executable)")
+	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	c := config{
+		quick: *quick, matrix: *matrix, runs: *runs, duration: *duration, maxRecords: *records,
+		producers: *producers, consumers: *consumers, rate: *rate, outDir: *out, readme: *readme,
+		workDir: *workDir, broker: *broker, timeout: *timeout, args: args,
+	}
+	if c.quick {
+		c.matrix = "quick"
+	}
+	if c.matrix != "quick" && c.matrix != "standard" && c.matrix != "full" {
+		return config{}, fmt.Errorf("bench: -matrix %q: want standard or full", c.matrix)
+	}
+	def := func(v *int64, s string, quick, normal int64) error {
+		if s == "" {
+			*v = normal
+			if c.quick {
+				*v = quick
+			}
+			return nil
+		}
+		n, err := parseBytes(s)
+		*v = n
+		return err
+	}
+	if err := def(&c.maxBytes, *maxBytes, 256<<20, 2<<30); err != nil {
+		return config{}, fmt.Errorf("bench: -bytes: %w", err)
+	}
+	if err := def(&c.fillBytes, *fill, 48<<20, 512<<20); err != nil {
+		return config{}, fmt.Errorf("bench: -fill: %w", err)
+	}
+	if c.runs == 0 {
+		c.runs = map[bool]int{true: 1, false: 3}[c.quick]
+	}
+	if c.duration == 0 {
+		c.duration = map[bool]time.Duration{true: 1500 * time.Millisecond, false: 5 * time.Second}[c.quick]
+	}
+	if c.maxRecords == 0 {
+		c.maxRecords = 20_000_000
+	}
+	if c.timeout == 0 {
+		c.timeout = map[bool]time.Duration{true: 110 * time.Second, false: time.Hour}[c.quick]
+		if c.matrix == "full" {
+			c.timeout = 4 * time.Hour
+		}
+	}
+	if c.runs < 1 || c.producers < 1 || c.consumers < 1 || c.duration <= 0 || c.maxRecords < 1 {
+		return config{}, errors.New("bench: -runs, -producers, -consumers, -duration and -records must be positive")
+	}
+	for _, k := range strings.Split(*peers, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if _, ok := peerSpecByKey(k); !ok {
+			return config{}, fmt.Errorf("bench: unknown peer %q (known: %s)", k, strings.Join(peerKeys(), ", "))
+		}
+		c.peers = append(c.peers, k)
+	}
+	for _, k := range strings.Split(*kinds, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		switch workloadKind(k) {
+		case kindProduce, kindConsume, kindLatency, kindE2E, kindBoth:
+		default:
+			return config{}, fmt.Errorf("bench: unknown workload kind %q", k)
+		}
+		c.kinds = append(c.kinds, k)
+	}
+	if c.outDir == "" {
+		c.outDir = filepath.Join("bench-results", time.Now().UTC().Format("20060102-150405"))
+	}
+	if c.broker == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return config{}, fmt.Errorf("bench: finding this executable (pass -broker): %w", err)
+		}
+		c.broker = exe
+	}
+	return c, nil
+}
+
+// parseBytes reads "512MiB", "2GiB", "64KiB" or a plain number of bytes.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size (like 512MiB)", s)
+	}
+	return n * mult, nil
+}

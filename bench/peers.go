@@ -1,0 +1,297 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// peerSpec is one system the suite measures.
+type peerSpec struct {
+	key  string // flag and file name: ringlog-uring
+	name string // in tables: ringlog io_uring
+	// nats is true for the one peer that does not speak Kafka: it is driven
+	// by its own client (nats.go) with the same records, rates and bounds.
+	nats bool
+	// memory is true for kfake: nothing reaches a disk, so flush policies
+	// and cache drops do not apply.
+	memory bool
+	// absent, when set, is why the peer cannot run at all.
+	absent string
+}
+
+// peerSpecs lists the peers in report order. The first is the reference
+// every ratio is taken against.
+var peerSpecs = []peerSpec{
+	{key: "ringlog-uring", name: "ringlog io_uring"},
+	{key: "ringlog-portable", name: "ringlog portable"},
+	{key: "kfake", name: "kfake (in memory)", memory: true},
+	{key: "nats", name: "NATS JetStream (file)", nats: true},
+	{key: "ringlog-cluster", name: "ringlog 3-broker cluster",
+		absent: "the cluster (issue 5: metadata quorum and replication) does not exist yet"},
+}
+
+const referencePeer = "ringlog-uring"
+
+func peerKeys() []string {
+	var ks []string
+	for _, p := range peerSpecs {
+		ks = append(ks, p.key)
+	}
+	return ks
+}
+
+func peerSpecByKey(k string) (peerSpec, bool) {
+	for _, p := range peerSpecs {
+		if p.key == k {
+			return p, true
+		}
+	}
+	return peerSpec{}, false
+}
+
+// peer is a running instance of a peerSpec with one durability setting:
+// the workloads with flush policy "always" get their own instances.
+type peer struct {
+	spec  peerSpec
+	fsync bool
+
+	started bool
+	err     error // why it is unavailable
+	proc    *child
+	addr    string // Kafka bootstrap address, or the NATS URL
+	admin   string // ringlog's admin HTTP address
+	dataDir string
+	// settings says what the peer runs with, in the broker's own words
+	// where it reports them (ringlog logs its I/O path and flush policy).
+	settings string
+}
+
+// id is the peer's key qualified by its durability setting.
+func (p *peer) id() string {
+	if p.fsync {
+		return p.spec.key + "+fsync"
+	}
+	return p.spec.key
+}
+
+// durability is the peer's fsync setting as the tables show it.
+func (p *peer) durability() string {
+	switch {
+	case p.spec.memory:
+		return "in memory, no disk"
+	case p.spec.nats && p.fsync:
+		return "sync always"
+	case p.spec.nats:
+		return "sync_interval 2m (default)"
+	case p.fsync:
+		return "flush=always"
+	default:
+		return "flush=never"
+	}
+}
+
+// unavailableReason is why p cannot run with this durability setting
+// before anything is started, or "".
+func (p *peer) unavailableReason() string {
+	if p.spec.absent != "" {
+		return p.spec.absent
+	}
+	if p.fsync && p.spec.memory {
+		return "kfake keeps records in memory: there is nothing to fsync"
+	}
+	return ""
+}
+
+// freePort asks the kernel for a free loopback port. The port is passed to
+// a child, which binds it a moment later; a clash makes the start fail
+// and is retried.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+const peerStartTimeout = 30 * time.Second
+
+// start launches the peer's process. ringlog runs from the benchmarked
+// binary with its own flags; kfake and NATS run in this executable
+// re-invoked as `ringlog bench peer ...`, so that every peer is a process
+// of its own whose CPU and memory are measured apart from the clients'.
+func (p *peer) start(broker, workDir string) error {
+	p.started = true
+	if r := p.unavailableReason(); r != "" {
+		p.err = errors.New(r)
+		return p.err
+	}
+	p.dataDir = filepath.Join(workDir, p.id())
+	if err := os.MkdirAll(p.dataDir, 0o755); err != nil {
+		p.err = err
+		return err
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = p.startOnce(broker); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	p.err = err
+	return err
+}
+
+func (p *peer) startOnce(broker string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	switch {
+	case strings.HasPrefix(p.spec.key, "ringlog-"):
+		adminPort, err := freePort()
+		if err != nil {
+			return err
+		}
+		io := strings.TrimPrefix(p.spec.key, "ringlog-")
+		flush := map[bool]string{true: "always", false: "never"}[p.fsync]
+		p.admin = fmt.Sprintf("127.0.0.1:%d", adminPort)
+		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", p.admin, "-io", io, "-flush", flush}
+		var started string
+		c, err := startChild(p.id(), broker, args, func(l string) bool {
+			if strings.Contains(l, `msg="ringlog started"`) {
+				started = l
+			}
+			// The admin listener comes up after the Kafka listener.
+			return strings.Contains(l, `msg="admin HTTP"`)
+		}, peerStartTimeout)
+		if err != nil {
+			return err
+		}
+		p.proc, p.addr = c, addr
+		p.settings = ringlogSettings(started, args)
+	case p.spec.key == "kfake":
+		c, err := p.startPeerChild("kfake", "-port", strconv.Itoa(port))
+		if err != nil {
+			return err
+		}
+		p.proc, p.addr = c, addr
+		p.settings = fmt.Sprintf("franz-go pkg/kfake %s, 1 broker, records in memory", moduleVersion("github.com/twmb/franz-go/pkg/kfake"))
+	case p.spec.nats:
+		sync := map[bool]string{true: "always", false: "default"}[p.fsync]
+		c, err := p.startPeerChild("nats", "-port", strconv.Itoa(port), "-dir", p.dataDir, "-sync", sync)
+		if err != nil {
+			return err
+		}
+		p.proc, p.addr = c, "nats://"+addr
+		syncText := "sync_interval 2m (NATS's default: block files fsynced every 2 minutes and when a block is full)"
+		if p.fsync {
+			syncText = "sync always (every write fsynced)"
+		}
+		p.settings = fmt.Sprintf("nats-server %s embedded, JetStream file storage, %s; one R1 stream per partition; client nats.go %s",
+			moduleVersion("github.com/nats-io/nats-server/v2"), syncText, moduleVersion("github.com/nats-io/nats.go"))
+	default:
+		return fmt.Errorf("bench: no way to start %s", p.spec.key)
+	}
+	return nil
+}
+
+// selfExe returns the executable that serves `ringlog bench peer`: this
+// one (a variable so that tests, which run inside a test binary, can point
+// it at a built ringlog).
+var selfExe = os.Executable
+
+func (p *peer) startPeerChild(kind string, args ...string) (*child, error) {
+	self, err := selfExe()
+	if err != nil {
+		return nil, err
+	}
+	return startChild(p.id(), self, append([]string{"bench", "peer", kind}, args...),
+		func(l string) bool { return strings.HasPrefix(l, peerReadyLine) }, peerStartTimeout)
+}
+
+var logField = regexp.MustCompile(`(\w+)=("[^"]*"|\S+)`)
+
+// ringlogSettings describes a ringlog broker from the flags it was given
+// and the fields of its "ringlog started" log line.
+func ringlogSettings(started string, args []string) string {
+	fields := map[string]string{}
+	for _, m := range logField.FindAllStringSubmatch(started, -1) {
+		fields[m[1]] = strings.Trim(m[2], `"`)
+	}
+	s := "ringlog " + strings.Join(args[6:], " ") // -admin onwards would repeat ports; keep -io and -flush
+	if v, ok := fields["io"]; ok {
+		s += fmt.Sprintf("; disk I/O %s (%s), network %s, flush %s", v, fields["io_reason"], fields["network"], fields["flush"])
+	}
+	return s + fmt.Sprintf("; shards = GOMAXPROCS = %d", runtime.NumCPU())
+}
+
+// moduleVersion is the version of a module linked into this binary.
+func moduleVersion(path string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	for _, d := range bi.Deps {
+		if d.Path == path {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "(unknown version)"
+}
+
+// stop stops the peer's process and removes its data.
+func (p *peer) stop() error {
+	if p.proc == nil {
+		return nil
+	}
+	err := p.proc.stop()
+	p.proc = nil
+	if p.dataDir != "" {
+		os.RemoveAll(p.dataDir)
+	}
+	return err
+}
+
+// usage is what the suite reads from a peer's process around a run.
+type usage struct {
+	cpu      time.Duration
+	cpuOK    bool
+	sendfile float64 // ringlog_fetch_sendfile_bytes_total
+	copied   float64 // ringlog_fetch_copied_bytes_total
+	fetchOK  bool
+	client   time.Duration // this process's CPU: the clients
+}
+
+// snapshot reads the peer's counters; those it cannot read are marked
+// absent rather than guessed.
+func (p *peer) snapshot(ctx context.Context) usage {
+	u := usage{client: selfCPU()}
+	if p.proc == nil {
+		return u
+	}
+	if c, err := procCPU(p.proc.pid()); err == nil {
+		u.cpu, u.cpuOK = c, true
+	}
+	if p.admin != "" {
+		if m, err := scrapeMetrics(ctx, p.admin); err == nil {
+			sf, ok1 := m["ringlog_fetch_sendfile_bytes_total"]
+			cp, ok2 := m["ringlog_fetch_copied_bytes_total"]
+			u.sendfile, u.copied, u.fetchOK = sf, cp, ok1 && ok2
+		}
+	}
+	return u
+}

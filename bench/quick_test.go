@@ -1,0 +1,387 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildRinglog builds cmd/ringlog into dir: the suite runs as
+// `ringlog bench`, and its brokers are that same binary.
+func buildRinglog(t *testing.T, dir string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "ringlog")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "ringlog/cmd/ringlog").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/ringlog: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// processesOf lists the pids of running processes whose executable is bin.
+func processesOf(bin string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == bin {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+// waitNoProcesses waits a little for children to be reaped, then fails if
+// any process of bin is left.
+func waitNoProcesses(t *testing.T, bin string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := processesOf(bin)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, p := range pids {
+				if pid, err := parsePid(p); err == nil {
+					if proc, err := os.FindProcess(pid); err == nil {
+						proc.Kill()
+					}
+				}
+			}
+			t.Fatalf("processes of %s left running after the suite: %v", bin, pids)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func parsePid(s string) (int, error) {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, errors.New("not a pid")
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}
+
+// TestQuickReport runs `ringlog bench -quick` once, as a user would, and
+// checks that the report is complete and well formed: every section, every
+// table with a row per peer holding figures or the reason it has none,
+// plots that parse, raw results that agree with the report, and no child
+// process left behind. It asserts nothing about speed: the figures of a
+// shared CI machine mean nothing, their presence does.
+func TestQuickReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quick benchmark suite (about 90 s)")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the suite measures brokers through /proc")
+	}
+	dir := t.TempDir()
+	bin := buildRinglog(t, dir)
+	out := filepath.Join(dir, "results")
+	readme := filepath.Join(dir, "README.md")
+	if err := os.WriteFile(readme, []byte("# x\n\nintro\n\n## Layout\n\nfolders\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", out, "-dir", filepath.Join(dir, "data"), "-readme", readme)
+	cmd.WaitDelay = 10 * time.Second
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("ringlog bench -quick took %v", time.Since(start).Round(time.Second))
+	if err != nil {
+		t.Fatalf("ringlog bench -quick: %v\n%s", err, tail(output.String(), 60))
+	}
+	waitNoProcesses(t, bin)
+
+	report, err := os.ReadFile(filepath.Join(out, reportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, string(report))
+	checkJSON(t, filepath.Join(out, resultsFile), strings.Count(string(report), "\n### "))
+	for _, f := range []string{plotThroughput, plotLatency} {
+		checkSVG(t, filepath.Join(out, f))
+	}
+	rd, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Performance", readmeBegin, readmeEnd, "results/" + plotThroughput, "## Layout", "a quick run"} {
+		if !strings.Contains(string(rd), want) {
+			t.Errorf("README after -readme lacks %q", want)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("report:\n%s", report)
+	}
+}
+
+func tail(s string, n int) string {
+	ls := strings.Split(s, "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], "\n")
+}
+
+// rowStatus matches a row that has no figures: its first figure cell
+// states why.
+var rowStatus = regexp.MustCompile(`^\*(unavailable|skipped|failed): (.+)\*$`)
+
+// checkReport checks the report's structure: sections, tables and rows.
+func checkReport(t *testing.T, report string) {
+	t.Helper()
+	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
+		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring", "## Results",
+		"## Zero-copy on loopback", "## CPU profile of ringlog io_uring", "## Plots"} {
+		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
+			t.Errorf("report lacks section %q", sec)
+		}
+	}
+	for _, want := range []string{"Measured ", "cores", "Command: `ringlog bench -quick"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report does not state %q", want)
+		}
+	}
+	tables := strings.Split(report, "\n### ")[1:]
+	if len(tables) != len(matrix("quick", 2, 2))+3 { // consume has 3 tables, both 2
+		t.Errorf("%d result tables, want %d", len(tables), len(matrix("quick", 2, 2))+3)
+	}
+	for _, tb := range tables {
+		if i := strings.Index(tb, "\n## "); i >= 0 {
+			tb = tb[:i] // the last table is followed by other sections
+		}
+		title := strings.SplitN(tb, "\n", 2)[0]
+		var lines []string
+		for _, l := range strings.Split(tb, "\n") {
+			if strings.HasPrefix(l, "|") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 2+len(peerSpecs) {
+			t.Errorf("table %q: %d lines, want a header, a rule and %d peers", title, len(lines), len(peerSpecs))
+			continue
+		}
+		width := len(cells(lines[0]))
+		for i, spec := range peerSpecs {
+			cs := cells(lines[2+i])
+			if len(cs) != width {
+				t.Errorf("table %q, %s: %d cells, header has %d", title, spec.name, len(cs), width)
+				continue
+			}
+			if cs[0] != spec.name {
+				t.Errorf("table %q: row %d is %q, want %q", title, i, cs[0], spec.name)
+			}
+			if m := rowStatus.FindStringSubmatch(cs[2]); m != nil {
+				if strings.TrimSpace(m[2]) == "" {
+					t.Errorf("table %q, %s: %s without a reason", title, spec.name, m[1])
+				}
+				if m[1] == "failed" {
+					t.Logf("table %q, %s failed: %s", title, spec.name, m[2])
+				}
+				continue
+			}
+			if !figure.MatchString(cs[2]) {
+				t.Errorf("table %q, %s: first figure %q is neither a number nor a reason", title, spec.name, cs[2])
+			}
+		}
+	}
+	if strings.Contains(report, "ringlog 3-broker cluster") && !strings.Contains(report, "*unavailable: the cluster") {
+		t.Error("the cluster row is not marked unavailable with its reason")
+	}
+	limits := section(report, "## This machine's limits")
+	for _, l := range []string{"sequential disk write", "fdatasync rate", "loopback TCP"} {
+		line := lineWith(limits, l)
+		if line == "" {
+			t.Errorf("limits lack %q", l)
+			continue
+		}
+		if cs := cells(line); len(cs) < 3 || !(figure.MatchString(cs[1]) || strings.HasPrefix(cs[1], "*unavailable: ")) {
+			t.Errorf("limit %q: %q", l, line)
+		}
+	}
+	prof := section(report, "## CPU profile of ringlog io_uring")
+	if !strings.Contains(prof, "```text\n") && !strings.Contains(prof, "*unavailable: ") {
+		t.Errorf("profile section has neither the top functions nor a reason:\n%s", prof)
+	}
+}
+
+// figure matches a number as the report prints it, possibly with a unit
+// and the range of runs beneath.
+var figure = regexp.MustCompile(`^[0-9.]+(k|M|G)?( (µs|ms|s|MiB))?%?(<br><sub>.*</sub>)?$`)
+
+func cells(line string) []string {
+	line = strings.TrimSpace(line)
+	line = strings.TrimPrefix(strings.TrimSuffix(line, "|"), "|")
+	// Escaped pipes inside reasons are not separators.
+	line = strings.ReplaceAll(line, `\|`, "\x00")
+	var cs []string
+	for _, c := range strings.Split(line, "|") {
+		cs = append(cs, strings.ReplaceAll(strings.TrimSpace(c), "\x00", "|"))
+	}
+	return cs
+}
+
+func section(report, heading string) string {
+	i := strings.Index(report, heading)
+	if i < 0 {
+		return ""
+	}
+	rest := report[i+len(heading):]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+func lineWith(text, sub string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}
+
+// checkJSON checks that the raw results hold the report's tables, every
+// row with a status and, when not measured, a reason.
+func checkJSON(t *testing.T, path string, tables int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tables []struct {
+			ID   string
+			Rows []struct {
+				Peer, Status, Reason string
+				Runs                 []struct {
+					Records     int64   `json:"records"`
+					RecordsPerS float64 `json:"records_per_s"`
+				}
+			}
+		}
+		Limits []map[string]any
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(doc.Tables) != tables {
+		t.Errorf("%s: %d tables, the report has %d", path, len(doc.Tables), tables)
+	}
+	if len(doc.Limits) != 1 {
+		t.Errorf("%s: %d limit samples, want 1 (one run)", path, len(doc.Limits))
+	}
+	for _, tb := range doc.Tables {
+		if len(tb.Rows) != len(peerSpecs) {
+			t.Errorf("%s: table %s has %d rows", path, tb.ID, len(tb.Rows))
+		}
+		for _, r := range tb.Rows {
+			switch r.Status {
+			case "measured":
+				if len(r.Runs) == 0 {
+					t.Errorf("%s: %s/%s measured without runs", path, tb.ID, r.Peer)
+				}
+			case statusUnavailable, statusSkipped, "failed":
+				if r.Reason == "" {
+					t.Errorf("%s: %s/%s is %s without a reason", path, tb.ID, r.Peer, r.Status)
+				}
+			default:
+				t.Errorf("%s: %s/%s: status %q", path, tb.ID, r.Peer, r.Status)
+			}
+		}
+	}
+}
+
+// checkSVG checks that a plot is well-formed XML with an svg root.
+func checkSVG(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wellFormedSVG(b); err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+}
+
+func wellFormedSVG(b []byte) error {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	root := ""
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	if root != "svg" {
+		return errors.New("root element is not svg: " + root)
+	}
+	return nil
+}
+
+// TestInterruptStopsEveryChild interrupts a running suite and checks that
+// it exits promptly and leaves no broker behind.
+func TestInterruptStopsEveryChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the benchmark suite")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("looks for leftover processes in /proc")
+	}
+	dir := t.TempDir()
+	bin := buildRinglog(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", filepath.Join(dir, "results"),
+		"-dir", filepath.Join(dir, "data"), "-peers", "ringlog-uring,kfake,nats")
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until brokers run, then interrupt as Ctrl-C would.
+	deadline := time.Now().Add(60 * time.Second)
+	for len(processesOf(bin)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(processesOf(bin)); n < 3 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("only %d processes of the suite after 60 s:\n%s", n, tail(output.String(), 30))
+	}
+	stopped := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	if d := time.Since(stopped); d > 45*time.Second {
+		t.Errorf("the suite took %v to stop after an interrupt", d)
+	}
+	waitNoProcesses(t, bin)
+}

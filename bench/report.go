@@ -1,0 +1,395 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// column is one figure of a table.
+type column struct {
+	head string
+	m    metric
+	f    func(float64) string
+}
+
+// ratioColumn is a peer's median against ringlog io_uring's.
+type ratioColumn struct {
+	head string
+	m    metric
+}
+
+var (
+	colRate     = column{"records/s", metricRate, fmtCount}
+	colMBs      = column{"MB/s", metricMBs, fmtMBs}
+	colP50      = column{"p50", metricLatency(50), fmtMicros}
+	colP99      = column{"p99", metricLatency(99), fmtMicros}
+	colP999     = column{"p99.9", metricLatency(99.9), fmtMicros}
+	colMax      = column{"max", metricLatency(100), fmtMicros}
+	colCPUPerM  = column{"broker CPU s / M records", metricCPUPerM, fmtSeconds}
+	colCPUPerGB = column{"broker CPU s / GB", metricCPUPerGB, fmtSeconds}
+	colRSS      = column{"broker peak RSS", metricRSS, fmtMiB}
+	colSendfile = column{"sent by sendfile", metricSendfile, fmtPct}
+)
+
+func (t *table) columns() []column {
+	switch t.kind {
+	case tableConsume:
+		return []column{colRate, colMBs, colCPUPerM, colCPUPerGB, colRSS, colSendfile}
+	case tableLatency:
+		return []column{colRate, colP50, colP99, colP999, colMax, colCPUPerM, colRSS}
+	}
+	return []column{colRate, colMBs, colP50, colP99, colP999, colMax, colCPUPerM, colCPUPerGB, colRSS}
+}
+
+func (t *table) ratios() []ratioColumn {
+	switch t.kind {
+	case tableConsume:
+		return []ratioColumn{{"records/s ÷ io_uring", metricRate}, {"CPU/GB ÷ io_uring", metricCPUPerGB}}
+	case tableLatency:
+		return []ratioColumn{{"p99 ÷ io_uring", metricLatency(99)}, {"p99.9 ÷ io_uring", metricLatency(99.9)}}
+	}
+	return []ratioColumn{{"records/s ÷ io_uring", metricRate}, {"CPU/M ÷ io_uring", metricCPUPerM}}
+}
+
+// headline is the one ratio a table contributes to the summary: throughput
+// for throughput tables, p99 for latency tables.
+func (t *table) headline() ratioColumn { return t.ratios()[0] }
+
+// ratio is peer row r's median of m over the reference row's.
+func (t *table) ratio(r *row, m metric) (float64, bool) {
+	ref := t.rows[referencePeer]
+	if t.w.fsync {
+		ref = t.rows[referencePeer+"+fsync"]
+	}
+	a, ok1 := r.spread(m)
+	b, ok2 := ref.spread(m)
+	if !ok1 || !ok2 || b.med == 0 {
+		return 0, false
+	}
+	return a.med / b.med, true
+}
+
+// heading is the table's title with its whole workload and client.
+func (t *table) heading(s *suite) string {
+	h := fmt.Sprintf("%s — %s — client %s", t.title, t.w.describe(), t.client)
+	if t.w.kind == kindLatency || t.w.kind == kindE2E {
+		h += fmt.Sprintf(" — at %s records/s (%s)", fmtCount(s.rate), s.rateSource)
+	}
+	return h
+}
+
+// orderedRows returns the table's rows in peer order, one per peer spec.
+func (t *table) orderedRows() []*row {
+	var rs []*row
+	for _, spec := range peerSpecs {
+		id := spec.key
+		if t.w.fsync {
+			id += "+fsync"
+		}
+		r := t.rows[id]
+		if r == nil {
+			p := &peer{spec: spec, fsync: t.w.fsync}
+			r = &row{peer: p, status: statusSkipped, reason: "not run"}
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// cell prints a figure as its median, with the range of the runs beneath
+// when there was more than one.
+func cell(sp spread, f func(float64) string) string {
+	if sp.n <= 1 || f(sp.min) == f(sp.max) {
+		return f(sp.med)
+	}
+	return fmt.Sprintf("%s<br><sub>%s–%s</sub>", f(sp.med), f(sp.min), f(sp.max))
+}
+
+// writeTable prints one table in markdown, a row per peer, unavailable
+// rows with their reason.
+func (s *suite) writeTable(w io.Writer, t *table, n int) {
+	fmt.Fprintf(w, "### %d. %s\n\n", n, mdEscape(t.heading(s)))
+	if t.note != "" {
+		fmt.Fprintf(w, "%s\n\n", t.note)
+	}
+	cols, rats := t.columns(), t.ratios()
+	fmt.Fprint(w, "| peer | durability |")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s |", c.head)
+	}
+	for _, r := range rats {
+		fmt.Fprintf(w, " %s |", r.head)
+	}
+	fmt.Fprint(w, "\n|---|---|")
+	fmt.Fprint(w, strings.Repeat("--:|", len(cols)+len(rats)))
+	fmt.Fprintln(w)
+	var notes []string
+	for _, r := range t.orderedRows() {
+		fmt.Fprintf(w, "| %s | %s |", r.peer.spec.name, r.peer.durability())
+		if status, reason := r.state(); status != "" {
+			fmt.Fprintf(w, " *%s: %s* |", status, mdEscape(reason))
+			fmt.Fprint(w, strings.Repeat(" — |", len(cols)+len(rats)-1))
+			fmt.Fprintln(w)
+			continue
+		}
+		for _, c := range cols {
+			if sp, ok := r.spread(c.m); ok {
+				fmt.Fprintf(w, " %s |", cell(sp, c.f))
+			} else {
+				fmt.Fprint(w, " — |")
+			}
+		}
+		for _, rc := range rats {
+			if v, ok := t.ratio(r, rc.m); ok {
+				fmt.Fprintf(w, " %s |", fmtRatio(v))
+			} else {
+				fmt.Fprint(w, " — |")
+			}
+		}
+		fmt.Fprintln(w)
+		if len(r.fails) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d of %d runs failed (%s)", r.peer.spec.name, len(r.fails),
+				len(r.fails)+len(r.samples), mdEscape(r.fails[0])))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, n := range notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// writeReport prints the whole markdown report.
+func (s *suite) writeReport(w io.Writer) {
+	m := s.machine
+	fmt.Fprintf(w, "# ringlog benchmark report\n\n")
+	fmt.Fprintf(w, "Measured %s UTC on **%s**. Load average (1, 5, 15 min) at the start: %s.\n\n",
+		m.date.Format("2006-01-02 15:04"), m.String(), m.loadStart)
+	fmt.Fprintf(w, "Command: `%s`. %s\n\n", s.commandLine(), s.modeText())
+	s.writeReading(w)
+	s.writePeers(w)
+	s.writeLimits(w)
+	s.writeTargets(w)
+	s.writeSummary(w)
+	fmt.Fprintf(w, "## Results\n\n")
+	for i, t := range s.tables {
+		s.writeTable(w, t, i+1)
+	}
+	s.writeSendfile(w)
+	s.writeProfile(w)
+	fmt.Fprintf(w, "## Plots\n\n![throughput](%s)\n\n![latency](%s)\n\n", plotThroughput, plotLatency)
+}
+
+// commandLine is the command as it was given.
+func (s *suite) commandLine() string {
+	return strings.TrimSpace("ringlog bench " + strings.Join(s.cfg.args, " "))
+}
+
+func (s *suite) modeText() string {
+	runs := fmt.Sprintf("%d runs of every measurement: each figure is the median, with the lowest and highest run beneath it", s.cfg.runs)
+	if s.cfg.runs == 1 {
+		runs = "One run of every measurement (no spread: run without -quick for medians of 3)"
+	}
+	return fmt.Sprintf("Matrix %s. %s. Each run is bounded by %v of sending and by %s records or %s of values; "+
+		"consume runs read %s written just before.", s.cfg.matrix, runs, s.cfg.duration,
+		fmtCount(float64(s.cfg.maxRecords)), fmtBytes(s.cfg.maxBytes), fmtBytes(s.cfg.fillBytes))
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+func (s *suite) writeReading(w io.Writer) {
+	fmt.Fprint(w, `## How to read this
+
+- Every peer runs as a process of its own on this machine, started and stopped by the suite, and gets
+  the same workload: the same records (text-like values that zstd shrinks to about a third, each
+  carrying a 16-byte time stamp), the same producers, consumers, rates and bounds. Clients run in the
+  suite's own process, over 127.0.0.1.
+- **records/s** and **MB/s** count record values (10^6 bytes) acknowledged (produce) or received
+  (consume); for acks=0 a record counts once the client has sent it.
+- **p50 / p99 / p99.9 / max** come from an HdrHistogram of every record (1 µs to 5 min, 3 significant
+  digits). In open-loop tables the records' send times are planned before the run at a fixed rate, and
+  latency is measured from the planned time: a stall of the peer (or of the client) delays every record
+  behind it and each of them counts it (no coordinated omission).
+- **broker CPU** is user + system time of the peer's process from /proc/<pid>/stat over the run, per
+  million records and per GB of values; the clients' CPU is not in it. **peak RSS** is the process's
+  VmHWM, reset before each run.
+- **sent by sendfile** is the share of fetched record bytes ringlog sent with sendfile (its
+  ringlog_fetch_sendfile_bytes_total and ringlog_fetch_copied_bytes_total counters); the other
+  peers copy from user space.
+- **÷ io_uring** is a peer's median over ringlog io_uring's in the same table: above 1 is faster for
+  records/s, and costlier (or slower) for CPU and latency.
+- Every run starts on a fresh topic, after the data file system was synced and the clients' memory
+  collected, so that no run pays for the one before; the peers' order rotates from round to round.
+- The machine is shared and noisy, and clients and brokers share its cores: quote ratios from one run,
+  never absolute figures across runs.
+
+`)
+}
+
+func (s *suite) writePeers(w io.Writer) {
+	fmt.Fprintf(w, "## Peers\n\n| peer | durability | settings |\n|---|---|---|\n")
+	seen := map[string]bool{}
+	for _, spec := range peerSpecs {
+		for _, fsync := range []bool{false, true} {
+			p := s.peers[(&peer{spec: spec, fsync: fsync}).id()]
+			if p == nil || seen[p.id()] {
+				continue
+			}
+			seen[p.id()] = true
+			settings := p.settings
+			switch {
+			case !s.selected(p):
+				settings = "*unavailable: not selected (-peers)*"
+			case p.unavailableReason() != "":
+				settings = "*unavailable: " + p.unavailableReason() + "*"
+			case p.err != nil:
+				settings = "*unavailable: " + p.err.Error() + "*"
+			case !p.started:
+				settings = "*skipped: not started (no time left)*"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", spec.name, p.durability(), mdEscape(settings))
+		}
+	}
+	fmt.Fprintf(w, "\nClients: %s. kcat: %s. NATS: %s.\n\n", kgoSettings+" (franz-go "+moduleVersion("github.com/twmb/franz-go")+")",
+		s.kcatText(), natsSettings)
+}
+
+func (s *suite) kcatText() string {
+	if s.kcat == nil {
+		return "*unavailable: " + s.noKcat + "*"
+	}
+	return s.kcat.version + ", " + kcatSettings
+}
+
+func (s *suite) writeLimits(w io.Writer) {
+	fmt.Fprintf(w, "## This machine's limits, measured in the same run\n\n")
+	fmt.Fprintf(w, "| limit | median | how |\n|---|--:|---|\n")
+	get := func(f func(l limitsSample) (float64, string)) (spread, string) {
+		var vs []float64
+		errText := ""
+		for _, l := range s.limits {
+			v, e := f(l)
+			if e != "" {
+				errText = e
+				continue
+			}
+			vs = append(vs, v)
+		}
+		sp, ok := spreadOf(vs)
+		if !ok {
+			return spread{}, errText
+		}
+		return sp, ""
+	}
+	how := func(f func(l limitsSample) string) string {
+		if len(s.limits) == 0 {
+			return ""
+		}
+		return f(s.limits[0])
+	}
+	for _, lim := range []struct {
+		name string
+		f    func(l limitsSample) (float64, string)
+		fmt  func(float64) string
+		how  string
+	}{
+		{"sequential disk write (MB/s)", func(l limitsSample) (float64, string) { return l.diskMBs, l.diskErr }, fmtMBs,
+			how(func(l limitsSample) string { return l.diskHow })},
+		{"fdatasync rate (syncs/s)", func(l limitsSample) (float64, string) { return l.syncRate, l.syncErr }, fmtCount,
+			how(func(l limitsSample) string { return l.syncHow })},
+		{"loopback TCP, one stream (MB/s)", func(l limitsSample) (float64, string) { return l.tcpMBs, l.tcpErr }, fmtMBs,
+			"256 KiB writes through one 127.0.0.1 connection, in this process"},
+	} {
+		sp, e := get(lim.f)
+		if e != "" && sp.n == 0 {
+			fmt.Fprintf(w, "| %s | *unavailable: %s* | %s |\n", lim.name, mdEscape(e), lim.how)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", lim.name, cell(sp, lim.fmt), lim.how)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeSummary prints every table's headline ratio per peer.
+func (s *suite) writeSummary(w io.Writer) {
+	fmt.Fprintf(w, "## Every peer against ringlog io_uring\n\n")
+	fmt.Fprintf(w, "Medians over ringlog io_uring's in the same table (throughput tables: records/s, above 1 is faster; "+
+		"latency tables: p99, above 1 is slower).\n\n")
+	fmt.Fprint(w, "| # | measurement | ratio of |")
+	for _, spec := range peerSpecs[1:] {
+		fmt.Fprintf(w, " %s |", spec.name)
+	}
+	fmt.Fprint(w, "\n|--:|---|---|"+strings.Repeat("--:|", len(peerSpecs)-1)+"\n")
+	for i, t := range s.tables {
+		h := t.headline()
+		fmt.Fprintf(w, "| %d | %s | %s |", i+1, mdEscape(t.short()), strings.TrimSuffix(h.head, " ÷ io_uring"))
+		for _, r := range t.orderedRows()[1:] {
+			if v, ok := t.ratio(r, h.m); ok {
+				fmt.Fprintf(w, " %s |", fmtRatio(v))
+			} else if st, _ := r.state(); st != "" {
+				fmt.Fprintf(w, " %s |", st)
+			} else {
+				fmt.Fprint(w, " — |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+// plotLabel names a table in a few words: the measurement, and the
+// workload's settings where they differ from the base workload's.
+func (t *table) plotLabel() string {
+	name := map[string]string{
+		partWarmKgo: "consume, cached", partWarmKcat: "consume, cached", partColdKgo: "consume, cold",
+	}[t.part]
+	if name == "" {
+		name = map[workloadKind]string{kindProduce: "produce", kindLatency: "produce, open loop",
+			kindE2E: "end to end", kindBoth: "produce+consume"}[t.w.kind]
+		if t.w.kind == kindBoth {
+			name += ": " + t.part + "rs"
+		}
+	}
+	w := t.w
+	var diffs []string
+	if w.size != 1024 {
+		diffs = append(diffs, sizeName(w.size))
+	}
+	if w.partitions != 16 {
+		diffs = append(diffs, fmt.Sprintf("%dp", w.partitions))
+	}
+	if w.acks != 1 {
+		diffs = append(diffs, "acks="+acksName(w.acks))
+	}
+	if w.compression != "none" {
+		diffs = append(diffs, w.compression)
+	}
+	if w.fsync {
+		diffs = append(diffs, "fsync")
+	}
+	if len(diffs) > 0 {
+		name += " " + strings.Join(diffs, " ")
+	}
+	return name + " (" + strings.Fields(t.client)[0] + ")"
+}
+
+// short names a table in one line for the summary.
+func (t *table) short() string {
+	w := t.w
+	s := fmt.Sprintf("%s %s, %dp, acks=%s", t.title, sizeName(w.size), w.partitions, acksName(w.acks))
+	if w.compression != "none" {
+		s += ", " + w.compression
+	}
+	return s + " (" + strings.Fields(t.client)[0] + ")"
+}

@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// findTable returns the first table of a workload matching pred and part.
+func (s *suite) findTable(part string, pred func(w workload) bool) *table {
+	for _, t := range s.tables {
+		if t.part == part && pred(t.w) {
+			return t
+		}
+	}
+	return nil
+}
+
+// baseLike is true for the base workload's settings (1 KiB, 16
+// partitions, acks=1, no compression, kgo) with the given kind and size.
+func baseLike(kind workloadKind, size int, fsync bool) func(w workload) bool {
+	return func(w workload) bool {
+		return w.kind == kind && w.size == size && w.partitions == 16 && w.acks == 1 &&
+			w.compression == "none" && w.client == "kgo" && w.fsync == fsync
+	}
+}
+
+// refRow is ringlog io_uring's row of t (its fsync instance for fsync
+// workloads).
+func refRow(t *table) *row {
+	if t == nil {
+		return nil
+	}
+	if t.w.fsync {
+		return t.rows[referencePeer+"+fsync"]
+	}
+	return t.rows[referencePeer]
+}
+
+// writeTargets checks the issue's targets against this run. They are what
+// the suite must be able to show, not assertions: a miss is reported.
+func (s *suite) writeTargets(w io.Writer) {
+	fmt.Fprintf(w, "## Targets, checked against this run\n\n| target | measured | verdict |\n|---|---|---|\n")
+	line := func(target, measured string, ok, known bool) {
+		verdict := "not measured in this matrix"
+		if known {
+			verdict = map[bool]string{true: "met", false: "**not met**"}[ok]
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
+	}
+	ratioOf := func(t *table, peerKey string, m metric) (float64, bool) {
+		if t == nil || t.rows[peerKey] == nil {
+			return 0, false
+		}
+		a, ok1 := refRow(t).spread(m)
+		b, ok2 := t.rows[peerKey].spread(m)
+		if !ok1 || !ok2 || b.med == 0 {
+			return 0, false
+		}
+		return a.med / b.med, true
+	}
+
+	p100 := s.findTable(partProduce, baseLike(kindProduce, 100, false))
+	if r, ok := ratioOf(p100, "kfake", metricRate); ok {
+		line("produce 100 B records/s ≥ 1.0x kfake's, while persisting", fmtRatio(r), r >= 1, true)
+	} else {
+		line("produce 100 B records/s ≥ 1.0x kfake's, while persisting", "—", false, false)
+	}
+	base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
+	cpuT, cpuName := p100, "100 B"
+	if _, ok := ratioOf(cpuT, "kfake", metricCPUPerM); !ok {
+		cpuT, cpuName = base, "1 KiB"
+	}
+	if r, ok := ratioOf(cpuT, "kfake", metricCPUPerM); ok {
+		line("broker CPU per million records ≤ 0.5x kfake's", fmtRatio(r)+" ("+cpuName+" produce)", r <= 0.5, true)
+	} else {
+		line("broker CPU per million records ≤ 0.5x kfake's", "—", false, false)
+	}
+	tcp := s.limitMedian(func(l limitsSample) (float64, bool) { return l.tcpMBs, l.tcpErr == "" })
+	if sp, ok := refRow(base).spread(metricMBs); ok && tcp > 0 {
+		line(fmt.Sprintf("produce 1 KiB, %d producers, 16 partitions ≥ 0.4x loopback TCP", s.cfg.producers),
+			fmt.Sprintf("%s (%s of %s MB/s)", fmtRatio(sp.med/tcp), fmtMBs(sp.med), fmtMBs(tcp)), sp.med/tcp >= 0.4, true)
+	} else {
+		line("produce 1 KiB, 2 producers, 16 partitions ≥ 0.4x loopback TCP", "—", false, false)
+	}
+	fs := s.findTable(partProduce, baseLike(kindProduce, 1024, true))
+	a, ok1 := refRow(fs).spread(metricRate)
+	b, ok2 := refRow(base).spread(metricRate)
+	if ok1 && ok2 && b.med > 0 {
+		line("flush always ≥ 0.8x flush never (records/s)", fmtRatio(a.med/b.med), a.med/b.med >= 0.8, true)
+	} else {
+		line("flush always ≥ 0.8x flush never (records/s)", "—", false, false)
+	}
+	lat := s.findTable(partProduce, baseLike(kindLatency, 1024, false))
+	if sp, ok := refRow(lat).spread(metricLatency(99)); ok {
+		line("produce ack p99 ≤ 2 ms at half of peak load", fmtMicros(sp.med), sp.med <= 2000, true)
+	} else {
+		line("produce ack p99 ≤ 2 ms at half of peak load", "—", false, false)
+	}
+	e2e := s.findTable(partConsume, baseLike(kindE2E, 1024, false))
+	if sp, ok := refRow(e2e).spread(metricLatency(99.9)); ok {
+		line("end-to-end p99.9 ≤ 5 ms at half of peak load", fmtMicros(sp.med), sp.med <= 5000, true)
+	} else {
+		line("end-to-end p99.9 ≤ 5 ms at half of peak load", "—", false, false)
+	}
+	fmt.Fprintf(w, "\nAll for ringlog io_uring; \"half of peak load\" is %s records/s (%s).\n\n", fmtCount(s.rate), s.rateSource)
+}
+
+// limitMedian is the median of one machine limit over the rounds.
+func (s *suite) limitMedian(f func(l limitsSample) (float64, bool)) float64 {
+	var vs []float64
+	for _, l := range s.limits {
+		if v, ok := f(l); ok {
+			vs = append(vs, v)
+		}
+	}
+	return median(vs)
+}
+
+// writeSendfile states what sendfile can and cannot show on loopback, with
+// this run's figures.
+func (s *suite) writeSendfile(w io.Writer) {
+	fmt.Fprintf(w, "## Zero-copy on loopback\n\n")
+	fmt.Fprint(w, "ringlog sends fetched records with sendfile from the page cache. Over loopback there is no NIC "+
+		"and no DMA: the kernel copies the pages into the receiving socket either way, so sendfile cannot "+
+		"make a consumer faster here (it was measured at about 0.8x of read+write on this machine kind) and "+
+		"records/s does not judge it. What it saves is the broker's own CPU: judge it by broker CPU seconds "+
+		"per GB fetched.\n\n")
+	t := s.findTable(partWarmKgo, baseLike(kindConsume, 1024, false))
+	if t == nil {
+		fmt.Fprint(w, "No consume workload ran in this matrix.\n\n")
+		return
+	}
+	fmt.Fprint(w, "| peer | broker CPU s / GB fetched (page cache, kgo) | sent by sendfile |\n|---|--:|--:|\n")
+	for _, r := range t.orderedRows() {
+		cpu, sf := "—", "—"
+		if sp, ok := r.spread(metricCPUPerGB); ok {
+			cpu = cell(sp, fmtSeconds)
+		}
+		if sp, ok := r.spread(metricSendfile); ok {
+			sf = cell(sp, fmtPct)
+		} else if len(r.samples) > 0 && !r.peer.spec.memory && !r.peer.spec.nats {
+			sf = "no counters"
+		} else if len(r.samples) > 0 {
+			sf = "copies"
+		}
+		if st, reason := r.state(); st != "" {
+			cpu = "*" + st + ": " + mdEscape(reason) + "*"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", r.peer.spec.name, cpu, sf)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeProfile prints the top functions of the broker's CPU profile.
+func (s *suite) writeProfile(w io.Writer) {
+	fmt.Fprintf(w, "## CPU profile of ringlog io_uring during the main produce run\n\n")
+	p := s.profile
+	if p == nil {
+		fmt.Fprint(w, "*unavailable: the main produce run did not run on ringlog io_uring*\n\n")
+		return
+	}
+	if p.err != "" {
+		fmt.Fprintf(w, "*unavailable: %s*\n\n", mdEscape(p.err))
+		return
+	}
+	main := s.findTable(partProduce, func(w workload) bool { return w.main })
+	fmt.Fprintf(w, "Table %d (%s), first run; a %d s profile from the broker's /debug/pprof/profile, %s of CPU sampled, "+
+		"saved as `%s` (`go tool pprof -top %s`). Top %d functions by own (flat) time:\n\n",
+		s.tableNumber(main), main.w.describe(), p.seconds, p.total.Round(time.Millisecond), p.file, p.file, profileTopN)
+	fmt.Fprint(w, "```text\n")
+	fmt.Fprint(w, profileText(p))
+	fmt.Fprint(w, "```\n\n")
+}
+
+// profileText is the top functions as pprof -top prints them.
+func profileText(p *profileResult) string {
+	s := fmt.Sprintf("%10s %6s %10s %6s  %s\n", "flat", "flat%", "cum", "cum%", "function")
+	pct := func(d time.Duration) string {
+		if p.total == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(p.total))
+	}
+	for _, e := range p.top {
+		s += fmt.Sprintf("%10s %6s %10s %6s  %s\n", e.flat.Round(time.Millisecond), pct(e.flat),
+			e.cum.Round(time.Millisecond), pct(e.cum), e.name)
+	}
+	return s
+}

@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// sample is one run's measurement of one table on one peer.
+type sample struct {
+	round   int
+	records int64
+	bytes   int64
+	elapsed time.Duration
+	lat     *hdrhistogram.Histogram // microseconds; nil when not measured
+	rate    float64                 // planned records/s of an open-loop run
+
+	cpu      time.Duration // broker CPU during the run
+	cpuOK    bool
+	rss      int64 // broker peak RSS during the run
+	rssOK    bool
+	sendfile float64 // fetched record bytes sent by sendfile during the run
+	copied   float64 // ... and copied instead
+	fetchOK  bool
+	client   time.Duration // this process's CPU during the run (the clients)
+}
+
+// outcome is a sample or the reason there is none.
+type outcome struct {
+	sample sample
+	err    error
+}
+
+// meter reads a peer's counters around one measured stretch.
+type meter struct {
+	p      *peer
+	before usage
+}
+
+func (s *suite) meter(ctx context.Context, p *peer) meter {
+	procResetPeakRSS(p.proc.pid())
+	return meter{p: p, before: p.snapshot(ctx)}
+}
+
+func (m meter) sample(ctx context.Context, res loadResult) sample {
+	after := m.p.snapshot(ctx)
+	smp := sample{records: res.records, bytes: res.bytes, elapsed: res.elapsed, lat: res.lat,
+		client: after.client - m.before.client}
+	if m.before.cpuOK && after.cpuOK {
+		smp.cpu, smp.cpuOK = after.cpu-m.before.cpu, true
+	}
+	if rss, err := procPeakRSS(m.p.proc.pid()); err == nil {
+		smp.rss, smp.rssOK = rss, true
+	}
+	if m.before.fetchOK && after.fetchOK {
+		smp.sendfile, smp.copied, smp.fetchOK = after.sendfile-m.before.sendfile, after.copied-m.before.copied, true
+	}
+	return smp
+}
+
+// settle leaves the next run nothing of the previous one to pay for: the
+// data file system is synced (the previous peer's dirty pages would
+// otherwise be written back during this run) and the clients' garbage is
+// collected.
+func (s *suite) settle() {
+	syncFS(s.workDir)
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// recordsBound is the record bound of a produce run of values of size.
+func (s *suite) recordsBound(size int) int64 {
+	return max(1, min(s.cfg.maxRecords, s.cfg.maxBytes/int64(size)))
+}
+
+// exec runs w on p and returns an outcome per part of the workload. Parts
+// already marked unavailable in rows are not run.
+func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows map[string]*row) map[string]outcome {
+	d := s.drivers[p.id()]
+	out := map[string]outcome{}
+	fail := func(err error) map[string]outcome {
+		for part, r := range rows {
+			if r.status == "" {
+				out[part] = outcome{err: err}
+			}
+		}
+		return out
+	}
+	s.settle()
+	topic := s.newTopic()
+	if err := d.createTopic(ctx, topic, w.partitions); err != nil {
+		return fail(err)
+	}
+	defer func() {
+		// Deleting frees kfake's memory and the others' disk before the
+		// next run; a failure here is reported against the run.
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.deleteTopic(dctx, topic, w.partitions); err != nil {
+			for part, o := range out {
+				if o.err == nil {
+					out[part] = outcome{err: fmt.Errorf("after the run: %w", err)}
+				}
+			}
+		}
+	}()
+	spec := produceSpec{topic: topic, partitions: w.partitions, size: w.size, acks: w.acks,
+		compression: w.compression, producers: w.producers, duration: s.cfg.duration,
+		records: s.recordsBound(w.size), vals: s.vals}
+	cspec := consumeSpec{topic: topic, partitions: w.partitions, consumers: w.consumers, size: w.size, vals: s.vals}
+	switch w.kind {
+	case kindProduce, kindLatency:
+		if rows[partProduce].status != "" {
+			return out
+		}
+		if w.kind == kindLatency {
+			spec.rate = s.rate
+		}
+		var prof sync.WaitGroup
+		if w.main && round == 0 && p.spec.key == referencePeer && !p.fsync {
+			secs := max(1, int(s.cfg.duration/time.Second))
+			spec.sending = func() { prof.Go(func() { s.profile = captureProfile(ctx, p, secs, s.cfg.outDir) }) }
+		}
+		m := s.meter(ctx, p)
+		var res loadResult
+		var err error
+		if w.client == "kcat" {
+			spec.records = s.kcatRecords(p, w)
+			res, err = s.kcat.produce(ctx, p.addr, spec)
+		} else {
+			res, err = d.produce(ctx, spec)
+		}
+		prof.Wait()
+		smp := m.sample(ctx, res)
+		smp.rate = spec.rate
+		if err == nil {
+			err = s.checkStored(ctx, d, w, topic, res.records)
+		}
+		if err == nil && w.kind == kindProduce && w.client == "kgo" {
+			s.peakBytes[fmt.Sprintf("%s/%d", p.id(), w.size)] = float64(res.bytes) / res.elapsed.Seconds()
+		}
+		out[partProduce] = outcome{sample: smp, err: err}
+	case kindConsume:
+		fill := spec
+		fill.acks, fill.compression = 1, "none"
+		fill.records = max(1, s.cfg.fillBytes/int64(w.size))
+		fill.duration = 4 * time.Minute // the records bound ends it
+		if _, err := d.produce(ctx, fill); err != nil {
+			return fail(fmt.Errorf("filling the topic: %w", err))
+		}
+		n, err := d.stored(ctx, topic, w.partitions)
+		if err != nil {
+			return fail(fmt.Errorf("counting the records: %w", err))
+		}
+		cspec.want = n
+		if rows[partWarmKgo].status == "" {
+			m := s.meter(ctx, p)
+			res, err := d.consume(ctx, cspec)
+			out[partWarmKgo] = outcome{sample: m.sample(ctx, res), err: err}
+		}
+		if rows[partWarmKcat].status == "" {
+			m := s.meter(ctx, p)
+			res, err := s.kcat.consume(ctx, p.addr, cspec)
+			out[partWarmKcat] = outcome{sample: m.sample(ctx, res), err: err}
+		}
+		if rows[partColdKgo].status == "" {
+			if err := dropFileCache(p.dataDir); err != nil {
+				out[partColdKgo] = outcome{err: fmt.Errorf("dropping the cache: %w", err)}
+			} else {
+				m := s.meter(ctx, p)
+				res, err := d.consume(ctx, cspec)
+				out[partColdKgo] = outcome{sample: m.sample(ctx, res), err: err}
+			}
+		}
+	case kindE2E, kindBoth:
+		if w.kind == kindE2E {
+			spec.rate = s.rate
+		}
+		target := make(chan int64, 1)
+		cspec.target, cspec.latency = target, true
+		var cres loadResult
+		var cerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cres, cerr = d.consume(ctx, cspec)
+		}()
+		// Let the consumers connect and park in their first fetch, so
+		// that connection set-up is not counted as latency.
+		time.Sleep(300 * time.Millisecond)
+		m := s.meter(ctx, p)
+		pres, perr := d.produce(ctx, spec)
+		// Even after a failure the consumers get a target (what was
+		// acknowledged), so that they stop instead of waiting out the
+		// run's bound.
+		target <- pres.records
+		<-done
+		if perr != nil && cerr == nil {
+			cerr = fmt.Errorf("the producers failed: %w", perr)
+		}
+		both := m.sample(ctx, cres)
+		both.rate = spec.rate
+		// Consumers are measured from the producers' first send.
+		if pres.first >= 0 && cres.last > pres.first {
+			both.elapsed = time.Duration(cres.last - pres.first)
+		}
+		out[partConsume] = outcome{sample: both, err: cerr}
+		if w.kind == kindBoth {
+			ps := both
+			ps.records, ps.bytes, ps.elapsed, ps.lat = pres.records, pres.bytes, pres.elapsed, pres.lat
+			if perr == nil {
+				perr = s.checkStored(ctx, d, w, topic, pres.records)
+			}
+			out[partProduce] = outcome{sample: ps, err: perr}
+		}
+	}
+	return out
+}
+
+// checkStored verifies that a peer holds every record it acknowledged.
+func (s *suite) checkStored(ctx context.Context, d driver, w workload, topic string, acked int64) error {
+	if w.acks == 0 {
+		return nil // nothing was promised
+	}
+	n, err := d.stored(ctx, topic, w.partitions)
+	if err != nil {
+		return fmt.Errorf("counting the records stored: %w", err)
+	}
+	if n < acked {
+		return fmt.Errorf("the peer holds %d records after acknowledging %d", n, acked)
+	}
+	return nil
+}
+
+// kcatRecords sizes a kcat produce run, which kcat cannot end on a clock:
+// as many records as kgo produced on the same peer in the run's duration
+// (or, before kgo ran, as ringlog io_uring did), within the run's bounds.
+func (s *suite) kcatRecords(p *peer, w workload) int64 {
+	mbs, ok := s.peakBytes[fmt.Sprintf("%s/%d", p.id(), w.size)]
+	if !ok {
+		mbs, ok = s.peakBytes[fmt.Sprintf("%s/%d", referencePeer, w.size)]
+	}
+	if !ok {
+		mbs = 50e6
+	}
+	return max(int64(w.producers), min(s.recordsBound(w.size), int64(mbs*s.cfg.duration.Seconds()/float64(w.size))))
+}

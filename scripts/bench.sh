@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The benchmark suite with its optional peers installed: kcat (librdkafka,
+# the second Kafka client) and fio (the disk's own limits) come from the
+# distribution when missing; kfake and NATS are built into ringlog. Builds
+# ringlog, then runs `ringlog bench` with the standard matrix (3 runs of
+# everything, about 25 minutes on 2 cores) and any flags given, e.g.
+#
+#   scripts/bench.sh                                      # results in bench-results/<time>/
+#   scripts/bench.sh -quick                               # the 2-minute smoke run
+#   scripts/bench.sh -out bench/results -readme README.md # refresh the README's Performance section
+#
+# Without kcat or fio the suite still runs: the kcat rows say why they are
+# missing and the disk limit uses a built-in O_DIRECT writer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+missing=()
+for cmd in kcat fio; do
+	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "installing ${missing[*]}"
+		apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+	else
+		echo "not installed: ${missing[*]} (their rows will say so); install them as root to measure them" >&2
+	fi
+fi
+
+bin=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-bench-bin.XXXXXX")
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/ringlog" ./cmd/ringlog
+"$bin/ringlog" bench "$@"
