@@ -87,6 +87,8 @@ type Engine struct {
 	mu     sync.Mutex // serialises topic changes and topics.json writes
 	topics atomic.Pointer[map[string]*topic]
 	parts  atomic.Pointer[map[TP]*partition]
+	// topicsVersion counts the changes of topics (TopicsVersion).
+	topicsVersion atomic.Uint64
 
 	pidMu   sync.Mutex
 	pidNext int64 // next producer id to hand out

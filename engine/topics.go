@@ -60,6 +60,14 @@ func (e *Engine) Topic(name string) (TopicInfo, bool) {
 	return t.info(), true
 }
 
+// TopicsVersion is a number that changes whenever a topic is created,
+// deleted, grows partitions or changes its configuration. A service that
+// derives state from the topics (the group coordinator's KIP-848 groups
+// resolve their subscriptions to topic ids and partition counts) compares
+// it with the version it last derived from, which costs one atomic load,
+// rather than being called back from inside a topic change.
+func (e *Engine) TopicsVersion() uint64 { return e.topicsVersion.Load() }
+
 // TopicByID finds a topic by its id (Fetch v13+, Metadata by id).
 func (e *Engine) TopicByID(id [16]byte) (TopicInfo, bool) {
 	for _, t := range *e.topics.Load() {
@@ -185,6 +193,7 @@ func (e *Engine) publishTopic(t *topic) error {
 		return err
 	}
 	e.topics.Store(&ts)
+	e.topicsVersion.Add(1)
 	e.rebuildPartitionMap(ts)
 	return nil
 }
@@ -218,6 +227,7 @@ func (e *Engine) DeleteTopic(name string) error {
 		return err
 	}
 	e.topics.Store(&ts)
+	e.topicsVersion.Add(1)
 	e.rebuildPartitionMap(ts)
 	var errs []error
 	for _, p := range t.partitions {
@@ -386,6 +396,7 @@ func (e *Engine) loadTopics() error {
 		ts[t.name] = t
 	}
 	e.topics.Store(&ts)
+	e.topicsVersion.Add(1)
 	e.rebuildPartitionMap(ts)
 	return nil
 }

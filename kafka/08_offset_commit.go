@@ -4,10 +4,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetCommit, v0 to v9. v10 (topic ids, KIP-848's consumers) is left for
-// the next-generation protocol.
+// OffsetCommit, v0 to v10: members of KIP-848 consumer groups commit with
+// their member epoch from v9, and v10 names topics by id.
 func init() {
-	register(api{key: kmsg.OffsetCommit, min: 0, max: 9, async: handleOffsetCommit})
+	register(api{key: kmsg.OffsetCommit, min: 0, max: 10, async: handleOffsetCommit})
 }
 
 func handleOffsetCommit(s *Server, cx *reqCtx, kreq kmsg.Request) {

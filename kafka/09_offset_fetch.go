@@ -4,10 +4,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetFetch, v0 to v9: one group before v8, several from v8 (KIP-709),
-// require_stable from v7 (KIP-447). v10 (topic ids) is left for KIP-848.
+// OffsetFetch, v0 to v10: one group before v8, several from v8 (KIP-709),
+// require_stable from v7 (KIP-447), the member and its epoch from v9 and
+// topic ids from v10 (KIP-848).
 func init() {
-	register(api{key: kmsg.OffsetFetch, min: 0, max: 9, async: handleOffsetFetch})
+	register(api{key: kmsg.OffsetFetch, min: 0, max: 10, async: handleOffsetFetch})
 }
 
 func handleOffsetFetch(s *Server, cx *reqCtx, kreq kmsg.Request) {

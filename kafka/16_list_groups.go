@@ -5,7 +5,7 @@ import (
 )
 
 // ListGroups, v0 to v5 (states filter v4+, KIP-518; types filter v5+,
-// KIP-848).
+// KIP-848: "classic" and "consumer" groups).
 func init() {
 	register(api{key: kmsg.ListGroups, min: 0, max: 5, async: handleListGroups})
 }

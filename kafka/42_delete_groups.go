@@ -4,9 +4,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DeleteGroups, v0 to v2. (v3 adds error messages, KIP-1043.)
+// DeleteGroups, v0 to v3 (v3 adds error messages, KIP-1043).
 func init() {
-	register(api{key: kmsg.DeleteGroups, min: 0, max: 2, async: handleDeleteGroups})
+	register(api{key: kmsg.DeleteGroups, min: 0, max: 3, async: handleDeleteGroups})
 }
 
 func handleDeleteGroups(s *Server, cx *reqCtx, kreq kmsg.Request) {

@@ -289,6 +289,36 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 		req.Version, req.Groups = v, []string{"g"}
 		add(fmt.Sprintf("deletegroups-v%d", v), req)
 	}
+	// KIP-848.
+	for _, v := range []int16{0, 1} {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.RebalanceTimeoutMillis = v, "g", "m", 5000
+		req.SubscribedTopicNames, req.ServerAssignor = []string{"topic"}, kmsg.StringPtr("uniform")
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: [16]byte{1}, Partitions: []int32{0, 2}}}
+		if v >= 1 {
+			req.SubscribedTopicRegex, req.InstanceID = kmsg.StringPtr("t.*"), kmsg.StringPtr("i")
+		}
+		add(fmt.Sprintf("consumergroupheartbeat-v%d", v), req)
+		desc := kmsg.NewPtrConsumerGroupDescribeRequest()
+		desc.Version, desc.Groups, desc.IncludeAuthorizedOperations = v, []string{"g", ""}, true
+		add(fmt.Sprintf("consumergroupdescribe-v%d", v), desc)
+	}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version, commit.Group, commit.MemberID, commit.Generation = 10, "g", "m", 4
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{TopicID: [16]byte{1}, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5}}}}
+	add("offsetcommit-v10", commit)
+	fetch10 := kmsg.NewPtrOffsetFetchRequest()
+	fetch10.Version = 10
+	fetch10.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g", MemberID: kmsg.StringPtr("m"), MemberEpoch: 4,
+		Topics: []kmsg.OffsetFetchRequestGroupTopic{{TopicID: [16]byte{1}, Partitions: []int32{0}}}}}
+	add("offsetfetch-v10", fetch10)
+	desc6 := kmsg.NewPtrDescribeGroupsRequest()
+	desc6.Version, desc6.Groups = 6, []string{"g"}
+	add("describegroups-v6", desc6)
+	del3 := kmsg.NewPtrDeleteGroupsRequest()
+	del3.Version, del3.Groups = 3, []string{"g"}
+	add("deletegroups-v3", del3)
+
 	od := kmsg.NewPtrOffsetDeleteRequest()
 	od.Group = "g"
 	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "topic", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}

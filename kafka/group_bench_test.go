@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/segment"
 )
 
@@ -24,34 +25,50 @@ import (
 //	go test ./kafka/ -run '^$' -bench 'GroupRebalance|GroupCommit' -benchtime 10x
 //
 // BenchmarkGroupRebalance: a 3-member group over 12 partitions; one member
-// leaves (LeaveGroup); the time until the 2 others own every partition
-// again. The others learn of the rebalance from a heartbeat, so half the
-// heartbeat interval on average is the clients' share (measured with 100
-// ms and 10 ms); the rest is the protocol's round trips and the broker's
-// work (and, with cooperative-sticky, its second rebalance).
+// leaves (LeaveGroup, or a ConsumerGroupHeartbeat at epoch -1 with
+// KIP-848); the time until the 2 others own every partition again. The
+// others learn of the rebalance from a heartbeat, so half the heartbeat
+// interval on average is the clients' share (measured with 100 ms and
+// 10 ms; with KIP-848 the interval is the broker's
+// group.consumer.heartbeat.interval.ms); the rest is the protocol's round
+// trips and the broker's work (with cooperative-sticky, its second
+// rebalance; with KIP-848, none: the leaver's partitions are free, so the
+// next heartbeat of each member hands them out).
 //
 // BenchmarkGroupCommit: OffsetCommit requests per second (one partition
 // each, simple-consumer commits to a group per client), each client with
 // one request in flight at a time or 16 (pipelined on its connection).
 
 func BenchmarkGroupRebalance(b *testing.B) {
-	for _, bal := range []kgo.GroupBalancer{kgo.RangeBalancer(), kgo.CooperativeStickyBalancer()} {
+	for _, c := range []struct {
+		name   string
+		bal    kgo.GroupBalancer
+		kip848 bool
+	}{
+		{"range", kgo.RangeBalancer(), false},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer(), false},
+		// KIP-848 with the broker's uniform assignor (kgo maps its sticky
+		// balancers to it).
+		{"kip848-uniform", kgo.CooperativeStickyBalancer(), true},
+	} {
 		for _, hb := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond} {
-			b.Run(fmt.Sprintf("%s/heartbeat=%v", bal.ProtocolName(), hb), func(b *testing.B) {
-				benchRebalance(b, bal, hb)
+			b.Run(fmt.Sprintf("%s/heartbeat=%v", c.name, hb), func(b *testing.B) {
+				benchRebalance(b, c.name, c.bal, hb, c.kip848)
 			})
 		}
 	}
 }
 
-func benchRebalance(b *testing.B, bal kgo.GroupBalancer, hb time.Duration) {
-	br := startBroker(b, brokerOpts{})
+func benchRebalance(b *testing.B, name string, bal kgo.GroupBalancer, hb time.Duration, kip848 bool) {
+	br := startBroker(b, brokerOpts{Groups: func(c *group.Config) {
+		c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout = hb, 10*time.Second
+	}})
 	const parts = 12
-	topic := "rebalance-" + bal.ProtocolName()
+	topic := "rebalance-" + name
 	e2eCreateTopic(b, br, topic, parts, nil)
 	var took []time.Duration
 	for i := range b.N {
-		took = append(took, measureRebalance(b, br, bal, hb, topic, fmt.Sprintf("rb-%s-%d", bal.ProtocolName(), i), parts))
+		took = append(took, measureRebalance(b, br, bal, hb, kip848, topic, fmt.Sprintf("rb-%s-%d", name, i), parts))
 	}
 	slices.Sort(took)
 	var sum time.Duration
@@ -66,14 +83,14 @@ func benchRebalance(b *testing.B, bal kgo.GroupBalancer, hb time.Duration) {
 // measureRebalance forms a group of 3, waits until it is stable, makes
 // one member leave, and returns how long until the others own every
 // partition.
-func measureRebalance(b *testing.B, br *testBroker, bal kgo.GroupBalancer, hb time.Duration, topic, groupID string, parts int) time.Duration {
+func measureRebalance(b *testing.B, br *testBroker, bal kgo.GroupBalancer, hb time.Duration, kip848 bool, topic, groupID string, parts int) time.Duration {
 	var mu sync.Mutex
 	owner := map[int32]int{} // partition -> member index
 	changed := make(chan struct{}, 64)
 	clients := make([]*kgo.Client, 3)
 	for i := range clients {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
-			kgo.Balancers(bal), kgo.HeartbeatInterval(hb), kgo.SessionTimeout(10*time.Second),
+		opts := []kgo.Opt{kgo.SeedBrokers(br.Addr), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+			kgo.Balancers(bal), kgo.HeartbeatInterval(hb), kgo.SessionTimeout(10 * time.Second),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
 				mu.Lock()
 				for _, p := range a[topic] {
@@ -90,7 +107,11 @@ func measureRebalance(b *testing.B, br *testBroker, bal kgo.GroupBalancer, hb ti
 					}
 				}
 				mu.Unlock()
-			}))
+			})}
+		if kip848 {
+			opts = append(opts, kgo.ServerSideBalancer())
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

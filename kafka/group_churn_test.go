@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine/group"
 )
@@ -142,6 +143,9 @@ type churnRun struct {
 	pollErrs  chan error
 	closers   sync.WaitGroup
 	nextIndex int
+	// kip848 runs the members with KIP-848's consumer group protocol
+	// (the broker assigns; the balancer picks the server assignor).
+	kip848 bool
 }
 
 func (r *churnRun) start() *churnMember {
@@ -161,13 +165,17 @@ func (r *churnRun) start() *churnMember {
 		}
 		r.own.revoked(m.name, gen, a[r.topic])
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.b.Addr), kgo.Dialer(m.dialer.dial),
+	opts := []kgo.Opt{kgo.SeedBrokers(r.b.Addr), kgo.Dialer(m.dialer.dial),
 		kgo.ConsumerGroup(r.groupID), kgo.ConsumeTopics(r.topic), kgo.Balancers(r.balancer),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(1500*time.Millisecond), kgo.HeartbeatInterval(150*time.Millisecond),
-		kgo.RebalanceTimeout(10*time.Second), kgo.AutoCommitInterval(200*time.Millisecond),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-		kgo.OnPartitionsAssigned(onAssigned), kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked))
+		kgo.SessionTimeout(1500 * time.Millisecond), kgo.HeartbeatInterval(150 * time.Millisecond),
+		kgo.RebalanceTimeout(10 * time.Second), kgo.AutoCommitInterval(200 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.OnPartitionsAssigned(onAssigned), kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked)}
+	if r.kip848 {
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -213,16 +221,28 @@ func (m *churnMember) end(how string) {
 // runChurn produces n records over parts partitions while members come and
 // go, and checks the promises above.
 func runChurn(t *testing.T, balancer kgo.GroupBalancer, n int) {
-	b := startBroker(t, brokerOpts{Groups: func(c *group.Config) { c.MinSessionTimeout = 500 * time.Millisecond }})
+	runChurnWith(t, balancer, n, false)
+}
+
+func runChurnWith(t *testing.T, balancer kgo.GroupBalancer, n int, kip848 bool) {
+	b := startBroker(t, brokerOpts{Groups: func(c *group.Config) {
+		c.MinSessionTimeout = 500 * time.Millisecond
+		// The KIP-848 members' session and heartbeat are the broker's,
+		// the same as the classic members ask for.
+		c.ConsumerSessionTimeout, c.ConsumerHeartbeatInterval = 1500*time.Millisecond, 150*time.Millisecond
+	}})
 	const parts = 6
 	topic := "churn-" + balancer.ProtocolName()
+	if kip848 {
+		topic = "churn-848-" + balancer.ProtocolName()
+	}
 	e2eCreateTopic(t, b, topic, parts, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Second)
 	defer cancel()
 	perPart := n / parts
-	r := &churnRun{t: t, b: b, topic: topic, groupID: "churn-g-" + balancer.ProtocolName(), balancer: balancer,
+	r := &churnRun{t: t, b: b, topic: topic, groupID: "churn-g-" + topic, balancer: balancer,
 		own: &ownership{owner: map[int32]string{}}, seen: &churnSeen{seen: make([][]bool, parts)},
-		ctx: ctx, pollErrs: make(chan error, 16)}
+		ctx: ctx, pollErrs: make(chan error, 16), kip848: kip848}
 	for p := range r.seen.seen {
 		r.seen.seen[p] = make([]bool, perPart)
 	}
@@ -320,6 +340,19 @@ func runChurn(t *testing.T, balancer kgo.GroupBalancer, n int) {
 	}
 	close(stopMonitor)
 	<-monitorDone
+	if kip848 {
+		// The members really ran KIP-848: the group is a consumer group
+		// whose members are the survivors.
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{r.groupID}
+		resp, err := req.RequestWith(ctx, b.client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := resp.Groups[0]; g.ErrorCode != 0 || len(g.Members) != len(members) {
+			t.Fatalf("ConsumerGroupDescribe: error %d, %d members; want 0 and %d (the survivors)", g.ErrorCode, len(g.Members), len(members))
+		}
+	}
 	for _, m := range members {
 		m.end("leave")
 	}

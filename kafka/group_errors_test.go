@@ -179,8 +179,13 @@ func TestGroupMemberErrors(t *testing.T) {
 		// A simple consumer (no generation) cannot commit for a group
 		// with members.
 		wantCodes(t, "simple commit to a group with members", commitCodes(a.commit(v, "g", "", -1, nil, ok)), kerr.UnknownMemberID.Code)
-		// A member's commit to a group that does not exist is stale.
-		wantCodes(t, "member commit, no group", commitCodes(a.commit(v, "gone", "x", 3, nil, ok)), kerr.IllegalGeneration.Code)
+		// A member's commit to a group that does not exist is stale; from
+		// v9 Kafka says the group is not found (KIP-848).
+		noGroup := kerr.IllegalGeneration.Code
+		if v >= 9 {
+			noGroup = kerr.GroupIDNotFound.Code
+		}
+		wantCodes(t, "member commit, no group", commitCodes(a.commit(v, "gone", "x", 3, nil, ok)), noGroup)
 		// Partition by partition: unknown topic, unknown partition, long
 		// metadata; the others are stored.
 		r := a.commit(v, "g", id, gen, nil,

@@ -8,7 +8,8 @@ import (
 
 // The group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-// DeleteGroups, OffsetDelete) are thin: each hands its decoded request to
+// DeleteGroups, OffsetDelete, and KIP-848's ConsumerGroupHeartbeat and
+// ConsumerGroupDescribe) are thin: each hands its decoded request to
 // the group coordinator (engine/group), which keeps a group's state on the
 // shard that owns the group's partition of __consumer_offsets and answers
 // through the reply function, from that shard or at once. They are async

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -55,14 +56,23 @@ func (c *Coordinator) byPartitionAsync(ids []string, fn func(p *partition, idx [
 // DELETE 6, DESCRIBE 8, KIP-430): with no authorizer, all are allowed.
 const groupOperations = 1<<3 | 1<<6 | 1<<8
 
-// DescribeGroups (v0-v5) describes groups; one that does not exist is
-// described as Dead (GROUP_ID_NOT_FOUND comes with v6, not served).
+// DescribeGroups (v0-v6) describes classic groups; one that does not
+// exist, or is a consumer group (ConsumerGroupDescribe describes those), is
+// described as Dead, and from v6 with GROUP_ID_NOT_FOUND and a message
+// (KIP-1043), as Kafka 4.0 answers.
 func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest, reply func(*kmsg.DescribeGroupsResponse)) {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
 	c.byPartition(req.Groups, func(p *partition, idx []int) {
 		for _, i := range idx {
 			resp.Groups[i] = p.describe(req.Groups[i], req.IncludeAuthorizedOperations)
+			if d := &resp.Groups[i]; d.State == stateDead.String() && req.Version >= 6 {
+				msg := fmt.Sprintf("Group %s not found.", d.Group)
+				if g := p.groups[d.Group]; g != nil && g.consumer != nil {
+					msg = fmt.Sprintf("Group %s is not a classic group.", d.Group)
+				}
+				d.ErrorCode, d.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			}
 		}
 	}, func(idx []int, code int16) {
 		for _, i := range idx {
@@ -79,7 +89,7 @@ func (p *partition) describe(id string, ops bool) kmsg.DescribeGroupsResponseGro
 		d.AuthorizedOperations = groupOperations
 	}
 	g := p.groups[id]
-	if g == nil {
+	if g == nil || g.consumer != nil {
 		d.State = stateDead.String()
 		return d
 	}
@@ -108,18 +118,14 @@ func (p *partition) describe(id string, ops bool) kmsg.DescribeGroupsResponseGro
 }
 
 // ListGroups (v0-v5) lists the groups of every partition, filtered by
-// state (v4+, KIP-518) and by type (v5+, KIP-848: these are all "classic"
-// groups), case-insensitively as Kafka does. While some partition is
+// state (v4+, KIP-518) and by type (v5+, KIP-848: "classic" or
+// "consumer"), case-insensitively as Kafka does. While some partition is
 // loading, the groups of the others are listed with
 // COORDINATOR_LOAD_IN_PROGRESS.
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest, reply func(*kmsg.ListGroupsResponse)) {
 	resp := kmsg.NewPtrListGroupsResponse()
 	if c == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		reply(resp)
-		return
-	}
-	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, "classic") }) {
 		reply(resp)
 		return
 	}
@@ -136,33 +142,39 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest, reply func(*kmsg.L
 	})
 	for i, p := range c.parts {
 		gth.add()
-		c.onPartition(p, func(p *partition) { parts[i] = p.list(req.StatesFilter); gth.done() },
+		c.onPartition(p, func(p *partition) { parts[i] = p.list(req.StatesFilter, req.TypesFilter); gth.done() },
 			func(code int16) { codes[i] = code; gth.done() })
 	}
 	gth.done()
 }
 
-func (p *partition) list(states []string) []kmsg.ListGroupsResponseGroup {
+func (p *partition) list(states, types []string) []kmsg.ListGroupsResponseGroup {
 	var out []kmsg.ListGroupsResponseGroup
+	in := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
 	for _, g := range p.groups {
 		if g.state == stateDead {
 			continue
 		}
-		if len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, g.state.String()) }) {
-			continue
-		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.id, g.protocolType, g.state.String(), "classic"
-		out = append(out, lg)
+		if g.consumer != nil {
+			lg.ProtocolType, lg.GroupState, lg.GroupType = "consumer", g.consumer.state(), "consumer"
+		}
+		if in(states, lg.GroupState) && in(types, lg.GroupType) {
+			out = append(out, lg)
+		}
 	}
 	slices.SortFunc(out, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
 	return out
 }
 
-// DeleteGroups (v0-v2) deletes empty groups with their offsets; a group
-// with members is NON_EMPTY_GROUP. The answer waits for the tombstones to
-// be written (Kafka writes them without waiting), so that a deleted group
-// stays deleted across a restart.
+// DeleteGroups (v0-v3) deletes empty groups (of either type) with their
+// offsets; a group with members is NON_EMPTY_GROUP. The answer waits for
+// the tombstones to be written (Kafka writes them without waiting), so
+// that a deleted group stays deleted across a restart. v3 adds messages
+// to the errors (KIP-1043).
 func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*kmsg.DeleteGroupsResponse)) {
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
@@ -178,7 +190,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*km
 			switch {
 			case g == nil || g.state == stateDead:
 				resp.Groups[i].ErrorCode = kerr.GroupIDNotFound.Code
-			case g.state != stateEmpty:
+			case !g.isEmpty():
 				resp.Groups[i].ErrorCode = kerr.NonEmptyGroup.Code
 			default:
 				// Member ids handed out but not used yet die with the group.
@@ -208,5 +220,18 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*km
 		for _, i := range idx {
 			resp.Groups[i].ErrorCode = code
 		}
-	}, func() { reply(resp) })
+	}, func() {
+		if req.Version >= 3 {
+			for i := range resp.Groups {
+				if err := kerr.ErrorForCode(resp.Groups[i].ErrorCode); err != nil {
+					msg := err.Error()
+					if ke, ok := err.(*kerr.Error); ok {
+						msg = ke.Description
+					}
+					resp.Groups[i].ErrorMessage = &msg
+				}
+			}
+		}
+		reply(resp)
+	})
 }

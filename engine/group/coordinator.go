@@ -54,7 +54,24 @@ type Config struct {
 	// one group holds, all members together; ringlog's own limit, 32 MiB.
 	// A join beyond it is refused with GROUP_MAX_SIZE_REACHED.
 	GroupMetadataMaxBytes int
-	Logger                *slog.Logger
+
+	// KIP-848 consumer groups (ConsumerGroupHeartbeat).
+	//
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
+	// (5 s): how often members heartbeat, which bounds how long a member
+	// takes to learn of a new assignment.
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms (45 s):
+	// a member that does not heartbeat for that long is removed.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerMaxSize is group.consumer.max.size (2^31-1).
+	ConsumerMaxSize int
+	// ConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors members may ask for, the first being the default
+	// ("uniform", "range").
+	ConsumerAssignors []string
+
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -90,6 +107,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.GroupMetadataMaxBytes <= 0 {
 		c.GroupMetadataMaxBytes = 32 << 20
+	}
+	if c.ConsumerHeartbeatInterval <= 0 {
+		c.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if c.ConsumerSessionTimeout <= 0 {
+		c.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if c.ConsumerMaxSize <= 0 {
+		c.ConsumerMaxSize = math.MaxInt32
+	}
+	if len(c.ConsumerAssignors) == 0 {
+		c.ConsumerAssignors = []string{assignorUniform, assignorRange}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -130,6 +159,16 @@ type partition struct {
 	tp     engine.TP
 	state  partState
 	groups map[string]*group
+	// lastWrite is the last append issued to the partition: an answer
+	// that writes nothing itself but reports state changed by a write
+	// still in flight waits for it (afterWrites).
+	lastWrite *writeBarrier
+}
+
+// writeBarrier lets answers wait for an append to complete.
+type writeBarrier struct {
+	done    bool
+	waiters []func()
 }
 
 type partState int8
@@ -148,6 +187,14 @@ func Start(eng *engine.Engine, cfg Config) (*Coordinator, error) {
 	cfg.setDefaults()
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
 		return nil, fmt.Errorf("group: group.min.session.timeout.ms %v above group.max.session.timeout.ms %v", cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	}
+	for _, name := range cfg.ConsumerAssignors {
+		if assignorFor(name) == nil {
+			return nil, fmt.Errorf("group: group.consumer.assignors: unknown assignor %q (uniform and range exist)", name)
+		}
+	}
+	if cfg.ConsumerHeartbeatInterval >= cfg.ConsumerSessionTimeout {
+		return nil, fmt.Errorf("group: group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v", cfg.ConsumerHeartbeatInterval, cfg.ConsumerSessionTimeout)
 	}
 	info, err := eng.EnsureTopic(OffsetsTopic, cfg.OffsetsTopicPartitions, map[string]string{
 		"cleanup.policy": "compact",
@@ -341,7 +388,31 @@ func (p *partition) appendRecords(recs []record, done func(error)) {
 		done(err)
 		return
 	}
-	p.c.eng.AppendOnShard(p.tp, b, func(_ engine.AppendResult, err error) { done(err) })
+	wb, prev := &writeBarrier{}, p.lastWrite
+	p.lastWrite = wb
+	p.c.eng.AppendOnShard(p.tp, b, func(_ engine.AppendResult, err error) {
+		done(err)
+		wb.done = true
+		for _, fn := range wb.waiters {
+			fn()
+		}
+		wb.waiters = nil
+	})
+	if wb.done && p.lastWrite == wb {
+		// Refused at once: the appends before it may still be in flight.
+		p.lastWrite = prev
+	}
+}
+
+// afterWrites runs fn on p's shard once every append issued so far has
+// completed (appends complete in log order, so waiting for the last one
+// is enough). It must be called on p's shard.
+func (p *partition) afterWrites(fn func()) {
+	if wb := p.lastWrite; wb != nil && !wb.done {
+		wb.waiters = append(wb.waiters, fn)
+		return
+	}
+	fn()
 }
 
 // storeErrorCode maps a failed write of offsets as Kafka's

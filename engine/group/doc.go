@@ -1,8 +1,11 @@
-// Package group is ringlog's group coordinator for Kafka's classic group
-// protocol: consumers (and any other client of JoinGroup, such as Kafka
-// Connect) form groups, a leader they elect assigns the partitions, the
-// coordinator relays its assignment, fences stale members, and keeps the
-// groups' committed offsets. It is Kafka-specific by nature and speaks in
+// Package group is ringlog's group coordinator for Kafka's two group
+// protocols. In the classic one, consumers (and any other client of
+// JoinGroup, such as Kafka Connect) form groups, a leader they elect
+// assigns the partitions, the coordinator relays its assignment and
+// fences stale members. In KIP-848's consumer group protocol
+// (ConsumerGroupHeartbeat), the coordinator assigns the partitions itself
+// and hands them to each member incrementally. It keeps the groups'
+// committed offsets for both. It is Kafka-specific by nature and speaks in
 // kmsg request and response types; the engine knows nothing of it (it
 // only offers the hooks this package runs on: OnShard, AppendOnShard,
 // ReadAll and EnsureTopic).
@@ -38,11 +41,49 @@
 // from a member that is not there UNKNOWN_MEMBER_ID, from a replaced
 // static member FENCED_INSTANCE_ID.
 //
+// # KIP-848 consumer groups (consumer*.go, reconcile.go, assignor.go)
+//
+// A group id is either a classic group or a consumer group (group.consumer
+// set); the offsets are the same either way. Every member heartbeats; the
+// coordinator answers with the member's epoch and, when it changed, its
+// assignment. Three epochs order everything:
+//
+//	group epoch        moves when a member joins or leaves, a subscription
+//	                   changes, or a subscribed topic is created, deleted
+//	                   or grows (the engine's TopicsVersion moved and the
+//	                   subscribed topics' ids and partition counts differ)
+//	assignment epoch   the group epoch the target assignment was computed
+//	                   at, by the uniform or range assignor, at the first
+//	                   heartbeat after the group epoch moved
+//	member epoch       where a member's reconciliation stands
+//
+//	            the target takes partitions it owns
+//	   STABLE ──────────────────────────────────► UNREVOKED_PARTITIONS
+//	    ▲  │                                      (keeps its epoch, is told
+//	    │  │ the target moved; nothing to give     to keep only the rest)
+//	    │  │ up, some target partitions held               │
+//	    │  ▼ by others                                     │ reports them
+//	    │ UNRELEASED_PARTITIONS ◄─── some still held ──────┤ revoked: moves
+//	    │ (at the target epoch)                            │ to the target
+//	    │         │ all released                           │ epoch
+//	    └─────────┴──────────────────◄─── all free ────────┘
+//
+// A member is given a partition only once no other member holds it
+// (assigned, or pending its revocation), so no partition is owned twice;
+// a member that does not revoke within its rebalance timeout is fenced,
+// one that does not heartbeat within group.consumer.session.timeout.ms is
+// removed. Static members (KIP-345's instance ids) leave with epoch -2 and
+// keep their partitions until a new instance takes their place or their
+// session ends. The state machine is pure (consumer.go: the time and the
+// topics come in, records and the answer go out); consumer_coord.go runs it
+// on the shards.
+//
 // # Timers
 //
 // Session timeouts, rebalance timeouts, the initial rebalance delay
-// (KIP-134), the wait for SyncGroup and member ids handed out with
-// MEMBER_ID_REQUIRED (KIP-394) are time.AfterFunc timers whose callback
+// (KIP-134), the wait for SyncGroup, member ids handed out with
+// MEMBER_ID_REQUIRED (KIP-394) and consumer group members' sessions and
+// rebalance timeouts are time.AfterFunc timers whose callback
 // only queues work to the shard with OnShard; there the work first checks
 // a sequence number or generation it captured, so that a timer that lost
 // a race with the state it was armed for does nothing. A member's session
@@ -64,14 +105,18 @@
 //	                       int32 session timeout | bytes subscription | bytes assignment]
 //	tombstone        the key with a null value: an offset deleted or expired,
 //	                 a group deleted
+//	consumer groups  key types 3 to 8 (group epoch, subscribed topics,
+//	                 member subscription, target assignment epoch, member
+//	                 target, member reconciliation), Kafka 4.0's
+//	                 flexible-version records, drawn in records848.go
 //
 // Strings are int16-length-prefixed. The topic is created compacted
 // (cleanup.policy=compact) with Kafka's offsets.topic.segment.bytes, so
 // that once the cleaner runs it keeps the last value of each key; replay
 // applies the records in log order, which yields the same state before or
 // after compaction. A record that does not decode (a client produced to
-// the topic) is skipped and counted, not fatal. Versions 3 and up of the
-// key are the records of KIP-848's groups, which replay ignores for now.
+// the topic) is skipped and counted, not fatal. Key types above 8 (share
+// and streams groups, Kafka's ConsumerGroupRegularExpression) are skipped.
 //
 // # Loading
 //
@@ -80,8 +125,9 @@
 // groups are answered COORDINATOR_LOAD_IN_PROGRESS (and heartbeats
 // succeed, as in Kafka, since members' sessions restart at the install).
 // A group with members comes back Stable with its generation and
-// assignment: a broker restart does not make its consumers rebalance if
-// they heartbeat within their session timeout.
+// assignment, and a consumer group with its epochs and every member's
+// reconciliation: a broker restart does not make its consumers rebalance
+// if they heartbeat within their session timeout.
 //
 // # Concurrency contract
 //
@@ -110,6 +156,18 @@
 //   - A member waiting in a rebalance is not expired by its session timer
 //     (the rebalance timeout governs it), so whatever answers its parked
 //     request must arm its session timer again.
+//   - A consumer group's answer leaves after the records it reports are
+//     written; one that writes nothing still waits for the partition's
+//     writes in flight (afterWrites), which may hold what it reports.
+//   - A consumer group refuses a request before changing anything: the
+//     state machine checks everything first, then mutates, so a refused
+//     heartbeat writes nothing.
+//   - A consumer group whose write failed keeps its members' partitions
+//     held (they may still consume them) and fences each member at its
+//     next heartbeat (lostWrite); their rejoins write everything again.
+//   - A known member joining again with epoch 0 has given up all its
+//     partitions (a join carries none): it starts over, releasing them.
+//     Kafka fences such a join unless it repeats a lost first join.
 //   - Bounds: a member's protocol metadata (MemberMetadataMaxBytes,
 //     MESSAGE_TOO_LARGE beyond), a group's metadata and assignments
 //     together (GroupMetadataMaxBytes, GROUP_MAX_SIZE_REACHED beyond), a

@@ -142,6 +142,11 @@ type group struct {
 
 	offsets        map[engine.TP]committed
 	pendingCommits map[engine.TP]int // commits being written, per partition
+
+	// consumer is set when the group is a KIP-848 consumer group (type
+	// "consumer", consumer.go): its members, epochs and assignments live
+	// there, and the classic fields above stay as an empty group's.
+	consumer *cgroup
 }
 
 func (p *partition) newGroup(id string) *group {
@@ -167,7 +172,7 @@ func (g *group) transition(s groupState) {
 // keeps such an empty group until the next expiry run; dropping it at
 // once keeps ListGroups free of groups that never existed.
 func (g *group) forgetIfUnused() {
-	if g.state == stateEmpty && g.generation == 0 && len(g.members) == 0 && len(g.pending) == 0 &&
+	if g.consumer == nil && g.state == stateEmpty && g.generation == 0 && len(g.members) == 0 && len(g.pending) == 0 &&
 		len(g.offsets) == 0 && len(g.pendingCommits) == 0 && g.p.groups[g.id] == g {
 		g.state = stateDead
 		delete(g.p.groups, g.id)
@@ -534,6 +539,9 @@ func (g *group) shutdown() {
 		g.stopMemberTimer(m)
 	}
 	g.stopTimers()
+	if g.consumer != nil {
+		g.consumer.stopTimers()
+	}
 	g.state = stateDead
 }
 

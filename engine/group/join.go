@@ -58,6 +58,26 @@ func (p *partition) join(cl Client, req *kmsg.JoinGroupRequest, protos []protoco
 	}
 	unknown := req.MemberID == ""
 	g := p.groups[req.Group]
+	if g != nil && g.consumer != nil {
+		switch {
+		case len(g.consumer.members) > 0:
+			// Kafka 4.0 lets classic members into a consumer group (its
+			// protocol-mixing upgrade path); ringlog does not mix the two
+			// protocols in one group, and answers as Kafka does a member
+			// whose protocols the group cannot take.
+			reply(joinError(req.MemberID, kerr.InconsistentGroupProtocol.Code))
+			return
+		case !unknown:
+			reply(joinError(req.MemberID, kerr.UnknownMemberID.Code))
+			return
+		case req.ProtocolType == "" || len(protos) == 0:
+			reply(joinError("", kerr.InconsistentGroupProtocol.Code))
+			return
+		}
+		// An empty consumer group gives way to a classic one, as in
+		// Kafka; its committed offsets stay.
+		p.consumerToClassic(g)
+	}
 	if g == nil {
 		if !unknown {
 			reply(joinError(req.MemberID, kerr.UnknownMemberID.Code))

@@ -100,6 +100,7 @@ func (p *partition) install(st *loadState) {
 			}
 		}
 	}
+	p.installConsumers(st)
 	for id, offs := range st.offsets {
 		g := p.groups[id]
 		if g == nil {

@@ -20,30 +20,40 @@ type commitItem struct {
 	meta *string
 }
 
-// OffsetCommit (v0-v9) stores committed offsets. Members of a group
-// commit with their generation; a "simple" consumer that does its own
+// OffsetCommit (v0-v10) stores committed offsets. Members of a group
+// commit with their generation (a consumer group's members with their
+// member epoch, v9+, KIP-848); a "simple" consumer that does its own
 // assignment commits with generation -1 and no member id, to a group with
 // no members. Partitions that do not exist are refused one by one
-// (UNKNOWN_TOPIC_OR_PARTITION), as Kafka's request handler does before the
-// coordinator sees them.
+// (UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for v10's topic ids),
+// as Kafka's request handler does before the coordinator sees them.
 func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.OffsetCommitResponse)) {
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	var items []commitItem
 	now := time.Now().UnixMilli()
 	for i, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var info engine.TopicInfo
-		exists := false
+		exists, name, unknown := false, rt.Topic, kerr.UnknownTopicOrPartition.Code
 		if c != nil {
-			info, exists = c.eng.Topic(rt.Topic)
+			if req.Version >= 10 {
+				// v10 names topics by id (KIP-848); offsets stay keyed by
+				// name in the log, as Kafka keeps them.
+				info, exists = c.eng.TopicByID(rt.TopicID)
+				if name = info.Name; !exists {
+					unknown = kerr.UnknownTopicID.Code
+				}
+			} else {
+				info, exists = c.eng.Topic(rt.Topic)
+			}
 		}
 		for j, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
 			st.Partitions = append(st.Partitions, sp)
 			if c != nil && (!exists || rp.Partition < 0 || rp.Partition >= info.Partitions) {
-				st.Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions[j].ErrorCode = unknown
 				continue
 			}
 			cm := committed{offset: rp.Offset, leaderEpoch: rp.LeaderEpoch, commitMs: now, expireMs: -1}
@@ -56,7 +66,7 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest, reply func(*km
 				// expires at that time whatever the group does (pre-KIP-211).
 				cm.expireMs = cm.commitMs + req.RetentionTimeMillis
 			}
-			items = append(items, commitItem{t: i, p: j, tp: engine.TP{Topic: rt.Topic, Partition: rp.Partition}, c: cm, meta: rp.Metadata})
+			items = append(items, commitItem{t: i, p: j, tp: engine.TP{Topic: name, Partition: rp.Partition}, c: cm, meta: rp.Metadata})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -79,7 +89,13 @@ func (p *partition) commit(req *kmsg.OffsetCommitRequest, items []commitItem, re
 	if g == nil {
 		if req.Generation >= 0 {
 			// A member of a group that does not exist (it expired, or was
-			// deleted): its generation is stale.
+			// deleted): its generation is stale. From v9 Kafka says so
+			// with GROUP_ID_NOT_FOUND, which both protocols' clients
+			// understand (KIP-848).
+			if req.Version >= 9 {
+				fail(kerr.GroupIDNotFound.Code)
+				return
+			}
 			fail(kerr.IllegalGeneration.Code)
 			return
 		}
@@ -148,6 +164,9 @@ func (p *partition) commit(req *kmsg.OffsetCommitRequest, items []commitItem, re
 // generation; an anonymous one (generation -1, a simple consumer) is
 // accepted only while the group has no members.
 func (g *group) checkCommit(req *kmsg.OffsetCommitRequest) int16 {
+	if g.consumer != nil {
+		return g.consumer.checkCommit(req)
+	}
 	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
 		if code := g.checkMember(req.MemberID, req.InstanceID); code != 0 {
 			return code
@@ -176,8 +195,10 @@ func javaLength(s string) int {
 	return n
 }
 
-// OffsetFetch (v0-v9; several groups from v8) returns committed offsets;
-// a partition with none, or a group that does not exist, reads -1. With
+// OffsetFetch (v0-v10; several groups from v8; the member and its epoch,
+// checked for consumer groups, from v9; topic ids from v10) returns
+// committed offsets; a partition with none, or a group that does not
+// exist, reads -1. With
 // require_stable (v7+, KIP-447), a partition whose commit is still being
 // written is UNSTABLE_OFFSET_COMMIT, which clients retry.
 func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest, reply func(*kmsg.OffsetFetchResponse)) {
@@ -191,7 +212,8 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest, reply func(*kmsg
 		c.byPartition(ids, func(p *partition, idx []int) {
 			for _, i := range idx {
 				rg := &req.Groups[i]
-				resp.Groups[i] = p.fetchOffsets(rg.Group, rg.Topics, rg.Topics == nil, req.RequireStable)
+				resp.Groups[i] = p.fetchOffsets(rg.Group, rg.Topics, fetchOpts{all: rg.Topics == nil, requireStable: req.RequireStable,
+					memberID: rg.MemberID, memberEpoch: rg.MemberEpoch, byID: req.Version >= 10})
 			}
 		}, func(idx []int, code int16) {
 			for _, i := range idx {
@@ -237,7 +259,9 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest, reply func(*kmsg
 		}
 		reply(resp)
 	}
-	c.onGroupPartition(req.Group, func(p *partition) { answer(p.fetchOffsets(req.Group, topics, all, req.RequireStable)) },
+	c.onGroupPartition(req.Group, func(p *partition) {
+		answer(p.fetchOffsets(req.Group, topics, fetchOpts{all: all, requireStable: req.RequireStable, memberEpoch: -1}))
+	},
 		func(code int16) {
 			gr := kmsg.NewOffsetFetchResponseGroup()
 			gr.Group, gr.ErrorCode = req.Group, code
@@ -252,10 +276,27 @@ func unknownOffset(partition int32) kmsg.OffsetFetchResponseGroupTopicPartition 
 	return rp
 }
 
-func (p *partition) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) kmsg.OffsetFetchResponseGroup {
+// fetchOpts are OffsetFetch's options for one group.
+type fetchOpts struct {
+	all           bool // every partition with an offset (null topics)
+	requireStable bool // KIP-447
+	// memberID and memberEpoch (v9+) name the member fetching, checked
+	// for a consumer group (KIP-848); nil and -1 for anyone else.
+	memberID    *string
+	memberEpoch int32
+	byID        bool // v10+: topics are named by id
+}
+
+func (p *partition) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestGroupTopic, o fetchOpts) kmsg.OffsetFetchResponseGroup {
 	gr := kmsg.NewOffsetFetchResponseGroup()
 	gr.Group = groupID
 	g := p.groups[groupID]
+	if g != nil && g.consumer != nil {
+		if gr.ErrorCode = g.consumer.checkFetch(o.memberID, o.memberEpoch); gr.ErrorCode != 0 {
+			return gr
+		}
+	}
+	all, requireStable := o.all, o.requireStable
 	fill := func(rp *kmsg.OffsetFetchResponseGroupTopicPartition, tp engine.TP) {
 		if g == nil {
 			return
@@ -287,6 +328,13 @@ func (p *partition) fetchOffsets(groupID string, topics []kmsg.OffsetFetchReques
 			if n := len(gr.Topics); n == 0 || gr.Topics[n-1].Topic != tp.Topic {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = tp.Topic
+				if o.byID {
+					info, ok := p.c.eng.Topic(tp.Topic)
+					if !ok {
+						continue // deleted: it has no id to be named by
+					}
+					rt.TopicID = info.ID
+				}
 				gr.Topics = append(gr.Topics, rt)
 			}
 			rp := unknownOffset(tp.Partition)
@@ -298,10 +346,20 @@ func (p *partition) fetchOffsets(groupID string, topics []kmsg.OffsetFetchReques
 	}
 	for _, t := range topics {
 		rt := kmsg.NewOffsetFetchResponseGroupTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name, code := t.Topic, int16(0)
+		if o.byID {
+			info, ok := p.c.eng.TopicByID(t.TopicID)
+			name = info.Name
+			if !ok {
+				code = kerr.UnknownTopicID.Code
+			}
+		}
 		for _, part := range t.Partitions {
 			rp := unknownOffset(part)
-			fill(&rp, engine.TP{Topic: t.Topic, Partition: part})
+			if rp.ErrorCode = code; code == 0 {
+				fill(&rp, engine.TP{Topic: name, Partition: part})
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		gr.Topics = append(gr.Topics, rt)
@@ -345,15 +403,20 @@ func (p *partition) deleteOffsets(groupID string, resp *kmsg.OffsetDeleteRespons
 		fail(kerr.GroupIDNotFound.Code)
 		return
 	}
-	consumerWithMembers := false
-	switch g.state {
-	case stateEmpty:
-	case statePreparingRebalance, stateCompletingRebalance, stateStable:
+	var subscribed func(topic string) bool
+	switch {
+	case g.consumer != nil:
+		// A consumer group keeps the offsets of the topics its members
+		// subscribe to, by name or by regular expression.
+		env := p.env()
+		subscribed = func(topic string) bool { return g.consumer.subscribedTo(env, topic) }
+	case g.state == stateEmpty:
+	case g.state == statePreparingRebalance, g.state == stateCompletingRebalance, g.state == stateStable:
 		if g.protocolType != "consumer" {
 			fail(kerr.NonEmptyGroup.Code)
 			return
 		}
-		consumerWithMembers = true
+		subscribed = g.subscribedTo
 	default:
 		fail(kerr.GroupIDNotFound.Code)
 		return
@@ -366,7 +429,7 @@ func (p *partition) deleteOffsets(groupID string, resp *kmsg.OffsetDeleteRespons
 			if sp.ErrorCode != 0 {
 				continue
 			}
-			if consumerWithMembers && g.subscribedTo(st.Topic) {
+			if subscribed != nil && subscribed(st.Topic) {
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 				continue
 			}
@@ -408,15 +471,28 @@ func (g *group) dropOffsets(tps []engine.TP, force bool) []record {
 		}
 	}
 	idle := len(g.offsets) == 0 && len(g.pendingCommits) == 0 && len(g.pending) == 0
-	if g.state == stateEmpty && (idle || force) && g.p.groups[g.id] == g {
+	if g.isEmpty() && (idle || force) && g.p.groups[g.id] == g {
 		g.stopTimers()
 		g.state = stateDead
 		delete(g.p.groups, g.id)
-		if g.generation > 0 {
+		switch {
+		case g.consumer != nil:
+			g.consumer.stopTimers()
+			recs = append(recs, g.consumer.tombstones()...)
+		case g.generation > 0:
 			recs = append(recs, record{key: groupKey(g.id)})
 		}
 	}
 	return recs
+}
+
+// isEmpty reports whether g has no member: a classic group in state
+// Empty, a consumer group with no member.
+func (g *group) isEmpty() bool {
+	if g.consumer != nil {
+		return len(g.consumer.members) == 0
+	}
+	return g.state == stateEmpty
 }
 
 // expiredOffsets applies offsets.retention.minutes as Kafka does since
@@ -429,7 +505,16 @@ func (g *group) dropOffsets(tps []engine.TP, force bool) []record {
 func (g *group) expiredOffsets(nowMs, retentionMs int64) []engine.TP {
 	var base func(c committed) int64
 	keepSubscribed := false
+	var subscribed func(topic string) bool
 	switch {
+	case g.consumer != nil:
+		// A consumer group's offsets expire that long after their commit,
+		// except those of topics a member subscribes to (Kafka's
+		// ConsumerGroup expiration condition).
+		env := g.p.env()
+		base = func(c committed) int64 { return c.commitMs }
+		keepSubscribed = true
+		subscribed = func(topic string) bool { return g.consumer.subscribedTo(env, topic) }
 	case g.protocolType != "" && g.state == stateEmpty:
 		base = func(c committed) int64 {
 			if g.stateMs >= 0 {
@@ -440,6 +525,7 @@ func (g *group) expiredOffsets(nowMs, retentionMs int64) []engine.TP {
 	case g.protocolType == "consumer" && g.state == stateStable && g.subscribed != nil:
 		base = func(c committed) int64 { return c.commitMs }
 		keepSubscribed = true
+		subscribed = func(topic string) bool { return g.subscribed[topic] }
 	case g.protocolType == "":
 		base = func(c committed) int64 { return c.commitMs }
 	default:
@@ -447,7 +533,7 @@ func (g *group) expiredOffsets(nowMs, retentionMs int64) []engine.TP {
 	}
 	var tps []engine.TP
 	for tp, c := range g.offsets {
-		if g.pendingCommits[tp] > 0 || (keepSubscribed && g.subscribed[tp.Topic]) {
+		if g.pendingCommits[tp] > 0 || (keepSubscribed && subscribed(tp.Topic)) {
 			continue
 		}
 		if c.expireMs >= 0 {

@@ -176,14 +176,16 @@ func replayBatch(b []byte, st *loadState) error {
 // loadState is what replaying a partition of __consumer_offsets builds:
 // the last value of every key, as compaction would leave it.
 type loadState struct {
-	offsets map[string]map[engine.TP]committed
-	groups  map[string]*kmsg.GroupMetadataValue
-	bad     int
-	lastErr error
+	offsets   map[string]map[engine.TP]committed
+	groups    map[string]*kmsg.GroupMetadataValue
+	consumers map[string]*consumerLoad // KIP-848 groups (records848.go)
+	bad       int
+	lastErr   error
 }
 
 func newLoadState() *loadState {
-	return &loadState{offsets: map[string]map[engine.TP]committed{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+	return &loadState{offsets: map[string]map[engine.TP]committed{}, groups: map[string]*kmsg.GroupMetadataValue{},
+		consumers: map[string]*consumerLoad{}}
 }
 
 // apply records one key and value (nil: a tombstone).
@@ -233,6 +235,8 @@ func (st *loadState) apply(key, value []byte) error {
 			delete(st.groups, k.Group)
 			return nil
 		}
+		// The group is a classic group from here on, whatever it was.
+		delete(st.consumers, k.Group)
 		v := new(kmsg.GroupMetadataValue)
 		if err := v.ReadFrom(value); err != nil {
 			return fmt.Errorf("%w: group metadata value: %w", errRecord, err)
@@ -243,9 +247,12 @@ func (st *loadState) apply(key, value []byte) error {
 			v.Members[i].Assignment = bytes.Clone(v.Members[i].Assignment)
 		}
 		st.groups[k.Group] = v
+	case consumerGroupMetadataKey, consumerPartitionMetadata, consumerMemberMetadataKey,
+		consumerTargetMetadataKey, consumerTargetMemberKey, consumerCurrentAssignmentKy:
+		return st.applyConsumer(key, value)
 	default:
-		// Versions 3 and up are the records of KIP-848's consumer groups
-		// and of share groups, which this coordinator does not keep yet.
+		// Later types are share and streams groups' records, and Kafka's
+		// ConsumerGroupRegularExpression (16), which ringlog recomputes.
 	}
 	return nil
 }
