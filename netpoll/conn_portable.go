@@ -179,9 +179,18 @@ func (pc *pconn) writeSome(w *cursor) error {
 
 // logClose logs why a connection closed, at debug level: clients come and
 // go, and a protocol violation is the client's problem, not the broker's.
+// A connection closed by one of the broker's limits (a frame above
+// MaxFrameBytes, a client sending while paused) is logged as a warning:
+// the client sees only a dropped connection, and the operator may want to
+// raise the limit.
 func logClose(s *Server, c *Conn, reason error) {
 	if reason == nil || errors.Is(reason, io.EOF) || errors.Is(reason, net.ErrClosed) || errors.Is(reason, ErrClosed) {
 		s.log.Debug("netpoll: connection closed", "remote", c.remote)
+		return
+	}
+	if errors.Is(reason, ErrFrameTooLarge) || errors.Is(reason, ErrInboundOverflow) {
+		s.log.Warn("netpoll: connection closed by a limit", "remote", c.remote, "err", reason,
+			"max_frame_bytes", s.cfg.MaxFrameBytes, "max_in_flight", s.cfg.MaxInFlight, "max_queued_bytes", s.cfg.MaxQueuedBytes)
 		return
 	}
 	s.log.Debug("netpoll: connection closed", "remote", c.remote, "err", reason)

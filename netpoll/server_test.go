@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -556,6 +558,47 @@ func TestRestartOnSamePort(t *testing.T) {
 		c2.send(echoReq("y"))
 		if got := string(c2.recv()); got != "ey" {
 			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from the loops.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A connection closed by a limit of the broker (here a frame above
+// MaxFrameBytes) is logged as a warning naming the limits, so that an
+// operator can tell it from a client that went away; a client that simply
+// disconnects is not.
+func TestLimitCloseIsLogged(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		var logs syncBuffer
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{MaxFrameBytes: 1 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, h)
+		quiet := dial(t, s)
+		quiet.nc.Close()
+		c := dial(t, s)
+		if _, err := c.nc.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		c.expectClosed(5 * time.Second)
+		waitFor(t, "the warning", func() bool { return strings.Contains(logs.String(), "closed by a limit") })
+		if out := logs.String(); strings.Count(out, "closed by a limit") != 1 || !strings.Contains(out, "level=WARN msg=\"netpoll: connection closed by a limit\"") || !strings.Contains(out, "max_frame_bytes=1024") {
+			t.Fatalf("want one warning naming max_frame_bytes=1024:\n%s", out)
 		}
 	})
 }
