@@ -1,0 +1,115 @@
+// Package fetcher is a follower's fetch side of replication: one Stream per
+// (follower, leader broker) pair, one TCP connection, carrying Kafka Fetch
+// requests (replica id set) for every partition the follower copies from
+// that leader, several requests in flight at once, and the
+// OffsetForLeaderEpoch round a follower makes before fetching after a
+// leader change (KIP-101, KIP-279).
+//
+// The package moves bytes and keeps order; it decides nothing about logs.
+// Appending records, where to truncate, what to do with an out-of-range
+// offset and what a pause means belong to the caller (package
+// replication), through Handler. It knows nothing of package kafka or of
+// engine's internals (engine.TP is the only name it borrows).
+//
+// # Wire format
+//
+// Kafka's framing, request header v1 (v2 with tags for flexible versions),
+// bodies encoded and decoded by kmsg:
+//
+//	request:  int32 length | int16 api_key | int16 api_version | int32 correlation_id
+//	          | nullable_string client_id | [tagged fields if flexible] | body
+//	response: int32 length | int32 correlation_id | [tagged fields if flexible,
+//	          never for ApiVersions] | body
+//
+// A connection starts with ApiVersions (v3, falling back per KIP-511) and
+// uses the highest common version of Fetch (v4 up to Config.FetchVersionMax,
+// 16 by default; v13+ names topics by id, v12 is used for a request with a
+// partition that has none; v15+ sends the replica as ReplicaState{ID, Epoch},
+// KIP-903) and of OffsetForLeaderEpoch (v3 or v4, the versions with a
+// replica id). Fetches are full fetches without a session (session id 0,
+// epoch -1, KIP-227): ringlog keeps no fetch sessions.
+//
+// Records come as the leader's raw RecordBatch bytes. A leader cuts the last
+// batch of a partition where a byte limit falls; the stream trims every
+// partition's bytes to whole batches by walking the batch headers
+//
+//	int64 baseOffset | int32 batchLength | int32 partitionLeaderEpoch | int8 magic (2) | ...
+//	<------------------------- 12 + batchLength bytes -------------------------------->
+//
+// before the handler sees them. A partition that got only a cut batch goes
+// first in its next request, where KIP-74 has the leader send the first
+// batch whole.
+//
+// # Pipelining
+//
+// Partitions are spread over Config.Slots slots (disjoint subsets, each new
+// partition to the slot with the fewest). A slot has at most one Fetch in
+// flight, so at most Slots fetches (plus one OffsetForLeaderEpoch) are in
+// flight on the connection, and a partition is never in two requests at
+// once: it is taken by a request, handed to the handler, and fetched again
+// only after the handler's done. Per-partition order follows. The gain is
+// overlap: while one slot's batches are being appended (and fsynced) by the
+// follower, the other slots' fetches are on the wire or being served.
+//
+// Kafka answers a connection's requests in order (Kafka serves them one at
+// a time; ringlog serves them concurrently but replies in order), so a long
+// poll (max_wait_ms) holds every response behind it. Hence:
+//
+//   - A long poll (max wait Config.WaitMax, min_bytes 1) is sent only when
+//     the stream is quiet (nothing in flight, no partition with the
+//     handler), and then one request carries every fetchable partition of
+//     every slot. Nothing is sent behind it.
+//   - Otherwise slots fetch without waiting (max_wait 0). A slot whose last
+//     response carried records is "hot" and fetches as soon as its
+//     partitions are back from the handler; a "cold" one (last response
+//     empty) fetches again after Config.IdleRecheck, so that partitions
+//     that wake up while others stream are not starved.
+//   - Nothing spins: a long poll returns on data, error or max wait (and
+//     one that returns early and empty holds the next for RetryBackoff); a
+//     hot slot's empty answer makes it cold; a cold slot fetches at most once
+//     per IdleRecheck; partitions with retriable errors back off
+//     exponentially; reconnects back off exponentially with jitter.
+//
+// # Errors
+//
+// OFFSET_OUT_OF_RANGE goes to Handler.OutOfRange with the leader's log
+// start and HW. NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+// UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID and
+// INCONSISTENT_TOPIC_ID pause the partition and go to Handler.Paused: they
+// need a metadata change the caller learns first (a new leader or epoch).
+// Other partition errors (KAFKA_STORAGE_ERROR, ...) back off and retry. A
+// lost connection, a frame above Config.FrameBytesMax (ErrFrameTooLarge),
+// a response that does not decode (ErrProtocol) or a silent leader
+// (ErrRequestTimeout, WaitMax + RequestTimeout) closes the connection; the
+// partitions of the requests in flight keep their offsets, and the stream
+// reconnects with backoff.
+//
+// # Concurrency contract
+//
+// New starts two goroutines per connection: the stream's loop (decides,
+// writes, applies responses, calls the handler) and a reader (reads and
+// decodes frames). Add, Remove, Pause, Resume, Stats and Close may be called
+// from any goroutine, including from inside a handler method. Handler
+// methods are called on the loop goroutine, one at a time and in order per
+// partition, and must not block; the done functions they receive may be
+// called from any goroutine, at most once. Close waits for both goroutines
+// (bounded by its context: only a blocking handler can hold it).
+//
+// # Non-obvious invariants
+//
+//   - A request is queued for the reader, with its correlation id already
+//     set, before its bytes are written: otherwise a fast leader's response
+//     can arrive before the reader knows what it answers.
+//   - A partition removed or replaced (Add) while in a request stays held by
+//     that request until its response comes, and the answer is dropped by
+//     generation; it is never in two requests at once.
+//   - The handler's done clears the partition's busy state before the next
+//     fetch can be decided; a handler call is never made with the stream's
+//     lock held, because done takes it (a handler may call done inline).
+//   - The frame buffer grows with the bytes that arrive (64 KiB, then
+//     eightfold), so a lying length costs little memory; the length is
+//     checked against FrameBytesMax before anything is allocated.
+//   - The response to a Fetch is matched to partitions by topic id on v13+
+//     and by name before; a request mixing partitions with and without ids
+//     is sent as v12.
+package fetcher
