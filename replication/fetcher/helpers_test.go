@@ -82,10 +82,11 @@ func (f *follower) logLocked(tp engine.TP) *flog {
 	return l
 }
 
-// start sets where a partition's copy begins (its LEO).
-func (f *follower) start(tp engine.TP, leo int64) {
+// reset starts a partition's copy afresh at leo (an empty log whose LEO is
+// leo, as after a truncation or with data the test does not keep).
+func (f *follower) reset(tp engine.TP, leo int64) {
 	f.mu.Lock()
-	f.logLocked(tp).next = leo
+	f.logs[tp] = &flog{next: leo, hw: -1}
 	f.mu.Unlock()
 }
 
