@@ -1,0 +1,293 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The write API. Every method may be called on any node: the request goes
+// to the raft leader (locally or through the forwarding RPC), is retried
+// on a leader change until ctx expires (30s when ctx has no deadline), and
+// returns once this node has applied the entry, so Image shows the write.
+// A retry after the old leader lost leadership can find its own first
+// attempt applied (CreateTopic then answers TOPIC_ALREADY_EXISTS), as in
+// Kafka.
+
+// BrokerInfo describes a broker registering with the quorum.
+type BrokerInfo struct {
+	ID   int32
+	Addr string // host:port of its Kafka listener
+	Rack string // broker.rack, or empty
+}
+
+// CreateTopicRequest is one topic of a CreateTopics request.
+type CreateTopicRequest struct {
+	Name string
+	// Partitions and ReplicationFactor may be -1 for the configured
+	// defaults; both must be -1 (or match) when Assignments is set.
+	Partitions        int32
+	ReplicationFactor int16
+	// Assignments, if set, gives each partition's replicas explicitly.
+	Assignments [][]int32
+	Configs     map[string]string
+	// ValidateOnly checks the request on the leader and returns the topic
+	// as it would be created, without creating it.
+	ValidateOnly bool
+}
+
+// AlterPartitionRequest is a partition leader's ISR change (Kafka's
+// AlterPartition). The controller checks every field against its state.
+type AlterPartitionRequest struct {
+	Topic          string
+	Partition      int32
+	BrokerID       int32 // the leader sending it
+	BrokerEpoch    int64
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// submit runs cmd on the leader and waits until this node applied it.
+func (c *Controller) submit(ctx context.Context, cmd *command) (reply, error) {
+	if c.ctx.Err() != nil {
+		return reply{}, ErrClosed
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultRequestTimeout)
+		defer cancel()
+	}
+	body := cmd.encode()
+	if len(body) > maxCommandBytes {
+		return reply{}, errf(ErrInvalidRequest, "%s of %d bytes, at most %d", cmd.typ, len(body), maxCommandBytes)
+	}
+	backoff := 5 * time.Millisecond
+	for {
+		var r reply
+		var err error
+		addr, id := c.raft.LeaderWithID()
+		switch {
+		case c.raft.State() == raft.Leader:
+			// lead may fill in fields: it gets its own copy.
+			cp, derr := decodeCommand(body)
+			if derr != nil {
+				return reply{}, derr
+			}
+			r, err = c.lead(ctx, cp)
+		case id != "" && string(id) != fmt.Sprint(c.cfg.NodeID):
+			r, err = c.forward(ctx, string(addr), body)
+		default:
+			err = errf(ErrNotController, "no raft leader known to node %d", c.cfg.NodeID)
+		}
+		if err == nil {
+			if r.index > 0 {
+				err = c.WaitApplied(ctx, r.index)
+			}
+			return r, err
+		}
+		var te *transportError
+		if !errors.Is(err, ErrNotController) && !errors.As(err, &te) {
+			return r, err
+		}
+		if c.ctx.Err() != nil {
+			return reply{}, ErrClosed
+		}
+		select {
+		case <-ctx.Done():
+			return reply{}, fmt.Errorf("%w: %s: %w (last: %w)", ErrRequestTimedOut, cmd.typ, ctx.Err(), err)
+		case <-c.ctx.Done():
+			return reply{}, ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// RegisterBroker registers a broker incarnation and returns its broker
+// epoch. It unfences the broker; a broker that was registered and unfenced
+// is first fenced (see doc.go). RegisterAndHeartbeat calls it.
+func (c *Controller) RegisterBroker(ctx context.Context, info BrokerInfo) (int64, error) {
+	if info.ID < 0 || info.Addr == "" {
+		return 0, errf(ErrInvalidRequest, "broker id %d, address %q", info.ID, info.Addr)
+	}
+	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack})
+	if err != nil {
+		return 0, err
+	}
+	d := &decoder{b: r.payload}
+	epoch := d.i64()
+	if err := d.done(); err != nil {
+		return 0, fmt.Errorf("controller: register reply: %w", err)
+	}
+	return epoch, nil
+}
+
+// heartbeat tells the leader the broker is alive.
+func (c *Controller) heartbeat(ctx context.Context, id int32, epoch int64) error {
+	_, err := c.submit(ctx, &command{typ: cmdHeartbeat, brokerID: id, epoch: epoch})
+	return err
+}
+
+// CreateTopic creates a topic: the leader checks the name, the counts
+// (replication factor at most the unfenced brokers) and the assignments,
+// chooses the topic id and places the replicas. It returns the topic as
+// created (or, with ValidateOnly, as it would be).
+func (c *Controller) CreateTopic(ctx context.Context, req CreateTopicRequest) (*Topic, error) {
+	if req.Partitions > maxPartitions || len(req.Assignments) > maxPartitions {
+		return nil, errf(ErrInvalidPartitions, "%d partitions, at most %d", max(int(req.Partitions), len(req.Assignments)), maxPartitions)
+	}
+	if err := validateConfigs(req.Configs, nil); err != nil {
+		return nil, err
+	}
+	r, err := c.submit(ctx, &command{
+		typ: cmdCreateTopic, topic: req.Name, partitions: req.Partitions, rf: req.ReplicationFactor,
+		assignments: req.Assignments, configs: req.Configs, validateOnly: req.ValidateOnly,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{b: r.payload}
+	t := decodeTopic(d)
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("controller: create reply: %w", err)
+	}
+	return t, nil
+}
+
+// DeleteTopic deletes a topic.
+func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
+	_, err := c.submit(ctx, &command{typ: cmdDeleteTopic, topic: name})
+	return err
+}
+
+// CreatePartitions grows a topic to count partitions (never shrinks it).
+// assignments, if set, gives the replicas of each new partition.
+func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32) error {
+	_, err := c.submit(ctx, &command{typ: cmdCreatePartitions, topic: topic, partitions: count, assignments: assignments})
+	return err
+}
+
+// AlterConfigs sets and deletes a topic's config keys in one change.
+// Setting unclean.leader.election.enable=true elects leaders for the
+// topic's leaderless partitions at once.
+func (c *Controller) AlterConfigs(ctx context.Context, topic string, set map[string]string, deletes []string) error {
+	if err := validateConfigs(set, deletes); err != nil {
+		return err
+	}
+	_, err := c.submit(ctx, &command{typ: cmdAlterConfigs, topic: topic, configs: maps.Clone(set), deletes: slices.Clone(deletes)})
+	return err
+}
+
+// AlterPartition changes a partition's ISR on behalf of its leader and
+// returns the partition's new state. Errors: FENCED_LEADER_EPOCH (the
+// leader epoch moved on), INVALID_UPDATE_VERSION (the partition epoch
+// did), INELIGIBLE_REPLICA (a member is not a replica or is fenced),
+// STALE_BROKER_EPOCH, INVALID_REQUEST (not the leader; the ISR lacks the
+// leader), UNKNOWN_TOPIC_OR_PARTITION.
+func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (Partition, error) {
+	r, err := c.submit(ctx, &command{
+		typ: cmdAlterPartition, topic: req.Topic, partitions: req.Partition, brokerID: req.BrokerID,
+		epoch: req.BrokerEpoch, leaderEpoch: req.LeaderEpoch, partitionEpoch: req.PartitionEpoch, isr: req.ISR,
+	})
+	if err != nil {
+		return Partition{}, err
+	}
+	d := &decoder{b: r.payload}
+	p := decodePartition(d)
+	if err := d.done(); err != nil {
+		return Partition{}, fmt.Errorf("controller: alter partition reply: %w", err)
+	}
+	return p, nil
+}
+
+// ElectPreferredLeaders moves leadership of the partitions listed (all
+// when the list is empty) to their preferred replica where it is in the
+// ISR and live. The map holds an error per partition listed: nil,
+// ErrElectionNotNeeded, ErrPreferredLeaderNotAvail or
+// ErrUnknownTopicOrPartition; for an empty list it holds the partitions
+// whose leader changed.
+func (c *Controller) ElectPreferredLeaders(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
+	r, err := c.submit(ctx, &command{typ: cmdElectPreferred, elect: slices.Clone(partitions)})
+	if err != nil {
+		return nil, err
+	}
+	return decodeElectResults(r.payload)
+}
+
+// Sync waits until this node's Image reflects every write committed before
+// the call (it writes a no-op entry through the leader and waits for it).
+// A broker calls it after start before it serves metadata.
+func (c *Controller) Sync(ctx context.Context) error {
+	_, err := c.submit(ctx, &command{typ: cmdNoop})
+	return err
+}
+
+// RegisterAndHeartbeat starts the broker's session with the quorum: one
+// goroutine registers the broker and then heartbeats every
+// BrokerHeartbeatInterval, re-registering when the quorum answers that its
+// epoch is stale or unknown, until ctx is done or the controller closes.
+// Failed attempts are retried at the next tick. The broker is live when
+// Image().Broker(id) is registered and not Fenced.
+func (c *Controller) RegisterAndHeartbeat(ctx context.Context, info BrokerInfo) error {
+	if info.ID < 0 || info.Addr == "" {
+		return errf(ErrInvalidRequest, "broker id %d, address %q", info.ID, info.Addr)
+	}
+	c.brokersMu.Lock()
+	defer c.brokersMu.Unlock()
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if c.brokers[info.ID] {
+		return fmt.Errorf("controller: broker %d already has a heartbeat loop", info.ID)
+	}
+	c.brokers[info.ID] = true
+	c.wg.Add(1)
+	go c.brokerLoop(ctx, info)
+	return nil
+}
+
+func (c *Controller) brokerLoop(ctx context.Context, info BrokerInfo) {
+	defer c.wg.Done()
+	defer func() {
+		c.brokersMu.Lock()
+		delete(c.brokers, info.ID)
+		c.brokersMu.Unlock()
+	}()
+	interval := c.cfg.BrokerHeartbeatInterval
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var epoch int64
+	for {
+		actx, cancel := context.WithTimeout(ctx, interval)
+		stop := context.AfterFunc(c.ctx, cancel)
+		if epoch == 0 {
+			e, err := c.RegisterBroker(actx, info)
+			if err == nil {
+				epoch = e
+				c.log.Info("controller: broker registered", "broker", info.ID, "epoch", epoch)
+			} else if ctx.Err() == nil && c.ctx.Err() == nil {
+				c.log.Warn("controller: broker registration failed", "broker", info.ID, "error", err)
+			}
+		} else if err := c.heartbeat(actx, info.ID, epoch); err != nil {
+			if errors.Is(err, ErrStaleBrokerEpoch) || errors.Is(err, ErrBrokerIDNotRegistered) {
+				c.log.Warn("controller: broker must register again", "broker", info.ID, "error", err)
+				epoch = 0
+			}
+		}
+		stop()
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package controller
+
+// cmdType numbers the commands. They are persisted in the raft log: never
+// renumber one, only add.
+type cmdType uint8
+
+const (
+	cmdNoop             cmdType = 1  // marks a point in the log (Sync)
+	cmdRegisterBroker   cmdType = 2  // brokerID, addr, rack; epoch = entry index
+	cmdUnfenceBroker    cmdType = 3  // brokerID, epoch
+	cmdFenceBroker      cmdType = 4  // brokerID, epoch
+	cmdCreateTopic      cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments
+	cmdDeleteTopic      cmdType = 6  // topic
+	cmdCreatePartitions cmdType = 7  // topic, partitions (new total); + assignments of the new ones
+	cmdAlterConfigs     cmdType = 8  // topic, configs (set), deletes
+	cmdAlterPartition   cmdType = 9  // topic, partition, brokerID, epoch, leaderEpoch, partitionEpoch, isr
+	cmdElectPreferred   cmdType = 10 // elect (empty: every partition)
+	cmdHeartbeat        cmdType = 11 // brokerID, epoch; RPC only, never in the log
+	cmdTypeEnd          cmdType = 12
+)
+
+// cmdVersion is the first byte of every encoded command.
+const cmdVersion = 1
+
+// Limits checked before a command is proposed; the decoder's own bound is
+// the bytes it is given.
+const (
+	// maxCommandBytes bounds an encoded command and so a raft entry and an
+	// RPC frame's body. 10,000 partitions of 16 replicas fit with room.
+	maxCommandBytes = 4 << 20
+	// maxPartitions is the most partitions a topic may have, as in the engine.
+	maxPartitions = 10000
+	// maxReplicas bounds a replica list (Kafka's replication factor is an
+	// int16; no cluster here has more brokers than this).
+	maxReplicas = 256
+	// maxConfigBytes bounds a config key or value.
+	maxConfigBytes = 32 << 10
+)
+
+func (t cmdType) String() string {
+	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
+		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat"}
+	if t > 0 && t < cmdTypeEnd {
+		return names[t]
+	}
+	return "Unknown"
+}
+
+// command is one request to the quorum. The same encoding travels as the
+// body of a forwarding RPC (a request as a client made it) and as a raft
+// entry (the request completed by the leader: topic id and assignments
+// filled in). Only the fields listed for a type are encoded.
+type command struct {
+	typ            cmdType
+	brokerID       int32
+	epoch          int64 // broker epoch
+	addr, rack     string
+	topic          string
+	topicID        TopicID
+	partitions     int32 // CreateTopic: count; CreatePartitions: new total; AlterPartition: the index
+	rf             int16
+	validateOnly   bool
+	assignments    [][]int32
+	configs        map[string]string
+	deletes        []string
+	leaderEpoch    int32
+	partitionEpoch int32
+	isr            []int32
+	elect          []TopicPartition
+}
+
+func (c *command) encode() []byte {
+	e := &encoder{b: make([]byte, 0, 64)}
+	e.u8(cmdVersion)
+	e.u8(uint8(c.typ))
+	switch c.typ {
+	case cmdNoop:
+	case cmdRegisterBroker:
+		e.i32(c.brokerID)
+		e.str(c.addr)
+		e.str(c.rack)
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat:
+		e.i32(c.brokerID)
+		e.i64(c.epoch)
+	case cmdCreateTopic:
+		e.str(c.topic)
+		e.b = append(e.b, c.topicID[:]...)
+		e.i32(c.partitions)
+		e.i16(c.rf)
+		e.bool(c.validateOnly)
+		e.stringMap(c.configs)
+		encodeAssignments(e, c.assignments)
+	case cmdDeleteTopic:
+		e.str(c.topic)
+	case cmdCreatePartitions:
+		e.str(c.topic)
+		e.i32(c.partitions)
+		encodeAssignments(e, c.assignments)
+	case cmdAlterConfigs:
+		e.str(c.topic)
+		e.stringMap(c.configs)
+		e.strs(c.deletes)
+	case cmdAlterPartition:
+		e.str(c.topic)
+		e.i32(c.partitions)
+		e.i32(c.brokerID)
+		e.i64(c.epoch)
+		e.i32(c.leaderEpoch)
+		e.i32(c.partitionEpoch)
+		e.int32s(c.isr)
+	case cmdElectPreferred:
+		e.uvarint(len(c.elect))
+		for _, tp := range c.elect {
+			e.str(tp.Topic)
+			e.i32(tp.Partition)
+		}
+	}
+	return e.b
+}
+
+func encodeAssignments(e *encoder, as [][]int32) {
+	e.uvarint(len(as))
+	for _, a := range as {
+		e.int32s(a)
+	}
+}
+
+func decodeAssignments(d *decoder) [][]int32 {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	as := make([][]int32, n)
+	for i := range as {
+		as[i] = d.int32s()
+	}
+	return as
+}
+
+// decodeCommand decodes a command from a raft entry or an RPC body. It
+// never panics and allocates no more than the input justifies.
+func decodeCommand(b []byte) (*command, error) {
+	d := &decoder{b: b}
+	if v := d.u8(); d.err == nil && v != cmdVersion {
+		d.fail("command version %d", v)
+	}
+	c := &command{typ: cmdType(d.u8())}
+	if d.err == nil && (c.typ == 0 || c.typ >= cmdTypeEnd) {
+		d.fail("command type %d", c.typ)
+	}
+	switch c.typ {
+	case cmdNoop:
+	case cmdRegisterBroker:
+		c.brokerID = d.i32()
+		c.addr = d.str()
+		c.rack = d.str()
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat:
+		c.brokerID = d.i32()
+		c.epoch = d.i64()
+	case cmdCreateTopic:
+		c.topic = d.str()
+		copy(c.topicID[:], d.take(16))
+		c.partitions = d.i32()
+		c.rf = d.i16()
+		c.validateOnly = d.bool()
+		c.configs = d.stringMap()
+		c.assignments = decodeAssignments(d)
+	case cmdDeleteTopic:
+		c.topic = d.str()
+	case cmdCreatePartitions:
+		c.topic = d.str()
+		c.partitions = d.i32()
+		c.assignments = decodeAssignments(d)
+	case cmdAlterConfigs:
+		c.topic = d.str()
+		c.configs = d.stringMap()
+		c.deletes = d.strs()
+	case cmdAlterPartition:
+		c.topic = d.str()
+		c.partitions = d.i32()
+		c.brokerID = d.i32()
+		c.epoch = d.i64()
+		c.leaderEpoch = d.i32()
+		c.partitionEpoch = d.i32()
+		c.isr = d.int32s()
+	case cmdElectPreferred:
+		n := d.count(5)
+		if n > 0 {
+			c.elect = make([]TopicPartition, n)
+			for i := range c.elect {
+				c.elect[i] = TopicPartition{Topic: d.str(), Partition: d.i32()}
+			}
+		}
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Voter is one member of the quorum.
+type Voter struct {
+	ID   int32
+	Addr string // host:port of its controller listener (raft and forwarding RPC)
+}
+
+// Config configures a controller node.
+type Config struct {
+	// NodeID is this node's id; it must be one of Voters.
+	NodeID int32
+	// Voters is the quorum: 1 or 3 (any odd count works) voters, the same
+	// list on every node. Membership changes are not supported: the list
+	// bootstraps the raft configuration on first start only.
+	Voters []Voter
+	// Dir holds the raft log and stable store (raft.db) and snapshots.
+	Dir string
+	// Listener, if set, is used instead of listening on this node's voter
+	// address (tests pass a listener on port 0). Close closes it.
+	Listener net.Listener
+
+	// BrokerSessionTimeout is Kafka's broker.session.timeout.ms: a broker
+	// that has not heartbeated for this long is fenced. Default 9s.
+	BrokerSessionTimeout time.Duration
+	// BrokerHeartbeatInterval is Kafka's broker.heartbeat.interval.ms: how
+	// often RegisterAndHeartbeat heartbeats. Default 2s.
+	BrokerHeartbeatInterval time.Duration
+	// LeaderRebalanceInterval is how often the raft leader moves leadership
+	// back to preferred replicas (Kafka's auto.leader.rebalance.enable with
+	// leader.imbalance.check.interval.seconds, without the imbalance
+	// threshold). Default 300s; negative disables.
+	LeaderRebalanceInterval time.Duration
+
+	// ElectionTimeout is raft's heartbeat and election timeout (the leader
+	// lease is half). Default 500ms, sized for a LAN or loopback.
+	ElectionTimeout time.Duration
+	// SnapshotThreshold is how many log entries raft writes between
+	// snapshots; as many are kept behind the snapshot for slow followers.
+	// Default 1024.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks the threshold. Default 10s.
+	SnapshotInterval time.Duration
+
+	// DefaultPartitions and DefaultReplicationFactor answer a CreateTopic
+	// with -1 (Kafka's num.partitions and default.replication.factor).
+	// Default 1 each.
+	DefaultPartitions        int32
+	DefaultReplicationFactor int16
+
+	// Logger receives the controller's log and raft's at WARN and above.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (cfg *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.BrokerSessionTimeout, 9*time.Second)
+	def(&cfg.BrokerHeartbeatInterval, 2*time.Second)
+	def(&cfg.LeaderRebalanceInterval, 300*time.Second)
+	def(&cfg.ElectionTimeout, 500*time.Millisecond)
+	def(&cfg.SnapshotInterval, 10*time.Second)
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 1024
+	}
+	if cfg.DefaultPartitions == 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.DefaultReplicationFactor == 0 {
+		cfg.DefaultReplicationFactor = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+}
+
+func (cfg *Config) validate() error {
+	if cfg.Dir == "" {
+		return fmt.Errorf("controller: Dir is empty")
+	}
+	if len(cfg.Voters) == 0 {
+		return fmt.Errorf("controller: no voters")
+	}
+	seen := map[int32]bool{}
+	for _, v := range cfg.Voters {
+		if seen[v.ID] || v.ID < 0 {
+			return fmt.Errorf("controller: voter id %d negative or listed twice", v.ID)
+		}
+		seen[v.ID] = true
+		if _, _, err := net.SplitHostPort(v.Addr); err != nil {
+			return fmt.Errorf("controller: voter %d: %w", v.ID, err)
+		}
+	}
+	if !seen[cfg.NodeID] {
+		return fmt.Errorf("controller: node id %d is not a voter (non-voting brokers are not supported yet)", cfg.NodeID)
+	}
+	if cfg.BrokerHeartbeatInterval >= cfg.BrokerSessionTimeout {
+		return fmt.Errorf("controller: heartbeat interval %v must be below the session timeout %v",
+			cfg.BrokerHeartbeatInterval, cfg.BrokerSessionTimeout)
+	}
+	if cfg.ElectionTimeout < 10*time.Millisecond {
+		return fmt.Errorf("controller: election timeout %v is below 10ms", cfg.ElectionTimeout)
+	}
+	return nil
+}
+
+func (cfg *Config) voterAddr(id int32) string {
+	for _, v := range cfg.Voters {
+		if v.ID == id {
+			return v.Addr
+		}
+	}
+	return ""
+}
+
+// ParseVoters parses Kafka's controller.quorum.voters syntax:
+// "1@host:port,2@host:port,3@host:port".
+func ParseVoters(s string) ([]Voter, error) {
+	var vs []Voter
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		idStr, addr, ok := strings.Cut(part, "@")
+		if !ok {
+			return nil, fmt.Errorf("controller: voter %q is not id@host:port", part)
+		}
+		id, err := strconv.ParseInt(idStr, 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("controller: voter %q: bad id", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("controller: voter %q: %w", part, err)
+		}
+		if slices.ContainsFunc(vs, func(v Voter) bool { return v.ID == int32(id) }) {
+			return nil, fmt.Errorf("controller: voter id %d listed twice", id)
+		}
+		vs = append(vs, Voter{ID: int32(id), Addr: addr})
+	}
+	return vs, nil
+}

@@ -1,0 +1,111 @@
+// Package controller is ringlog's metadata quorum, the counterpart of
+// Kafka's KRaft controller: github.com/hashicorp/raft (v1.7.3, with
+// raft-boltdb/v2 as log and stable store) embedded in the broker, 1 or 3
+// voters (a single node is a one-voter quorum running the same code). Its
+// replicated state machine holds the brokers (id, listener, rack,
+// registration epoch, fenced), the topics (name, 16-byte id, config
+// overrides) and their partitions (replicas, ISR, leader, leader epoch,
+// partition epoch).
+//
+// # Nodes and the port
+//
+// Every node is a voter, configured with its id and the voter list
+// (ParseVoters reads Kafka's "1@host:port,2@host:port" syntax). On first
+// start each node bootstraps raft with the whole list (BootstrapCluster is
+// skipped when the directory holds raft state, so restarts are no-ops).
+// The voter address carries raft's NetworkTransport and the package's own
+// forwarding RPC on one port: the mux (mux.go) reads the first byte of each
+// accepted connection; raft always opens with an RPC type (0..4), the
+// forwarding client with 0xC7.
+//
+//	forwarding connection:  0xC7 | frame | frame | ...   (one request at a time)
+//	frame:     length u32 (at most 4 MiB + 64) | body
+//	request:   timeout ms u32 | command
+//	response:  error code i16 | message | raft index u64 | payload
+//
+// # Commands and raft entries
+//
+// A write becomes a command; the same encoding is a forwarding request (as
+// the caller built it) and a raft entry (as the leader completed it):
+//
+//	+-------------+----------+-------------------------------------+
+//	| version = 1 | type u8  | fields of that type (commands.go)   |
+//	+-------------+----------+-------------------------------------+
+//
+// integers big-endian, counts and string lengths uvarints. The state
+// machine (statemachine.go) is a pure function of the previous Image, the
+// entry index and the command: no clock, no randomness, no node config.
+// What needs those is done by the raft leader before it proposes (leader.go):
+// the topic id (random, Kafka's rules), the replica placement (placement.go:
+// Kafka's round robin from a random start, rack-aware), and everything about
+// liveness. The snapshot is the encoded Image (snapshot.go).
+//
+// # Liveness
+//
+// Brokers heartbeat the leader (RegisterAndHeartbeat: one goroutine, one
+// ticker). Heartbeats are not written to the log: the leader keeps the
+// time of each broker's last heartbeat in memory and writes FenceBroker when
+// a broker was silent for longer than BrokerSessionTimeout. A new leader
+// starts every session afresh, after a raft barrier so that it judges a
+// current image. A fenced broker that heartbeats again is unfenced
+// (UnfenceBroker).
+//
+// # Decisions
+//
+//   - The broker epoch is the raft index of the registration entry: unique
+//     and growing without a counter in the state.
+//   - Registering a broker that is registered and unfenced fences the old
+//     incarnation first (its leaderships move, it leaves ISRs), then
+//     unfences the new one: a restarted broker may have lost the unflushed
+//     tail of its logs, so it must catch up and rejoin ISRs through
+//     AlterPartition. KRaft instead refuses the registration until the old
+//     session expires; this reaches the same state without the wait.
+//   - Leader election follows KRaft's PartitionChangeBuilder (election.go):
+//     leader from the live ISR in replica order; a fenced broker leaves every
+//     ISR except as its last member; the leader epoch grows only when the
+//     leader changes, the partition epoch on every change; unclean election
+//     only when the topic sets unclean.leader.election.enable=true (there is
+//     no cluster-wide default: it would be node configuration inside the
+//     state machine).
+//   - Writes are retried on NOT_CONTROLLER and broken connections until the
+//     caller's deadline. raft cannot tell whether an entry proposed by a
+//     leader that lost leadership was committed, so a retry may find its
+//     first attempt applied (CreateTopic then says TOPIC_ALREADY_EXISTS), as
+//     with Kafka's own retries.
+//   - Topic configs are stored as given, except the keys the controller acts
+//     on (unclean.leader.election.enable); the kafka layer validates the rest
+//     with the engine's parser first.
+//   - Automatic preferred leader election (LeaderRebalanceInterval) moves
+//     every partition it can, without Kafka's imbalance threshold.
+//   - Not supported yet: brokers that are not voters, changes of the voter
+//     set, users and ACLs.
+//
+// # Concurrency contract
+//
+// Every exported method of Controller may be called from any goroutine.
+// Image and LeaderID never block. Write methods block until the entry is
+// applied on this node or ctx expires. raft calls the FSM (Apply, Snapshot,
+// Restore) from its one FSM goroutine, which alone publishes images (Close
+// publishes none); FSMSnapshot.Persist runs on another goroutine and reads
+// an immutable Image. An Image and everything reachable from it are
+// read-only for everyone.
+//
+// # Non-obvious invariants
+//
+//   - A command that fails validation changes nothing but Image.Index; every
+//     node rejects it the same way, so rejected entries are harmless. An
+//     undecodable entry is skipped the same way, never panicked on.
+//   - Image.Index is the index of the last command entry applied, not
+//     raft's applied index (raft's no-op and configuration entries do not
+//     reach the FSM): wait for indexes of commands only (Sync writes one).
+//   - A partition's leader is live and in its ISR; an ISR holds a fenced
+//     broker only as its single member (checkImage asserts these on every
+//     restored snapshot, and after every entry with -tags invariants).
+//   - Encodings are canonical (maps in key order, sorted brokers and topics),
+//     so equal states have byte-identical snapshots.
+//   - A decoder never allocates for a count the remaining bytes cannot
+//     hold, and a frame's buffer grows with the bytes received, never to the
+//     announced length.
+//   - Close cancels the controller's context under the lock that guards
+//     starting heartbeat loops, so no loop starts after Close waits for them.
+package controller

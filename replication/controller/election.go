@@ -1,0 +1,93 @@
+package controller
+
+import "slices"
+
+// Partition state changes, each a pure function of a partition and the
+// liveness of brokers. They follow KRaft's PartitionChangeBuilder:
+//
+//   - the leader epoch grows by one with every change of leader (to or
+//     from -1 too), and only then; an ISR change alone does not bump it;
+//   - the partition epoch grows by one with every change at all;
+//   - a leader is chosen from the live ISR in replica order; with
+//     unclean.leader.election.enable=true and no live ISR member, the first
+//     live replica leads and becomes the whole ISR (data may be lost, which
+//     is what the operator asked for);
+//   - a fenced broker leaves every ISR but stays as its last member, so that
+//     the partition can be led again by the only replica known to have all
+//     of its committed records when that broker returns.
+
+const configUncleanLeaderElection = "unclean.leader.election.enable"
+
+// partitionFenced returns p after broker id was fenced (live already
+// reports id as not live).
+func partitionFenced(p Partition, id int32, live func(int32) bool, unclean bool) (Partition, bool) {
+	np := p.clone()
+	if len(np.ISR) > 1 {
+		np.ISR = slices.DeleteFunc(np.ISR, func(r int32) bool { return r == id })
+	}
+	if np.Leader == id {
+		np.Leader = -1
+		np = electInto(np, live, unclean)
+	}
+	return finish(p, np)
+}
+
+// partitionElect gives a leaderless partition a leader if a replica can
+// take it.
+func partitionElect(p Partition, live func(int32) bool, unclean bool) (Partition, bool) {
+	if p.Leader != -1 {
+		return p, false
+	}
+	return finish(p, electInto(p.clone(), live, unclean))
+}
+
+// partitionPreferred moves leadership to the preferred replica
+// (Replicas[0]) when it is in the ISR and live.
+func partitionPreferred(p Partition, live func(int32) bool) (Partition, error) {
+	pref := p.Replicas[0]
+	if p.Leader == pref {
+		return p, ErrElectionNotNeeded
+	}
+	if !slices.Contains(p.ISR, pref) || !live(pref) {
+		return p, ErrPreferredLeaderNotAvail
+	}
+	np := p.clone()
+	np.Leader = pref
+	np, _ = finish(p, np)
+	return np, nil
+}
+
+// electInto sets np.Leader (which is -1) to the first live ISR member in
+// replica order, or under unclean election to the first live replica.
+func electInto(np Partition, live func(int32) bool, unclean bool) Partition {
+	for _, r := range np.Replicas {
+		if slices.Contains(np.ISR, r) && live(r) {
+			np.Leader = r
+			return np
+		}
+	}
+	if unclean {
+		for _, r := range np.Replicas {
+			if live(r) {
+				np.Leader = r
+				np.ISR = []int32{r}
+				return np
+			}
+		}
+	}
+	return np
+}
+
+// finish bumps the epochs of np against the old state p and reports
+// whether anything changed.
+func finish(p, np Partition) (Partition, bool) {
+	changed := np.Leader != p.Leader || !slices.Equal(np.ISR, p.ISR) || !slices.Equal(np.Replicas, p.Replicas)
+	if !changed {
+		return p, false
+	}
+	if np.Leader != p.Leader {
+		np.LeaderEpoch = p.LeaderEpoch + 1
+	}
+	np.PartitionEpoch = p.PartitionEpoch + 1
+	return np, true
+}

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"encoding/hex"
+	"maps"
+	"slices"
+)
+
+// TopicID is a topic's 16-byte id (Kafka's Uuid), chosen at random by the
+// raft leader before it proposes the topic. The zero value is no id.
+type TopicID [16]byte
+
+func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
+
+// Broker is a registered broker as the quorum knows it.
+type Broker struct {
+	ID   int32
+	Addr string // host:port of the broker's Kafka listener
+	Rack string // broker.rack; empty when not set
+	// Epoch is the broker epoch: the raft index of the entry that registered
+	// this incarnation, so it grows with every registration.
+	Epoch int64
+	// Fenced brokers lead nothing and are never added to an ISR: they missed
+	// broker.session.timeout.ms of heartbeats.
+	Fenced bool
+}
+
+// Partition is the replication state of one partition.
+type Partition struct {
+	Replicas []int32 // the assignment; Replicas[0] is the preferred leader
+	ISR      []int32 // in-sync replicas, a subset of Replicas in replica order
+	Leader   int32   // broker id, or -1 when no eligible replica is live
+	// LeaderEpoch grows by one with every change of Leader (to -1 too).
+	LeaderEpoch int32
+	// PartitionEpoch grows by one with every change of the partition's
+	// state (leader, ISR or replicas); AlterPartition must name it.
+	PartitionEpoch int32
+}
+
+// Topic is a topic and its partitions; Partitions[i] is partition i.
+type Topic struct {
+	Name       string
+	ID         TopicID
+	Configs    map[string]string // topic-level overrides, stored as given
+	Partitions []Partition
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Image is an immutable view of the replicated state after the entry at
+// Index was applied. A new Image replaces it on every applied entry; the
+// old one is never changed, so readers hold it without locks. Every value
+// reachable from an Image (maps, slices) is shared with the state machine
+// and with other readers: callers must treat it as read-only.
+type Image struct {
+	// Index is the raft index of the last command entry applied (0 before
+	// any); raft's own no-op and configuration entries do not count.
+	Index uint64
+
+	brokers  map[int32]Broker
+	topics   map[string]*Topic
+	topicIDs map[TopicID]string
+
+	// superseded is closed when a newer Image is published.
+	superseded chan struct{}
+}
+
+func emptyImage() *Image {
+	return &Image{
+		brokers:    map[int32]Broker{},
+		topics:     map[string]*Topic{},
+		topicIDs:   map[TopicID]string{},
+		superseded: make(chan struct{}),
+	}
+}
+
+// Superseded is closed as soon as a newer Image is published: waiting on it
+// and then calling Controller.Image again sees every change, coalesced, and
+// needs no subscription to cancel.
+func (img *Image) Superseded() <-chan struct{} { return img.superseded }
+
+// Broker returns a registered broker.
+func (img *Image) Broker(id int32) (Broker, bool) {
+	b, ok := img.brokers[id]
+	return b, ok
+}
+
+// Brokers returns the registered brokers (fenced ones too) by id.
+func (img *Image) Brokers() []Broker {
+	bs := slices.Collect(maps.Values(img.brokers))
+	slices.SortFunc(bs, func(a, b Broker) int { return int(a.ID) - int(b.ID) })
+	return bs
+}
+
+// Topic returns a topic by name, or nil.
+func (img *Image) Topic(name string) *Topic { return img.topics[name] }
+
+// TopicByID returns a topic by id, or nil.
+func (img *Image) TopicByID(id TopicID) *Topic {
+	name, ok := img.topicIDs[id]
+	if !ok {
+		return nil
+	}
+	return img.topics[name]
+}
+
+// TopicNames returns the names of all topics, sorted.
+func (img *Image) TopicNames() []string {
+	return slices.Sorted(maps.Keys(img.topics))
+}
+
+// Partition returns one partition's state.
+func (img *Image) Partition(topic string, partition int32) (Partition, bool) {
+	t := img.topics[topic]
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return Partition{}, false
+	}
+	return t.Partitions[partition], true
+}
+
+// live reports whether a broker is registered and not fenced.
+func (img *Image) live(id int32) bool {
+	b, ok := img.brokers[id]
+	return ok && !b.Fenced
+}
+
+func (p Partition) clone() Partition {
+	p.Replicas = slices.Clone(p.Replicas)
+	p.ISR = slices.Clone(p.ISR)
+	return p
+}
+
+func (t *Topic) clone() *Topic {
+	c := *t
+	c.Configs = maps.Clone(t.Configs)
+	c.Partitions = make([]Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		c.Partitions[i] = p.clone()
+	}
+	return &c
+}

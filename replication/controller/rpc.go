@@ -1,0 +1,236 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// The forwarding RPC: any node sends a command to the raft leader and gets
+// the result back. After rpcMagic, a connection carries request and
+// response frames, one request at a time:
+//
+//	frame:    length u32 (of what follows, at most maxFrameBytes) | body
+//	request:  timeout ms u32 | command (see commands.go)
+//	response: error code i16 | message str | raft index u64 | payload bytes
+//
+// The leader answers NOT_CONTROLLER when it is not (or no longer) the
+// leader; the sender then finds the new leader and retries within its
+// deadline. Index is the raft index the command was applied at (0 when
+// nothing was written), so that the sender can wait until its own state
+// machine has applied it.
+
+const (
+	maxFrameBytes = maxCommandBytes + 64
+	// rpcIdleTimeout closes a server connection that sent nothing for this
+	// long; the client pool drops its connections well before.
+	rpcIdleTimeout = 2 * time.Minute
+	// rpcTimeoutMax bounds the timeout a request may ask for.
+	rpcTimeoutMax = time.Minute
+	// rpcPoolPerPeer bounds the idle client connections kept per leader.
+	rpcPoolPerPeer = 4
+	// defaultRequestTimeout applies to calls whose context has no deadline.
+	defaultRequestTimeout = 30 * time.Second
+)
+
+// reply is a command's outcome on success.
+type reply struct {
+	index   uint64
+	payload []byte
+}
+
+// transportError marks a failure to reach the leader or a broken
+// connection: the request may be retried elsewhere.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return "controller: forwarding: " + e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+func writeFrame(w io.Writer, body []byte) error {
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
+}
+
+// readFrame reads one frame. The buffer grows with the bytes that arrive,
+// never to a length the peer merely announced.
+func readFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrameBytes {
+		return nil, fmt.Errorf("%w: frame of %d bytes, at most %d", ErrCorrupt, n, maxFrameBytes)
+	}
+	body, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) != int(n) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return body, nil
+}
+
+func encodeRequest(timeout time.Duration, cmd []byte) []byte {
+	e := &encoder{b: make([]byte, 0, 4+len(cmd))}
+	e.u32(uint32(min(timeout, rpcTimeoutMax).Milliseconds()))
+	e.b = append(e.b, cmd...)
+	return e.b
+}
+
+// decodeRequest decodes a request frame's body.
+func decodeRequest(b []byte) (time.Duration, *command, error) {
+	d := &decoder{b: b}
+	ms := d.u32()
+	if d.err != nil {
+		return 0, nil, d.err
+	}
+	cmd, err := decodeCommand(d.b)
+	return time.Duration(ms) * time.Millisecond, cmd, err
+}
+
+func encodeResponse(r reply, err error) []byte {
+	e := &encoder{}
+	e.i16(ErrorCode(err))
+	if err != nil {
+		e.str(err.Error())
+	} else {
+		e.str("")
+	}
+	e.u64(r.index)
+	e.bytes(r.payload)
+	return e.b
+}
+
+func decodeResponse(b []byte) (reply, error) {
+	d := &decoder{b: b}
+	code, msg := d.i16(), d.str()
+	r := reply{index: d.u64(), payload: d.bytes()}
+	if err := d.done(); err != nil {
+		return reply{}, err
+	}
+	return r, errorFromCode(code, msg)
+}
+
+// serveRPC serves one forwarding connection until it fails, idles out or
+// the controller closes (the mux closes the connection then).
+func (c *Controller) serveRPC(conn net.Conn) {
+	br := bufio.NewReader(conn)
+	for {
+		if err := conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout)); err != nil {
+			return
+		}
+		body, err := readFrame(br)
+		if err != nil {
+			return
+		}
+		timeout, cmd, err := decodeRequest(body)
+		var r reply
+		if err == nil {
+			switch cmd.typ {
+			case cmdFenceBroker, cmdUnfenceBroker:
+				// Only the leader itself decides on liveness.
+				err = errf(ErrInvalidRequest, "%s is not a request", cmd.typ)
+			default:
+				ctx, cancel := context.WithTimeout(c.ctx, min(max(timeout, time.Millisecond), rpcTimeoutMax))
+				r, err = c.lead(ctx, cmd)
+				cancel()
+			}
+		}
+		if err := conn.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			return
+		}
+		if err := writeFrame(conn, encodeResponse(r, err)); err != nil {
+			return
+		}
+	}
+}
+
+// forward sends an encoded command to the leader at addr.
+func (c *Controller) forward(ctx context.Context, addr string, cmd []byte) (reply, error) {
+	conn, err := c.rpcConn(ctx, addr)
+	if err != nil {
+		return reply{}, &transportError{err}
+	}
+	// The deadline is the context's; cancelling the context fails the
+	// pending read at once.
+	dl, _ := ctx.Deadline()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	ok := false
+	defer func() {
+		if !stop() || !ok {
+			conn.Close()
+			return
+		}
+		c.rpcPut(addr, conn)
+	}()
+	if err := conn.SetDeadline(dl); err != nil {
+		return reply{}, &transportError{err}
+	}
+	if err := writeFrame(conn, encodeRequest(time.Until(dl), cmd)); err != nil {
+		return reply{}, &transportError{err}
+	}
+	body, err := readFrame(conn)
+	if err != nil {
+		return reply{}, &transportError{err}
+	}
+	r, err := decodeResponse(body)
+	if errors.Is(err, ErrCorrupt) {
+		return reply{}, &transportError{err}
+	}
+	ok = true
+	return r, err
+}
+
+func (c *Controller) rpcConn(ctx context.Context, addr string) (net.Conn, error) {
+	c.rpcMu.Lock()
+	if idle := c.rpcIdle[addr]; len(idle) > 0 {
+		conn := idle[len(idle)-1]
+		c.rpcIdle[addr] = idle[:len(idle)-1]
+		c.rpcMu.Unlock()
+		return conn, nil
+	}
+	c.rpcMu.Unlock()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write([]byte{rpcMagic}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (c *Controller) rpcPut(addr string, conn net.Conn) {
+	c.rpcMu.Lock()
+	defer c.rpcMu.Unlock()
+	if c.rpcIdle == nil || len(c.rpcIdle[addr]) >= rpcPoolPerPeer {
+		conn.Close()
+		return
+	}
+	c.rpcIdle[addr] = append(c.rpcIdle[addr], conn)
+}
+
+func (c *Controller) closeRPCPool() {
+	c.rpcMu.Lock()
+	defer c.rpcMu.Unlock()
+	for _, idle := range c.rpcIdle {
+		for _, conn := range idle {
+			conn.Close()
+		}
+	}
+	c.rpcIdle = nil
+}

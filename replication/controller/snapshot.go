@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// The snapshot of the state machine is the encoded Image:
+//
+//	+--------+---------+-------+--------------------+-------------------+
+//	| "RLMI" | version | index | brokers (by id)    | topics (by name)  |
+//	| 4 B    | u8 = 1  | u64   | count, broker...   | count, topic...   |
+//	+--------+---------+-------+--------------------+-------------------+
+//	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8
+//	topic:     name str | id [16]B | configs (count, key str, value str...)
+//	           | partitions: count, partition...
+//	partition: replicas (count, i32...) | isr (count, i32...) | leader i32
+//	           | leader epoch i32 | partition epoch i32
+//
+// Counts are uvarints, strings a uvarint length and the bytes. Everything is
+// written in sorted order, so equal states encode to equal bytes. raft's
+// FileSnapshotStore keeps a CRC-64 of the file and checks it on open.
+
+const snapshotMagic = "RLMI"
+const snapshotVersion = 1
+
+func encodeImage(img *Image) []byte {
+	e := &encoder{b: make([]byte, 0, 256)}
+	e.b = append(e.b, snapshotMagic...)
+	e.u8(snapshotVersion)
+	e.u64(img.Index)
+	ids := slices.Sorted(maps.Keys(img.brokers))
+	e.uvarint(len(ids))
+	for _, id := range ids {
+		b := img.brokers[id]
+		e.i32(b.ID)
+		e.str(b.Addr)
+		e.str(b.Rack)
+		e.i64(b.Epoch)
+		e.bool(b.Fenced)
+	}
+	names := img.TopicNames()
+	e.uvarint(len(names))
+	for _, name := range names {
+		encodeTopic(e, img.topics[name])
+	}
+	return e.b
+}
+
+func encodeTopic(e *encoder, t *Topic) {
+	e.str(t.Name)
+	e.b = append(e.b, t.ID[:]...)
+	e.stringMap(t.Configs)
+	e.uvarint(len(t.Partitions))
+	for _, p := range t.Partitions {
+		encodePartition(e, p)
+	}
+}
+
+func encodePartition(e *encoder, p Partition) {
+	e.int32s(p.Replicas)
+	e.int32s(p.ISR)
+	e.i32(p.Leader)
+	e.i32(p.LeaderEpoch)
+	e.i32(p.PartitionEpoch)
+}
+
+func decodeTopic(d *decoder) *Topic {
+	t := &Topic{Name: d.str()}
+	copy(t.ID[:], d.take(16))
+	t.Configs = d.stringMap()
+	if t.Configs == nil {
+		t.Configs = map[string]string{}
+	}
+	if n := d.count(14); n > 0 {
+		t.Partitions = make([]Partition, n)
+		for i := range t.Partitions {
+			t.Partitions[i] = decodePartition(d)
+		}
+	}
+	return t
+}
+
+func decodePartition(d *decoder) Partition {
+	return Partition{Replicas: d.int32s(), ISR: d.int32s(), Leader: d.i32(), LeaderEpoch: d.i32(), PartitionEpoch: d.i32()}
+}
+
+// decodeImage decodes a snapshot and checks the state's invariants: a
+// snapshot is bytes from disk.
+func decodeImage(b []byte) (*Image, error) {
+	d := &decoder{b: b}
+	if m := d.take(len(snapshotMagic)); d.err == nil && string(m) != snapshotMagic {
+		d.fail("snapshot magic %q", m)
+	}
+	if v := d.u8(); d.err == nil && v != snapshotVersion {
+		d.fail("snapshot version %d", v)
+	}
+	img := emptyImage()
+	img.Index = d.u64()
+	n := d.count(15)
+	for range n {
+		b := Broker{ID: d.i32(), Addr: d.str(), Rack: d.str(), Epoch: d.i64(), Fenced: d.bool()}
+		if d.err != nil {
+			break
+		}
+		if _, dup := img.brokers[b.ID]; dup {
+			d.fail("broker %d twice", b.ID)
+		}
+		img.brokers[b.ID] = b
+	}
+	n = d.count(18)
+	for range n {
+		t := decodeTopic(d)
+		if d.err != nil {
+			break
+		}
+		if _, dup := img.topics[t.Name]; dup {
+			d.fail("topic %q twice", t.Name)
+		}
+		img.topics[t.Name] = t
+		img.topicIDs[t.ID] = t.Name
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	if err := checkImage(img); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return img, nil
+}
+
+// checkImage asserts the invariants every applied state keeps. It runs on
+// every restored snapshot and, in tests, after every applied command.
+func checkImage(img *Image) error {
+	for id, b := range img.brokers {
+		if b.ID != id || id < 0 {
+			return fmt.Errorf("broker %d filed under %d", b.ID, id)
+		}
+	}
+	if len(img.topicIDs) != len(img.topics) {
+		return fmt.Errorf("%d topic ids for %d topics", len(img.topicIDs), len(img.topics))
+	}
+	for name, t := range img.topics {
+		if t.Name != name || t.ID == (TopicID{}) || img.topicIDs[t.ID] != name {
+			return fmt.Errorf("topic %q: bad name or id", name)
+		}
+		if err := validateTopicName(name); err != nil {
+			return err
+		}
+		if len(t.Partitions) == 0 {
+			return fmt.Errorf("topic %q has no partitions", name)
+		}
+		for i, p := range t.Partitions {
+			if err := checkPartition(img, p); err != nil {
+				return fmt.Errorf("partition %s-%d: %w", name, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkPartition(img *Image, p Partition) error {
+	if len(p.Replicas) == 0 || hasDuplicates(p.Replicas) || hasDuplicates(p.ISR) {
+		return fmt.Errorf("replicas %v, ISR %v", p.Replicas, p.ISR)
+	}
+	if len(p.ISR) == 0 {
+		return fmt.Errorf("empty ISR")
+	}
+	for _, r := range p.ISR {
+		if !slices.Contains(p.Replicas, r) {
+			return fmt.Errorf("ISR member %d is not a replica", r)
+		}
+	}
+	for _, r := range p.Replicas {
+		if _, ok := img.brokers[r]; !ok {
+			return fmt.Errorf("replica %d is not a registered broker", r)
+		}
+	}
+	if p.Leader != -1 {
+		if !slices.Contains(p.ISR, p.Leader) {
+			return fmt.Errorf("leader %d not in ISR %v", p.Leader, p.ISR)
+		}
+		if !img.live(p.Leader) {
+			return fmt.Errorf("leader %d is fenced", p.Leader)
+		}
+	}
+	// A fenced broker stays in the ISR only as its last member (KRaft keeps
+	// it so that it can lead again when it returns).
+	if len(p.ISR) > 1 {
+		for _, r := range p.ISR {
+			if !img.live(r) {
+				return fmt.Errorf("fenced broker %d in ISR %v", r, p.ISR)
+			}
+		}
+	}
+	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
+		return fmt.Errorf("negative epoch")
+	}
+	return nil
+}
+
+func hasDuplicates(v []int32) bool {
+	for i := range v {
+		if slices.Contains(v[i+1:], v[i]) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,256 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The replicated state machine, as a pure function: apply(image, index,
+// command) returns the next image and the command's result. It reads no
+// clock, no randomness and no configuration of the node, so every voter
+// computes the same image from the same log (the leader makes every choice
+// that needs randomness before it proposes, see leader.go). A command that
+// fails validation leaves the state unchanged; its error is its result.
+
+// result is what applying a command returns to its proposer.
+type result struct {
+	err     error
+	payload []byte // per command: see the apply functions
+}
+
+// tx builds the next image by copy on write: maps are cloned on the first
+// change, a topic is deep-copied on its first change.
+type tx struct {
+	base     *Image
+	index    uint64
+	brokers  map[int32]Broker
+	topics   map[string]*Topic
+	topicIDs map[TopicID]string
+	copied   map[string]bool // topics already copied in this tx
+}
+
+func (t *tx) broker(id int32) (Broker, bool) {
+	if t.brokers != nil {
+		b, ok := t.brokers[id]
+		return b, ok
+	}
+	return t.base.Broker(id)
+}
+
+func (t *tx) live(id int32) bool {
+	b, ok := t.broker(id)
+	return ok && !b.Fenced
+}
+
+func (t *tx) setBroker(b Broker) {
+	if t.brokers == nil {
+		t.brokers = maps.Clone(t.base.brokers)
+	}
+	t.brokers[b.ID] = b
+}
+
+func (t *tx) topicMap() map[string]*Topic {
+	if t.topics != nil {
+		return t.topics
+	}
+	return t.base.topics
+}
+
+func (t *tx) topic(name string) *Topic { return t.topicMap()[name] }
+
+// mutableTopic returns a copy of the topic that this tx may change.
+func (t *tx) mutableTopic(name string) *Topic {
+	if t.copied[name] {
+		return t.topics[name]
+	}
+	old := t.topic(name)
+	if old == nil {
+		return nil
+	}
+	c := old.clone()
+	t.putTopic(c)
+	return c
+}
+
+func (t *tx) putTopic(tp *Topic) {
+	if t.topics == nil {
+		t.topics = maps.Clone(t.base.topics)
+		t.copied = map[string]bool{}
+	}
+	t.topics[tp.Name] = tp
+	t.copied[tp.Name] = true
+	if t.topicIDs == nil {
+		t.topicIDs = maps.Clone(t.base.topicIDs)
+	}
+	t.topicIDs[tp.ID] = tp.Name
+}
+
+func (t *tx) deleteTopic(name string) {
+	tp := t.topic(name)
+	if t.topics == nil {
+		t.topics = maps.Clone(t.base.topics)
+		t.copied = map[string]bool{}
+	}
+	if t.topicIDs == nil {
+		t.topicIDs = maps.Clone(t.base.topicIDs)
+	}
+	delete(t.topics, name)
+	delete(t.topicIDs, tp.ID)
+}
+
+// image returns the next image; the base is not changed.
+func (t *tx) image() *Image {
+	next := &Image{
+		Index:      t.index,
+		brokers:    t.base.brokers,
+		topics:     t.base.topics,
+		topicIDs:   t.base.topicIDs,
+		superseded: make(chan struct{}),
+	}
+	if t.brokers != nil {
+		next.brokers = t.brokers
+	}
+	if t.topics != nil {
+		next.topics = t.topics
+	}
+	if t.topicIDs != nil {
+		next.topicIDs = t.topicIDs
+	}
+	return next
+}
+
+// apply applies one committed command at raft index index.
+func apply(base *Image, index uint64, c *command) (*Image, result) {
+	t := &tx{base: base, index: index}
+	var res result
+	switch c.typ {
+	case cmdNoop:
+	case cmdRegisterBroker:
+		res = t.registerBroker(c)
+	case cmdUnfenceBroker:
+		res = t.unfenceBroker(c)
+	case cmdFenceBroker:
+		res = t.fenceBroker(c)
+	case cmdCreateTopic:
+		res = t.createTopic(c)
+	case cmdDeleteTopic:
+		res = t.deleteTopicCmd(c)
+	case cmdCreatePartitions:
+		res = t.createPartitions(c)
+	case cmdAlterConfigs:
+		res = t.alterConfigs(c)
+	case cmdAlterPartition:
+		res = t.alterPartition(c)
+	case cmdElectPreferred:
+		res = t.electPreferred(c)
+	default:
+		// A heartbeat or an unknown type in the log: written by a bug, kept
+		// out of the state.
+		res.err = errf(ErrInvalidRequest, "command %s is not a log entry", c.typ)
+	}
+	if res.err != nil {
+		// A failed command changes nothing but the index.
+		t = &tx{base: base, index: index}
+	}
+	return t.image(), res
+}
+
+// registerBroker registers a broker incarnation; its epoch is the entry's
+// index. A broker that registers again while unfenced restarted without
+// being fenced: its old incarnation is fenced first (leaderships move, ISR
+// shrinks), because the new one may have lost the tail of its logs. Then
+// the broker is unfenced and leaderless partitions it can lead get it.
+// Payload: the epoch, 8 bytes.
+func (t *tx) registerBroker(c *command) result {
+	if c.brokerID < 0 {
+		return result{err: errf(ErrInvalidRequest, "broker id %d", c.brokerID)}
+	}
+	if old, ok := t.broker(c.brokerID); ok && !old.Fenced {
+		t.fence(old)
+	}
+	t.setBroker(Broker{ID: c.brokerID, Addr: c.addr, Rack: c.rack, Epoch: int64(t.index)})
+	t.electLeaderless(func(*Topic) bool { return true })
+	e := &encoder{}
+	e.i64(int64(t.index))
+	return result{payload: e.b}
+}
+
+func (t *tx) checkBrokerEpoch(id int32, epoch int64) (Broker, error) {
+	b, ok := t.broker(id)
+	if !ok {
+		return b, errf(ErrBrokerIDNotRegistered, "broker %d", id)
+	}
+	if b.Epoch != epoch {
+		return b, errf(ErrStaleBrokerEpoch, "broker %d has epoch %d, not %d", id, b.Epoch, epoch)
+	}
+	return b, nil
+}
+
+// unfenceBroker returns a fenced broker to service (it heartbeats again).
+func (t *tx) unfenceBroker(c *command) result {
+	b, err := t.checkBrokerEpoch(c.brokerID, c.epoch)
+	if err != nil || !b.Fenced {
+		return result{err: err}
+	}
+	b.Fenced = false
+	t.setBroker(b)
+	t.electLeaderless(func(*Topic) bool { return true })
+	return result{}
+}
+
+// fenceBroker fences a broker whose session expired.
+func (t *tx) fenceBroker(c *command) result {
+	b, err := t.checkBrokerEpoch(c.brokerID, c.epoch)
+	if err != nil || b.Fenced {
+		return result{err: err}
+	}
+	t.fence(b)
+	return result{}
+}
+
+// fence marks b fenced and moves its leaderships to the live ISR (see
+// partitionFenced). Topics are visited in name order only for readability:
+// each partition's change depends on nothing but itself and the brokers.
+func (t *tx) fence(b Broker) {
+	b.Fenced = true
+	t.setBroker(b)
+	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
+		tp := t.topic(name)
+		unclean := uncleanEnabled(tp)
+		for i := range tp.Partitions {
+			p := tp.Partitions[i]
+			if !slices.Contains(p.Replicas, b.ID) {
+				continue
+			}
+			if np, changed := partitionFenced(p, b.ID, t.live, unclean); changed {
+				t.mutableTopic(name).Partitions[i] = np
+			}
+		}
+	}
+}
+
+// electLeaderless gives a leader to every leaderless partition of the
+// topics selected that has a live candidate.
+func (t *tx) electLeaderless(sel func(*Topic) bool) {
+	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
+		tp := t.topic(name)
+		if !sel(tp) {
+			continue
+		}
+		unclean := uncleanEnabled(tp)
+		for i := range tp.Partitions {
+			if tp.Partitions[i].Leader != -1 {
+				continue
+			}
+			if np, changed := partitionElect(tp.Partitions[i], t.live, unclean); changed {
+				t.mutableTopic(name).Partitions[i] = np
+			}
+		}
+	}
+}
+
+// uncleanEnabled reads unclean.leader.election.enable (default false).
+func uncleanEnabled(tp *Topic) bool {
+	return strings.EqualFold(tp.Configs[configUncleanLeaderElection], "true")
+}
