@@ -361,3 +361,57 @@ func TestWalkEndsWithAnEmptyEpochAtTheLEO(t *testing.T) {
 	c.catchUp(1)
 	c.finish(t)
 }
+
+// A follower may join the ISR only once it has everything up to the start
+// of the leader's epoch, not merely the HW: a new leader's HW can lag what
+// the previous leader exposed. Here broker 1 takes over with LEO 3 and HW
+// 1 while offsets up to 2 were exposed; broker 2 is at 2. Adding it at 2
+// would make it electable without offset 2.
+func TestExpansionWaitsForTheEpochStart(t *testing.T) {
+	c := newCluster(t, 3, testConfig(), kafkaPolicy)
+	c.produce(0, 1, false)
+	c.catchUp(1)
+	c.catchUp(2)
+	c.fetch(1, 0)
+	c.produce(0, 1, false) // offset 1
+	c.produce(0, 1, false) // offset 2
+	c.fetch(1, 1<<20)
+	c.fetch(1, 0) // broker 1 at 3; broker 2 holds the HW at 1
+	c.fetch(2, 1) // broker 2 copies offset 1 only
+	c.wantHW(t, 0, 1)
+	// Broker 2 lags past LagTimeMax and leaves the ISR: the HW jumps to 3
+	// on the leader, which broker 1 has not heard.
+	c.tick(ms(150))
+	c.isrCheck(0)
+	c.processAlter(0)
+	c.wantHW(t, 0, 3)
+	if c.b[1].hw != 1 {
+		t.Fatalf("broker 1 HW %d, want 1", c.b[1].hw)
+	}
+
+	// Broker 1 takes over at epoch 1 from offset 3 with HW 1, and keeps
+	// it there until broker 0, still in the ISR, fetches from it.
+	c.moveLeader(1)
+	c.deliver(1)
+	c.deliver(2)
+	l := c.b[1].leader
+	if l == nil || l.HW() != 1 || l.EpochStartOffset() != 3 {
+		t.Fatalf("broker 1 not leading from 3 with HW 1: %+v", c.ctl)
+	}
+	for c.b[2].truncating {
+		c.truncateStep(2)
+	}
+	c.fetch(2, 0) // the leader hears 2: above the HW, below the epoch start
+	if leo, _ := l.FollowerLEO(2); leo != 2 {
+		t.Fatalf("leader sees broker 2 at %d", leo)
+	}
+	if ch, ok := l.ExpandProposal(); ok {
+		t.Fatalf("broker 2 proposed for the ISR at 2: %v", ch)
+	}
+	c.fetch(2, 1<<20)
+	c.fetch(2, 0)
+	if ch, ok := l.ExpandProposal(); !ok || !slices.Equal(ch.ISR, []int32{0, 1, 2}) {
+		t.Fatalf("broker 2 not proposed at 3: %v %v", ch, ok)
+	}
+	c.finish(t)
+}
