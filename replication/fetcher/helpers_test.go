@@ -39,7 +39,7 @@ type follower struct {
 	paused     map[engine.TP]error
 	truncates  []truncateCall
 	oors       []oorCall
-	hws        int
+	hwCalls    []hwCall
 	// onTruncate and onOutOfRange decide the fetch offset; the defaults
 	// truncate to the leader's end offset and restart at its log start.
 	onTruncate   func(tp engine.TP, epoch int32, end int64) int64
@@ -62,6 +62,11 @@ type truncateCall struct {
 	epoch      int32
 	end        int64
 	beforeData bool // no Records for tp had been seen yet
+}
+
+type hwCall struct {
+	tp           engine.TP
+	hw, logStart int64
 }
 
 type oorCall struct {
@@ -185,7 +190,7 @@ func (f *follower) OutOfRange(tp engine.TP, logStart, hw int64, done func(int64,
 func (f *follower) HighWatermark(tp engine.TP, hw, logStart int64) {
 	f.mu.Lock()
 	f.logLocked(tp).hw = hw
-	f.hws++
+	f.hwCalls = append(f.hwCalls, hwCall{tp: tp, hw: hw, logStart: logStart})
 	f.mu.Unlock()
 }
 

@@ -252,8 +252,13 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 			soonest(s.pollAt)
 			return reqs, wakeAt
 		}
-		if rq := s.fetchRequestLocked(all, v, s.cfg.WaitMax, now); rq != nil {
-			rq.long = true
+		// A partition whose backoff ends during the poll would wait for
+		// the poll's end: wait no longer than that.
+		wait := s.cfg.WaitMax
+		if !wakeAt.IsZero() {
+			wait = max(min(wait, wakeAt.Sub(now)), time.Millisecond)
+		}
+		if rq := s.fetchRequestLocked(all, v, wait, now); rq != nil {
 			s.longPoll = true
 			reqs = append(reqs, rq)
 		}
@@ -335,7 +340,7 @@ func (s *Stream) fetchRequestLocked(ps []*part, v versions, wait time.Duration, 
 	req.MaxBytes = s.cfg.ResponseBytesMax
 	req.IsolationLevel = 0                  // a follower copies everything, transactions included
 	req.SessionID, req.SessionEpoch = 0, -1 // full fetches, no session (KIP-227)
-	rq := &request{kind: req, sent: now, long: wait > 0}
+	rq := &request{kind: req, sent: now, long: wait > 0, wait: wait}
 	topicIdx := make(map[engine.TP]int) // keyed by topic name only (Partition 0)
 	for _, pt := range ps {
 		if version > fetchVersionNames && pt.spec.TopicID == ([16]byte{}) {
@@ -508,7 +513,7 @@ func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, now tim
 	// A long poll that came back early with nothing (a leader shutting
 	// down answers parked fetches at once) must not be resent at once, or
 	// the stream would spin.
-	if rq.long && !progress && now.Sub(rq.sent) < s.cfg.WaitMax/2 {
+	if rq.long && !progress && now.Sub(rq.sent) < rq.wait/2 {
 		s.pollAt = now.Add(s.cfg.RetryBackoff)
 	}
 }

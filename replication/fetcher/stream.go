@@ -171,6 +171,7 @@ type request struct {
 	parts   []held
 	slots   []int // slots whose partitions the request holds
 	long    bool  // a merged long poll
+	wait    time.Duration
 }
 
 // held is a partition as it was when a request took it.

@@ -1,0 +1,79 @@
+package fetcher
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// mkBatch returns a batch-shaped byte run: a header with base, length and
+// magic set, and n bytes of records.
+func mkBatch(base int64, n int) []byte {
+	b := make([]byte, batchHeaderLen+n)
+	binary.BigEndian.PutUint64(b, uint64(base))
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	b[batchMagicOffset] = batchMagic
+	return b
+}
+
+func cat(bs ...[]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
+}
+
+func TestWholeBatches(t *testing.T) {
+	a, b := mkBatch(0, 10), mkBatch(5, 100)
+	badLen := mkBatch(9, 0)
+	binary.BigEndian.PutUint32(badLen[8:], 20)
+	badMagic := mkBatch(9, 0)
+	badMagic[batchMagicOffset] = 1
+	negLen := mkBatch(9, 0)
+	binary.BigEndian.PutUint32(negLen[8:], 0xffffff00)
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want int
+		err  error
+	}{
+		{"empty", nil, 0, nil},
+		{"one", a, len(a), nil},
+		{"two", cat(a, b), len(a) + len(b), nil},
+		{"cut in records", cat(a, b[:len(b)-1]), len(a), nil},
+		{"cut in header", cat(a, b[:30]), len(a), nil},
+		{"cut in length", cat(a, b[:10]), len(a), nil},
+		{"only a cut batch", b[:len(b)-1], 0, nil},
+		{"header only, no records", mkBatch(1, 0), batchHeaderLen, nil},
+		{"length below the header", cat(a, badLen), len(a), ErrCorruptBatch},
+		{"negative length", cat(a, negLen), len(a), ErrCorruptBatch},
+		{"bad magic", cat(a, badMagic, b), len(a), ErrCorruptBatch},
+		{"bad magic cut before the magic", cat(a, badMagic[:15]), len(a), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := wholeBatches(tc.in)
+			if len(got) != tc.want || !errors.Is(err, tc.err) {
+				t.Errorf("wholeBatches: %d bytes, %v; want %d, %v", len(got), err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+// FuzzWholeBatches: never panics, returns a prefix made of whole batches,
+// and trimming that prefix again changes nothing.
+func FuzzWholeBatches(f *testing.F) {
+	f.Add(cat(mkBatch(0, 3), mkBatch(4, 9)[:40]))
+	f.Add(mkBatch(7, 0))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := wholeBatches(data)
+		if len(got) > len(data) || string(got) != string(data[:len(got)]) {
+			t.Fatalf("not a prefix")
+		}
+		again, err2 := wholeBatches(got)
+		if len(again) != len(got) || err2 != nil {
+			t.Fatalf("whole prefix trimmed again to %d (%v), first %d (%v)", len(again), err2, len(got), err)
+		}
+	})
+}

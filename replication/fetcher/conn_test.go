@@ -1,0 +1,120 @@
+package fetcher
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func frame(n int32, body []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(n))
+	return append(b, body...)
+}
+
+func TestReadFrame(t *testing.T) {
+	body := bytes.Repeat([]byte{7}, 300<<10) // spans several buffer growths
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		max  int
+		want []byte
+		err  error
+	}{
+		{"whole", frame(int32(len(body)), body), 1 << 20, body, nil},
+		{"small", frame(4, []byte{1, 2, 3, 4}), 100, []byte{1, 2, 3, 4}, nil},
+		{"above the limit", frame(101, nil), 100, nil, ErrFrameTooLarge},
+		{"negative length", frame(-5, nil), 100, nil, ErrProtocol},
+		{"shorter than a header", frame(3, []byte{1, 2, 3}), 100, nil, ErrProtocol},
+		{"truncated body", frame(1000, []byte{1, 2}), 1 << 20, nil, io.ErrUnexpectedEOF},
+		{"truncated length", []byte{0, 0}, 100, nil, io.ErrUnexpectedEOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readFrame(bytes.NewReader(tc.in), tc.max)
+			if !errors.Is(err, tc.err) || !bytes.Equal(got, tc.want) {
+				t.Errorf("readFrame: %d bytes, %v; want %d, %v", len(got), err, len(tc.want), tc.err)
+			}
+		})
+	}
+}
+
+// TestReadFrameLyingLength: a length of 90 MiB (under the limit) followed
+// by a few bytes and EOF allocates in proportion to what arrived, not to
+// the length.
+func TestReadFrameLyingLength(t *testing.T) {
+	in := frame(90<<20, make([]byte, 100))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := readFrame(bytes.NewReader(in), 100<<20)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("readFrame: %v, want unexpected EOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("a lying 90 MiB length cost %d bytes", got)
+	}
+}
+
+func TestSkipTags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		rest int
+		ok   bool
+	}{
+		{"none", []byte{0, 9, 9}, 2, true},
+		{"one", []byte{1, 5, 2, 0xa, 0xb, 9}, 1, true},
+		{"size past the end", []byte{1, 5, 9, 0xa}, 0, false},
+		{"count past the end", []byte{0x7f}, 0, false},
+		{"empty", nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rest, err := skipTags(tc.in)
+			if (err == nil) != tc.ok || (tc.ok && len(rest) != tc.rest) {
+				t.Errorf("skipTags: %d left, %v; want %d, ok %v", len(rest), err, tc.rest, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzDecodeFetchResponse: whatever a leader sends as a Fetch response
+// body, decoding returns an error or a response; it never panics, and
+// trimming each partition's records never panics either.
+func FuzzDecodeFetchResponse(f *testing.F) {
+	for _, v := range []int16{4, 12, 16} {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = v
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.RecordBatches = cat(mkBatch(0, 5), mkBatch(1, 5)[:20])
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		body := binary.BigEndian.AppendUint32(nil, 1) // correlation id
+		if v >= 12 {
+			body = append(body, 0) // header tags
+		}
+		f.Add(v, resp.AppendTo(body))
+	}
+	f.Fuzz(func(t *testing.T, version int16, frame []byte) {
+		if version < 4 || version > 16 {
+			return
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = version
+		r, err := decodeResponse(&request{kind: req, corr: 1, version: version}, frame)
+		if err != nil {
+			return
+		}
+		for _, t := range r.(*kmsg.FetchResponse).Topics {
+			for _, p := range t.Partitions {
+				wholeBatches(p.RecordBatches)
+			}
+		}
+	})
+}
