@@ -61,6 +61,8 @@
 //     than from the cache after truncating, because a cache entry for an
 //     epoch that wrote nothing, at the LEO, survives a truncation to the LEO
 //     in segment.Log.
+//   - A fetch's last fetched epoch is the epoch of the follower's last batch,
+//     not its cache's latest entry (see DivergingEpoch), for the same reason.
 //   - An OffsetForLeaderEpoch about an epoch older than the leader's first
 //     is answered with that epoch and the first start offset, not
 //     Undefined (Kafka's LeaderEpochFileCache): the follower keeps nothing

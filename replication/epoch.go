@@ -63,6 +63,12 @@ func EndOffsetForEpoch(entries []segment.EpochEntry, leo int64, requested int32)
 // OffsetForLeaderEpoch. A fetch that diverges must not reach
 // Leader.FollowerFetch. An epoch the leader cannot place, or a fetch below
 // the log start, is ErrOffsetOutOfRange, as in Kafka.
+//
+// The follower's last fetched epoch is the epoch of its last batch
+// ((*segment.Log).EpochForOffset(LEO-1)), not the latest entry of its
+// cache: an entry for an epoch that wrote nothing can sit at the LEO, and
+// the leader, which never had that epoch, would answer with a divergence
+// on every fetch.
 func DivergingEpoch(entries []segment.EpochEntry, logStart, leo, fetchOffset int64, lastFetchedEpoch int32) (EpochEndOffset, bool, error) {
 	e := EndOffsetForEpoch(entries, leo, lastFetchedEpoch)
 	if e.Epoch == segment.UndefinedEpoch || e.EndOffset == segment.UndefinedOffset {

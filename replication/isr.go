@@ -157,10 +157,10 @@ func (l *Leader) ISRRejected(c ISRChange) error {
 // controller may shrink the ISR itself, when it fences a broker). A newer
 // partition epoch replaces the committed ISR and drops the pending change,
 // whose answer is then ignored: the controller has moved on, and either
-// applied it (st shows it) or will refuse it. The same partition epoch
-// changes nothing (it keeps a pending expansion counted, where Kafka would
-// drop it; see doc.go). An older one is ignored with ErrStale, another
-// leader epoch refused with ErrLeaderEpoch.
+// applied it (st shows it) or will refuse it. At the same partition epoch
+// the ISR is the one already committed and a pending change stays pending
+// (Kafka would drop it; see doc.go). An older partition epoch is ignored
+// with ErrStale, another leader epoch refused with ErrLeaderEpoch.
 func (l *Leader) UpdateISR(st PartitionState, now time.Time) (hwMoved bool, err error) {
 	if st.LeaderEpoch != l.epoch {
 		return false, fmt.Errorf("%w: metadata at leader epoch %d, leader at %d", ErrLeaderEpoch, st.LeaderEpoch, l.epoch)
