@@ -13,7 +13,10 @@ type segmentHeader = batch.Header
 // AppendOptions qualify an append.
 type AppendOptions struct {
 	// RequireISR is acks=all: the append fails with ErrNotEnoughReplicas
-	// when the in-sync replicas are fewer than min.insync.replicas.
+	// when the in-sync replicas are fewer than min.insync.replicas (one on
+	// an engine that is not replicated, SetISR's count on one that is).
+	// On a replicated engine the append is answered once the high
+	// watermark covers it, not when it is written.
 	RequireISR bool
 }
 
@@ -42,7 +45,9 @@ const maxDecompressed = 64 << 20
 // records field: one or more RecordBatch v2) to tp. Validation happens on
 // the caller's goroutine; done is called exactly once, on the partition's
 // shard goroutine, when the batches are written (and synced under the
-// flush policy always), or with the error. done must not block.
+// flush policy always; on a replicated engine with RequireISR, once the
+// high watermark covers them), or with the error. done must not block. On
+// a replicated engine only a leader takes appends (ErrNotLeader).
 func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
 	if r := e.newAppend(tp, records, opts, done); r != nil && keyed(r) {
 		r.p.shard.send(r)
@@ -98,8 +103,18 @@ func (e *Engine) newAppend(tp TP, records []byte, opts AppendOptions, done func(
 		return nil
 	}
 	cfg := &p.topic.config
-	if opts.RequireISR && cfg.MinInsyncReplicas > 1 {
-		done(AppendResult{}, fmt.Errorf("%w: 1 in sync, min.insync.replicas %d", ErrNotEnoughReplicas, cfg.MinInsyncReplicas))
+	isr := int32(1) // a single node is its own ISR
+	if e.cfg.Replicated {
+		// Checked again on the shard, where roles change; this spares a
+		// follower's shard the requests of producers with stale metadata.
+		if Role(p.role.Load()) != RoleLeader {
+			done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrNotLeader, tp.Topic, tp.Partition))
+			return nil
+		}
+		isr = p.isr.Load()
+	}
+	if opts.RequireISR && cfg.MinInsyncReplicas > isr {
+		done(AppendResult{}, fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicas, isr, cfg.MinInsyncReplicas))
 		return nil
 	}
 	r := &appendReq{p: p, opts: opts, done: done}
@@ -158,10 +173,10 @@ func (s *shard) send(req any) {
 	case <-s.done:
 		switch r := req.(type) {
 		case *appendReq:
-			r.done(AppendResult{}, ErrClosed)
+			r.fail(ErrClosed)
 		case []*appendReq:
 			for _, x := range r {
-				x.done(AppendResult{}, ErrClosed)
+				x.fail(ErrClosed)
 			}
 		}
 	}
@@ -206,7 +221,7 @@ func (s *shard) round() {
 			if rc, ok := p.roundCtx(); ok {
 				p.producers.rollback()
 				for _, r := range rc {
-					r.done(AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, s.broken))
+					r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
 				}
 			}
 		}
@@ -221,9 +236,19 @@ func (s *shard) round() {
 func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	if p.log == nil || p.deleted.Load() {
 		for _, r := range reqs {
-			r.done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition))
+			r.fail(unknownPartition(p.tp))
 		}
 		return nil
+	}
+	if s.e.cfg.Replicated {
+		// The role is settled here, on the shard that changes it: a
+		// request queued before a role change is judged by the new role.
+		if reqs = p.admit(reqs); len(reqs) == 0 {
+			return nil
+		}
+		if reqs[0].replica != nil {
+			return s.prepareReplica(p, reqs)
+		}
 	}
 	leo := p.log.LEO()
 	next := leo
@@ -243,7 +268,15 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			r.done(AppendResult{}, err)
 			continue
 		case dup != nil:
-			r.done(AppendResult{BaseOffset: dup.firstOffset, LogAppendTime: -1, LogStartOffset: logStart, Duplicate: true}, nil)
+			res := AppendResult{BaseOffset: dup.firstOffset, LogAppendTime: -1, LogStartOffset: logStart, Duplicate: true}
+			if s.e.cfg.Replicated && r.opts.RequireISR {
+				// The original may not be committed yet: the retry
+				// waits for it as the original would have (Kafka's
+				// DelayedProduce does the same).
+				p.parkAck(pendingAck{end: dup.lastOffset + 1, res: res, done: r.done})
+			} else {
+				r.done(res, nil)
+			}
 			continue
 		}
 		r.base = next
@@ -251,6 +284,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			p.producers.update(h, next, true)
 			next += int64(h.LastOffsetDelta) + 1
 		}
+		r.end = next
 		batches = append(batches, r.batches...)
 		accepted = append(accepted, r)
 	}
@@ -277,6 +311,25 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	return t
 }
 
+// admit answers the requests that p's role does not allow (producer
+// appends need a leader, replica appends a follower) and returns the rest,
+// which are then all of one kind (replicated engine, shard only).
+func (p *partition) admit(reqs []*appendReq) []*appendReq {
+	role := Role(p.role.Load())
+	ok := reqs[:0:0]
+	for _, r := range reqs {
+		switch {
+		case r.replica == nil && role != RoleLeader:
+			r.fail(fmt.Errorf("%w: %s-%d is %s", ErrNotLeader, p.tp.Topic, p.tp.Partition, role))
+		case r.replica != nil && role != RoleFollower:
+			r.fail(fmt.Errorf("%w: %s-%d is %s", ErrNotFollower, p.tp.Topic, p.tp.Partition, role))
+		default:
+			ok = append(ok, r)
+		}
+	}
+	return ok
+}
+
 // roundCtx returns the requests of p's append in flight.
 func (p *partition) roundCtx() ([]*appendReq, bool) {
 	if p.task == nil {
@@ -295,17 +348,30 @@ func (s *shard) finish(t *segment.Task) {
 	if t.Err != nil {
 		p.producers.rollback()
 		for _, r := range reqs {
-			r.done(AppendResult{}, storageError(t.Err))
+			r.fail(storageError(t.Err))
 		}
 		return
 	}
 	p.producers.commit()
-	// A single node is its own ISR: what is written is committed.
-	p.advanceHW(p.log.LEO())
+	leo := p.log.LEO()
+	if !s.e.cfg.Replicated {
+		// A single node is its own ISR: what is written is committed.
+		p.advanceHW(leo)
+	}
 	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
+	parked := false
 	for _, r := range reqs {
-		res.BaseOffset = r.base
-		r.done(res, nil)
+		switch {
+		case r.replica != nil:
+			r.replica(r.end, nil)
+		case s.e.cfg.Replicated && r.opts.RequireISR:
+			res.BaseOffset = r.base
+			p.parkAck(pendingAck{end: r.end, res: res, done: r.done})
+			parked = true
+		default:
+			res.BaseOffset = r.base
+			r.done(res, nil)
+		}
 	}
 	// A roll is the moment Kafka snapshots producer state: recovery then
 	// replays at most the active segment.
@@ -313,6 +379,14 @@ func (s *shard) finish(t *segment.Task) {
 		p.snapshotBase = base
 		if err := p.writeSnapshot(); err != nil {
 			s.e.log.Error("producer snapshot", "partition", p.dir, "err", err)
+		}
+	}
+	if s.e.cfg.OnAppended != nil {
+		s.e.cfg.OnAppended(p.tp, leo)
+		if parked {
+			// OnAppended may have moved the high watermark (a leader
+			// alone in its ISR): answer without a trip through the inbox.
+			p.answerAcks()
 		}
 	}
 }

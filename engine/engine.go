@@ -42,7 +42,22 @@ type Config struct {
 	Cleaner CleanerConfig
 	// NodeID is this broker's id (node.id).
 	NodeID int32
-	Logger *slog.Logger
+	// Replicated hands the partitions to a replication layer (replication.go):
+	// appends no longer move the high watermark (SetHW does), producer
+	// appends need the leader role (BecomeLeader), and the high watermarks
+	// are checkpointed for restarts. Without it every partition is its own
+	// single-node leader and its high watermark follows its LEO.
+	Replicated bool
+	// OnAppended, when set, is called on a partition's shard goroutine
+	// after each write to it completed (and was synced, under the flush
+	// policy always), producer or replica, with the LEO after it: how a
+	// leader learns its own LEO without polling. It must be cheap and must
+	// not block; it may call SetHW, but nothing that waits for a shard.
+	OnAppended func(tp TP, leo int64)
+	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms
+	// (5 s): how often a replicated engine persists its high watermarks.
+	HWCheckpointInterval time.Duration
+	Logger               *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -62,6 +77,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		c.RetentionCheckInterval = 5 * time.Minute
+	}
+	if c.HWCheckpointInterval <= 0 {
+		c.HWCheckpointInterval = 5 * time.Second
 	}
 	if c.ProducerIDExpiration <= 0 {
 		c.ProducerIDExpiration = 24 * time.Hour

@@ -24,7 +24,20 @@ var (
 	ErrClosed                  = errors.New("engine: closed")
 	ErrBusy                    = errors.New("engine: shard inbox full")
 	ErrInvalidRequest          = errors.New("engine: invalid request")
+
+	// Replication (replication.go, replica.go).
+	ErrNotReplicated    = errors.New("engine: not a replicated engine (Config.Replicated)")
+	ErrNotLeader        = errors.New("engine: not the leader of the partition")
+	ErrNotFollower      = errors.New("engine: not a follower of the partition")
+	ErrStaleEpoch       = errors.New("engine: leader epoch older than the partition's")
+	ErrUnexpectedOffset = errors.New("engine: replica batches do not start at the log end offset")
+	ErrTopicIDMismatch  = errors.New("engine: topic exists with another topic id")
 )
+
+// unknownPartition is ErrUnknownTopicOrPartition naming tp.
+func unknownPartition(tp TP) error {
+	return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, tp.Topic, tp.Partition)
+}
 
 // storageError marks an error of the disk under a log (a failed write or
 // sync, a failed log), which Kafka reports as KAFKA_STORAGE_ERROR.

@@ -14,7 +14,7 @@ type TP struct {
 }
 
 // partition is one partition of a topic on this broker. Its log and
-// producer state belong to its shard's goroutine; hw, epoch and the
+// producer state belong to its shard's goroutine; hw, role, epoch and the
 // subscribers are shared.
 type partition struct {
 	tp      TP
@@ -25,16 +25,34 @@ type partition struct {
 	deleted atomic.Bool
 
 	// hw is the high watermark: consumers read below it. On a single node
-	// it follows the LEO; replication (issue 5) will move it by the ISR.
+	// it follows the LEO; in a replicated engine SetHW moves it.
 	hw atomic.Int64
-	// leaderEpoch is stamped on appended batches.
+	// hwMu serialises the changes of hw in a replicated engine: SetHW on
+	// any goroutine against truncation on the shard, so that hw never
+	// passes the LEO. Readers load hw without it.
+	hwMu sync.Mutex
+	// leaderEpoch is the epoch of the partition's current role; a leader
+	// stamps it on producer batches. role is a Role. Both are written on
+	// the shard only.
 	leaderEpoch atomic.Int32
+	role        atomic.Int32
+	// isr is the size of the in-sync replica set that acks=all checks
+	// against min.insync.replicas (replicated engine; SetISR).
+	isr atomic.Int32
 
 	// Owned by the shard.
 	producers    *producerState
 	queue        []*appendReq // appends waiting for the next round
 	task         *segment.Task
 	snapshotBase int64 // active segment base at the last producer snapshot
+	// acks are acks=all appends written by a leader and waiting for the
+	// high watermark to reach their end (replicated engine).
+	acks []pendingAck
+	// acksMin is the smallest end offset in acks (MaxInt64 when none), so
+	// that SetHW knows without the shard whether an ack is due; acksDue is
+	// set while p is on its shard's list of partitions with acks due.
+	acksMin atomic.Int64
+	acksDue atomic.Bool
 
 	subMu sync.Mutex
 	subs  map[*Waiter]struct{}

@@ -13,12 +13,17 @@ type PartitionState struct {
 	LSO            int64 // last stable offset (= HW: no transactions yet)
 	LEO            int64
 	LogStartOffset int64
-	LeaderEpoch    int32
+	// LeaderEpoch is the epoch of the partition's current role (0 on an
+	// engine that is not replicated).
+	LeaderEpoch int32
+	// Role is RoleLeader on an engine that is not replicated.
+	Role Role
 }
 
 func (p *partition) state() PartitionState {
 	hw := p.hw.Load()
-	return PartitionState{HW: hw, LSO: hw, LEO: p.log.LEO(), LogStartOffset: p.log.LogStartOffset(), LeaderEpoch: p.leaderEpoch.Load()}
+	return PartitionState{HW: hw, LSO: hw, LEO: p.log.LEO(), LogStartOffset: p.log.LogStartOffset(),
+		LeaderEpoch: p.leaderEpoch.Load(), Role: Role(p.role.Load())}
 }
 
 // State returns tp's offsets.

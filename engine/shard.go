@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"ringlog/internal/fsutil"
@@ -31,6 +32,11 @@ type shard struct {
 	done   chan struct{}
 	broken error // the ring failed: appends on this shard fail from now on
 
+	// Partitions whose pending acks=all appends the high watermark
+	// reached (SetHW, any goroutine).
+	dueMu sync.Mutex
+	due   []*partition
+
 	// Round scratch, reused.
 	ops    []*ioring.Op
 	out    []*ioring.Op
@@ -51,10 +57,32 @@ type appendReq struct {
 	hdrs    []segmentHeader
 	opts    AppendOptions
 	done    func(AppendResult, error)
-	base    int64
+	// replica is set instead of done for a follower's copy of its
+	// leader's batches (AppendReplica).
+	replica func(leo int64, err error)
+	// base and end are the offsets of the first batch and after the last,
+	// once prepared.
+	base, end int64
+}
+
+// fail answers r with err; a replica append learns the LEO, where the
+// follower fetches from next.
+func (r *appendReq) fail(err error) {
+	if r.replica != nil {
+		var leo int64
+		if r.p.log != nil {
+			leo = r.p.log.LEO()
+		}
+		r.replica(leo, err)
+	} else {
+		r.done(AppendResult{}, err)
+	}
 }
 
 type callReq struct{ fn func() }
+
+// wakeReq only wakes the shard (acksDue).
+type wakeReq struct{}
 
 type stopReq struct{ errc chan error }
 
@@ -159,6 +187,7 @@ func (s *shard) run() {
 		for _, c := range calls {
 			c.fn()
 		}
+		s.answerDue()
 		// Control work may have queued appends of its own (AppendOnShard):
 		// write them now rather than when the next request arrives.
 		for len(s.queued) > 0 && s.broken == nil {
@@ -174,11 +203,11 @@ func (s *shard) run() {
 func (s *shard) enqueue(r *appendReq) {
 	p := r.p
 	if p.deleted.Load() || p.log == nil {
-		r.done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition))
+		r.fail(unknownPartition(p.tp))
 		return
 	}
 	if s.broken != nil {
-		r.done(AppendResult{}, fmt.Errorf("%w: %w", ErrStorage, s.broken))
+		r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
 		return
 	}
 	if len(p.queue) == 0 {
@@ -240,7 +269,18 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.snapshotBase = l.ActiveBase()
-	p.hw.Store(l.LEO())
+	if s.e.cfg.Replicated {
+		// No role until the replication layer gives one. The epoch is the
+		// latest the log knows, so that a stale role change is refused.
+		p.role.Store(int32(RoleNone))
+		if eps := l.Epochs(); len(eps) > 0 {
+			p.leaderEpoch.Store(eps[len(eps)-1].Epoch)
+		}
+		p.hw.Store(l.LogStartOffset())
+	} else {
+		p.role.Store(int32(RoleLeader))
+		p.hw.Store(l.LEO())
+	}
 	s.parts[p] = struct{}{}
 	return nil
 }
@@ -262,9 +302,10 @@ func (s *shard) closePartition(p *partition) error {
 // deletePartition closes p and removes its files (renamed aside first).
 func (s *shard) deletePartition(p *partition) error {
 	for _, r := range p.queue {
-		r.done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition))
+		r.fail(unknownPartition(p.tp))
 	}
 	p.queue = nil
+	p.failAcks(-1, unknownPartition(p.tp))
 	delete(s.parts, p)
 	if p.log != nil {
 		p.log.Close()
@@ -324,6 +365,7 @@ func (s *shard) shutdown() error {
 	}
 	var errs []error
 	for p := range s.parts {
+		p.failAcks(-1, ErrClosed)
 		errs = append(errs, s.closePartition(p))
 	}
 	errs = append(errs, s.io.Close())

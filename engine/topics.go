@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,8 @@ func (e *Engine) openPartitions(t *topic, from, to int32, fresh bool) error {
 		tp := TP{t.name, i}
 		p := &partition{tp: tp, topic: t, dir: filepath.Join(e.cfg.Dir, fmt.Sprintf("%s-%d", t.name, i))}
 		p.leaderEpoch.Store(0)
+		p.isr.Store(1)
+		p.acksMin.Store(math.MaxInt64)
 		t.partitions = append(t.partitions, p)
 		s := e.shardFor(tp)
 		p.shard = s
