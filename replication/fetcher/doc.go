@@ -55,15 +55,22 @@
 // a time; ringlog serves them concurrently but replies in order), so a long
 // poll (max_wait_ms) holds every response behind it. Hence:
 //
+//   - A slot whose last response carried records is "hot": it fetches
+//     without waiting (max_wait 0) as soon as its partitions are back from
+//     the handler. A "cold" one (last response empty) fetches again without
+//     waiting after Config.IdleRecheck, so that partitions that wake up
+//     while others stream are not starved.
 //   - A long poll (max wait Config.WaitMax, min_bytes 1) is sent only when
-//     the stream is quiet (nothing in flight, no partition with the
-//     handler), and then one request carries every fetchable partition of
-//     every slot. Nothing is sent behind it.
-//   - Otherwise slots fetch without waiting (max_wait 0). A slot whose last
-//     response carried records is "hot" and fetches as soon as its
-//     partitions are back from the handler; a "cold" one (last response
-//     empty) fetches again after Config.IdleRecheck, so that partitions
-//     that wake up while others stream are not starved.
+//     the stream is quiet and idle (nothing in flight, no partition with
+//     the handler, no hot slot), and then one request carries every
+//     fetchable partition of every slot. Nothing is sent behind it, and
+//     its wait ends no later than the earliest partition backoff. Partitions
+//     added or resumed during it wait for its end (at most WaitMax), as they
+//     wait for the fetch in progress in Kafka's fetcher.
+//   - Hot slots never merge into one request even when their partitions
+//     come back together (a shard's group commit finishes them at once):
+//     that would put the slots in lockstep, one request per round, with no
+//     overlap between the follower's appends and the fetches.
 //   - Nothing spins: a long poll returns on data, error or max wait (and
 //     one that returns early and empty holds the next for RetryBackoff); a
 //     hot slot's empty answer makes it cold; a cold slot fetches at most once

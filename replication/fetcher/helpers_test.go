@@ -545,6 +545,18 @@ func newStream(t testing.TB, cfg fetcher.Config, h fetcher.Handler) *fetcher.Str
 	return s
 }
 
+// waitStats waits until cond holds for the stream's stats, or fails.
+func waitStats(t testing.TB, s *fetcher.Stream, what string, cond func(fetcher.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := s.Stats(); !cond(st); st = s.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %+v", what, st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func tps(topic string, n int32) []engine.TP {
 	out := make([]engine.TP, n)
 	for i := range out {

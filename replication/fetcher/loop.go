@@ -186,8 +186,8 @@ func (s *Stream) releaseLocked(rq *request) {
 // The rules (doc.go explains why):
 //   - nothing is sent behind a long poll;
 //   - partitions that need truncation go first, in one OffsetForLeaderEpoch;
-//   - when nothing is in flight and no partition is with the handler, one
-//     long poll carries every fetchable partition;
+//   - when nothing is in flight, no partition is with the handler and no
+//     slot is hot, one long poll carries every fetchable partition;
 //   - otherwise each free slot sends its fetchable partitions without
 //     waiting (max_wait 0) if its last response had records, or if it has
 //     been idle for IdleRecheck.
@@ -239,8 +239,15 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 		}
 	}
 
-	if len(s.inflight) == 0 && handlerN == 0 {
-		// Quiet: one long poll for everything.
+	hot := false
+	for i := range s.slots {
+		hot = hot || (len(fetchable[i]) > 0 && !s.slots[i].cold)
+	}
+	if len(s.inflight) == 0 && handlerN == 0 && !hot {
+		// Quiet and idle: one long poll for everything. (A hot slot
+		// fetches on its own even when the stream is quiet: merging it
+		// would put the slots in lockstep, one request per round, and
+		// undo the pipelining.)
 		var all []*part
 		for _, ps := range fetchable {
 			all = append(all, ps...)

@@ -46,11 +46,16 @@ func TestPipelining(t *testing.T) {
 			if slots > 1 && st.InFlightPeak < 3 {
 				t.Errorf("in-flight peak %d with %d slots: the fetches did not overlap", st.InFlightPeak, slots)
 			}
-			for _, ps := range st.Partitions {
-				if ps.FetchOffset != n || ps.Lag != 0 {
-					t.Errorf("%v: fetch offset %d lag %d, want %d and 0", ps.TP, ps.FetchOffset, ps.Lag, n)
+			// The copies are complete; the last dones (2 ms late) move
+			// the fetch offsets to the end and the lag to 0.
+			waitStats(t, s, "every partition at the end, no lag", func(st fetcher.Stats) bool {
+				for _, ps := range st.Partitions {
+					if ps.FetchOffset != n || ps.Lag != 0 || ps.HW != n {
+						return false
+					}
 				}
-			}
+				return len(st.Partitions) == parts
+			})
 		})
 	}
 }
@@ -162,5 +167,80 @@ func TestReconnectBrokerRestart(t *testing.T) {
 		if want := leaderLog(t, b.Addr, "restart", id, p, n); string(c.data) != string(want) {
 			t.Errorf("partition %d: copy (%d bytes) differs from the leader's log (%d bytes)", p, len(c.data), len(want))
 		}
+	}
+}
+
+// TestPartialLoad: two partitions stream while a third, in its own slot,
+// is idle. The stream is rarely quiet, so long polls are rare (they would
+// hold the streaming partitions' answers) and the idle slot is fetched on
+// its own every IdleRecheck: boundedly often, and its first record arrives
+// within a few rechecks. (With one streaming partition the stream is quiet
+// between rounds and idle partitions ride in its long polls for free.)
+func TestPartialLoad(t *testing.T) {
+	c, id := newKfake(t, "partial", 3)
+	addr := c.ListenAddrs()[0]
+	var idleAlone atomic.Int32
+	c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		idle, others := false, false
+		for _, rt := range kreq.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				idle = idle || rp.Partition == 1
+				others = others || rp.Partition != 1
+			}
+		}
+		if idle && !others {
+			idleAlone.Add(1)
+		}
+		return nil, nil, false
+	})
+	f := newFollower(t)
+	f.doneDelay = time.Millisecond
+	const recheck = 20 * time.Millisecond
+	s := newStream(t, fetcher.Config{Addr: addr, ReplicaID: 1, Slots: 3, IdleRecheck: recheck, PartitionBytesMax: 2 << 10}, f)
+	for p := range int32(3) { // one partition per slot, in order
+		s.Add(fetcher.Partition{TP: engine.TP{Topic: "partial", Partition: p}, TopicID: id, LeaderEpoch: -1})
+	}
+
+	// p0 and p2 stream for a second: a producer keeps them ahead.
+	cl := producer(t, addr)
+	stop := make(chan struct{})
+	produced := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { produced <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			produce(t, cl, "partial", []int32{0, 2}, 200, 100, 50)
+			n += 200
+		}
+	}()
+	time.Sleep(time.Second)
+	idle := idleAlone.Load()
+	before := s.Stats()
+
+	// Now p1 gets a record while the others still stream.
+	sent := time.Now()
+	produce(t, cl, "partial", []int32{1}, 1, 10, 1)
+	f.waitLEO(1, 5*time.Second, engine.TP{Topic: "partial", Partition: 1})
+	latency := time.Since(sent)
+	close(stop)
+	n := int64(<-produced)
+	f.waitLEO(n, 30*time.Second, engine.TP{Topic: "partial"}, engine.TP{Topic: "partial", Partition: 2})
+	f.check()
+	t.Logf("idle slot fetched alone %d times in 1 s while two others streamed (%d fetches, %d long polls, peak in flight %d); its record arrived %v after the produce",
+		idle, before.Fetches, before.LongPolls, before.InFlightPeak, latency)
+	if max := int32(time.Second/recheck) + 10; idle > max {
+		t.Errorf("the idle slot was fetched alone %d times in 1 s, want at most %d (one per %v)", idle, max, recheck)
+	}
+	if before.LongPolls*2 > before.Fetches {
+		t.Errorf("%d of %d fetches were long polls while two partitions streamed", before.LongPolls, before.Fetches)
+	}
+	if latency > 10*recheck+200*time.Millisecond {
+		t.Errorf("the idle partition's record took %v to arrive", latency)
 	}
 }

@@ -219,6 +219,7 @@ func (s *Stream) Add(p Partition) {
 	}
 	pt.spec = p
 	pt.gen++
+	s.slots[pt.slot].cold = false // a new partition likely has data to catch up on
 	pt.fetchOff, pt.logStart = p.FetchOffset, p.LogStartOffset
 	pt.needsTrunc = p.NeedsTruncation
 	pt.paused, pt.pauseErr, pt.removed, pt.partial = false, nil, false, false
@@ -272,6 +273,7 @@ func (s *Stream) Resume(tp engine.TP) {
 	if pt := s.parts[tp]; pt != nil && !pt.removed && pt.paused {
 		pt.paused, pt.pauseErr = false, nil
 		pt.backoff = 0
+		s.slots[pt.slot].cold = false
 		s.wakeLocked()
 	}
 }
