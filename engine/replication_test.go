@@ -872,3 +872,73 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 		})
 	}
 }
+
+func TestCreateTopicWithID(t *testing.T) {
+	dir := t.TempDir()
+	e := openReplicated(t, dir, ioring.ModeAuto, nil)
+	defer func() { e.Close() }()
+	id := [16]byte{1, 2, 3, 4, 5, 6, 0x47, 8, 0x89, 10, 11, 12, 13, 14, 15, 16}
+	cfg := map[string]string{"retention.ms": "1000"}
+	info, err := e.CreateTopicWithID("w", id, 3, cfg)
+	if err != nil || info.ID != id || info.Partitions != 3 || info.Config.Log.RetentionMs != 1000 {
+		t.Fatalf("create: %+v %v", info, err)
+	}
+	if st, _ := e.State(TP{"w", 2}); st.Role != RoleNone {
+		t.Fatalf("a partition of a new topic: %+v", st)
+	}
+	mustOK(t, e.BecomeLeader(TP{"w", 0}, 1))
+	appendSync(e, TP{"w", 0}, mkBatch(t, 2, "x", 1, -1, 0, 0))
+	// Again: the same topic, data kept; fewer partitions shrink nothing,
+	// more grow it.
+	for _, c := range []struct{ ask, want int32 }{{3, 3}, {2, 3}, {5, 5}} {
+		again, err := e.CreateTopicWithID("w", id, c.ask, nil)
+		if err != nil || again.ID != id || again.Partitions != c.want || again.Config.Log.RetentionMs != 1000 {
+			t.Fatalf("create again with %d partitions: %+v %v", c.ask, again, err)
+		}
+	}
+	if st, _ := e.State(TP{"w", 0}); st.LEO != 2 || st.Role != RoleLeader {
+		t.Fatalf("an idempotent create touched a partition: %+v", st)
+	}
+	if _, err := e.State(TP{"w", 4}); err != nil {
+		t.Fatalf("grown partition: %v", err)
+	}
+	other := id
+	other[0] = 99
+	if _, err := e.CreateTopicWithID("w", other, 5, nil); !errors.Is(err, ErrTopicIDMismatch) {
+		t.Fatalf("same name, another id: %v", err)
+	}
+	if _, err := e.CreateTopicWithID("w2", id, 1, nil); !errors.Is(err, ErrTopicIDMismatch) {
+		t.Fatalf("same id, another name: %v", err)
+	}
+	if _, err := e.CreateTopicWithID("z", [16]byte{}, 1, nil); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("zero id: %v", err)
+	}
+	if _, err := e.CreateTopicWithID("bad/name", other, 1, nil); !errors.Is(err, ErrInvalidTopic) {
+		t.Fatalf("bad name: %v", err)
+	}
+	if _, err := e.CreateTopicWithID("w_", other, 0, nil); !errors.Is(err, ErrInvalidPartitions) {
+		t.Fatalf("no partitions: %v", err)
+	}
+	if _, err := e.CreateTopicWithID("n", other, 1, map[string]string{"no.such": "1"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("bad config: %v", err)
+	}
+	// The id survives a restart.
+	mustOK(t, e.Close())
+	e = openReplicated(t, dir, ioring.ModeAuto, nil)
+	if info, ok := e.TopicByID(id); !ok || info.Name != "w" || info.Partitions != 5 {
+		t.Fatalf("after restart: %+v %v", info, ok)
+	}
+	// The stale topic deleted, the new one starts empty with its own id.
+	mustOK(t, e.DeleteTopic("w"))
+	info, err = e.CreateTopicWithID("w", other, 1, nil)
+	if err != nil || info.ID != other {
+		t.Fatalf("create after delete: %+v %v", info, err)
+	}
+	if st, _ := e.State(TP{"w", 0}); st.LEO != 0 {
+		t.Fatalf("recreated topic holds old data: %+v", st)
+	}
+	// CreateTopic still makes ids of its own.
+	if info, err := e.CreateTopic("gen", 1, -1, nil, false); err != nil || info.ID == ([16]byte{}) || info.ID == id {
+		t.Fatalf("CreateTopic: %+v %v", info, err)
+	}
+}

@@ -122,6 +122,73 @@ func (e *Engine) CreateTopic(name string, partitions int32, replication int16, o
 	if _, ok := ts[name]; ok {
 		return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	var id [16]byte
+	rand.Read(id[:])
+	id[6] = id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's
+	id[8] = id[8]&0x3f | 0x80
+	return e.createTopicLocked(name, id, partitions, overrides, cfg, validateOnly)
+}
+
+// CreateTopicWithID creates a topic with the id and partition count the
+// cluster's controller chose, and config overrides. Every partition of the
+// topic is hosted by this broker, replica or not: the replication layer
+// gives each the role this broker has in it (a partition with no role takes
+// no appends), so that becoming a replica later is a role change rather
+// than a new log. partitions -1 is the broker's num.partitions.
+//
+// It is idempotent: when the topic exists with the same id, it is returned
+// as it is, grown to partitions when it has fewer (its configuration is
+// left alone; AlterTopicConfig changes it). When a topic of that name has
+// another id (a former topic of the name, deleted and created again while
+// this broker was away), or another topic has this id, the error is
+// ErrTopicIDMismatch: the caller deletes the stale topic first.
+func (e *Engine) CreateTopicWithID(name string, id [16]byte, partitions int32, overrides map[string]string) (TopicInfo, error) {
+	if e.closed.Load() {
+		return TopicInfo{}, ErrClosed
+	}
+	if err := ValidateTopicName(name); err != nil {
+		return TopicInfo{}, err
+	}
+	if id == ([16]byte{}) {
+		// Kafka's zero UUID means "no id".
+		return TopicInfo{}, fmt.Errorf("%w: topic %s with the zero topic id", ErrInvalidRequest, name)
+	}
+	if partitions == -1 {
+		partitions = e.cfg.NumPartitions
+	}
+	if partitions <= 0 || partitions > maxPartitions {
+		return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
+	}
+	cfg, err := ParseTopicConfig(e.cfg.Topic, overrides)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ts := *e.topics.Load()
+	if t, ok := ts[name]; ok {
+		if t.id != id {
+			return TopicInfo{}, fmt.Errorf("%w: topic %s has id %x, asked for %x", ErrTopicIDMismatch, name, t.id, id)
+		}
+		if have := int32(len(t.partitions)); have < partitions {
+			if err := e.growLocked(t, partitions); err != nil {
+				return TopicInfo{}, err
+			}
+		}
+		return (*e.topics.Load())[name].info(), nil
+	}
+	for _, t := range ts {
+		if t.id == id {
+			return TopicInfo{}, fmt.Errorf("%w: id %x belongs to topic %s, asked for %s", ErrTopicIDMismatch, id, t.name, name)
+		}
+	}
+	return e.createTopicLocked(name, id, partitions, overrides, cfg, false)
+}
+
+// createTopicLocked creates a topic whose name is not taken. Called with
+// e.mu held.
+func (e *Engine) createTopicLocked(name string, id [16]byte, partitions int32, overrides map[string]string, cfg TopicConfig, validateOnly bool) (TopicInfo, error) {
+	ts := *e.topics.Load()
 	// Kafka refuses names that differ only by '.' versus '_': they collide
 	// in metric names.
 	norm := strings.ReplaceAll(name, ".", "_")
@@ -130,13 +197,10 @@ func (e *Engine) CreateTopic(name string, partitions int32, replication int16, o
 			return TopicInfo{}, fmt.Errorf("%w: %q collides with existing topic %q", ErrInvalidTopic, name, other)
 		}
 	}
-	t := &topic{name: name, overrides: maps.Clone(overrides), config: cfg}
+	t := &topic{name: name, id: id, overrides: maps.Clone(overrides), config: cfg}
 	if t.overrides == nil {
 		t.overrides = map[string]string{}
 	}
-	rand.Read(t.id[:])
-	t.id[6] = t.id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's
-	t.id[8] = t.id[8]&0x3f | 0x80
 	if validateOnly {
 		info := t.info()
 		info.Partitions = partitions
@@ -263,8 +327,13 @@ func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) e
 	if validateOnly {
 		return nil
 	}
+	return e.growLocked(t, total)
+}
+
+// growLocked adds partitions to t up to total. Called with e.mu held.
+func (e *Engine) growLocked(t *topic, total int32) error {
 	nt := &topic{name: t.name, id: t.id, overrides: t.overrides, config: t.config, partitions: slices.Clone(t.partitions)}
-	if err := e.openPartitions(nt, have, total, true); err != nil {
+	if err := e.openPartitions(nt, int32(len(t.partitions)), total, true); err != nil {
 		return err
 	}
 	for _, p := range nt.partitions {
