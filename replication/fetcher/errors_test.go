@@ -179,7 +179,13 @@ func TestPartitionErrors(t *testing.T) {
 	for p := range int32(3) {
 		s.Add(fetcher.Partition{TP: engine.TP{Topic: "errs", Partition: p}, TopicID: id, LeaderEpoch: -1})
 	}
+	start := time.Now()
 	f.waitLEO(100, 10*time.Second, p1)
+	// Three retries 5 ms apart, while p2 (idle) is long-polled: the polls
+	// end when p1's backoff does, not after WaitMax (500 ms) each.
+	if el := time.Since(start); el > 400*time.Millisecond {
+		t.Errorf("p1 copied %v after three 5 ms backoffs: the retries waited for long polls", el)
+	}
 	f.waitFor("p0 paused, p2's high watermark", 10*time.Second, func() bool { return f.paused[p0] != nil && len(f.hwCalls) > 0 })
 	f.check()
 	f.mu.Lock()
@@ -412,11 +418,12 @@ func TestCloseBounded(t *testing.T) {
 	}
 }
 
-// holdingHandler keeps the first Records call's done and never calls it.
+// holdingHandler keeps the dones of Records calls and never calls them.
 type holdingHandler struct {
 	*follower
-	got  chan struct{}
-	done func(int64, error)
+	got   chan struct{}
+	done  func(int64, error) // the first
+	dones []func(int64, error)
 }
 
 func (h *holdingHandler) Records(_ engine.TP, _ []byte, _, _ int64, done func(int64, error)) {
@@ -424,11 +431,51 @@ func (h *holdingHandler) Records(_ engine.TP, _ []byte, _, _ int64, done func(in
 	if h.done == nil {
 		h.done = done
 	}
+	h.dones = append(h.dones, done)
 	h.mu.Unlock()
 	select {
 	case h.got <- struct{}{}:
 	default:
 	}
+}
+
+// TestStaleDoneIgnored: a partition replaced by Add while its records are
+// with the handler is fetched from the new offset, and the old call's done
+// (arriving late, while the new call's records are with the handler) moves
+// nothing.
+func TestStaleDoneIgnored(t *testing.T) {
+	c, id := newKfake(t, "stale", 1)
+	addr := c.ListenAddrs()[0]
+	produce(t, producer(t, addr), "stale", []int32{0}, 100, 50, 10)
+	var mu sync.Mutex
+	var offsets []int64
+	c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		offsets = append(offsets, kreq.(*kmsg.FetchRequest).Topics[0].Partitions[0].FetchOffset)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	h := &holdingHandler{follower: newFollower(t), got: make(chan struct{}, 1)}
+	tp := engine.TP{Topic: "stale"}
+	s := newStream(t, fetcher.Config{Addr: addr, ReplicaID: 1, PartitionBytesMax: 1}, h)
+	s.Add(fetcher.Partition{TP: tp, TopicID: id, LeaderEpoch: -1})
+	<-h.got
+	s.Add(fetcher.Partition{TP: tp, TopicID: id, FetchOffset: 50, LeaderEpoch: -1})
+	<-h.got // the records from 50, held
+	h.mu.Lock()
+	stale, current := h.dones[0], h.dones[1]
+	h.mu.Unlock()
+	stale(10, nil)
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	got := append([]int64(nil), offsets...)
+	mu.Unlock()
+	if len(got) != 2 || got[0] != 0 || got[1] != 50 {
+		t.Fatalf("fetch offsets %v after a stale done, want [0 50]", got)
+	}
+	current(60, nil)
+	waitStats(t, s, "the current done applied", func(st fetcher.Stats) bool { return st.Partitions[0].FetchOffset == 60 })
 }
 
 // TestStatsLag: while a partition's records are with the handler, Stats
