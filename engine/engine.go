@@ -115,6 +115,11 @@ type Engine struct {
 	closed  atomic.Bool
 	cleaner *cleaner
 
+	// A replicated engine's high watermarks: as checkpointed, read while
+	// the partitions open at start; and the checkpoint's writer.
+	hwAtOpen map[TP]int64
+	hwCkpt   *hwCheckpointer
+
 	// Logs opened after a clean shutdown and logs that needed recovery,
 	// counted at start-up.
 	opensClean, opensRecovered atomic.Int64
@@ -153,9 +158,21 @@ func Open(cfg Config) (*Engine, error) {
 	for _, s := range e.shards {
 		go s.run()
 	}
+	if cfg.Replicated {
+		hws, err := loadHWCheckpoint(cfg.Dir)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.hwAtOpen = hws
+	}
 	if err := e.loadTopics(); err != nil {
 		e.Close()
 		return nil, err
+	}
+	e.hwAtOpen = nil
+	if cfg.Replicated {
+		e.hwCkpt = startHWCheckpointer(e)
 	}
 	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load())
 	e.cleaner = startCleaner(e)
@@ -198,7 +215,15 @@ func (e *Engine) Close() error {
 		// segments stay) and the cleaner makes no more shard calls.
 		e.cleaner.close()
 	}
-	return e.stopShards()
+	if e.hwCkpt != nil {
+		e.hwCkpt.close()
+	}
+	err := e.stopShards()
+	if e.hwCkpt != nil {
+		// The last high watermarks, now that no shard moves them.
+		err = errors.Join(err, e.hwCkpt.write())
+	}
+	return err
 }
 
 func (e *Engine) stopShards() error {

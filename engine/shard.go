@@ -276,7 +276,11 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		if eps := l.Epochs(); len(eps) > 0 {
 			p.leaderEpoch.Store(eps[len(eps)-1].Epoch)
 		}
-		p.hw.Store(l.LogStartOffset())
+		hw := l.LogStartOffset()
+		if v, ok := s.e.hwAtOpen[p.tp]; ok && !fresh {
+			hw = min(max(v, hw), l.LEO())
+		}
+		p.hw.Store(hw)
 	} else {
 		p.role.Store(int32(RoleLeader))
 		p.hw.Store(l.LEO())

@@ -303,6 +303,12 @@ func (e *Engine) DeleteTopic(name string) error {
 		p.shard.call(func() { done <- p.shard.deletePartition(p) }, done)
 		errs = append(errs, <-done)
 	}
+	if e.hwCkpt != nil {
+		// Without the deleted partitions at once: a topic created again
+		// under the name must not inherit their high watermarks at the
+		// next start.
+		errs = append(errs, e.hwCkpt.write())
+	}
 	return errors.Join(errs...)
 }
 
