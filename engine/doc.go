@@ -27,20 +27,47 @@
 // cleaner before the shards; a clean in progress is then abandoned and the
 // old segments stay.
 //
+// # Replication
+//
+// An engine opened with Config.Replicated is driven by a replication layer
+// (replication.go, replica.go): every partition of every topic is hosted,
+// and each has a role. With none (after a start or a creation) it takes no
+// appends. A leader (BecomeLeader) takes producer appends and stamps them
+// with its epoch, which the leader-epoch checkpoint records as starting at
+// the LEO it had on taking over. A follower (BecomeFollower) refuses them
+// with ErrNotLeader and takes its leader's batches as they are
+// (AppendReplica: offsets and epochs kept, group-committed like producer
+// appends, the producer state learning from them). Appends do not move the
+// high watermark: SetHW does, and Config.OnAppended tells the layer each
+// partition's LEO after every write so that a leader recomputes it without
+// polling. acks=all is answered once the high watermark covers the batch.
+// Truncate and TruncateFullyAndStartAt cut a follower's log where it and
+// its leader's agree (KIP-101). ReadReplica serves a follower's fetch up to
+// the LEO. Without Config.Replicated nothing of this applies: every
+// partition leads, its high watermark follows its LEO, and the replication
+// methods answer ErrNotReplicated.
+//
 // # Concurrency contract
 //
 // Every exported method of Engine may be called from any goroutine. done
-// callbacks of Append run on a shard goroutine and must not block (encode
-// the answer and hand it to the network layer). Read, State, ListOffset and
+// callbacks of Append and AppendReplica, and Config.OnAppended, run on a
+// shard goroutine and must not block (encode the answer and hand it to the
+// network layer). Read, ReadReplica, State, ListOffset and
 // EndOffsetForEpoch never wait for a shard: they work on the log's
-// published, reference-counted views; ListOffset(MaxTimestamp),
-// DeleteRecords and topic changes do a round trip through the shard.
+// published, reference-counted views; SetHW and SetISR do not wait either.
+// ListOffset(MaxTimestamp), DeleteRecords, topic changes, BecomeLeader,
+// BecomeFollower, Truncate and TruncateFullyAndStartAt do a round trip
+// through the shard, so they must not be called from a shard goroutine (a
+// done callback, OnAppended, an OnShard function): that would deadlock.
 //
 // # Files in the data directory
 //
 //	meta.properties        version, cluster.id, node.id (Kafka's names)
 //	topics.json            topic names, ids, partition counts, config overrides
 //	producer-ids           end of the producer id block in use
+//	replication-offset-checkpoint
+//	                       "0\n<count>\n<topic> <partition> <hw>\n..." (Kafka's
+//	                       format): the high watermarks of a replicated engine
 //	<topic>-<partition>/   a partition's log (see package segment) and
 //	                       producer-state, the idempotence snapshot
 //
@@ -54,6 +81,32 @@
 //     fails.
 //   - On a single node the high watermark follows the LEO as soon as a write
 //     completes; fetches never see an append before it completed.
+//   - On a replicated engine the high watermark moves up only by SetHW,
+//     capped at the LEO, and down only by a truncation. Both hold the
+//     partition's hwMu: SetHW reads the LEO under it, so a truncation cannot
+//     slip between that read and the store and leave the HW above the LEO.
+//   - A role is settled on the shard, in the round that writes: the check
+//     in Append on the caller's goroutine is only a fast path, so an append
+//     queued before BecomeFollower that reaches a round after it is refused.
+//   - A pending acks=all append is parked before its shard loads the HW,
+//     and SetHW stores the HW before it loads the smallest parked end:
+//     whichever comes second sees the other, so no ack is left waiting for
+//     a HW that has already passed it.
+//   - An epoch below the latest one in the log is stale even when above the
+//     role's epoch (a follower copies batches of leaders newer than the
+//     role it was told): a leader must never stamp batches with an epoch
+//     below ones already in its log.
+//   - A follower's batches must start at its LEO: a gap or overlap means
+//     the fetch that brought them is stale, and writing them would corrupt
+//     the log. Only compacted topics may have gaps between batches (the
+//     cleaner removes whole batches).
+//   - A truncation rewrites the producer snapshot as of the new LEO: the old
+//     one, taken above the cut, would otherwise be loaded after a restart
+//     once the log had grown past its offset again, describing batches that
+//     are gone.
+//   - After a start a replicated partition's HW is its checkpointed value,
+//     never the LEO: records above the committed offset may yet be
+//     truncated, and consumers must not see them meanwhile.
 //   - Duplicates of an idempotent producer's retry are answered with the
 //     original offset and no write; a producer with no state (new, or
 //     expired) is accepted at any sequence, as Kafka does.
