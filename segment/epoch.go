@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 
@@ -51,26 +52,52 @@ func (c *epochCache) latest() (EpochEntry, bool) {
 	return c.entries[len(c.entries)-1], true
 }
 
-// assign records that epoch starts at offset, if epoch is newer than the
-// latest known one. It reports whether the cache changed.
+// assign records that epoch starts at offset, with the rule of Kafka's
+// LeaderEpochFileCache.assign: nothing changes when epoch is the latest
+// and offset is not below its start (every batch of the current epoch
+// comes here); otherwise every entry from the end whose epoch is at least
+// epoch or whose start offset is at least offset is dropped before the new
+// entry goes last. A follower copying its leader's batches thus ends with
+// the leader's cache even when its own held an epoch the leader never saw
+// (one it led without writing, at its LEO), and the entries stay strictly
+// increasing in both epoch and start offset. It reports whether the cache
+// changed.
 func (c *epochCache) assign(epoch int32, offset int64) bool {
-	if epoch < 0 {
+	if epoch < 0 || offset < 0 {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := len(c.entries); n > 0 {
-		last := c.entries[n-1]
-		if epoch <= last.Epoch {
-			return false
-		}
-		if offset < last.StartOffset {
-			// A newer epoch that starts before the latest one means the log
-			// was truncated without the cache: drop what it contradicts.
-			c.truncateFromEndLocked(offset)
-		}
+	return c.assignLocked(epoch, offset)
+}
+
+// assignIfNewer is assign for recovery, which meets every batch of the
+// scanned segments again: only an epoch newer than the latest is recorded,
+// as Kafka's LogSegment.recover does. The batches of a segment scanned
+// after the checkpoint was loaded may belong to epochs that started in an
+// earlier, unscanned segment; assign would move those epochs' start to the
+// scanned batch and drop every later entry.
+func (c *epochCache) assignIfNewer(epoch int32, offset int64) bool {
+	if epoch < 0 || offset < 0 {
+		return false
 	}
-	c.entries = append(c.entries, EpochEntry{epoch, offset})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].Epoch {
+		return false
+	}
+	return c.assignLocked(epoch, offset)
+}
+
+func (c *epochCache) assignLocked(epoch int32, offset int64) bool {
+	n := len(c.entries)
+	if n > 0 && c.entries[n-1].Epoch == epoch && c.entries[n-1].StartOffset <= offset {
+		return false
+	}
+	for n > 0 && (c.entries[n-1].Epoch >= epoch || c.entries[n-1].StartOffset >= offset) {
+		n--
+	}
+	c.entries = append(c.entries[:n], EpochEntry{epoch, offset})
 	return true
 }
 
@@ -144,8 +171,37 @@ func (c *epochCache) truncateFromStart(offset int64) bool {
 	return true
 }
 
+// persist replaces the checkpoint file atomically (a crash leaves the old
+// file or the new one, never a mix). A cache out of order is refused
+// rather than written: parseEpochFile would reject the file and the log
+// would not open again.
 func (c *epochCache) persist() error {
-	return fsutil.WriteFileAtomic(c.dir, epochFile, encodeEpochFile(c.snapshot()))
+	entries := c.snapshot()
+	for i := 1; i < len(entries); i++ {
+		if entries[i].Epoch <= entries[i-1].Epoch || entries[i].StartOffset < entries[i-1].StartOffset {
+			return fmt.Errorf("segment: leader epoch cache out of order: %v then %v", entries[i-1], entries[i])
+		}
+	}
+	return fsutil.WriteFileAtomic(c.dir, epochFile, encodeEpochFile(entries))
+}
+
+// truncateEpochsFromEnd drops the epochs that start at or after offset,
+// the log's end, and persists the cache when it changed. TruncateTo calls
+// it even when its target is at or above the LEO and no batch goes, as
+// Kafka's UnifiedLog.truncateTo does: a broker that led an epoch without
+// writing holds an entry at its LEO that the new leader's log does not
+// have. A failed write fails the log, as any failed truncation does (owner
+// only).
+func (l *Log) truncateEpochsFromEnd(offset int64) error {
+	if !l.epochs.truncateFromEnd(offset) {
+		return nil
+	}
+	if err := l.epochs.persist(); err != nil {
+		err = fmt.Errorf("segment: persist leader epochs: %w", err)
+		l.fail(err)
+		return err
+	}
+	return nil
 }
 
 // epochFor returns the epoch whose range holds offset, or UndefinedEpoch.

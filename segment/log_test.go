@@ -322,7 +322,6 @@ func TestEndOffsetForEpoch(t *testing.T) {
 	for _, e := range []EpochEntry{{1, 0}, {3, 100}, {4, 150}, {7, 300}} {
 		c.assign(e.Epoch, e.StartOffset)
 	}
-	c.assign(2, 120) // older epoch: ignored
 	leo := int64(400)
 	for _, tc := range []struct {
 		req      int32

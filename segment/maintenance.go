@@ -35,7 +35,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return ErrPending
 	}
 	if offset >= l.nextOffset {
-		return nil
+		return l.truncateEpochsFromEnd(l.nextOffset)
 	}
 	if offset < l.logStart.Load() {
 		return l.TruncateFullyAndStartAt(offset)

@@ -341,7 +341,7 @@ func (l *Log) scan(s *segment) (int64, string, error) {
 			break
 		}
 		s.indexBatch(pos, h, l.cfg.IndexIntervalBytes)
-		if l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) {
+		if l.epochs.assignIfNewer(h.PartitionLeaderEpoch, h.BaseOffset) {
 			l.epochs.changedOnLoad = true
 		}
 		pos += int64(h.Size())
