@@ -43,7 +43,7 @@ type respKey struct {
 
 func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, now time.Time) {
 	if resp.ThrottleMillis > 0 {
-		s.stats.throttledUntil = now.Add(time.Duration(resp.ThrottleMillis) * time.Millisecond)
+		s.throttledUntil = now.Add(time.Duration(resp.ThrottleMillis) * time.Millisecond)
 	}
 	byID := resp.Version > fetchVersionNames
 	index := make(map[respKey]*kmsg.FetchResponseTopicPartition)

@@ -39,15 +39,18 @@ func wholeBatches(data []byte) (whole []byte, err error) {
 	for len(data)-off >= 12 {
 		n := int64(int32(binary.BigEndian.Uint32(data[off+8:])))
 		if n < batchLengthMin {
-			return data[:off], fmt.Errorf("%w: batch length %d at byte %d", ErrCorruptBatch, n, off)
+			return data[:off:off], fmt.Errorf("%w: batch length %d at byte %d", ErrCorruptBatch, n, off)
 		}
 		if n+12 > int64(len(data)-off) {
 			break // cut by the leader's byte limit
 		}
 		if m := data[off+batchMagicOffset]; m != batchMagic {
-			return data[:off], fmt.Errorf("%w: magic %d at byte %d", ErrCorruptBatch, m, off)
+			return data[:off:off], fmt.Errorf("%w: magic %d at byte %d", ErrCorruptBatch, m, off)
 		}
 		off += int(n) + 12
 	}
-	return data[:off], nil
+	// Capped: the bytes after the prefix are the next partition's records
+	// in the same response buffer, and an append to the prefix must not
+	// write over them.
+	return data[:off:off], nil
 }

@@ -56,6 +56,11 @@ func TestWholeBatches(t *testing.T) {
 			if len(got) != tc.want || !errors.Is(err, tc.err) {
 				t.Errorf("wholeBatches: %d bytes, %v; want %d, %v", len(got), err, tc.want, tc.err)
 			}
+			// A caller's append must not write into the bytes after the
+			// prefix (the next partition's, in a response buffer).
+			if cap(got) != len(got) {
+				t.Errorf("prefix of %d bytes has capacity %d", len(got), cap(got))
+			}
 		})
 	}
 }

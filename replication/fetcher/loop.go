@@ -48,6 +48,10 @@ func (s *Stream) loop() {
 			s.conn = c
 			s.stats.connects++
 			s.mu.Unlock()
+			s.connNow.Store(c)
+			if s.ctx.Err() != nil {
+				c.nc.Close() // Close ran between the dial and the Store
+			}
 		}
 
 		now := time.Now()
@@ -141,6 +145,7 @@ func (s *Stream) setReadDeadline() {
 // flight back to idle: none of them was answered, so their offsets stand.
 func (s *Stream) teardown(err error) {
 	c := s.conn
+	s.connNow.Store(nil)
 	c.close()
 	s.mu.Lock()
 	defer s.mu.Unlock()

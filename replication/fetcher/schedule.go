@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"ringlog/engine"
 )
 
 // scheduleLocked decides what to send now, marks what it sends as in
@@ -52,8 +50,8 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 	if s.conn == nil || s.longPoll {
 		return nil, wakeAt
 	}
-	if now.Before(s.stats.throttledUntil) {
-		soonest(s.stats.throttledUntil)
+	if now.Before(s.throttledUntil) {
+		soonest(s.throttledUntil)
 		return nil, wakeAt
 	}
 	v := s.conn.versions
@@ -177,17 +175,19 @@ func (s *Stream) fetchRequestLocked(ps []*part, v versions, wait time.Duration, 
 	req.IsolationLevel = 0                  // a follower copies everything, transactions included
 	req.SessionID, req.SessionEpoch = 0, -1 // full fetches, no session (KIP-227)
 	rq := &request{kind: req, sent: now, long: wait > 0, wait: wait}
-	topicIdx := make(map[engine.TP]int) // keyed by topic name only (Partition 0)
+	// ps comes from a walk of a map, whose order Go varies: no partition is
+	// always last under the response's byte limit (Kafka rotates its fetch
+	// order for the same fairness).
+	topicIdx := make(map[string]int)
 	for _, pt := range ps {
 		if version > fetchVersionNames && pt.spec.TopicID == ([16]byte{}) {
 			s.pauseLocked(pt, fmt.Errorf("%w: the leader serves Fetch v%d+ only", ErrNoTopicID, v.fetchMin))
 			continue
 		}
-		k := engine.TP{Topic: pt.spec.TP.Topic}
-		ti, ok := topicIdx[k]
+		ti, ok := topicIdx[pt.spec.TP.Topic]
 		if !ok {
 			ti = len(req.Topics)
-			topicIdx[k] = ti
+			topicIdx[pt.spec.TP.Topic] = ti
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic, t.TopicID = pt.spec.TP.Topic, pt.spec.TopicID
 			req.Topics = append(req.Topics, t)

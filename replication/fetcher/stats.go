@@ -2,7 +2,6 @@ package fetcher
 
 import (
 	"sort"
-	"time"
 
 	"ringlog/engine"
 )
@@ -17,7 +16,6 @@ type counters struct {
 	recordBytes           int64
 	inflightPeak          int64
 	lastConnErr           error
-	throttledUntil        time.Time
 }
 
 // Stats is a snapshot of a stream.

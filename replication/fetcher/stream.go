@@ -104,11 +104,15 @@ type Stream struct {
 	// sent behind it.
 	longPoll bool
 	// pollAt holds the next long poll back after one came back early and
-	// empty, and honours the leader's throttle.
-	pollAt time.Time
-	conn   *conn // nil while disconnected; written by the loop only
-	stats  counters
-	rot    int // rotates the partition order of requests (fairness)
+	// empty; throttledUntil holds every request back while the leader's
+	// throttle lasts (Kafka 2.0+ leaves the wait to the client, KIP-219).
+	pollAt, throttledUntil time.Time
+	conn                   *conn // nil while disconnected; written by the loop only
+	// connNow is conn for Close, which closes its socket so that a write
+	// blocked on a leader that stopped reading ends at once.
+	connNow atomic.Pointer[conn]
+	stats   counters
+	rot     int // rotates the partition order of requests (fairness)
 }
 
 // part is one partition's state. Which request or call holds it is in
@@ -283,6 +287,9 @@ func (s *Stream) Resume(tp engine.TP) {
 // (a handler that blocks holds them).
 func (s *Stream) Close(ctx context.Context) error {
 	s.cancel()
+	if c := s.connNow.Load(); c != nil {
+		c.nc.Close()
+	}
 	select {
 	case <-s.done:
 		return nil
