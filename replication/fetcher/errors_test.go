@@ -103,12 +103,17 @@ func TestOnlyCutBatchTooLarge(t *testing.T) {
 	addr := c.ListenAddrs()[0]
 	produce(t, producer(t, addr), "big", []int32{0}, 10, 50, 10)
 	log := leaderLog(t, addr, "big", id, 0, 10)
+	bs, err := parseBatches(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := log[:bs[0].size] // a leader that never sends it whole
 	var fetches atomic.Int32
 	c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		fetches.Add(1)
 		return answer(kreq.(*kmsg.FetchRequest), func(p *kmsg.FetchResponseTopicPartition, _ int64) {
-			p.HighWatermark, p.LogStartOffset, p.RecordBatches = 10, 0, log[:len(log)-1]
+			p.HighWatermark, p.LogStartOffset, p.RecordBatches = 10, 0, first[:len(first)-1]
 		}), nil, true
 	})
 	f := newFollower(t)
@@ -117,7 +122,7 @@ func TestOnlyCutBatchTooLarge(t *testing.T) {
 	s.Add(fetcher.Partition{TP: tp, TopicID: id, LeaderEpoch: -1})
 	f.waitFor("a pause", 10*time.Second, func() bool { return f.paused[tp] != nil })
 	f.mu.Lock()
-	err := f.paused[tp]
+	err = f.paused[tp]
 	f.mu.Unlock()
 	if !errors.Is(err, fetcher.ErrBatchTooLarge) {
 		t.Errorf("paused with %v, want ErrBatchTooLarge", err)

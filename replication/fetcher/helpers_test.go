@@ -528,6 +528,25 @@ func leaderLog(t testing.TB, addr, topic string, id [16]byte, part int32, end in
 	return out
 }
 
+// boundary returns the base offset of the leader's batch holding offset
+// near: kgo splits a produce into batches as it likes (with linger 0 the
+// first record often goes alone), and a follower's fetch offset is always a
+// batch boundary of the leader's log.
+func boundary(t testing.TB, addr, topic string, id [16]byte, part int32, end, near int64) int64 {
+	t.Helper()
+	bs, err := parseBatches(leaderLog(t, addr, topic, id, part, end))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b.base <= near && near <= b.last {
+			return b.base
+		}
+	}
+	t.Fatalf("no batch holds offset %d", near)
+	return 0
+}
+
 // newStream starts a stream and closes it at the end of the test.
 func newStream(t testing.TB, cfg fetcher.Config, h fetcher.Handler) *fetcher.Stream {
 	t.Helper()

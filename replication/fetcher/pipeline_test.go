@@ -92,13 +92,14 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 			}
 		}
 
-		// Re-add p1 at 700, as a follower whose log was cut there would.
-		f.reset(p1, 700)
-		s.Add(l.partition(1, 700))
+		// Re-add p1 near 700, as a follower whose log was cut there would.
+		from := boundary(t, l.addr, l.topic, l.topicID, 1, 1000, 700)
+		f.reset(p1, from)
+		s.Add(l.partition(1, from))
 		f.waitLEO(1000, 10*time.Second, p1)
 		f.check()
-		if c := f.copyOf(p1); c.records != 300 {
-			t.Errorf("re-added partition copied %d records from 700, want 300", c.records)
+		if c := f.copyOf(p1); c.records != 1000-from {
+			t.Errorf("re-added partition copied %d records from %d, want %d", c.records, from, 1000-from)
 		}
 	})
 }

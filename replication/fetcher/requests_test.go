@@ -188,11 +188,12 @@ func TestDivergingEpoch(t *testing.T) {
 	c, id := newKfake(t, "diverge", 1)
 	addr := c.ListenAddrs()[0]
 	produce(t, producer(t, addr), "diverge", []int32{0}, 50, 50, 10)
+	end := boundary(t, addr, "diverge", id, 0, 50, 30)
 	spy := spyFetches(c)
 	c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		return answer(kreq.(*kmsg.FetchRequest), func(p *kmsg.FetchResponseTopicPartition, _ int64) {
 			p.HighWatermark, p.LogStartOffset = 50, 0
-			p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = 2, 30
+			p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = 2, end
 		}), nil, true
 	})
 	tp := engine.TP{Topic: "diverge"}
@@ -204,15 +205,15 @@ func TestDivergingEpoch(t *testing.T) {
 	f.check()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.truncates) != 1 || f.truncates[0].epoch != 2 || f.truncates[0].end != 30 {
-		t.Fatalf("Truncate calls %+v, want one (epoch 2, end 30)", f.truncates)
+	if len(f.truncates) != 1 || f.truncates[0].epoch != 2 || f.truncates[0].end != end {
+		t.Fatalf("Truncate calls %+v, want one (epoch 2, end %d)", f.truncates, end)
 	}
 	reqs, _ := spy.all()
-	if len(reqs) < 2 || reqs[0].Topics[0].Partitions[0].FetchOffset != 40 || reqs[1].Topics[0].Partitions[0].FetchOffset != 30 {
-		t.Errorf("%d fetches, want the first at 40 and the second at 30", len(reqs))
+	if len(reqs) < 2 || reqs[0].Topics[0].Partitions[0].FetchOffset != 40 || reqs[1].Topics[0].Partitions[0].FetchOffset != end {
+		t.Errorf("%d fetches, want the first at 40 and the second at %d", len(reqs), end)
 	}
-	if l := f.logs[tp]; l.records != 20 {
-		t.Errorf("%d records copied from 30, want 20", l.records)
+	if l := f.logs[tp]; l.records != 50-end {
+		t.Errorf("%d records copied from %d, want %d", l.records, end, 50-end)
 	}
 }
 

@@ -67,7 +67,10 @@ func TestTruncateWireOrder(t *testing.T) {
 		firstFetch   = map[int32]int64{}
 		fetchedEarly []int32
 	)
-	ends := map[int32]int64{0: 40, 1: 10}
+	ends := map[int32]int64{
+		0: boundary(t, addr, "ofle", id, 0, 100, 40),
+		1: boundary(t, addr, "ofle", id, 1, 100, 10),
+	}
 	c.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
@@ -139,8 +142,8 @@ func TestTruncateWireOrder(t *testing.T) {
 	if len(fetchedEarly) > 0 {
 		t.Errorf("partitions %v fetched before OffsetForLeaderEpoch", fetchedEarly)
 	}
-	if firstFetch[0] != 40 || firstFetch[1] != 10 || firstFetch[2] != 0 {
-		t.Errorf("first fetch offsets %v, want map[0:40 1:10 2:0]", firstFetch)
+	if firstFetch[0] != ends[0] || firstFetch[1] != ends[1] || firstFetch[2] != 0 {
+		t.Errorf("first fetch offsets %v, want map[0:%d 1:%d 2:0]", firstFetch, ends[0], ends[1])
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
