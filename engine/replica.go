@@ -124,7 +124,9 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 // Truncate removes tp's batches at and above offset, as a follower does
 // before fetching from a new leader (KIP-101: to the end offset of its
 // latest epoch as the leader knows it). A batch holding offset goes whole,
-// so the LEO may end below offset. The high watermark is lowered to the
+// so the LEO may end below offset. At or above the LEO no batch goes, but
+// the leader-epoch entries starting at the LEO do (an epoch this broker
+// led without writing), as Kafka's truncateTo does. The high watermark is lowered to the
 // new LEO if it was above (waiters are not woken: nothing new is
 // readable), acks=all appends waiting above the new LEO fail with
 // ErrNotLeader, and the producer state is rebuilt for the shorter log. The
@@ -166,6 +168,7 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 	// hwMu is held across the cut: SetHW must not read the LEO before it
 	// and store a high watermark after it.
 	p.hwMu.Lock()
+	before := p.log.LEO()
 	err := cut()
 	leo, start := p.log.LEO(), p.log.LogStartOffset()
 	p.hw.Store(min(max(p.hw.Load(), start), leo))
@@ -173,6 +176,12 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 	p.failAcks(leo, fmt.Errorf("%w: %s-%d truncated to %d", ErrNotLeader, p.tp.Topic, p.tp.Partition, leo))
 	if err != nil {
 		return storageError(err)
+	}
+	if leo == before && !fully {
+		// A truncation at or above the LEO (the replication layer makes
+		// one after every leader change) keeps every batch; the log only
+		// dropped the epochs that start at its end.
+		return nil
 	}
 	// The snapshot on disk describes the log below its offset; it still
 	// holds after a truncation above that offset, and is ignored below

@@ -942,3 +942,33 @@ func TestCreateTopicWithID(t *testing.T) {
 		t.Fatalf("CreateTopic: %+v %v", info, err)
 	}
 }
+
+// TestTruncateAtLEODropsEpochLedWithoutWrites: a broker that led an epoch
+// and wrote nothing holds its entry at the LEO; once it follows, a
+// truncation to the LEO drops it, and nothing else changes.
+func TestTruncateAtLEODropsEpochLedWithoutWrites(t *testing.T) {
+	e := openReplicated(t, t.TempDir(), ioring.ModeAuto, nil)
+	defer e.Close()
+	e.CreateTopic("l", 1, -1, nil, false)
+	tp := TP{"l", 0}
+	mustOK(t, e.BecomeLeader(tp, 1))
+	appendSync(e, tp, mkBatch(t, 2, "x", 1, 9, 0, 0))
+	mustOK(t, e.SetHW(tp, 2))
+	mustOK(t, e.BecomeLeader(tp, 2))
+	p, _ := e.partition(tp)
+	if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 2}}) {
+		t.Fatalf("epochs %v", eps)
+	}
+	mustOK(t, e.BecomeFollower(tp, 3))
+	mustOK(t, e.Truncate(tp, 2))
+	if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}}) {
+		t.Fatalf("epochs after truncating to the LEO: %v", eps)
+	}
+	if st, _ := e.State(tp); st.LEO != 2 || st.HW != 2 {
+		t.Fatalf("state after truncating to the LEO: %+v", st)
+	}
+	mustOK(t, e.BecomeLeader(tp, 4))
+	if r, err := appendSync(e, tp, mkBatch(t, 2, "x", 1, 9, 0, 0)); err != nil || !r.Duplicate {
+		t.Fatalf("producer state after truncating to the LEO: %+v %v", r, err)
+	}
+}
