@@ -357,6 +357,11 @@ func (s *shard) finish(t *segment.Task) {
 	if !s.e.cfg.Replicated {
 		// A single node is its own ISR: what is written is committed.
 		p.advanceHW(leo)
+	} else {
+		// Followers long-poll for what the leader wrote, committed or
+		// not: wake the waiters. A consumer's finds nothing new below the
+		// high watermark and waits on.
+		p.notify()
 	}
 	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
 	parked := false

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/replication"
 	"ringlog/segment"
 )
 
@@ -59,6 +60,9 @@ type fetch struct {
 	minBytes      int64
 	maxBytes      int64 // response-level limit (KIP-74: the first batch may exceed it)
 	readCommitted bool
+	// replica is the broker id of a follower fetching from this leader,
+	// -1 for a consumer.
+	replica int32
 
 	// errCode is a response-level error (fetch sessions); with it set the
 	// response carries no topics.
@@ -136,6 +140,7 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		minBytes:      int64(req.MinBytes),
 		maxBytes:      max(int64(req.MaxBytes), 0),
 		readCommitted: req.IsolationLevel == 1,
+		replica:       -1,
 	}
 	// Fetch sessions (KIP-227). This broker keeps none: it answers every
 	// full fetch with session id 0, which tells the client that no session
@@ -158,7 +163,10 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		replicaID = req.ReplicaState.ID
 	}
 	replicaErr := int16(0)
-	if replicaID >= 0 {
+	switch {
+	case replicaID >= 0 && s.cfg.Node != nil:
+		f.replica = replicaID
+	case replicaID >= 0:
 		replicaErr = kerr.NotLeaderForPartition.Code
 		s.warnReplicaFetch(cx, replicaID)
 	}
@@ -243,7 +251,7 @@ func (f *fetch) read() (bytes int64, done bool) {
 				done = true
 				continue
 			}
-			if !f.s.readPart(p, min(p.maxBytes, limit), minOne) {
+			if !f.s.readPart(p, f.replica, min(p.maxBytes, limit), minOne) {
 				done = true
 				continue
 			}
@@ -257,9 +265,17 @@ func (f *fetch) read() (bytes int64, done bool) {
 	return bytes, done
 }
 
-// readPart reads one partition into p. It reports false when p got an
+// readPart reads one partition into p, for a consumer (replica -1) or
+// for the follower with broker id replica. It reports false when p got an
 // error code.
-func (s *Server) readPart(p *fetchPart, maxBytes int64, minOne bool) bool {
+func (s *Server) readPart(p *fetchPart, replica int32, maxBytes int64, minOne bool) bool {
+	if replica >= 0 {
+		return s.readReplicaPart(p, replica, maxBytes, minOne)
+	}
+	if !s.clusterLeads(p.tp) {
+		p.fail(kerr.NotLeaderForPartition.Code)
+		return false
+	}
 	st, err := s.eng.State(p.tp)
 	if err != nil {
 		p.fail(errorCode(err))
@@ -281,6 +297,29 @@ func (s *Server) readPart(p *fetchPart, maxBytes int64, minOne bool) bool {
 		}
 	}
 	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne)
+	return s.readDone(p, res, err)
+}
+
+// readReplicaPart reads one partition for a follower: the fetch offset is
+// its LEO, which the leader records first (it may move the high
+// watermark), and the read goes up to the leader's LEO.
+func (s *Server) readReplicaPart(p *fetchPart, replica int32, maxBytes int64, minOne bool) bool {
+	if err := s.cfg.Node.FollowerFetch(p.tp, replica, p.offset, p.leaderEpoch); err != nil {
+		p.fail(errorCode(err))
+		if errors.Is(err, replication.ErrOffsetOutOfRange) {
+			// The follower resets from the leader's offsets.
+			if st, err := s.eng.State(p.tp); err == nil {
+				p.setState(st)
+			}
+		}
+		return false
+	}
+	res, err := s.eng.ReadReplica(p.tp, p.offset, maxBytes, minOne)
+	return s.readDone(p, res, err)
+}
+
+// readDone takes a read's outcome into p.
+func (s *Server) readDone(p *fetchPart, res engine.ReadResult, err error) bool {
 	switch {
 	case err == nil:
 		p.errCode = 0

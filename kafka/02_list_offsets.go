@@ -61,6 +61,10 @@ func handleListOffsets(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 
 // listOffset answers one partition.
 func (s *Server) listOffset(tp engine.TP, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition) {
+	if !s.clusterLeads(tp) {
+		out.ErrorCode = kerr.NotLeaderForPartition.Code
+		return
+	}
 	st, err := s.eng.State(tp)
 	if err != nil {
 		out.ErrorCode = errorCode(err)

@@ -44,6 +44,9 @@ const autoCreateMaxDefault = 100
 func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	if s.cfg.Node != nil {
+		return s.handleMetadataCluster(req, resp)
+	}
 
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort

@@ -73,7 +73,7 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err := engine.ValidateTopicName(t.Topic); err != nil {
 		return fail(err)
 	}
-	if _, ok := s.eng.Topic(t.Topic); ok {
+	if s.topicExists(t.Topic) {
 		return fail(refuse(kerr.TopicAlreadyExists, "Topic '%s' already exists.", t.Topic))
 	}
 	overrides := make(map[string]string)
@@ -88,6 +88,9 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	cfg, err := engine.ParseTopicConfig(s.eng.Defaults(), overrides)
 	if err != nil {
 		return fail(err)
+	}
+	if s.cfg.Node != nil {
+		return s.clusterCreateTopic(t, overrides, cfg, validateOnly)
 	}
 	partitions, replication := t.NumPartitions, t.ReplicationFactor
 	if len(t.ReplicaAssignment) > 0 {

@@ -71,6 +71,8 @@ func (s *Server) deleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTopic {
 		return deleteAnswer(nil, zero, refuse(kerr.InvalidRequest, "Neither topic name nor id were specified."))
 	case d.name != nil && d.id != zero:
 		return deleteAnswer(d.name, d.id, refuse(kerr.InvalidRequest, "You may not specify both topic name and topic id."))
+	case s.cfg.Node != nil:
+		return s.clusterDeleteTopic(d)
 	case d.name == nil:
 		info, ok := s.eng.TopicByID(d.id)
 		if !ok {

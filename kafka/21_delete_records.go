@@ -36,6 +36,8 @@ func handleDeleteRecords(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response
 				// A compacted topic keeps the latest value of every
 				// key; Kafka refuses to cut its head.
 				rp.ErrorCode = kerr.PolicyViolation.Code
+			case !s.clusterLeads(engine.TP{Topic: t.Topic, Partition: p.Partition}):
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				low, err := s.eng.DeleteRecords(engine.TP{Topic: t.Topic, Partition: p.Partition}, p.Offset)
 				if err != nil {

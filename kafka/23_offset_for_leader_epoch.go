@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
@@ -35,6 +36,10 @@ func handleOffsetForLeaderEpoch(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.R
 }
 
 func (s *Server) endOffsetForEpoch(tp engine.TP, rp *kmsg.OffsetForLeaderEpochRequestTopicPartition, out *kmsg.OffsetForLeaderEpochResponseTopicPartition) {
+	if !s.clusterLeads(tp) {
+		out.ErrorCode = kerr.NotLeaderForPartition.Code
+		return
+	}
 	st, err := s.eng.State(tp)
 	if err != nil {
 		out.ErrorCode = errorCode(err)

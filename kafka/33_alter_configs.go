@@ -57,6 +57,9 @@ func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
+		if s.cfg.Node != nil {
+			return s.clusterAlterTopicConfig(rr.ResourceName, overrides, nil, false, validateOnly)
+		}
 		return s.eng.AlterTopicConfig(rr.ResourceName, overrides, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		if err := s.checkBrokerResource(rr.ResourceName); err != nil {

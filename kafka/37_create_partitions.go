@@ -42,6 +42,9 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 // Kafka accepts any assignment naming registered brokers; any other is
 // INVALID_REPLICA_ASSIGNMENT.
 func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	if s.cfg.Node != nil {
+		return s.clusterCreatePartitions(t, validateOnly)
+	}
 	info, ok := s.eng.Topic(t.Topic)
 	if !ok {
 		return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)

@@ -47,14 +47,23 @@ func handleDescribeCluster(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		return resp
 	}
 	resp.ClusterID = s.eng.ClusterID()
-	resp.ControllerID = s.cfg.NodeID
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID = s.cfg.NodeID
-	b.Host, b.Port = s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
-	if s.cfg.Rack != "" {
-		b.Rack = kmsg.StringPtr(s.cfg.Rack)
+	if s.cfg.Node != nil {
+		resp.ControllerID = s.cfg.Node.Controller().LeaderID()
+		for _, mb := range s.clusterBrokers(s.cfg.Node.Image()) {
+			b := kmsg.NewDescribeClusterResponseBroker()
+			b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+			resp.Brokers = append(resp.Brokers, b)
+		}
+	} else {
+		resp.ControllerID = s.cfg.NodeID
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID = s.cfg.NodeID
+		b.Host, b.Port = s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+		if s.cfg.Rack != "" {
+			b.Rack = kmsg.StringPtr(s.cfg.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, b)
 	}
-	resp.Brokers = append(resp.Brokers, b)
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
 	}

@@ -6,6 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"ringlog/engine"
+	"ringlog/replication"
+	"ringlog/replication/controller"
+	"ringlog/replication/node"
 	"ringlog/segment"
 	"ringlog/segment/batch"
 )
@@ -53,6 +56,19 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, engine.ErrInvalidRequest):
 		return kerr.InvalidRequest.Code
+	case errors.Is(err, engine.ErrNotLeader), errors.Is(err, engine.ErrNotFollower), errors.Is(err, node.ErrNotLeader):
+		// Clients refresh their metadata and find the new leader.
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, engine.ErrStaleEpoch), errors.Is(err, node.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, node.ErrUnknownLeaderEpoch):
+		return kerr.UnknownLeaderEpoch.Code
+	case errors.Is(err, replication.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	}
+	if code := controller.ErrorCode(err); code != kerr.UnknownServerError.Code {
+		// The controller's errors are Kafka's codes already.
+		return code
 	}
 	return kerr.UnknownServerError.Code
 }

@@ -15,6 +15,7 @@ import (
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/netpoll"
+	"ringlog/replication/node"
 )
 
 // Config describes the broker to its clients.
@@ -42,6 +43,11 @@ type Config struct {
 	// Groups is the group coordinator (engine/group) that the group and
 	// offset APIs use; without one they answer COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+	// Node, when set, is this broker's part in a cluster (replication/
+	// node): metadata, leadership and topic administration come from the
+	// controller through it, and followers fetch from this broker. Without
+	// it the broker is a whole cluster alone, as an embedded engine is.
+	Node *node.Node
 }
 
 // Server is the Kafka protocol on top of an engine. It implements

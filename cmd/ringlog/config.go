@@ -38,6 +38,18 @@ type settings struct {
 	cleaner       engine.CleanerConfig
 	groups        group.Config
 	topic         engine.TopicConfig
+	cluster       clusterSettings
+}
+
+// clusterSettings turn the broker into a member of a cluster: set voters
+// (-controller-voters, controller.quorum.voters) and it runs the metadata
+// quorum and replication (replication/controller, replication/node).
+type clusterSettings struct {
+	voters            string // "1@host:port,2@host:port,..."
+	lagTimeMax        time.Duration
+	sessionTimeout    time.Duration
+	heartbeatInterval time.Duration
+	replicationFactor int16 // default.replication.factor
 }
 
 func defaultSettings() settings {
@@ -52,6 +64,8 @@ func defaultSettings() settings {
 		producerExp:   24 * time.Hour,
 		groups:        group.DefaultConfig(),
 		topic:         engine.DefaultTopicConfig(),
+		cluster: clusterSettings{lagTimeMax: 30 * time.Second, sessionTimeout: 9 * time.Second,
+			heartbeatInterval: 2 * time.Second, replicationFactor: 1},
 	}
 }
 
@@ -289,6 +303,20 @@ func (s *settings) set(k, v string) error {
 		s.groups.GroupMetadataMaxBytes = int(n)
 	case "ringlog.io":
 		s.io, err = ioring.ParseMode(v)
+	case "controller.quorum.voters":
+		s.cluster.voters = v
+	case "replica.lag.time.max.ms":
+		n, err = num(1, math.MaxInt32)
+		s.cluster.lagTimeMax = time.Duration(n) * time.Millisecond
+	case "broker.session.timeout.ms":
+		n, err = num(1, math.MaxInt32)
+		s.cluster.sessionTimeout = time.Duration(n) * time.Millisecond
+	case "broker.heartbeat.interval.ms":
+		n, err = num(1, math.MaxInt32)
+		s.cluster.heartbeatInterval = time.Duration(n) * time.Millisecond
+	case "default.replication.factor":
+		n, err = num(1, math.MaxInt16)
+		s.cluster.replicationFactor = int16(n)
 	default:
 		return fmt.Errorf("%w %q: ringlog does not support it (remove it from the file)", errUnknownKey, k)
 	}

@@ -57,6 +57,8 @@ func run(args []string) error {
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty")
 	config := fs.String("config", "", "a Kafka server.properties file; flags override it")
 	nodeID := fs.Int("node-id", 0, "this broker's node id")
+	voters := fs.String("controller-voters", "", "the metadata quorum, id@host:port of each voter's controller listener (this node's included); empty runs a single broker without replication")
+	rack := fs.String("rack", "", "broker.rack, for rack-aware replica placement and follower fetching")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +93,10 @@ func run(args []string) error {
 			s.admin = *admin
 		case "node-id":
 			s.nodeID = int32(*nodeID)
+		case "controller-voters":
+			s.cluster.voters = *voters
+		case "rack":
+			s.rack = *rack
 		}
 	})
 	if err != nil {
@@ -114,28 +120,57 @@ func serve(s settings) error {
 		return fmt.Errorf("advertised port %q: %w", advPortStr, err)
 	}
 
-	eng, err := engine.Open(engine.Config{
+	engCfg := engine.Config{
 		Dir: s.dataDir, Shards: s.shards, IO: s.io, Topic: s.topic, NumPartitions: s.numPartitions,
 		RetentionCheckInterval: s.retentionTick, ProducerIDExpiration: s.producerExp, Cleaner: s.cleaner,
 		NodeID: s.nodeID, Logger: logger,
-	})
+	}
+	cl, err := newCluster(s, logger)
 	if err != nil {
 		return err
 	}
+	if cl != nil {
+		engCfg.Replicated, engCfg.OnAppended = true, cl.node.OnAppended
+	}
+	eng, err := engine.Open(engCfg)
+	if err != nil {
+		return err
+	}
+	// Signals are caught from here on, so that a broker waiting for its
+	// quorum stops cleanly too.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	if cl != nil {
+		if err := cl.start(eng); err != nil {
+			eng.Close()
+			return err
+		}
+		if !cl.waitReady(sig) {
+			return errors.Join(cl.close(), eng.Close())
+		}
+	}
 	gcfg := s.groups
 	gcfg.Logger = logger
+	if cl != nil {
+		gcfg.Host = cl.node.HostLocal
+	}
 	groups, err := group.Start(eng, gcfg)
 	if err != nil {
+		cl.close()
 		eng.Close()
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := kafka.NewMetrics(reg)
-	srv := kafka.NewServer(kafka.Config{
+	kcfg := kafka.Config{
 		NodeID: s.nodeID, AdvertisedHost: advHost, AdvertisedPort: int32(advPort), Rack: s.rack,
 		AutoCreateTopics: s.autoCreate, Logger: logger, Metrics: metrics, Groups: groups,
-	}, eng)
+	}
+	if cl != nil {
+		kcfg.Node = cl.node
+	}
+	srv := kafka.NewServer(kcfg, eng)
 	ioPortable := eng.IOChoice().Kind == ioring.Portable
 	ns, err := netpoll.Listen(netpoll.Config{
 		Addr: s.listen, Portable: s.io == ioring.ModePortable, Loops: s.loops,
@@ -143,6 +178,7 @@ func serve(s settings) error {
 	}, srv)
 	if err != nil {
 		groups.Close()
+		cl.close()
 		eng.Close()
 		return err
 	}
@@ -166,6 +202,7 @@ func serve(s settings) error {
 		if err != nil {
 			ns.Close(context.Background())
 			groups.Close()
+			cl.close()
 			eng.Close()
 			return fmt.Errorf("admin listener: %w", err)
 		}
@@ -174,8 +211,6 @@ func serve(s settings) error {
 		logger.Info("admin HTTP", "addr", ln.Addr().String())
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	got := <-sig
 	logger.Info("shutting down", "signal", got.String())
 	// Drain: stop accepting, answer what is in flight, then close the logs
@@ -193,6 +228,9 @@ func serve(s settings) error {
 	// network drains, so that nothing waits for a session timeout.
 	groups.Close()
 	errs = append(errs, ns.Close(ctx))
+	// Replication stops before the logs close; the controller last, so
+	// that a leading controller hands its leadership over.
+	errs = append(errs, cl.close())
 	errs = append(errs, eng.Close())
 	if err := errors.Join(errs...); err != nil {
 		logger.Error("shutdown", "err", err)

@@ -25,6 +25,11 @@ const OffsetsTopic = "__consumer_offsets"
 // Config is the coordinator's configuration; the names in comments are
 // Kafka's broker settings.
 type Config struct {
+	// Host, when set, is called once the offsets topic exists and before
+	// its partitions are replayed: on a replicated engine the replication
+	// layer gives its partitions their role there (replication/node's
+	// HostLocal), so that the replay reads up to their end.
+	Host func(topic string) error
 	// OffsetsTopicPartitions is offsets.topic.num.partitions (50). It
 	// applies when the topic is created; an existing topic keeps its count.
 	OffsetsTopicPartitions int32
@@ -206,6 +211,11 @@ func Start(eng *engine.Engine, cfg Config) (*Coordinator, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)
+	}
+	if cfg.Host != nil {
+		if err := cfg.Host(OffsetsTopic); err != nil {
+			return nil, fmt.Errorf("group: host %s: %w", OffsetsTopic, err)
+		}
 	}
 	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loaded: make(chan struct{})}
 	for i := range info.Partitions {

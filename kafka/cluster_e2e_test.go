@@ -1,0 +1,331 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A cluster of ringlog broker processes on loopback: each runs the
+// metadata quorum's voter on a fixed port and its Kafka listener on a new
+// port at every start (see ringlogProc.start).
+type testCluster struct {
+	t      *testing.T
+	procs  []*ringlogProc
+	voters string
+	conf   string // server.properties shared by the brokers
+}
+
+// startCluster starts n brokers (ids 1..n) with the settings in props.
+func startCluster(t *testing.T, n int, props string) *testCluster {
+	t.Helper()
+	bin := e2eBuildRinglog(t)
+	c := &testCluster{t: t}
+	var vs []string
+	for i := range n {
+		vs = append(vs, fmt.Sprintf("%d@%s", i+1, e2eFreeAddr(t)))
+	}
+	c.voters = strings.Join(vs, ",")
+	c.conf = filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(c.conf, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		c.procs = append(c.procs, &ringlogProc{t: t, bin: bin, dir: t.TempDir()})
+	}
+	var wg sync.WaitGroup
+	for i := range c.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.start(i)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.dumpLogs()
+		}
+	})
+	c.waitBrokers(n)
+	return c
+}
+
+// dumpLogs prints the end of every broker's log (without the start-up
+// recovery lines, one per partition).
+func (c *testCluster) dumpLogs() {
+	if os.Getenv("RINGLOG_TEST_SIGQUIT") != "" {
+		// Goroutine dumps of the running brokers, for debugging a hang.
+		for _, p := range c.procs {
+			if p.cmd != nil && p.cmd.ProcessState == nil {
+				p.cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case err := <-p.done:
+					p.done <- err
+				case <-time.After(10 * time.Second):
+				}
+				os.WriteFile(filepath.Join(os.TempDir(), fmt.Sprintf("ringlog-broker-%s.log", filepath.Base(p.dir))), []byte(p.out.String()), 0o644)
+			}
+		}
+	}
+	for i, p := range c.procs {
+		if p.out == nil {
+			continue
+		}
+		var lines []string
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if !strings.Contains(l, "recovered partition") {
+				lines = append(lines, l)
+			}
+		}
+		c.t.Logf("broker %d, last lines of its log:\n%s", i+1, strings.Join(lines[max(0, len(lines)-80):], "\n"))
+	}
+}
+
+// start (re)starts broker i (index into procs; its node id is i+1).
+func (c *testCluster) start(i int) {
+	c.procs[i].start("-node-id", fmt.Sprint(i+1), "-controller-voters", c.voters, "-config", c.conf)
+}
+
+// seeds lists the Kafka addresses of the running brokers.
+func (c *testCluster) seeds() []string {
+	var s []string
+	for _, p := range c.procs {
+		if p.cmd != nil && p.cmd.ProcessState == nil {
+			s = append(s, p.addr)
+		}
+	}
+	return s
+}
+
+func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// waitBrokers waits until Metadata lists n live brokers.
+func (c *testCluster) waitBrokers(n int) {
+	c.t.Helper()
+	adm := kadm.NewClient(c.client())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		m, err := adm.BrokerMetadata(ctx)
+		cancel()
+		if err == nil && len(m.Brokers) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d brokers in the metadata after 30 s, want %d (err %v)", len(m.Brokers), n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// leaderOf returns the node id leading topic's partition.
+func (c *testCluster) leaderOf(topic string, partition int32) int32 {
+	c.t.Helper()
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return td[topic].Partitions[partition].Leader
+}
+
+// clusterProps are settings that make failures show within seconds.
+const clusterProps = `replica.lag.time.max.ms=2000
+broker.session.timeout.ms=2000
+broker.heartbeat.interval.ms=300
+`
+
+// TestClusterReplication: three broker processes, a topic with
+// replication factor 3 and min.insync.replicas 2; an idempotent acks=all
+// producer writes while the leader of partition 0 is killed and later
+// restarted. Every acknowledged record is read back once, in order, and
+// after a clean stop the three replicas' logs are byte for byte the same.
+func TestClusterReplication(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startCluster(t, 3, clusterProps)
+	const topic, parts = "replicated", 3
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, parts, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range td[topic].Partitions {
+		if len(p.Replicas) != 3 || len(p.ISR) != 3 || p.Leader < 1 {
+			t.Fatalf("partition %d: replicas %v, ISR %v, leader %d", p.Partition, p.Replicas, p.ISR, p.Leader)
+		}
+	}
+
+	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	var mu sync.Mutex
+	acked := map[int32]map[int64]string{}
+	produce := func(from, to int) {
+		t.Helper()
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Topic: topic, Partition: int32(i % parts), Value: fmt.Appendf(nil, "v-%d", i)})
+		}
+		res := prod.ProduceSync(ctx, rs...)
+		if err := res.FirstErr(); err != nil {
+			t.Fatalf("produce %d-%d: %v", from, to, err)
+		}
+		mu.Lock()
+		for _, r := range res {
+			if acked[r.Record.Partition] == nil {
+				acked[r.Record.Partition] = map[int64]string{}
+			}
+			acked[r.Record.Partition][r.Record.Offset] = string(r.Record.Value)
+		}
+		mu.Unlock()
+	}
+	start := time.Now()
+	produce(0, 3000)
+	t.Logf("3000 records acknowledged by 3 replicas (acks=all) in %v", time.Since(start).Round(time.Millisecond))
+
+	// Kill the leader of partition 0; the others take over and the
+	// producer carries on.
+	victim := int(c.leaderOf(topic, 0) - 1)
+	t.Logf("killing broker %d, leader of partition 0", victim+1)
+	c.procs[victim].signal(syscall.SIGKILL)
+	killed := time.Now()
+	produce(3000, 3001)
+	t.Logf("first produce acknowledged %v after the kill", time.Since(killed).Round(time.Millisecond))
+	produce(3001, 6000)
+	if l := c.leaderOf(topic, 0); int(l) == victim+1 {
+		t.Fatalf("broker %d still leads partition 0 after its kill", l)
+	}
+	// Back it comes, catches up and rejoins the ISR.
+	c.start(victim)
+	c.waitBrokers(3)
+	produce(6000, 9000)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		td, err := adm.ListTopics(ctx, topic)
+		full := err == nil
+		for _, p := range td[topic].Partitions {
+			full = full && len(p.ISR) == 3
+		}
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ISR not back to 3 replicas 30 s after the restart: %+v", td[topic].Partitions)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Everything acknowledged is there once, at its offset.
+	cons := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[int32]map[int64]string{}
+	n := 0
+	for n < 9000 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 9000 acknowledged records", n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if got[r.Partition] == nil {
+				got[r.Partition] = map[int64]string{}
+			}
+			if _, dup := got[r.Partition][r.Offset]; !dup {
+				n++
+			}
+			got[r.Partition][r.Offset] = string(r.Value)
+		})
+	}
+	for p, offs := range acked {
+		for off, v := range offs {
+			if got[p][off] != v {
+				t.Fatalf("partition %d offset %d: acknowledged %q, read %q", p, off, v, got[p][off])
+			}
+		}
+		if len(got[p]) != len(offs) {
+			t.Fatalf("partition %d: %d records read, %d acknowledged (duplicates or losses)", p, len(got[p]), len(offs))
+		}
+	}
+
+	// Stop cleanly; the replicas' logs are the same bytes.
+	for _, p := range c.procs {
+		if err := p.signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("SIGTERM: %v\n%s", err, p.out)
+		}
+	}
+	for part := range parts {
+		var first []byte
+		for i, p := range c.procs {
+			b := readPartitionLog(t, p.dir, fmt.Sprintf("%s-%d", topic, part))
+			if i == 0 {
+				first = b
+				continue
+			}
+			if !bytes.Equal(b, first) {
+				for j, q := range c.procs {
+					ents, _ := filepath.Glob(filepath.Join(q.dir, fmt.Sprintf("%s-%d", topic, part), "*"))
+					var files []string
+					for _, e := range ents {
+						if st, err := os.Stat(e); err == nil {
+							files = append(files, fmt.Sprintf("%s:%d", filepath.Base(e), st.Size()))
+						}
+					}
+					t.Logf("broker %d: %v", j+1, files)
+				}
+				t.Fatalf("partition %d: broker %d's log (%d bytes) differs from broker 1's (%d bytes)", part, i+1, len(b), len(first))
+			}
+		}
+		if len(first) == 0 {
+			t.Fatalf("partition %d: empty logs", part)
+		}
+	}
+}
+
+// readPartitionLog concatenates a partition's segment files in order.
+func readPartitionLog(t *testing.T, dataDir, part string) []byte {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dataDir, part, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(segs)
+	var all []byte
+	for _, s := range segs {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	return all
+}

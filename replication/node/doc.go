@@ -1,0 +1,25 @@
+// Package node is one broker's part in the cluster: it turns the
+// controller's metadata (package replication/controller) into the engine's
+// state and keeps it there.
+//
+// For every partition this broker is a replica of, it makes the engine's
+// partition a leader or a follower at the controller's leader epoch; as
+// leader it keeps the replication decisions of package replication (the
+// followers' LEOs from their fetches, the high watermark, ISR shrink and
+// expansion proposed to the controller); as follower it copies the leader's
+// log through one fetch stream per leader (package replication/fetcher),
+// truncating first after every leader change (KIP-101, KIP-279). The kafka
+// package asks it who leads what, hands it followers' fetches and forwards
+// topic administration to the controller through it.
+//
+// # Concurrency
+//
+// One goroutine (run) applies each new controller image in order and checks
+// the ISRs on a ticker. Each partition's replication state has its own
+// mutex, held briefly by that goroutine, by the engine's shard (OnAppended),
+// by fetch handlers of the leader side and by the fetch streams' callbacks;
+// nothing blocking (no engine call that waits for a shard, no controller
+// request) runs under it. Controller requests (AlterPartition) and engine
+// calls that wait for a shard (BecomeLeader, Truncate) run on the apply
+// goroutine or on goroutines of their own, never on a shard or a stream.
+package node

@@ -1,0 +1,177 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"ringlog/engine"
+	"ringlog/replication"
+	"ringlog/replication/controller"
+)
+
+// Errors of the leader side, which the kafka package maps to Kafka's codes.
+var (
+	// ErrNotLeader: this broker does not lead the partition
+	// (NOT_LEADER_OR_FOLLOWER).
+	ErrNotLeader = errors.New("node: not the leader of the partition")
+	// ErrFencedLeaderEpoch: the fetcher knows an older leader epoch.
+	ErrFencedLeaderEpoch = errors.New("node: fenced leader epoch")
+	// ErrUnknownLeaderEpoch: the fetcher knows a newer leader epoch than
+	// this broker has applied yet.
+	ErrUnknownLeaderEpoch = errors.New("node: unknown leader epoch")
+)
+
+// FollowerFetch records a follower's fetch at fetchOffset (its LEO) before
+// the leader reads for it: it may move the high watermark and makes the
+// follower a candidate to join the ISR. currentEpoch is the leader epoch
+// the follower knows (-1: unchecked).
+func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, fetchOffset int64, currentEpoch int32) error {
+	pt := n.part(tp)
+	if pt == nil {
+		return ErrNotLeader
+	}
+	pt.mu.Lock()
+	l := pt.leader
+	if l == nil || pt.role != engine.RoleLeader {
+		pt.mu.Unlock()
+		return ErrNotLeader
+	}
+	switch {
+	case currentEpoch >= 0 && currentEpoch < l.LeaderEpoch():
+		pt.mu.Unlock()
+		return ErrFencedLeaderEpoch
+	case currentEpoch > l.LeaderEpoch():
+		pt.mu.Unlock()
+		return ErrUnknownLeaderEpoch
+	}
+	inISR := false
+	for _, r := range l.MaximalISR() {
+		inISR = inISR || r == replicaID
+	}
+	moved, err := l.FollowerFetch(replicaID, fetchOffset, time.Now())
+	hw := l.HW()
+	_, expand := l.ExpandProposal()
+	pt.mu.Unlock()
+	switch {
+	case errors.Is(err, replication.ErrNotReplica):
+		return ErrNotLeader
+	case err != nil:
+		return err
+	}
+	if moved {
+		_ = n.eng.SetHW(tp, hw)
+	}
+	if !inISR && expand {
+		// A follower caught up: propose it now rather than at the next
+		// tick, as Kafka does from the fetch.
+		select {
+		case n.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// OnAppended is the engine's hook after a round of writes: the leader's
+// LEO moved, which may move the high watermark (with a single in-sync
+// replica, or followers already ahead). It runs on a shard and does not
+// block.
+func (n *Node) OnAppended(tp engine.TP, leo int64) {
+	pt := n.part(tp)
+	if pt == nil {
+		return
+	}
+	pt.mu.Lock()
+	l := pt.leader
+	if l == nil {
+		pt.mu.Unlock()
+		return
+	}
+	moved, err := l.LeaderAppended(leo, time.Now())
+	hw := l.HW()
+	pt.mu.Unlock()
+	if err == nil && moved {
+		_ = n.eng.SetHW(tp, hw)
+	}
+}
+
+// checkISRs proposes ISR changes: followers that lag longer than
+// LagTimeMax leave, caught-up ones join (one AlterPartition in flight per
+// partition).
+func (n *Node) checkISRs() {
+	now := time.Now()
+	n.mu.Lock()
+	parts := make([]*part, 0, len(n.parts))
+	for _, pt := range n.parts {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	for _, pt := range parts {
+		pt.mu.Lock()
+		l := pt.leader
+		if l == nil {
+			pt.mu.Unlock()
+			continue
+		}
+		if l.MaybeIncrementHW(now) {
+			_ = n.eng.SetHW(pt.tp, l.HW())
+		}
+		if _, pending := l.Pending(); pending {
+			pt.mu.Unlock()
+			continue
+		}
+		c, ok := l.ShrinkProposal(now)
+		if !ok {
+			c, ok = l.ExpandProposal()
+		}
+		if ok {
+			if err := l.ProposalSent(c); err != nil {
+				ok = false
+			}
+		}
+		pt.mu.Unlock()
+		if ok {
+			n.wg.Add(1)
+			go n.alterPartition(pt, l, c)
+		}
+	}
+}
+
+// alterPartition sends one ISR change to the controller and applies its
+// answer to the leader that proposed it.
+func (n *Node) alterPartition(pt *part, l *replication.Leader, c replication.ISRChange) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.AlterPartitionTimeout)
+	defer cancel()
+	var epoch int64
+	if b, ok := n.ctl.Image().Broker(n.cfg.NodeID); ok {
+		epoch = b.Epoch
+	}
+	res, err := n.ctl.AlterPartition(ctx, controller.AlterPartitionRequest{Topic: pt.tp.Topic, Partition: pt.tp.Partition,
+		BrokerID: n.cfg.NodeID, BrokerEpoch: epoch, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR})
+	pt.mu.Lock()
+	if pt.leader != l {
+		pt.mu.Unlock()
+		return // deposed meanwhile
+	}
+	var moved bool
+	if err != nil {
+		_ = l.ISRRejected(c)
+	} else {
+		moved, _ = l.ISRCommitted(c, replication.PartitionState{LeaderEpoch: res.LeaderEpoch, PartitionEpoch: res.PartitionEpoch, ISR: res.ISR}, time.Now())
+	}
+	hw, isr := l.HW(), len(l.ISR())
+	pt.mu.Unlock()
+	if err != nil {
+		if n.ctx.Err() == nil {
+			n.log.Warn("node: ISR change refused", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "isr", c.ISR, "err", err)
+		}
+		return
+	}
+	n.log.Info("node: ISR changed", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "isr", res.ISR, "partition_epoch", res.PartitionEpoch)
+	_ = n.eng.SetISR(pt.tp, int32(isr))
+	if moved {
+		_ = n.eng.SetHW(pt.tp, hw)
+	}
+}

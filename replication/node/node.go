@@ -1,0 +1,531 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ringlog/engine"
+	"ringlog/replication"
+	"ringlog/replication/controller"
+	"ringlog/replication/fetcher"
+)
+
+// Config configures a broker's node.
+type Config struct {
+	// NodeID is this broker's id; Addr the host:port clients and followers
+	// reach its Kafka listener at; Rack is broker.rack.
+	NodeID int32
+	Addr   string
+	Rack   string
+	// LagTimeMax is replica.lag.time.max.ms (default 30s): a follower that
+	// has not caught up for longer leaves the ISR.
+	LagTimeMax time.Duration
+	// ISRCheckInterval is how often the leaders' ISRs are checked for
+	// shrinking and paused fetches retried (default LagTimeMax/2, at most
+	// 1s... see withDefaults).
+	ISRCheckInterval time.Duration
+	// Fetch is the template of the follower fetch streams (Addr,
+	// ReplicaID and BrokerEpoch are filled in per stream).
+	Fetch fetcher.Config
+	// AlterPartitionTimeout bounds one ISR change request (default 10s).
+	AlterPartitionTimeout time.Duration
+	Logger                *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.LagTimeMax <= 0 {
+		c.LagTimeMax = 30 * time.Second
+	}
+	if c.ISRCheckInterval <= 0 {
+		// Kafka checks every replica.lag.time.max.ms / 2; paused fetches
+		// are retried on the same tick, so it is also bounded above.
+		c.ISRCheckInterval = min(c.LagTimeMax/2, time.Second)
+	}
+	if c.AlterPartitionTimeout <= 0 {
+		c.AlterPartitionTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Node runs one broker's replication. New makes it; the engine is opened
+// with Config.Replicated and OnAppended set to the node's OnAppended; Start
+// begins applying the controller's metadata.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	eng *engine.Engine
+	ctl *controller.Controller
+
+	mu      sync.Mutex
+	parts   map[engine.TP]*part
+	streams map[int32]*stream // follower fetch streams, by leader id
+
+	img     atomic.Pointer[controller.Image] // the image last applied
+	applied chan struct{}                    // closed and replaced after each apply
+	ready   chan struct{}                    // closed after the first apply
+	kick    chan struct{}                    // wakes run for an ISR check
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// stream is the fetch stream to one leader.
+type stream struct {
+	addr string
+	s    *fetcher.Stream
+}
+
+// part is one partition this broker is a replica of.
+type part struct {
+	mu sync.Mutex
+	tp engine.TP
+	id [16]byte
+
+	role           engine.Role
+	leaderID       int32 // the leader this replica follows or is
+	leaderEpoch    int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32
+
+	leader *replication.Leader // when this broker leads
+
+	// Follower side: the epoch asked about in the truncation under way,
+	// and when the stream paused the partition (0: fetching).
+	asked    int32
+	pausedAt time.Time
+	// local marks a partition of a broker-local topic (HostLocal).
+	local bool
+}
+
+// New returns a node; Start runs it.
+func New(cfg Config) *Node {
+	cfg = cfg.withDefaults()
+	n := &Node{cfg: cfg, log: cfg.Logger, parts: map[engine.TP]*part{}, streams: map[int32]*stream{},
+		applied: make(chan struct{}), ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n
+}
+
+// Start registers the broker with the controller and applies its metadata
+// from now on, until Close.
+func (n *Node) Start(eng *engine.Engine, ctl *controller.Controller) error {
+	n.eng, n.ctl = eng, ctl
+	if err := ctl.RegisterAndHeartbeat(n.ctx, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack}); err != nil {
+		return err
+	}
+	n.wg.Add(1)
+	go n.run()
+	return nil
+}
+
+// Close stops the fetch streams and the apply loop. The engine and the
+// controller are the caller's to close, after.
+func (n *Node) Close() {
+	n.cancel()
+	n.wg.Wait()
+	n.mu.Lock()
+	streams := n.streams
+	n.streams = map[int32]*stream{}
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, st := range streams {
+		_ = st.s.Close(ctx)
+	}
+}
+
+// Controller is the metadata quorum this node follows.
+func (n *Node) Controller() *controller.Controller { return n.ctl }
+
+// NodeID is this broker's id.
+func (n *Node) NodeID() int32 { return n.cfg.NodeID }
+
+// Image is the controller image the node last applied to the engine: what
+// Metadata should answer, since the engine matches it. Before the first
+// apply (WaitReady) it is the controller's, which may still be replaying
+// an old state.
+func (n *Node) Image() *controller.Image {
+	if img := n.img.Load(); img != nil {
+		return img
+	}
+	return n.ctl.Image()
+}
+
+// WaitReady waits until the node caught up with the metadata quorum and
+// applied its state to the engine once: before that, this broker knows
+// neither its partitions' roles nor the cluster's current state, and must
+// not serve clients.
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.ctx.Done():
+		return engine.ErrClosed
+	}
+}
+
+// WaitApplied waits until the node has applied the controller's image at
+// index or later (so that a topic just created is in the engine).
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.mu.Lock()
+		ch := n.applied
+		n.mu.Unlock()
+		if img := n.img.Load(); img != nil && img.Index >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.ctx.Done():
+			return engine.ErrClosed
+		}
+	}
+}
+
+func (n *Node) run() {
+	defer n.wg.Done()
+	// The controller's image starts empty and fills as raft replays its
+	// log: acted on before it caught up, it would have this broker delete
+	// every topic it hosts. A no-op written through the raft leader and
+	// applied here is the proof that it caught up.
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		err := n.ctl.Sync(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if n.ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("node: waiting for the metadata quorum", "err", err)
+	}
+	tick := time.NewTicker(n.cfg.ISRCheckInterval)
+	defer tick.Stop()
+	for {
+		img := n.ctl.Image()
+		if last := n.img.Load(); last == nil || img.Index != last.Index {
+			n.apply(img)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-img.Superseded():
+		case <-tick.C:
+			n.checkISRs()
+			n.retryPaused()
+		case <-n.kick:
+			n.checkISRs()
+		}
+	}
+}
+
+// apply makes the engine match img: topics with their ids, partitions'
+// roles and epochs, leader state, fetch streams.
+func (n *Node) apply(img *controller.Image) {
+	me := n.cfg.NodeID
+	local := map[string]engine.TopicInfo{}
+	for _, t := range n.eng.Topics() {
+		local[t.Name] = t
+	}
+	mine := map[engine.TP]bool{}
+	for _, name := range img.TopicNames() {
+		t := img.Topic(name)
+		replica := false
+		for _, p := range t.Partitions {
+			replica = replica || slices.Contains(p.Replicas, me)
+		}
+		if !replica {
+			continue
+		}
+		if err := n.ensureTopic(t, local[name]); err != nil {
+			n.log.Error("node: cannot host topic", "topic", name, "err", err)
+			continue
+		}
+		for i, p := range t.Partitions {
+			if !slices.Contains(p.Replicas, me) {
+				continue
+			}
+			tp := engine.TP{Topic: name, Partition: int32(i)}
+			mine[tp] = true
+			n.applyPartition(img, tp, [16]byte(t.ID), p)
+		}
+	}
+	// Partitions no longer ours (their topic was deleted).
+	n.mu.Lock()
+	var gone []*part
+	for tp, p := range n.parts {
+		if !mine[tp] && !p.local {
+			gone = append(gone, p)
+			delete(n.parts, tp)
+		}
+	}
+	n.mu.Unlock()
+	for _, p := range gone {
+		n.stopFollowing(p)
+		n.dropLeader(p)
+	}
+	for name, t := range local {
+		if isLocalOnly(name) {
+			continue
+		}
+		if ct := img.Topic(name); ct == nil || [16]byte(ct.ID) != t.ID || !hosts(ct, me) {
+			if err := n.eng.DeleteTopic(name); err != nil && !errors.Is(err, engine.ErrUnknownTopicOrPartition) {
+				n.log.Error("node: cannot delete a topic the cluster no longer has here", "topic", name, "err", err)
+			}
+		}
+	}
+	n.closeIdleStreams(img)
+	n.img.Store(img)
+	n.mu.Lock()
+	close(n.applied)
+	n.applied = make(chan struct{})
+	select {
+	case <-n.ready:
+	default:
+		close(n.ready)
+	}
+	n.mu.Unlock()
+}
+
+// isLocalOnly names the topics a broker keeps outside the cluster's
+// metadata: __consumer_offsets, which the group coordinator creates on each
+// broker (the coordinator is not yet partitioned across brokers).
+func isLocalOnly(name string) bool { return name == "__consumer_offsets" }
+
+func hosts(t *controller.Topic, id int32) bool {
+	for _, p := range t.Partitions {
+		if slices.Contains(p.Replicas, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureTopic creates the engine's topic with the cluster's id, grows it,
+// and keeps its configuration equal to the cluster's.
+func (n *Node) ensureTopic(t *controller.Topic, have engine.TopicInfo) error {
+	parts := int32(len(t.Partitions))
+	if have.Name != "" && have.ID != [16]byte(t.ID) {
+		// A topic of that name from before (deleted and created again
+		// while this broker was away): its data is not this topic's.
+		if err := n.eng.DeleteTopic(t.Name); err != nil {
+			return err
+		}
+		have = engine.TopicInfo{}
+	}
+	if have.Name == "" {
+		_, err := n.eng.CreateTopicWithID(t.Name, [16]byte(t.ID), parts, t.Configs)
+		return err
+	}
+	if have.Partitions < parts {
+		if err := n.eng.CreatePartitions(t.Name, parts, false); err != nil {
+			return err
+		}
+	}
+	if !maps.Equal(have.Overrides, t.Configs) && !(len(have.Overrides) == 0 && len(t.Configs) == 0) {
+		if err := n.eng.AlterTopicConfig(t.Name, t.Configs, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyPartition brings one partition to the role and epochs of p.
+func (n *Node) applyPartition(img *controller.Image, tp engine.TP, id [16]byte, p controller.Partition) {
+	me := n.cfg.NodeID
+	n.mu.Lock()
+	pt := n.parts[tp]
+	if pt == nil {
+		pt = &part{tp: tp, leaderID: -2, leaderEpoch: -1}
+		n.parts[tp] = pt
+	}
+	n.mu.Unlock()
+
+	pt.mu.Lock()
+	same := pt.leaderID == p.Leader && pt.leaderEpoch == p.LeaderEpoch && pt.id == id
+	pt.id = id
+	pt.replicas, pt.isr = slices.Clone(p.Replicas), slices.Clone(p.ISR)
+	epochChanged := pt.partitionEpoch != p.PartitionEpoch
+	pt.partitionEpoch = p.PartitionEpoch
+	pt.mu.Unlock()
+
+	if p.Leader == me {
+		if same && pt.role == engine.RoleLeader {
+			if epochChanged {
+				n.leaderUpdate(img, pt, p)
+			}
+			n.setFenced(img, pt)
+			return
+		}
+		n.becomeLeader(img, pt, p)
+		return
+	}
+	if same && pt.role == engine.RoleFollower {
+		return
+	}
+	n.becomeFollower(img, pt, p)
+}
+
+// becomeLeader makes this broker tp's leader at p.LeaderEpoch.
+func (n *Node) becomeLeader(img *controller.Image, pt *part, p controller.Partition) {
+	n.stopFollowing(pt)
+	if err := n.eng.BecomeLeader(pt.tp, p.LeaderEpoch); err != nil {
+		n.log.Error("node: cannot become leader", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "epoch", p.LeaderEpoch, "err", err)
+		return
+	}
+	st, err := n.eng.State(pt.tp)
+	if err != nil {
+		return
+	}
+	l, err := replication.NewLeader(replication.LeaderState{ID: n.cfg.NodeID, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+		Replicas: p.Replicas, ISR: p.ISR, LEO: st.LEO, HW: st.HW}, n.topicConfig(pt.tp.Topic), time.Now())
+	if err != nil {
+		n.log.Error("node: invalid leader state", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "err", err)
+		return
+	}
+	l.MaybeIncrementHW(time.Now())
+	pt.mu.Lock()
+	pt.role, pt.leaderID, pt.leaderEpoch, pt.leader = engine.RoleLeader, p.Leader, p.LeaderEpoch, l
+	hw := l.HW()
+	pt.mu.Unlock()
+	_ = n.eng.SetISR(pt.tp, int32(len(p.ISR)))
+	_ = n.eng.SetHW(pt.tp, hw)
+	n.setFenced(img, pt)
+	n.log.Info("node: leader", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "epoch", p.LeaderEpoch, "isr", p.ISR, "leo", st.LEO, "hw", st.HW)
+}
+
+// leaderUpdate applies a new partition epoch (an ISR change) to a leader.
+func (n *Node) leaderUpdate(img *controller.Image, pt *part, p controller.Partition) {
+	pt.mu.Lock()
+	l := pt.leader
+	if l == nil {
+		pt.mu.Unlock()
+		return
+	}
+	moved, err := l.UpdateISR(replication.PartitionState{LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}, time.Now())
+	hw := l.HW()
+	pt.mu.Unlock()
+	if err != nil && !errors.Is(err, replication.ErrStale) {
+		n.log.Warn("node: ISR update refused", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "err", err)
+	}
+	_ = n.eng.SetISR(pt.tp, int32(len(p.ISR)))
+	if moved {
+		_ = n.eng.SetHW(pt.tp, hw)
+	}
+}
+
+// setFenced tells a leader which of its followers the controller fenced:
+// they cannot join the ISR.
+func (n *Node) setFenced(img *controller.Image, pt *part) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.leader == nil {
+		return
+	}
+	for _, r := range pt.replicas {
+		if r == n.cfg.NodeID {
+			continue
+		}
+		b, ok := img.Broker(r)
+		_ = pt.leader.SetFenced(r, !ok || b.Fenced)
+	}
+}
+
+// dropLeader forgets the leader state of a partition that is no longer
+// led here; the engine fails its waiting acks=all appends itself.
+func (n *Node) dropLeader(pt *part) {
+	pt.mu.Lock()
+	pt.leader = nil
+	pt.mu.Unlock()
+}
+
+// topicConfig is the part of a topic's configuration the leader's
+// decisions read.
+func (n *Node) topicConfig(topic string) replication.Config {
+	cfg := replication.Config{LagTimeMax: n.cfg.LagTimeMax, MinISR: 1}
+	if t, ok := n.eng.Topic(topic); ok {
+		cfg.MinISR = int(t.Config.MinInsyncReplicas)
+	}
+	return cfg
+}
+
+// Leads reports whether this broker leads tp, and the leader epoch.
+func (n *Node) Leads(tp engine.TP) (epoch int32, ok bool) {
+	n.mu.Lock()
+	pt := n.parts[tp]
+	n.mu.Unlock()
+	if pt == nil {
+		return 0, false
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.leaderEpoch, pt.role == engine.RoleLeader && pt.leader != nil
+}
+
+func (n *Node) part(tp engine.TP) *part {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.parts[tp]
+}
+
+func (n *Node) String() string { return fmt.Sprintf("node %d", n.cfg.NodeID) }
+
+// HostLocal makes this broker the only replica and leader of every
+// partition of an engine topic that lives outside the cluster's metadata
+// (isLocalOnly: __consumer_offsets), with all that it holds committed. The
+// group coordinator calls it (group.Config.Host) before it replays the
+// topic.
+func (n *Node) HostLocal(topic string) error {
+	if !isLocalOnly(topic) {
+		return fmt.Errorf("node: %s is not a broker-local topic", topic)
+	}
+	info, ok := n.eng.Topic(topic)
+	if !ok {
+		return fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, topic)
+	}
+	me := n.cfg.NodeID
+	for i := range info.Partitions {
+		tp := engine.TP{Topic: topic, Partition: i}
+		st, err := n.eng.State(tp)
+		if err != nil {
+			return err
+		}
+		epoch := max(st.LeaderEpoch, 0)
+		if err := n.eng.BecomeLeader(tp, epoch); err != nil {
+			return err
+		}
+		if st, err = n.eng.State(tp); err != nil {
+			return err
+		}
+		l, err := replication.NewLeader(replication.LeaderState{ID: me, LeaderEpoch: epoch, Replicas: []int32{me}, ISR: []int32{me},
+			LEO: st.LEO, HW: st.LEO}, replication.Config{LagTimeMax: n.cfg.LagTimeMax, MinISR: 1}, time.Now())
+		if err != nil {
+			return err
+		}
+		pt := &part{tp: tp, id: info.ID, role: engine.RoleLeader, leaderID: me, leaderEpoch: epoch,
+			replicas: []int32{me}, isr: []int32{me}, leader: l, local: true}
+		n.mu.Lock()
+		n.parts[tp] = pt
+		n.mu.Unlock()
+		_ = n.eng.SetISR(tp, 1)
+		_ = n.eng.SetHW(tp, st.LEO)
+	}
+	return nil
+}
