@@ -58,8 +58,11 @@ type partition struct {
 	subs  map[*Waiter]struct{}
 }
 
-// Waiter is woken when any partition it watches gets new data (its high
-// watermark moves). It is how a fetch long-polls.
+// Waiter is woken when any partition it watches gets new data: its high
+// watermark moves, or, on a replicated engine, its LEO (a follower fetches
+// up to the LEO; a consumer's fetch woken by an append finds nothing new
+// below the high watermark and waits on, as Kafka's delayed fetches are
+// checked after every append). It is how a fetch long-polls.
 type Waiter struct {
 	C     chan struct{}
 	parts []*partition

@@ -972,3 +972,24 @@ func TestTruncateAtLEODropsEpochLedWithoutWrites(t *testing.T) {
 		t.Fatalf("producer state after truncating to the LEO: %+v %v", r, err)
 	}
 }
+
+// TestWaiterWakesOnLeaderAppend: a follower's fetch long-polls for what
+// its leader writes, committed or not.
+func TestWaiterWakesOnLeaderAppend(t *testing.T) {
+	e := openReplicated(t, t.TempDir(), ioring.ModeAuto, nil)
+	defer e.Close()
+	e.CreateTopic("w", 1, -1, nil, false)
+	tp := TP{"w", 0}
+	mustOK(t, e.BecomeLeader(tp, 1))
+	w := e.NewWaiter([]TP{tp})
+	defer w.Stop()
+	go appendSync(e, tp, mkBatch(t, 1, "x", 1, -1, 0, 0))
+	select {
+	case <-w.C:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken by a leader's append")
+	}
+	if st, _ := e.State(tp); st.HW != 0 {
+		t.Fatalf("the append moved the HW: %+v", st)
+	}
+}
