@@ -63,6 +63,8 @@ type fetch struct {
 	// replica is the broker id of a follower fetching from this leader,
 	// -1 for a consumer.
 	replica int32
+	// rack is the consumer's client.rack (v11+, KIP-392).
+	rack string
 
 	// errCode is a response-level error (fetch sessions); with it set the
 	// response carries no topics.
@@ -104,6 +106,9 @@ type fetchPart struct {
 	// leads at which epoch so that it need not refresh metadata (KIP-951).
 	currentLeader bool
 	epochNow      int32
+	// preferred is the replica the consumer should fetch from instead of
+	// this leader (KIP-392), -1 for none.
+	preferred int32
 }
 
 // handleFetch runs on the connection's network goroutine. It answers at once
@@ -141,6 +146,7 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		maxBytes:      max(int64(req.MaxBytes), 0),
 		readCommitted: req.IsolationLevel == 1,
 		replica:       -1,
+		rack:          req.Rack,
 	}
 	// Fetch sessions (KIP-227). This broker keeps none: it answers every
 	// full fetch with session id 0, which tells the client that no session
@@ -194,6 +200,7 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 				maxBytes:    max(int64(rp.PartitionMaxBytes), 0),
 				leaderEpoch: rp.CurrentLeaderEpoch,
 				fixedErr:    topicErr,
+				preferred:   -1,
 			}
 		}
 	}
@@ -251,7 +258,7 @@ func (f *fetch) read() (bytes int64, done bool) {
 				done = true
 				continue
 			}
-			if !f.s.readPart(p, f.replica, min(p.maxBytes, limit), minOne) {
+			if !f.s.readPart(p, f, min(p.maxBytes, limit), minOne) {
 				done = true
 				continue
 			}
@@ -265,14 +272,15 @@ func (f *fetch) read() (bytes int64, done bool) {
 	return bytes, done
 }
 
-// readPart reads one partition into p, for a consumer (replica -1) or
-// for the follower with broker id replica. It reports false when p got an
-// error code.
-func (s *Server) readPart(p *fetchPart, replica int32, maxBytes int64, minOne bool) bool {
-	if replica >= 0 {
-		return s.readReplicaPart(p, replica, maxBytes, minOne)
+// readPart reads one partition into p, for a consumer or for the follower
+// f.replica. It reports false when p got an error code.
+func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) bool {
+	p.preferred = -1
+	if f.replica >= 0 {
+		return s.readReplicaPart(p, f.replica, maxBytes, minOne)
 	}
-	if !s.clusterLeads(p.tp) {
+	leads := s.clusterLeads(p.tp)
+	if !leads && !s.followerServes(p.tp, f.version) {
 		p.fail(kerr.NotLeaderForPartition.Code)
 		return false
 	}
@@ -289,12 +297,30 @@ func (s *Server) readPart(p *fetchPart, replica int32, maxBytes int64, minOne bo
 		switch {
 		case p.leaderEpoch < st.LeaderEpoch:
 			p.fail(kerr.FencedLeaderEpoch.Code)
-			p.currentLeader, p.epochNow = true, st.LeaderEpoch
+			// Only a leader can name itself the current leader.
+			p.currentLeader, p.epochNow = leads, st.LeaderEpoch
 			return false
 		case p.leaderEpoch > st.LeaderEpoch:
 			p.fail(kerr.UnknownLeaderEpoch.Code)
 			return false
 		}
+	}
+	if leads {
+		if pref := s.preferredReplica(p.tp, f.rack); pref >= 0 {
+			// KIP-392: the consumer is told to fetch from a replica in its
+			// rack, and gets no records from here, at once (false ends a
+			// long poll as an error does; the code stays 0).
+			p.errCode, p.preferred, p.res = 0, pref, nil
+			p.setState(st)
+			return false
+		}
+	} else if p.offset > st.HW && p.offset >= st.LogStartOffset {
+		// A follower behind its leader: what the consumer asks for is
+		// not committed here yet (Kafka answers an empty fetch, not an
+		// out-of-range one, which would reset the consumer).
+		p.errCode, p.res = 0, nil
+		p.setState(st)
+		return true
 	}
 	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne)
 	return s.readDone(p, res, err)

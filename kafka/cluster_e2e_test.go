@@ -25,13 +25,16 @@ type testCluster struct {
 	procs  []*ringlogProc
 	voters string
 	conf   string // server.properties shared by the brokers
+	// racks, when set, are the brokers' broker.rack, by index.
+	racks []string
 }
 
-// startCluster starts n brokers (ids 1..n) with the settings in props.
-func startCluster(t *testing.T, n int, props string) *testCluster {
+// startCluster starts n brokers (ids 1..n) with the settings in props,
+// and racks[i] as broker i+1's rack when given.
+func startCluster(t *testing.T, n int, props string, racks ...string) *testCluster {
 	t.Helper()
 	bin := e2eBuildRinglog(t)
-	c := &testCluster{t: t}
+	c := &testCluster{t: t, racks: racks}
 	var vs []string
 	for i := range n {
 		vs = append(vs, fmt.Sprintf("%d@%s", i+1, e2eFreeAddr(t)))
@@ -95,7 +98,11 @@ func (c *testCluster) dumpLogs() {
 
 // start (re)starts broker i (index into procs; its node id is i+1).
 func (c *testCluster) start(i int) {
-	c.procs[i].start("-node-id", fmt.Sprint(i+1), "-controller-voters", c.voters, "-config", c.conf)
+	args := []string{"-node-id", fmt.Sprint(i+1), "-controller-voters", c.voters, "-config", c.conf}
+	if i < len(c.racks) {
+		args = append(args, "-rack", c.racks[i])
+	}
+	c.procs[i].start(args...)
 }
 
 // seeds lists the Kafka addresses of the running brokers.

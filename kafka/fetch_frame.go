@@ -147,7 +147,7 @@ func (f *fetch) encode() fetchFrame {
 					e.nullArray()
 				}
 				if v >= 11 {
-					e.int32(-1) // preferred_read_replica: read from the leader (KIP-392)
+					e.int32(p.preferred) // preferred_read_replica (KIP-392), -1: this broker
 				}
 				// Never null, even for an error: librdkafka takes a null
 				// record set for a malformed one.

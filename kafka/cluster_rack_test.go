@@ -1,0 +1,83 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fetchedFrom counts, per broker, the record batches a client read.
+type fetchedFrom struct {
+	mu sync.Mutex
+	n  map[int32]int
+}
+
+func (f *fetchedFrom) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, _ kgo.FetchBatchMetrics) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n[meta.NodeID]++
+}
+
+// TestClusterFollowerFetching (KIP-392): brokers in racks r1, r2, r3; a
+// consumer with client.rack set to a follower's rack is sent there by the
+// leader (preferred_read_replica) and reads everything from it, below its
+// high watermark. A consumer without a rack reads from the leader.
+func TestClusterFollowerFetching(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startCluster(t, 3, clusterProps, "r1", "r2", "r3")
+	const topic = "racked"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.client())
+	resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	var rs []*kgo.Record
+	for i := range 2000 {
+		rs = append(rs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r-%d", i)})
+	}
+	if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.leaderOf(topic, 0)
+	follower := leader%3 + 1 // another broker, a replica (RF 3)
+	consume := func(rack string) map[int32]int {
+		t.Helper()
+		from := &fetchedFrom{n: map[int32]int{}}
+		opts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(from)}
+		if rack != "" {
+			opts = append(opts, kgo.Rack(rack))
+		}
+		cl := c.client(opts...)
+		seen := map[string]bool{}
+		for len(seen) < 2000 {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("rack %q: consumed %d of 2000", rack, len(seen))
+			}
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		}
+		cl.Close()
+		from.mu.Lock()
+		defer from.mu.Unlock()
+		return from.n
+	}
+	if got := consume(fmt.Sprintf("r%d", follower)); got[follower] == 0 || got[leader] != 0 {
+		t.Fatalf("a consumer in rack r%d read batches from brokers %v; want only the follower %d (leader %d)", follower, got, follower, leader)
+	}
+	if got := consume(""); got[leader] == 0 || len(got) != 1 {
+		t.Fatalf("a consumer without a rack read batches from brokers %v; want only the leader %d", got, leader)
+	}
+}
