@@ -106,9 +106,10 @@ type fetchPart struct {
 	// leads at which epoch so that it need not refresh metadata (KIP-951).
 	currentLeader bool
 	epochNow      int32
-	// preferred is the replica the consumer should fetch from instead of
-	// this leader (KIP-392), -1 for none.
-	preferred int32
+	// preferred, when preferredSet, is the replica the consumer should
+	// fetch from instead of this leader (KIP-392).
+	preferred    int32
+	preferredSet bool
 }
 
 // handleFetch runs on the connection's network goroutine. It answers at once
@@ -200,7 +201,6 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 				maxBytes:    max(int64(rp.PartitionMaxBytes), 0),
 				leaderEpoch: rp.CurrentLeaderEpoch,
 				fixedErr:    topicErr,
-				preferred:   -1,
 			}
 		}
 	}
@@ -275,7 +275,7 @@ func (f *fetch) read() (bytes int64, done bool) {
 // readPart reads one partition into p, for a consumer or for the follower
 // f.replica. It reports false when p got an error code.
 func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) bool {
-	p.preferred = -1
+	p.preferredSet = false
 	if f.replica >= 0 {
 		return s.readReplicaPart(p, f.replica, maxBytes, minOne)
 	}
@@ -310,7 +310,7 @@ func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) b
 			// KIP-392: the consumer is told to fetch from a replica in its
 			// rack, and gets no records from here, at once (false ends a
 			// long poll as an error does; the code stays 0).
-			p.errCode, p.preferred, p.res = 0, pref, nil
+			p.errCode, p.preferred, p.preferredSet, p.res = 0, pref, true, nil
 			p.setState(st)
 			return false
 		}

@@ -98,7 +98,7 @@ func (c *testCluster) dumpLogs() {
 
 // start (re)starts broker i (index into procs; its node id is i+1).
 func (c *testCluster) start(i int) {
-	args := []string{"-node-id", fmt.Sprint(i+1), "-controller-voters", c.voters, "-config", c.conf}
+	args := []string{"-node-id", fmt.Sprint(i + 1), "-controller-voters", c.voters, "-config", c.conf}
 	if i < len(c.racks) {
 		args = append(args, "-rack", c.racks[i])
 	}
@@ -335,4 +335,29 @@ func readPartitionLog(t *testing.T, dataDir, part string) []byte {
 		all = append(all, b...)
 	}
 	return all
+}
+
+// waitISR waits until every partition of topic has a leader and n replicas
+// in its ISR, as the metadata reports it (adm is reused: a client per call
+// would keep its connections until the test ends).
+func (c *testCluster) waitISR(adm *kadm.Client, topic string, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		td, err := adm.ListTopics(ctx, topic)
+		cancel()
+		full := err == nil && td[topic].Err == nil && len(td[topic].Partitions) > 0
+		if full {
+			for _, p := range td[topic].Partitions {
+				full = full && p.Leader >= 1 && len(p.ISR) == n
+			}
+		}
+		if full {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: ISR not at %d replicas after %v (err %v): %+v", topic, n, timeout, err, td[topic].Partitions)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -147,7 +147,12 @@ func (f *fetch) encode() fetchFrame {
 					e.nullArray()
 				}
 				if v >= 11 {
-					e.int32(p.preferred) // preferred_read_replica (KIP-392), -1: this broker
+					// preferred_read_replica (KIP-392), -1: this broker.
+					if p.preferredSet {
+						e.int32(p.preferred)
+					} else {
+						e.int32(-1)
+					}
 				}
 				// Never null, even for an error: librdkafka takes a null
 				// record set for a malformed one.
