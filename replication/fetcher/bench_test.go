@@ -15,16 +15,19 @@ import (
 )
 
 // BenchmarkCopy copies 16 partitions from ringlog's broker with one or
-// several slots, into a follower that appends like a shard: appends queue
+// several slots, fetching 256 KiB per partition (a follower catching up)
+// or 16 KiB (closer to a caught-up follower, whose rounds are small), into a follower that appends like a shard: appends queue
 // to 2 "shard" goroutines, each of which writes its queue to a file per
-// partition in one round and, with fsync, syncs the round's files (group
-// commit) before calling the dones. Reported: records/s and MB/s copied.
+// partition in one round, commits the round, and calls the dones (group
+// commit). The commit is nothing ("write"), a 2 ms wait standing for a
+// device's sync latency without its noise ("commit2ms"), or an fsync of
+// each file written ("fsync"). Reported: records/s and MB/s copied.
 //
 //	go test -run XXX -bench Copy -benchtime 3x ./replication/fetcher
 func BenchmarkCopy(b *testing.B) {
 	const (
 		parts   = 16
-		records = 50000 // per partition
+		records = 20000 // per partition
 		size    = 100
 	)
 	br := startBroker(b)
@@ -35,50 +38,56 @@ func BenchmarkCopy(b *testing.B) {
 	}
 	produce(b, producer(b, br.Addr), "bench", all, records, size, 500)
 
-	for _, fsync := range []bool{false, true} {
-		for _, slots := range []int{1, 2, 4, 8} {
-			b.Run(fmt.Sprintf("fsync=%v/slots=%d", fsync, slots), func(b *testing.B) {
-				var bytes int64
-				var fetches int64
-				start := time.Now()
-				for range b.N {
-					sh := newShards(b, 2, fsync)
-					s, err := fetcher.New(fetcher.Config{Addr: br.Addr, ReplicaID: -1, Slots: slots, PartitionBytesMax: 256 << 10}, sh)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, p := range all {
-						s.Add(fetcher.Partition{TP: engine.TP{Topic: "bench", Partition: p}, TopicID: id, LeaderEpoch: -1})
-					}
-					sh.wait(parts, records)
-					st := s.Stats()
-					bytes += st.RecordBytes
-					fetches += st.Fetches
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					if err := s.Close(ctx); err != nil {
-						b.Fatal(err)
-					}
-					cancel()
-					sh.close()
-				}
-				el := time.Since(start).Seconds()
-				b.ReportMetric(float64(parts*records*b.N)/el, "records/s")
-				b.ReportMetric(float64(bytes)/el/1e6, "MB/s")
-				b.ReportMetric(float64(fetches)/float64(b.N), "fetches/op")
-			})
+	for _, pbytes := range []int32{256 << 10, 16 << 10} {
+		for _, commit := range []string{"write", "commit2ms", "fsync"} {
+			for _, slots := range []int{1, 2, 4, 8} {
+				name := fmt.Sprintf("fetch=%dKiB/%s/slots=%d", pbytes>>10, commit, slots)
+				b.Run(name, func(b *testing.B) { copyBench(b, br.Addr, id, parts, records, pbytes, commit, slots) })
+			}
 		}
 	}
 }
 
+func copyBench(b *testing.B, addr string, id [16]byte, parts int, records int64, pbytes int32, commit string, slots int) {
+	var bytes, fetches, peak int64
+	start := time.Now()
+	for range b.N {
+		sh := newShards(b, 2, commit)
+		s, err := fetcher.New(fetcher.Config{Addr: addr, ReplicaID: -1, Slots: slots, PartitionBytesMax: pbytes}, sh)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for p := range int32(parts) {
+			s.Add(fetcher.Partition{TP: engine.TP{Topic: "bench", Partition: p}, TopicID: id, LeaderEpoch: -1})
+		}
+		sh.wait(parts, records)
+		st := s.Stats()
+		bytes += st.RecordBytes
+		fetches += st.Fetches
+		peak = max(peak, st.InFlightPeak)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		sh.close()
+	}
+	el := time.Since(start).Seconds()
+	b.ReportMetric(float64(int64(parts)*records*int64(b.N))/el, "records/s")
+	b.ReportMetric(float64(bytes)/el/1e6, "MB/s")
+	b.ReportMetric(float64(fetches)/float64(b.N), "fetches/op")
+	b.ReportMetric(float64(peak), "inflight-peak")
+}
+
 // shards is a bench follower: Records queues the append to the shard of
 // the partition; a shard goroutine takes everything queued, writes each
-// partition's bytes to its file, syncs the files written (fsync), and
-// calls the dones: a group commit per round, as engine's shards do.
+// partition's bytes to its file, commits, and calls the dones: a group
+// commit per round, as engine's shards do.
 type shards struct {
-	b     testing.TB
-	fsync bool
-	qs    []chan job
-	wg    sync.WaitGroup
+	b      testing.TB
+	commit string
+	qs     []chan job
+	wg     sync.WaitGroup
 
 	mu   sync.Mutex
 	leo  map[engine.TP]int64
@@ -91,8 +100,8 @@ type job struct {
 	done func(int64, error)
 }
 
-func newShards(b testing.TB, n int, fsync bool) *shards {
-	sh := &shards{b: b, fsync: fsync, leo: make(map[engine.TP]int64)}
+func newShards(b testing.TB, n int, commit string) *shards {
+	sh := &shards{b: b, commit: commit, leo: make(map[engine.TP]int64)}
 	sh.cond = sync.NewCond(&sh.mu)
 	dir := b.TempDir()
 	for i := range n {
@@ -148,7 +157,10 @@ func (sh *shards) run(q chan job, dir string) {
 			}
 			written[f] = true
 		}
-		if sh.fsync {
+		switch sh.commit {
+		case "commit2ms":
+			time.Sleep(2 * time.Millisecond)
+		case "fsync":
 			for f := range written {
 				if err := f.Sync(); err != nil {
 					sh.b.Error(err)

@@ -71,6 +71,13 @@
 //     come back together (a shard's group commit finishes them at once):
 //     that would put the slots in lockstep, one request per round, with no
 //     overlap between the follower's appends and the fetches.
+//
+// Pipelining pays when rounds are small, as a caught-up follower's are.
+// BenchmarkCopy (16 partitions from ringlog's broker on a loaded 2-core
+// machine; medians of 3): with 16 KiB per partition per fetch and a 2 ms
+// commit per shard round, 1 slot copies 0.25M records/s, 4 slots 0.79M,
+// 8 slots 1.07M. With 256 KiB per partition (catching up) the copy is
+// CPU-bound there and slots change little (1.6M to 2.3M, within noise).
 //   - Nothing spins: a long poll returns on data, error or max wait (and
 //     one that returns early and empty holds the next for RetryBackoff); a
 //     hot slot's empty answer makes it cold; a cold slot fetches at most once
