@@ -100,14 +100,17 @@
 //
 // # Concurrency contract
 //
-// New starts two goroutines per connection: the stream's loop (decides,
-// writes, applies responses, calls the handler) and a reader (reads and
-// decodes frames). Add, Remove, Pause, Resume, Stats and Close may be called
-// from any goroutine, including from inside a handler method. Handler
-// methods are called on the loop goroutine, one at a time and in order per
-// partition, and must not block; the done functions they receive may be
-// called from any goroutine, at most once. Close waits for both goroutines
-// (bounded by its context: only a blocking handler can hold it).
+// New starts the stream's loop goroutine (connects, decides, writes,
+// applies responses, calls the handler); each connection adds a reader
+// goroutine (reads and decodes frames). Add, Remove, Pause, Resume, Stats
+// and Close may be called from any goroutine, including from inside a
+// handler method. Handler methods are called on the loop goroutine, one at
+// a time and in order per partition, and must not block; the done
+// functions they receive may be called from any goroutine, inline or
+// later, at most once. A call already under way when Remove, Pause or a
+// replacing Add returns may still complete; its done is then ignored.
+// Close closes the socket and waits for the goroutines (bounded by its
+// context: only a blocking handler can hold them).
 //
 // # Non-obvious invariants
 //
@@ -126,4 +129,13 @@
 //   - The response to a Fetch is matched to partitions by topic id on v13+
 //     and by name before; a request mixing partitions with and without ids
 //     is sent as v12.
+//   - The records handed to Records are capped slices of the response
+//     buffer: the partitions of one response share it, and an append by
+//     one caller must not write into the next partition's bytes.
+//   - Tests must fetch from the leader's batch boundaries: kgo splits a
+//     produce into batches as it likes, and a fetch inside a batch returns
+//     the whole batch, from before the offset asked (a flaky test once).
+//   - A caught-up stream goes quiet between rounds; were hot slots merged
+//     into its long poll then, the pipeline would collapse into one request
+//     per round (it did, before the hot-slot rule).
 package fetcher
