@@ -10,6 +10,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/replication/controller"
+	"ringlog/replication/fetcher"
 	"ringlog/replication/node"
 )
 
@@ -28,7 +29,8 @@ func newCluster(s settings, logger *slog.Logger) (*cluster, error) {
 	if s.cluster.voters == "" {
 		return nil, nil
 	}
-	n := node.New(node.Config{NodeID: s.nodeID, Addr: s.advertise, Rack: s.rack, LagTimeMax: s.cluster.lagTimeMax, Logger: logger})
+	n := node.New(node.Config{NodeID: s.nodeID, Addr: s.advertise, Rack: s.rack, LagTimeMax: s.cluster.lagTimeMax, Logger: logger,
+		Fetch: fetcher.Config{Slots: s.cluster.fetchSlots}})
 	return &cluster{s: s, log: logger, node: n}, nil
 }
 

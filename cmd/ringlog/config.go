@@ -50,6 +50,7 @@ type clusterSettings struct {
 	sessionTimeout    time.Duration
 	heartbeatInterval time.Duration
 	replicationFactor int16 // default.replication.factor
+	fetchSlots        int   // ringlog.replica.fetch.slots: requests in flight per follower stream
 }
 
 func defaultSettings() settings {
@@ -317,6 +318,9 @@ func (s *settings) set(k, v string) error {
 	case "default.replication.factor":
 		n, err = num(1, math.MaxInt16)
 		s.cluster.replicationFactor = int16(n)
+	case "ringlog.replica.fetch.slots":
+		n, err = num(1, 32)
+		s.cluster.fetchSlots = int(n)
 	default:
 		return fmt.Errorf("%w %q: ringlog does not support it (remove it from the file)", errUnknownKey, k)
 	}
