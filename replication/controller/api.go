@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -218,6 +219,30 @@ func (c *Controller) ElectPreferredLeaders(ctx context.Context, partitions []Top
 		return nil, err
 	}
 	return decodeElectResults(r.payload)
+}
+
+// AllocateProducerIDs takes the next block of producer ids for a broker
+// incarnation (Kafka's AllocateProducerIds, KIP-730): ids start..start+
+// length-1 belong to that broker alone, in the whole cluster and forever,
+// so that two idempotent producers never share an id whichever brokers
+// they asked. brokerEpoch must be the broker's current epoch
+// (STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED otherwise). A retried
+// call may have taken a block on its first attempt too: that block is
+// never handed out, which costs nothing but ids.
+func (c *Controller) AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch int64) (start, length int64, err error) {
+	r, err := c.submit(ctx, &command{typ: cmdAllocateProducerIDs, brokerID: brokerID, epoch: brokerEpoch})
+	if err != nil {
+		return 0, 0, err
+	}
+	d := &decoder{b: r.payload}
+	start, length = d.i64(), int64(d.i32())
+	if err := d.done(); err != nil {
+		return 0, 0, fmt.Errorf("controller: allocate producer ids reply: %w", err)
+	}
+	if start < 0 || length <= 0 || start > math.MaxInt64-length {
+		return 0, 0, errf(ErrUnknown, "allocate producer ids reply: block %d+%d", start, length)
+	}
+	return start, length, nil
 }
 
 // Sync waits until this node's Image reflects every write committed before

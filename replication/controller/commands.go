@@ -5,18 +5,19 @@ package controller
 type cmdType uint8
 
 const (
-	cmdNoop             cmdType = 1  // marks a point in the log (Sync)
-	cmdRegisterBroker   cmdType = 2  // brokerID, addr, rack; epoch = entry index
-	cmdUnfenceBroker    cmdType = 3  // brokerID, epoch
-	cmdFenceBroker      cmdType = 4  // brokerID, epoch
-	cmdCreateTopic      cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments
-	cmdDeleteTopic      cmdType = 6  // topic
-	cmdCreatePartitions cmdType = 7  // topic, partitions (new total); + assignments of the new ones
-	cmdAlterConfigs     cmdType = 8  // topic, configs (set), deletes
-	cmdAlterPartition   cmdType = 9  // topic, partition, brokerID, epoch, leaderEpoch, partitionEpoch, isr
-	cmdElectPreferred   cmdType = 10 // elect (empty: every partition)
-	cmdHeartbeat        cmdType = 11 // brokerID, epoch; RPC only, never in the log
-	cmdTypeEnd          cmdType = 12
+	cmdNoop                cmdType = 1  // marks a point in the log (Sync)
+	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack; epoch = entry index
+	cmdUnfenceBroker       cmdType = 3  // brokerID, epoch
+	cmdFenceBroker         cmdType = 4  // brokerID, epoch
+	cmdCreateTopic         cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments
+	cmdDeleteTopic         cmdType = 6  // topic
+	cmdCreatePartitions    cmdType = 7  // topic, partitions (new total); + assignments of the new ones
+	cmdAlterConfigs        cmdType = 8  // topic, configs (set), deletes
+	cmdAlterPartition      cmdType = 9  // topic, partition, brokerID, epoch, leaderEpoch, partitionEpoch, isr
+	cmdElectPreferred      cmdType = 10 // elect (empty: every partition)
+	cmdHeartbeat           cmdType = 11 // brokerID, epoch; RPC only, never in the log
+	cmdAllocateProducerIDs cmdType = 12 // brokerID, epoch
+	cmdTypeEnd             cmdType = 13
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -35,11 +36,15 @@ const (
 	maxReplicas = 256
 	// maxConfigBytes bounds a config key or value.
 	maxConfigBytes = 32 << 10
+	// producerIDBlockSize is how many producer ids AllocateProducerIDs
+	// hands a broker at once (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+	producerIDBlockSize = 1000
 )
 
 func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
-		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat"}
+		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
+		"AllocateProducerIDs"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -79,7 +84,7 @@ func (c *command) encode() []byte {
 		e.i32(c.brokerID)
 		e.str(c.addr)
 		e.str(c.rack)
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs:
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
 	case cmdCreateTopic:
@@ -154,7 +159,7 @@ func decodeCommand(b []byte) (*command, error) {
 		c.brokerID = d.i32()
 		c.addr = d.str()
 		c.rack = d.str()
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs:
 		c.brokerID = d.i32()
 		c.epoch = d.i64()
 	case cmdCreateTopic:

@@ -5,7 +5,7 @@
 // replicated state machine holds the brokers (id, listener, rack,
 // registration epoch, fenced), the topics (name, 16-byte id, config
 // overrides) and their partitions (replicas, ISR, leader, leader epoch,
-// partition epoch).
+// partition epoch), and the start of the next block of producer ids.
 //
 // # Nodes and the port
 //
@@ -77,6 +77,14 @@
 //     with the engine's parser first.
 //   - Automatic preferred leader election (LeaderRebalanceInterval) moves
 //     every partition it can, without Kafka's imbalance threshold.
+//   - Producer ids come from the quorum in blocks of 1000
+//     (AllocateProducerIDs, Kafka's AllocateProducerIds of KIP-730): the
+//     state keeps the next block's start, each command takes one block for
+//     the broker incarnation that names its current epoch. A broker hands
+//     out ids of its block only, so no two idempotent producers share an
+//     id anywhere in the cluster, and the ids of a broker's log follow it
+//     through a failover. Blocks are not returned: a block taken twice by a
+//     retried request, or lost with a broker's restart, is skipped.
 //   - Not supported yet: brokers that are not voters, changes of the voter
 //     set, users and ACLs.
 //
@@ -101,6 +109,12 @@
 //   - A partition's leader is live and in its ISR; an ISR holds a fenced
 //     broker only as its single member (checkImage asserts these on every
 //     restored snapshot, and after every entry with -tags invariants).
+//   - No producer id is handed out twice: the next block starts at
+//     Image.NextProducerID, which only grows, and it is in the snapshot
+//     (version 2; a version 1 snapshot predates the command and reads as 0).
+//     A node running a binary without the command would skip its entries
+//     as undecodable and diverge: every voter must know it before a broker
+//     asks.
 //   - Encodings are canonical (maps in key order, sorted brokers and topics),
 //     so equal states have byte-identical snapshots.
 //   - A decoder never allocates for a count the remaining bytes cannot

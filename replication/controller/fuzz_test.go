@@ -42,6 +42,9 @@ func seedCommands() []*command {
 		{typ: cmdAlterPartition, topic: "orders", partitions: 1, brokerID: 2, epoch: 5, leaderEpoch: 1, partitionEpoch: 4, isr: []int32{2, 1}},
 		{typ: cmdElectPreferred, elect: []TopicPartition{{"orders", 0}, {"x", 3}}},
 		{typ: cmdHeartbeat, brokerID: 1, epoch: 5},
+		// Broker 1 of seedImage, at its epoch: the fuzzer starts from a
+		// block that is handed out.
+		{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: 1},
 	}
 }
 
@@ -86,9 +89,19 @@ func seedImage(t testing.TB) *Image {
 	return s.img
 }
 
+// encodeImageV1 is img as a version 1 snapshot (no next producer id), as
+// nodes wrote them before AllocateProducerIDs.
+func encodeImageV1(img *Image) []byte {
+	b := encodeImage(img)
+	v1 := append([]byte(snapshotMagic), 1)
+	v1 = append(v1, b[len(snapshotMagic)+1:snapshotHeaderBytes]...)
+	return append(v1, b[snapshotHeaderBytes+8:]...)
+}
+
 func FuzzDecodeImage(f *testing.F) {
 	f.Add(encodeImage(emptyImage()))
 	f.Add(encodeImage(seedImage(f)))
+	f.Add(encodeImageV1(seedImage(f)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var img *Image
 		var err error
@@ -152,7 +165,10 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	write("FuzzDecodeRPC", "response", encodeResponse(reply{index: 9, payload: []byte{1}}, errf(ErrFencedLeaderEpoch, "t-0")))
 	write("FuzzDecodeImage", "empty", encodeImage(emptyImage()))
 	write("FuzzDecodeImage", "small", encodeImage(seedImage(t)))
+	write("FuzzDecodeImage", "small-v1", encodeImageV1(seedImage(t)))
 	big := []byte(encodeImage(seedImage(t)))
-	write("FuzzDecodeImage", "huge-count", append(big[:13:13], 0xff, 0xff, 0xff, 0xff, 0x07))
+	// The broker count, after the header and the next producer id.
+	n := snapshotHeaderBytes + 8
+	write("FuzzDecodeImage", "huge-count", append(big[:n:n], 0xff, 0xff, 0xff, 0xff, 0x07))
 	write("FuzzDecodeCommand", "huge-count", []byte{cmdVersion, byte(cmdElectPreferred), 0xff, 0xff, 0xff, 0xff, 0x07})
 }

@@ -168,7 +168,7 @@ func topicsState(img *Image) []byte {
 }
 
 // stateOf is the full encoded state without the index.
-func stateOf(img *Image) []byte { return encodeImage(img)[13:] }
+func stateOf(img *Image) []byte { return encodeImage(img)[snapshotHeaderBytes:] }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)

@@ -64,6 +64,9 @@ type Image struct {
 	brokers  map[int32]Broker
 	topics   map[string]*Topic
 	topicIDs map[TopicID]string
+	// nextProducerID is the start of the next block of producer ids
+	// (AllocateProducerIDs): every id below it was handed to a broker.
+	nextProducerID int64
 
 	// superseded is closed when a newer Image is published.
 	superseded chan struct{}
@@ -95,6 +98,10 @@ func (img *Image) Brokers() []Broker {
 	slices.SortFunc(bs, func(a, b Broker) int { return int(a.ID) - int(b.ID) })
 	return bs
 }
+
+// NextProducerID is the first producer id no broker was given yet: every
+// block handed out so far lies below it.
+func (img *Image) NextProducerID() int64 { return img.nextProducerID }
 
 // Topic returns a topic by name, or nil.
 func (img *Image) Topic(name string) *Topic { return img.topics[name] }

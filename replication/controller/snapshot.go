@@ -8,10 +8,10 @@ import (
 
 // The snapshot of the state machine is the encoded Image:
 //
-//	+--------+---------+-------+--------------------+-------------------+
-//	| "RLMI" | version | index | brokers (by id)    | topics (by name)  |
-//	| 4 B    | u8 = 1  | u64   | count, broker...   | count, topic...   |
-//	+--------+---------+-------+--------------------+-------------------+
+//	+--------+---------+-------+------------------+-----------------+-----------------+
+//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)|
+//	| 4 B    | u8 = 2  | u64   | i64              | count, broker.. | count, topic... |
+//	+--------+---------+-------+------------------+-----------------+-----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
@@ -21,15 +21,23 @@ import (
 // Counts are uvarints, strings a uvarint length and the bytes. Everything is
 // written in sorted order, so equal states encode to equal bytes. raft's
 // FileSnapshotStore keeps a CRC-64 of the file and checks it on open.
+//
+// Version 1 had no next producer id (it reads as 0: no block was handed
+// out before the command existed); it is still read, never written.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 1
+const snapshotVersion = 2
+
+// snapshotHeaderBytes is the length of magic, version and index: what
+// precedes the state itself.
+const snapshotHeaderBytes = 13
 
 func encodeImage(img *Image) []byte {
 	e := &encoder{b: make([]byte, 0, 256)}
 	e.b = append(e.b, snapshotMagic...)
 	e.u8(snapshotVersion)
 	e.u64(img.Index)
+	e.i64(img.nextProducerID)
 	ids := slices.Sorted(maps.Keys(img.brokers))
 	e.uvarint(len(ids))
 	for _, id := range ids {
@@ -93,11 +101,15 @@ func decodeImage(b []byte) (*Image, error) {
 	if m := d.take(len(snapshotMagic)); d.err == nil && string(m) != snapshotMagic {
 		d.fail("snapshot magic %q", m)
 	}
-	if v := d.u8(); d.err == nil && v != snapshotVersion {
+	v := d.u8()
+	if d.err == nil && v != 1 && v != snapshotVersion {
 		d.fail("snapshot version %d", v)
 	}
 	img := emptyImage()
 	img.Index = d.u64()
+	if v >= 2 {
+		img.nextProducerID = d.i64()
+	}
 	n := d.count(15)
 	for range n {
 		b := Broker{ID: d.i32(), Addr: d.str(), Rack: d.str(), Epoch: d.i64(), Fenced: d.bool()}
@@ -133,6 +145,9 @@ func decodeImage(b []byte) (*Image, error) {
 // checkImage asserts the invariants every applied state keeps. It runs on
 // every restored snapshot and, in tests, after every applied command.
 func checkImage(img *Image) error {
+	if img.nextProducerID < 0 {
+		return fmt.Errorf("next producer id %d", img.nextProducerID)
+	}
 	for id, b := range img.brokers {
 		if b.ID != id || id < 0 {
 			return fmt.Errorf("broker %d filed under %d", b.ID, id)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 )
@@ -28,6 +29,9 @@ type tx struct {
 	topics   map[string]*Topic
 	topicIDs map[TopicID]string
 	copied   map[string]bool // topics already copied in this tx
+	// nextProducerID is set when the tx took a block of producer ids.
+	nextProducerID   int64
+	producerIDsMoved bool
 }
 
 func (t *tx) broker(id int32) (Broker, bool) {
@@ -102,11 +106,15 @@ func (t *tx) deleteTopic(name string) {
 // image returns the next image; the base is not changed.
 func (t *tx) image() *Image {
 	next := &Image{
-		Index:      t.index,
-		brokers:    t.base.brokers,
-		topics:     t.base.topics,
-		topicIDs:   t.base.topicIDs,
-		superseded: make(chan struct{}),
+		Index:          t.index,
+		brokers:        t.base.brokers,
+		topics:         t.base.topics,
+		topicIDs:       t.base.topicIDs,
+		nextProducerID: t.base.nextProducerID,
+		superseded:     make(chan struct{}),
+	}
+	if t.producerIDsMoved {
+		next.nextProducerID = t.nextProducerID
 	}
 	if t.brokers != nil {
 		next.brokers = t.brokers
@@ -144,6 +152,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.alterPartition(c)
 	case cmdElectPreferred:
 		res = t.electPreferred(c)
+	case cmdAllocateProducerIDs:
+		res = t.allocateProducerIDs(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.
@@ -185,6 +195,30 @@ func (t *tx) checkBrokerEpoch(id int32, epoch int64) (Broker, error) {
 		return b, errf(ErrStaleBrokerEpoch, "broker %d has epoch %d, not %d", id, b.Epoch, epoch)
 	}
 	return b, nil
+}
+
+// allocateProducerIDs hands a broker the next block of producer ids
+// (Kafka's AllocateProducerIds, KIP-730). The block is taken from the
+// replicated counter, so no two blocks overlap whichever brokers ask, and
+// a broker that asks twice (a retry after a lost leadership) merely skips
+// a block. As in Kafka the broker must name its current epoch: a fenced
+// broker may allocate, a dead incarnation may not. Payload: start i64 |
+// length i32.
+func (t *tx) allocateProducerIDs(c *command) result {
+	if _, err := t.checkBrokerEpoch(c.brokerID, c.epoch); err != nil {
+		return result{err: err}
+	}
+	start := t.base.nextProducerID
+	if start > math.MaxInt64-producerIDBlockSize {
+		// Kafka answers UNKNOWN_SERVER_ERROR too: ids are int64 and never
+		// reused, so this takes 9e15 blocks.
+		return result{err: errf(ErrUnknown, "producer ids exhausted: the next block would start at %d", start)}
+	}
+	t.nextProducerID, t.producerIDsMoved = start+producerIDBlockSize, true
+	e := &encoder{}
+	e.i64(start)
+	e.i32(producerIDBlockSize)
+	return result{payload: e.b}
 }
 
 // unfenceBroker returns a fenced broker to service (it heartbeats again).

@@ -31,7 +31,7 @@ func (s *fsmState) apply(c *command) result {
 	if err := checkImage(next); err != nil {
 		s.t.Fatalf("%s broke an invariant: %v", c.typ, err)
 	}
-	if res.err != nil && !reflect.DeepEqual(encodeImage(next)[13:], encodeImage(s.img)[13:]) {
+	if res.err != nil && !reflect.DeepEqual(encodeImage(next)[snapshotHeaderBytes:], encodeImage(s.img)[snapshotHeaderBytes:]) {
 		s.t.Fatalf("failed %s changed the state", c.typ)
 	}
 	s.img = next
