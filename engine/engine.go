@@ -42,6 +42,23 @@ type Config struct {
 	Cleaner CleanerConfig
 	// NodeID is this broker's id (node.id).
 	NodeID int32
+	// ClusterID is cluster.id, Kafka's Uuid in base64 (22 characters, as
+	// kafka-storage random-uuid prints it). The first start records it in
+	// meta.properties; a data directory recorded with another cluster id is
+	// refused (ErrInconsistentClusterID), as Kafka refuses it. Empty keeps
+	// the id recorded, or records a random one at first start: a single
+	// broker is a cluster of its own.
+	ClusterID string
+	// ProducerIDBlock, when set, is where producer ids come from: it
+	// returns the ids start..end-1, which no other broker hands out (the
+	// metadata quorum's AllocateProducerIDs, KIP-730). AllocateProducerID
+	// calls it whenever its block is used up, and nothing is persisted in
+	// the data directory. When nil, blocks are reserved in the directory's
+	// producer-ids file, which is unique to one broker only. It is called
+	// from AllocateProducerID's goroutine with the producer-id mutex held
+	// (concurrent callers wait for the one block), may block, and must not
+	// call the engine's AllocateProducerID.
+	ProducerIDBlock func() (start, end int64, err error)
 	// Replicated hands the partitions to a replication layer (replication.go):
 	// appends no longer move the high watermark (SetHW does), producer
 	// appends need the leader role (BecomeLeader), and the high watermarks
@@ -251,7 +268,18 @@ func (e *Engine) partition(tp TP) (*partition, error) {
 // meta.properties, as Kafka writes it: the cluster id and the node id.
 const metaFile = "meta.properties"
 
+// ErrInconsistentClusterID refuses a data directory recorded with another
+// cluster id than the configured one (Kafka's INCONSISTENT_CLUSTER_ID): its
+// logs belong to another cluster, and serving them would mix the two.
+var ErrInconsistentClusterID = errors.New("engine: inconsistent cluster id")
+
+// loadMeta reads meta.properties, checks it against the configuration and
+// writes it at first start. The cluster id recorded wins over none
+// configured; a configured one must match it.
 func (e *Engine) loadMeta() error {
+	if id := e.cfg.ClusterID; id != "" && !validClusterID(id) {
+		return fmt.Errorf("engine: cluster id %q: want Kafka's form, 22 characters of base64url (16 bytes)", id)
+	}
 	path := filepath.Join(e.cfg.Dir, metaFile)
 	b, err := os.ReadFile(path)
 	if err == nil {
@@ -272,16 +300,36 @@ func (e *Engine) loadMeta() error {
 	} else if !os.IsNotExist(err) {
 		return err
 	}
-	if e.clusterID == "" {
-		var id [16]byte
-		rand.Read(id[:])
-		e.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
+	switch {
+	case e.clusterID != "" && e.cfg.ClusterID != "" && e.clusterID != e.cfg.ClusterID:
+		return fmt.Errorf("%w: %s records cluster id %s, the broker is configured with cluster id %s "+
+			"(cluster.id, or derived from the controller voters); start it with %s, or with an empty data directory",
+			ErrInconsistentClusterID, path, e.clusterID, e.cfg.ClusterID, e.clusterID)
+	case e.clusterID == "":
+		e.clusterID = e.cfg.ClusterID
+		if e.clusterID == "" {
+			var id [16]byte
+			rand.Read(id[:])
+			e.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
+		}
 		data := fmt.Sprintf("version=1\ncluster.id=%s\nnode.id=%d\n", e.clusterID, e.cfg.NodeID)
 		if err := fsutil.WriteFileAtomic(e.cfg.Dir, metaFile, []byte(data)); err != nil {
 			return err
 		}
 	}
+	if e.cfg.ProducerIDBlock != nil {
+		// Blocks come from the cluster; a producer-ids file left by a
+		// single-broker past is not read.
+		return nil
+	}
 	return e.loadProducerIDs()
+}
+
+// validClusterID reports whether id is a Kafka Uuid as its toString writes
+// it: 16 bytes in unpadded base64url.
+func validClusterID(id string) bool {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
+	return err == nil && len(b) == 16
 }
 
 // removeDeletedDirs finishes deletions of topics that a crash interrupted.
@@ -300,13 +348,22 @@ func (e *Engine) removeDeletedDirs() error {
 	return nil
 }
 
-// Producer ids are handed out from blocks; the end of the current block is
+// Producer ids are handed out from blocks. A single broker reserves its
+// blocks in the producer-ids file: the end of the current block is
 // persisted before any id of it is used, so ids are never reused after a
-// restart.
+// restart. A broker of a cluster takes its blocks from
+// Config.ProducerIDBlock and persists nothing: the quorum never hands out a
+// block twice, and the rest of a block is abandoned at a restart.
 const (
 	producerIDFile  = "producer-ids"
 	producerIDBlock = 1000
 )
+
+// ErrNoProducerIDBlock is AllocateProducerID's error when
+// Config.ProducerIDBlock failed (the quorum is unreachable, say): the
+// producer should retry, as Kafka's brokers answer
+// COORDINATOR_LOAD_IN_PROGRESS while they wait for a block.
+var ErrNoProducerIDBlock = errors.New("engine: no producer id block available")
 
 func (e *Engine) loadProducerIDs() error {
 	b, err := os.ReadFile(filepath.Join(e.cfg.Dir, producerIDFile))
@@ -329,11 +386,24 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 	e.pidMu.Lock()
 	defer e.pidMu.Unlock()
 	if e.pidNext >= e.pidEnd {
-		end := e.pidNext + producerIDBlock
-		if err := fsutil.WriteFileAtomic(e.cfg.Dir, producerIDFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrStorage, err)
+		if hook := e.cfg.ProducerIDBlock; hook != nil {
+			start, end, err := hook()
+			if err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrNoProducerIDBlock, err)
+			}
+			// Blocks only grow: one starting below the end of the last
+			// would hand an id out twice.
+			if start < e.pidEnd || end <= start {
+				return 0, fmt.Errorf("%w: block [%d, %d) after ids up to %d", ErrNoProducerIDBlock, start, end, e.pidEnd)
+			}
+			e.pidNext, e.pidEnd = start, end
+		} else {
+			end := e.pidNext + producerIDBlock
+			if err := fsutil.WriteFileAtomic(e.cfg.Dir, producerIDFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrStorage, err)
+			}
+			e.pidEnd = end
 		}
-		e.pidEnd = end
 	}
 	id := e.pidNext
 	e.pidNext++
