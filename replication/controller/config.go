@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net"
@@ -150,4 +152,34 @@ func ParseVoters(s string) ([]Voter, error) {
 		vs = append(vs, Voter{ID: int32(id), Addr: addr})
 	}
 	return vs, nil
+}
+
+// ClusterIDFromVoters derives a cluster id from the quorum, for brokers
+// started without cluster.id: the first 16 bytes of SHA-256 over
+// "ringlog-cluster-id/1" and the voters as "id@host:port" sorted by id and
+// joined by commas, in Kafka's Uuid form (unpadded base64url, 22
+// characters, never starting with '-'). Brokers given the same voters (ids
+// and addresses spelled alike, in any order) derive the same id, as
+// Kafka's brokers formatted with one cluster.id report one id. A quorum
+// whose addresses change gets another id: give such a cluster a cluster.id.
+func ClusterIDFromVoters(voters []Voter) string {
+	vs := slices.Clone(voters)
+	slices.SortFunc(vs, func(a, b Voter) int { return int(a.ID) - int(b.ID) })
+	h := sha256.New()
+	h.Write([]byte("ringlog-cluster-id/1"))
+	for i, v := range vs {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		fmt.Fprintf(h, "%d@%s", v.ID, v.Addr)
+	}
+	var id [16]byte
+	copy(id[:], h.Sum(nil))
+	// Kafka's Uuid.randomUuid redraws an id whose base64 starts with '-'
+	// (command-line tools take it for a flag); a derived id cannot redraw,
+	// so its top bit is cleared instead ('-' is 62, 0b111110).
+	if id[0]>>2 == 62 {
+		id[0] &^= 0x80
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }

@@ -85,6 +85,11 @@
 //     id anywhere in the cluster, and the ids of a broker's log follow it
 //     through a failover. Blocks are not returned: a block taken twice by a
 //     retried request, or lost with a broker's restart, is skipped.
+//   - The cluster id is not in the replicated state: like Kafka's, it is
+//     each broker's configuration (cluster.id), recorded in its data
+//     directory by the engine. Without one, ClusterIDFromVoters derives it
+//     from the voter list, so brokers started with the same list report
+//     the same id.
 //   - Not supported yet: brokers that are not voters, changes of the voter
 //     set, users and ACLs.
 //
