@@ -303,8 +303,8 @@ func (e *Engine) loadMeta() error {
 	switch {
 	case e.clusterID != "" && e.cfg.ClusterID != "" && e.clusterID != e.cfg.ClusterID:
 		return fmt.Errorf("%w: %s records cluster id %s, the broker is configured with cluster id %s "+
-			"(cluster.id, or derived from the controller voters); start it with %s, or with an empty data directory",
-			ErrInconsistentClusterID, path, e.clusterID, e.cfg.ClusterID, e.clusterID)
+			"(cluster.id, or derived from the controller voters): set cluster.id (-cluster-id) to %s to serve this directory, "+
+			"or start with an empty one", ErrInconsistentClusterID, path, e.clusterID, e.cfg.ClusterID, e.clusterID)
 	case e.clusterID == "":
 		e.clusterID = e.cfg.ClusterID
 		if e.clusterID == "" {
