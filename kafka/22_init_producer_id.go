@@ -1,8 +1,12 @@
 package kafka
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
 )
 
 // InitProducerId, v0 to v5, for idempotent producers (KIP-98): a new
@@ -12,7 +16,9 @@ import (
 // Kafka hands an idempotent producer a new id even when it sends its
 // current id and epoch (v3+, KIP-360, bumping after an error): only a
 // transactional producer keeps its id across InitProducerId. So does this
-// broker. Transactional ids are refused (see handleProduce for the choice of
+// broker. In a cluster the ids come in blocks from the metadata quorum
+// (engine.Config.ProducerIDBlock), so that no two brokers hand out one id.
+// Transactional ids are refused (see handleProduce for the choice of
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.InitProducerID, min: 0, max: 5, sync: handleInitProducerID})
@@ -31,7 +37,15 @@ func handleInitProducerID(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respons
 		return resp
 	}
 	id, err := s.eng.AllocateProducerID()
-	if err != nil {
+	switch {
+	case errors.Is(err, engine.ErrNoProducerIDBlock):
+		// A broker of a cluster waits for a block from the metadata
+		// quorum. Kafka answers COORDINATOR_LOAD_IN_PROGRESS then, not
+		// REQUEST_TIMED_OUT, which older clients take as fatal.
+		s.log.Warn("allocate producer id", "err", err)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp
+	case err != nil:
 		s.log.Error("allocate producer id", "err", err)
 		resp.ErrorCode = errorCode(err)
 		return resp

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kcat (librdkafka) against a cluster of three brokers: its metadata view
@@ -166,12 +167,13 @@ func TestClusterKcat(t *testing.T) {
 // cluster id (Metadata, DescribeCluster), as Kafka's brokers do (all are
 // formatted with one cluster.id). librdkafka warns otherwise: "Broker ...
 // reports different ClusterId ...: a client must not be simultaneously
-// connected to multiple clusters".
+// connected to multiple clusters". Each used to report the random id of
+// its own meta.properties; the id is cluster.id now, or without one the id
+// derived from -controller-voters, recorded in the data directory.
 func TestClusterOneClusterID(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	t.Skip("known bug: each broker reports the random cluster.id of its own meta.properties (engine.ClusterID in kafka/cluster.go, 60_describe_cluster.go); remove this skip with the fix")
 	c := startCluster(t, 3, clusterProps)
 	ids := map[string][]int{}
 	for i, p := range c.procs {
@@ -191,4 +193,28 @@ func TestClusterOneClusterID(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("brokers report %d cluster ids: %v", len(ids), ids)
 	}
+	// DescribeCluster says the same, before and after a restart.
+	describe := func(what string) {
+		t.Helper()
+		for i, p := range c.procs {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			resp, err := cl.Broker(i+1).Request(ctx, kmsg.NewPtrDescribeClusterRequest())
+			cancel()
+			cl.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.(*kmsg.DescribeClusterResponse).ClusterID; len(ids[got]) == 0 {
+				t.Fatalf("%s: broker %d describes cluster %q, Metadata said %v", what, i+1, got, ids)
+			}
+		}
+	}
+	describe("started")
+	c.procs[1].signal(syscall.SIGTERM)
+	c.start(1)
+	describe("broker 2 restarted")
 }
