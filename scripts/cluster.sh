@@ -10,7 +10,10 @@
 # that one back. Broker N (1, 2, 3) keeps its data in DIR/N, its log in
 # DIR/logs/N.log and its pid in DIR/run/N.pid; it serves Kafka on
 # 127.0.0.1:PORT+2(N-1) (9092, 9094, 9096) and runs the metadata quorum's
-# voter on the port above that (9093, 9095, 9097).
+# voter on the port above that (9093, 9095, 9097). The three share one
+# cluster id, drawn at the cluster's first start and kept in DIR/cluster.id
+# (Kafka's kafka-storage random-uuid and format): every broker reports it,
+# and refuses a data directory of another cluster.
 #
 #   -d DIR   where everything goes (default ./data/cluster)
 #   -p PORT  the first Kafka port (default 9092; a cluster keeps the ports
@@ -123,9 +126,34 @@ status() {
 	[ "$up" -gt 0 ]
 }
 
+# cluster_id prints the cluster's id: the one in DIR/cluster.id, or a new
+# one for a cluster that starts for the first time. It belongs to the data
+# like the ports: each broker recorded it in its meta.properties at first
+# start and refuses to start with another.
+cluster_id() {
+	local id=-
+	if [ -f "$dir/cluster.id" ]; then
+		cat "$dir/cluster.id"
+		return
+	fi
+	if [ -e "$dir/1/meta.properties" ]; then
+		echo "cluster.sh: the cluster in $dir predates $dir/cluster.id (its brokers recorded different cluster ids); remove $dir to start afresh" >&2
+		return 1
+	fi
+	# Kafka's Uuid form: 16 random bytes in unpadded base64url, not
+	# starting with '-' (a command line would take it for a flag).
+	while [ "${id:0:1}" = - ]; do
+		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+	done
+	echo "$id"
+}
+
 start() {
+	local cluster_id
+	cluster_id=$(cluster_id)
 	mkdir -p "$dir/bin" "$dir/logs" "$run"
 	echo "$port" >"$dir/port"
+	echo "$cluster_id" >"$dir/cluster.id"
 
 	echo "building cmd/ringlog"
 	(cd "$repo" && go build -o "$dir/bin/ringlog" ./cmd/ringlog)
@@ -158,7 +186,7 @@ start() {
 		done
 		mkdir -p "$dir/$n"
 		nohup "$dir/bin/ringlog" -node-id "$n" -listen "$host:$(kafka_port "$n")" \
-			-controller-voters "$voters" -data-dir "$dir/$n" -config "$dir/server.properties" \
+			-controller-voters "$voters" -cluster-id "$cluster_id" -data-dir "$dir/$n" -config "$dir/server.properties" \
 			>>"$dir/logs/$n.log" 2>&1 </dev/null &
 		echo $! >"$run/$n.pid"
 		started+=("$n")
@@ -187,6 +215,7 @@ start() {
 	done
 
 	echo
+	echo "cluster id: $cluster_id"
 	echo "bootstrap: $(bootstrap)"
 	echo "  kcat -b $(bootstrap) -L"
 	echo "  echo hello | kcat -b $(bootstrap) -P -t test -X acks=all"
