@@ -33,7 +33,8 @@ import (
 // The fault schedule comes from a seed (logged; RINGLOG_CHAOS_SEED replays
 // it). Process timing is not reproducible, so a replay repeats the choices
 // (which partition's leader, how long down, which broker stopped), not the
-// interleaving.
+// interleaving. RINGLOG_CHAOS_HARSH=1 overlaps the faults (see chaosHarsh);
+// RINGLOG_TEST_KEEP=dir keeps the brokers' logs and data of a failed run.
 
 const (
 	chaosPartitions = 6
@@ -54,6 +55,17 @@ const (
 	chaosRate = 3000
 )
 
+// chaosHarsh is the schedule of RINGLOG_CHAOS_HARSH=1, for hunting rather
+// than for CI: the second kill of every three events kills two brokers at
+// once (the quorum and every partition's min ISR lost until they return),
+// the cluster gets back to full ISR only before every fourth event (kills
+// land on partitions still catching up), and the producer runs at
+// chaosHarshRate with chaosHarshWindow records in flight.
+const (
+	chaosHarshRate   = 20000
+	chaosHarshWindow = 10000
+)
+
 func TestClusterChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes and kills them for 30 s")
@@ -65,13 +77,18 @@ func TestClusterChaos(t *testing.T) {
 			t.Fatalf("RINGLOG_CHAOS_SEED=%q: %v", s, err)
 		}
 	}
-	t.Logf("seed %d (RINGLOG_CHAOS_SEED=%d replays the fault schedule)", seed, seed)
+	harsh := os.Getenv("RINGLOG_CHAOS_HARSH") != ""
+	rate, window := chaosRate, chaosWindow
+	if harsh {
+		rate, window = chaosHarshRate, chaosHarshWindow
+	}
+	t.Logf("seed %d (RINGLOG_CHAOS_SEED=%d replays the fault schedule), harsh %v", seed, seed, harsh)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	began := time.Now()
 
 	c := startCluster(t, 3, clusterProps)
 	const topic = "chaos"
-	adm := kadm.NewClient(c.client())
+	adm := kadm.NewClient(c.client(kgo.Dialer(c.dial)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	resp, err := adm.CreateTopic(ctx, chaosPartitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
 	cancel()
@@ -85,30 +102,59 @@ func TestClusterChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	prod := newChaosProducer(c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(chaosWindow),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })), topic)
+	prod := newChaosProducer(c.client(kgo.Dialer(c.dial), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(window),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })), topic, rate, window)
 	go prod.run()
+	live := newChaosReader(c, topic)
+	go live.run()
 
 	// The faults: two kills, then a stop, and so on until chaosRun is
-	// spent. After each, the cluster must be back to full strength (every
-	// ISR at three replicas) within 20 s before the next one: a liveness
-	// check of fencing, restart, catch-up and ISR expansion, and what
-	// makes every kill land on a partition with a full ISR.
+	// spent. A kill takes the leader of a partition drawn from the seed
+	// down for 0.3 to 3 s. The stops alternate between a broker that
+	// leads nothing (after a kill, leadership stays where it moved: the
+	// automatic preferred-leader election runs every 300 s), a follower
+	// fenced and back, and the broker that leads the most, a stale leader
+	// whose parked acks=all produces must not be acknowledged. After each
+	// fault the cluster must be back to full strength (every ISR at three
+	// replicas) within 20 s: a liveness check of fencing, restart,
+	// catch-up and ISR expansion, and what makes every kill land on a
+	// partition with a full ISR.
 	var kills, stops int
 	var schedule []string
 	faultsStart := time.Now()
 	faultsEnd := faultsStart.Add(chaosRun)
 	for i := 0; time.Now().Before(faultsEnd); i++ {
 		td := chaosMetadata(t, adm, topic)
-		if i%3 == 2 {
-			victim := chaosStopVictim(td, rng)
+		switch {
+		case i%3 == 2:
+			victim := chaosStopVictim(td, rng, stops%2 == 1)
 			led := chaosLeads(td, int32(victim+1))
 			t.Logf("SIGSTOP broker %d (leads %d partitions) for %v", victim+1, led, chaosStop)
 			c.pause(victim, chaosStop)
 			stops++
 			schedule = append(schedule, fmt.Sprintf("stop %d (leading %d)", victim+1, led))
-		} else {
+		case harsh && i%3 == 1:
+			a := rng.IntN(3)
+			b := (a + 1 + rng.IntN(2)) % 3
+			down := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+			t.Logf("SIGKILL brokers %d and %d, restart after %v", a+1, b+1, down)
+			c.procs[a].signal(syscall.SIGKILL)
+			c.procs[b].signal(syscall.SIGKILL)
+			time.Sleep(down)
+			// Together: either alone waits for a quorum that needs both.
+			var wg sync.WaitGroup
+			for _, v := range []int{a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.start(v)
+				}()
+			}
+			wg.Wait()
+			kills += 2
+			schedule = append(schedule, fmt.Sprintf("kill %d and %d (down %v)", a+1, b+1, down))
+		default:
 			part := rng.IntN(chaosPartitions)
 			leader := td.Partitions[int32(part)].Leader
 			if leader < 1 || int(leader) > len(c.procs) {
@@ -122,12 +168,15 @@ func TestClusterChaos(t *testing.T) {
 			kills++
 			schedule = append(schedule, fmt.Sprintf("kill %d (leader of %d, down %v)", leader, part, down))
 		}
-		if err := c.waitISR(adm, topic, 3, 20*time.Second); err != nil {
-			t.Fatalf("after %s: %v", schedule[len(schedule)-1], err)
+		if !harsh || i%4 == 3 {
+			if err := c.waitISR(adm, topic, 3, 20*time.Second); err != nil {
+				t.Fatalf("after %s: %v", schedule[len(schedule)-1], err)
+			}
 		}
 		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 	}
 	faults := time.Since(faultsStart)
+	live.stop()
 
 	// Drain: what was produced is acknowledged or failed within 30 s.
 	prod.stop()
@@ -135,12 +184,12 @@ func TestClusterChaos(t *testing.T) {
 	if err := prod.cl.Flush(ctx); err != nil {
 		t.Errorf("records still unacknowledged 30 s after the faults stopped: %v", err)
 	}
+	if err := c.waitISR(adm, topic, 3, 20*time.Second); err != nil {
+		t.Error(err) // the ISR is full after every fault but in harsh runs
+	}
 	cancel()
 	prod.mu.Lock()
 	defer prod.mu.Unlock() // the callbacks are done (or the test failed)
-	if err := c.waitISR(adm, topic, 3, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	cancel()
@@ -158,7 +207,7 @@ func TestClusterChaos(t *testing.T) {
 	for p := range int32(chaosPartitions) {
 		parts[p] = kgo.NewOffset().AtStart()
 	}
-	cons := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}), kgo.FetchMaxWait(200*time.Millisecond))
+	cons := c.client(kgo.Dialer(c.dial), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}), kgo.FetchMaxWait(200*time.Millisecond))
 	logs := make([][]string, chaosPartitions) // logs[p][offset] = value
 	gaps := 0
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
@@ -225,7 +274,12 @@ func TestClusterChaos(t *testing.T) {
 			case !ok:
 				missing++
 				if missing <= 10 {
-					t.Errorf("partition %d: %q acknowledged at offset %d, not in the log (high watermark %d)", p, v, off, hw[p])
+					var there string
+					if off < int64(len(logs[p])) {
+						there = logs[p][off]
+					}
+					t.Errorf("partition %d: %q acknowledged at offset %d, not in the log (high watermark %d); the log has %q there, a consumer read %q there during the faults",
+						p, v, off, hw[p], there, live.seen[p][off])
 				}
 			case got != off:
 				moved++
@@ -240,6 +294,28 @@ func TestClusterChaos(t *testing.T) {
 			}
 		}
 	}
+	// What a consumer read during the faults is committed: it is in the
+	// final log at the offset it was read at.
+	liveRead, phantoms := 0, 0
+	for p := range chaosPartitions {
+		for off, v := range live.seen[p] {
+			liveRead++
+			var now string
+			if off < int64(len(logs[p])) {
+				now = logs[p][off]
+			}
+			if now != v {
+				phantoms++
+				if phantoms <= 10 {
+					t.Errorf("partition %d offset %d: a consumer read %q during the faults, the log has %q there (high watermark %d)", p, off, v, now, hw[p])
+				}
+			}
+		}
+	}
+	for _, ch := range live.changes {
+		t.Errorf("a consumer read two values at one offset during the faults: %s", ch)
+	}
+
 	var acked, failed int
 	for p := range chaosPartitions {
 		acked += len(prod.acked[p])
@@ -286,9 +362,9 @@ func TestClusterChaos(t *testing.T) {
 		}
 	}
 
-	t.Logf("chaos: seed=%d kills=%d stops=%d produced=%d acked=%d failed=%d (in log %d) read=%d missing=%d moved=%d duplicates=%d gaps=%d reordered=%d unknown=%d replicas same=%d differ=%d (tails differ %d) faults=%v total=%v",
+	t.Logf("chaos: seed=%d kills=%d stops=%d produced=%d acked=%d failed=%d (in log %d) read=%d missing=%d moved=%d duplicates=%d gaps=%d reordered=%d unknown=%d live-read=%d (not in the log %d, changed %d) replicas same=%d differ=%d (tails differ %d) faults=%v total=%v",
 		seed, kills, stops, prod.sent, acked, failed, failedThere, read, missing, moved, dups, gaps, reordered, unknown,
-		replicasSame, replicasDiffer, tailsDiffer, faults.Round(time.Second), time.Since(began).Round(time.Second))
+		liveRead, phantoms, live.changed, replicasSame, replicasDiffer, tailsDiffer, faults.Round(time.Second), time.Since(began).Round(time.Second))
 	t.Logf("schedule: %s", strings.Join(schedule, ", "))
 	if acked == 0 || kills == 0 || stops == 0 {
 		t.Errorf("a run without acknowledged records, kills or stops tests nothing")
@@ -298,13 +374,15 @@ func TestClusterChaos(t *testing.T) {
 	}
 }
 
-// chaosProducer produces to every partition in turn at chaosRate, with at
-// most chaosWindow records in flight, and keeps what became of each.
+// chaosProducer produces to every partition in turn at rate records per
+// second, with at most window records in flight, and keeps what became of
+// each.
 type chaosProducer struct {
-	cl    *kgo.Client
-	topic string
-	quit  chan struct{}
-	done  chan struct{}
+	cl           *kgo.Client
+	topic        string
+	rate, window int
+	quit         chan struct{}
+	done         chan struct{}
 
 	mu     sync.Mutex
 	sent   int
@@ -313,8 +391,8 @@ type chaosProducer struct {
 	errs   map[string]int // failures by error text
 }
 
-func newChaosProducer(cl *kgo.Client, topic string) *chaosProducer {
-	p := &chaosProducer{cl: cl, topic: topic, quit: make(chan struct{}), done: make(chan struct{}), errs: map[string]int{}}
+func newChaosProducer(cl *kgo.Client, topic string, rate, window int) *chaosProducer {
+	p := &chaosProducer{cl: cl, topic: topic, rate: rate, window: window, quit: make(chan struct{}), done: make(chan struct{}), errs: map[string]int{}}
 	for range chaosPartitions {
 		p.acked = append(p.acked, map[string]int64{})
 		p.failed = append(p.failed, map[string]error{})
@@ -341,9 +419,9 @@ func chaosSeq(v string, p int) (int, bool) {
 
 func (p *chaosProducer) run() {
 	defer close(p.done)
-	window := make(chan struct{}, chaosWindow)
+	window := make(chan struct{}, p.window)
 	const tick = 10 * time.Millisecond
-	perTick := chaosRate * int(tick) / int(time.Second)
+	perTick := p.rate * int(tick) / int(time.Second)
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
 	seqs := make([]int, chaosPartitions)
@@ -434,14 +512,14 @@ func chaosLeads(td kadm.TopicDetail, id int32) int {
 	return n
 }
 
-// chaosStopVictim picks the broker (index) to SIGSTOP: one leading none of
-// the partitions when there is one (after a kill, leadership stays where it
-// moved: the automatic preferred-leader election runs every 300 s), else
-// one leading the fewest; ties are broken by the seed.
-func chaosStopVictim(td kadm.TopicDetail, rng *rand.Rand) int {
+// chaosStopVictim picks the broker (index) to SIGSTOP: the one leading the
+// fewest partitions, or with leader set the most; ties are broken by the
+// seed.
+func chaosStopVictim(td kadm.TopicDetail, rng *rand.Rand, leader bool) int {
 	best, bestLeads := -1, 0
 	for _, i := range rng.Perm(3) {
-		if n := chaosLeads(td, int32(i+1)); best < 0 || n < bestLeads {
+		n := chaosLeads(td, int32(i+1))
+		if best < 0 || (!leader && n < bestLeads) || (leader && n > bestLeads) {
 			best, bestLeads = i, n
 		}
 	}
@@ -469,4 +547,60 @@ func logBelow(b []byte, hw int64) (below []byte, next int64, err error) {
 		next = h.NextOffset()
 	}
 	return b[:pos], next, nil
+}
+
+// chaosReader consumes every partition during the faults and keeps what it
+// read. A consumer only ever sees committed records (below the HW), so
+// every one is in the final log at the offset it was read at, and no
+// offset is read with two values.
+type chaosReader struct {
+	cl   *kgo.Client
+	quit chan struct{}
+	done chan struct{}
+
+	seen    []map[int64]string // per partition: offset -> value
+	changed int                // offsets read with two values
+	changes []string           // the first 10 of them
+}
+
+func newChaosReader(c *testCluster, topic string) *chaosReader {
+	parts := map[int32]kgo.Offset{}
+	for p := range int32(chaosPartitions) {
+		parts[p] = kgo.NewOffset().AtStart()
+	}
+	r := &chaosReader{quit: make(chan struct{}), done: make(chan struct{}),
+		cl: c.client(kgo.Dialer(c.dial), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}), kgo.FetchMaxWait(200*time.Millisecond))}
+	for range chaosPartitions {
+		r.seen = append(r.seen, map[int64]string{})
+	}
+	return r
+}
+
+func (r *chaosReader) run() {
+	defer close(r.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-r.quit
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		r.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+			v := string(rec.Value)
+			if old, ok := r.seen[rec.Partition][rec.Offset]; ok && old != v {
+				r.changed++
+				if len(r.changes) < 10 {
+					r.changes = append(r.changes, fmt.Sprintf("partition %d offset %d: %q, then %q (leader epoch %d) at %s",
+						rec.Partition, rec.Offset, old, v, rec.LeaderEpoch, time.Now().Format("15:04:05.000")))
+				}
+			}
+			r.seen[rec.Partition][rec.Offset] = v
+		})
+	}
+}
+
+// stop ends run; seen and changes are the caller's from then on.
+func (r *chaosReader) stop() {
+	close(r.quit)
+	<-r.done
 }

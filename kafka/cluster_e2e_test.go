@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,15 @@ type testCluster struct {
 	conf   string // server.properties shared by the brokers
 	// racks, when set, are the brokers' broker.rack, by index.
 	racks []string
+
+	mu sync.Mutex
+	// Every Kafka address a broker listened on (index into procs) and
+	// its current one, for dial.
+	addrIdx map[string]int
+	addrNow map[int]string
+	// earlier holds each broker's logs of its runs before the current one
+	// (a restart starts a new log), for keep.
+	earlier map[int][]string
 }
 
 // startCluster starts n brokers (ids 1..n) with the settings in props,
@@ -66,7 +76,8 @@ func startCluster(t *testing.T, n int, props string, racks ...string) *testClust
 }
 
 // dumpLogs prints the end of every broker's log (without the start-up
-// recovery lines, one per partition).
+// recovery lines, one per partition), and keeps them whole with the data
+// when RINGLOG_TEST_KEEP names a directory.
 func (c *testCluster) dumpLogs() {
 	if os.Getenv("RINGLOG_TEST_SIGQUIT") != "" {
 		// Goroutine dumps of the running brokers, for debugging a hang.
@@ -82,6 +93,7 @@ func (c *testCluster) dumpLogs() {
 			}
 		}
 	}
+	c.keep()
 	for i, p := range c.procs {
 		if p.out == nil {
 			continue
@@ -102,7 +114,64 @@ func (c *testCluster) start(i int) {
 	if i < len(c.racks) {
 		args = append(args, "-rack", c.racks[i])
 	}
+	c.mu.Lock()
+	if c.addrIdx == nil {
+		c.addrIdx, c.addrNow, c.earlier = map[string]int{}, map[int]string{}, map[int][]string{}
+	}
+	if out := c.procs[i].out; out != nil {
+		c.earlier[i] = append(c.earlier[i], out.String())
+	}
+	c.mu.Unlock()
 	c.procs[i].start(args...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addrIdx[c.procs[i].addr], c.addrNow[i] = i, c.procs[i].addr
+}
+
+// keep writes every broker's whole log (all its runs) and a copy of its
+// data directory under $RINGLOG_TEST_KEEP when that is set, so that a
+// failure can be studied after the test removed its directories.
+func (c *testCluster) keep() {
+	root := os.Getenv("RINGLOG_TEST_KEEP")
+	if root == "" {
+		return
+	}
+	dir := filepath.Join(root, c.t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.t.Logf("RINGLOG_TEST_KEEP: %v", err)
+		return
+	}
+	for i, p := range c.procs {
+		c.mu.Lock()
+		runs := slices.Clone(c.earlier[i])
+		c.mu.Unlock()
+		if p.out != nil {
+			runs = append(runs, p.out.String())
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("broker-%d.log", i+1)), []byte(strings.Join(runs, "===== restart\n")), 0o644); err != nil {
+			c.t.Logf("RINGLOG_TEST_KEEP: %v", err)
+		}
+		if err := os.CopyFS(filepath.Join(dir, fmt.Sprintf("data-%d", i+1)), os.DirFS(p.dir)); err != nil {
+			c.t.Logf("RINGLOG_TEST_KEEP: copy of broker %d's data: %v", i+1, err)
+		}
+	}
+	c.t.Logf("broker logs (every run) and data directories kept in %s", dir)
+}
+
+// dial is a kgo.Dialer that takes a client to a broker's current address
+// when it dials one the broker listened on before a restart. A restarted
+// broker listens on a new port here (see ringlogProc.start), where a real
+// one keeps its own; without this, a client whose known addresses all went
+// stale between two metadata refreshes (two brokers restarted) could not
+// find the cluster again.
+func (c *testCluster) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	c.mu.Lock()
+	if i, ok := c.addrIdx[host]; ok {
+		host = c.addrNow[i]
+	}
+	c.mu.Unlock()
+	var d net.Dialer
+	return d.DialContext(ctx, network, host)
 }
 
 // seeds lists the Kafka addresses of the running brokers.
