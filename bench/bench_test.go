@@ -215,8 +215,6 @@ func fakeSuite(t *testing.T) *suite {
 		for _, p := range s.peersFor(w) {
 			for _, r := range s.rowsOf(w, p) {
 				switch p.spec.key {
-				case "ringlog-cluster":
-					r.status, r.reason = statusUnavailable, p.spec.absent
 				case "nats":
 					r.fails = []string{"it broke | badly"}
 				default:
@@ -246,6 +244,25 @@ func TestReportTablesHaveEveryPeer(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "2.00k<br><sub>1.00k–3.00k</sub>") {
 		t.Error("medians are not shown with their range")
+	}
+}
+
+// The cluster's brokers get the fetch slots key only when a peer asks for
+// it, and each variant of a peer is an instance of its own.
+func TestClusterVariants(t *testing.T) {
+	if strings.Contains(clusterProperties(0), clusterSlotsKey) {
+		t.Error("the default cluster sets " + clusterSlotsKey)
+	}
+	if !strings.Contains(clusterProperties(1), clusterSlotsKey+"=1\n") {
+		t.Errorf("slots 1: %q", clusterProperties(1))
+	}
+	spec, _ := peerSpecByKey("ringlog-cluster")
+	ids := map[string]bool{}
+	for _, p := range []*peer{{spec: spec}, {spec: spec, fsync: true}, {spec: spec, slots: 1}, {spec: spec, fsync: true, slots: 1}} {
+		if ids[p.id()] {
+			t.Errorf("two variants share the id %s", p.id())
+		}
+		ids[p.id()] = true
 	}
 }
 

@@ -10,12 +10,25 @@
 //	  ├─ ringlog -io portable ...      durability setting, each measured from
 //	  ├─ ringlog bench peer kfake      /proc/<pid> (CPU, peak RSS) and, for
 //	  ├─ ringlog bench peer nats       ringlog, its admin /metrics and pprof
+//	  ├─ ringlog -node-id 1 -controller-voters ... ┐ the 3-broker cluster:
+//	  ├─ ringlog -node-id 2 ...                    │ CPU and peak RSS summed
+//	  ├─ ringlog -node-id 3 ...                    ┘ over the three
 //	  └─ kcat, fio                     short-lived commands
 //
 // Brokers run as processes of their own so that their CPU and memory are
 // theirs alone. ringlog runs from the benchmarked binary (-broker, by
 // default this executable); kfake and the embedded NATS server run in
 // this executable re-invoked as `ringlog bench peer ...`.
+//
+// # The cluster
+//
+// The peer "ringlog-cluster" is three processes of the benchmarked binary
+// on loopback, each a voter of the metadata quorum and a broker, with
+// every port chosen free and the data under the run's work directory
+// (cluster.go). Its topics have replication factor 3 and
+// min.insync.replicas=2; broker.session.timeout.ms is 2000, as in
+// ringlog's own cluster tests. It runs every workload of the matrix like
+// the other peers (in -quick only the base produce one).
 //
 // # A run
 //
@@ -56,4 +69,16 @@
 //     the run; without that it would be the process's lifetime peak.
 //   - Every table has a row for every peer: a figure, or the reason there
 //     is none (unavailable, skipped, failed). The CI test checks this.
+//   - A run on the cluster starts once every broker's metadata gives every
+//     partition of its topic a leader and a full ISR: brokers apply the
+//     controller's changes independently, and a producer that learned of
+//     the topic from a broker not there yet waited out kgo's MetadataMinAge
+//     (5 s) before sending: 5-second stalls in the first cluster runs.
+//   - kgo answers admin metadata (kadm.ListTopics, BrokerMetadata) from a
+//     cache, also for a topic it does not know yet: the driver's client
+//     refreshes it after 100 ms, and counts brokers with a Metadata request
+//     of its own.
+//   - A cluster acknowledges acks=1 before its followers copy the records,
+//     and ListOffsets reports the HW: a count of stored records below what
+//     was acknowledged is asked again for up to 10 s before it fails a run.
 package bench

@@ -57,12 +57,19 @@ func fmtRatio(r float64) string {
 	return fmt.Sprintf("%.2fx", r)
 }
 
-// mdEscape makes text safe inside a markdown table cell.
+// mdEscape makes text safe inside a markdown table cell, and short: it
+// is for reasons, which may quote a log line.
 func mdEscape(s string) string {
-	s = strings.ReplaceAll(s, "|", "\\|")
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = mdEscapeLong(s)
 	if len(s) > 300 {
 		s = s[:297] + "..."
 	}
 	return s
+}
+
+// mdEscapeLong makes text safe inside a markdown table cell, whatever its
+// length.
+func mdEscapeLong(s string) string {
+	s = strings.ReplaceAll(s, "|", "\\|")
+	return strings.ReplaceAll(s, "\n", " ")
 }

@@ -34,7 +34,7 @@ func measureLimits(ctx context.Context, dir string, quick bool) limitsSample {
 	run := 3 * time.Second
 	size := int64(1 << 30)
 	if quick {
-		run, size = 1500*time.Millisecond, 256<<20
+		run, size = time.Second, 256<<20
 	}
 	var l limitsSample
 	if fio, err := exec.LookPath("fio"); err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kafkaDriver drives a Kafka peer with franz-go's kgo, with its defaults
@@ -18,17 +19,24 @@ import (
 // (acks 0 and 1) kgo allows one produce request in flight per broker; the
 // Java client and librdkafka allow 5 and more, so 5 it is.
 type kafkaDriver struct {
-	addr string
-	adm  *kadm.Client
-	cl   *kgo.Client
+	seeds []string
+	adm   *kadm.Client
+	cl    *kgo.Client
+	// rf and configs are those of every topic the driver creates; a
+	// cluster's topics are replicated (see clusterTopicConfigs).
+	rf      int16
+	configs map[string]*string
 }
 
-func newKafkaDriver(addr string) (*kafkaDriver, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+func newKafkaDriver(seeds []string, rf int16, configs map[string]*string) (*kafkaDriver, error) {
+	// The admin client caches metadata for MetadataMinAge (5 s by
+	// default), also when asked for a topic that it does not know yet: a
+	// topic just created would stay unknown to it for that long.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaDriver{addr: addr, cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &kafkaDriver{seeds: seeds, cl: cl, adm: kadm.NewClient(cl), rf: rf, configs: configs}, nil
 }
 
 // kgoSettings is the client configuration as the report states it.
@@ -40,14 +48,103 @@ const kgoSettings = "franz-go kgo: linger 10 ms in closed-loop runs and 0 in ope
 func (d *kafkaDriver) close() { d.cl.Close() }
 
 func (d *kafkaDriver) createTopic(ctx context.Context, topic string, partitions int) error {
-	resp, err := d.adm.CreateTopic(ctx, int32(partitions), 1, nil, topic)
+	resp, err := d.adm.CreateTopic(ctx, int32(partitions), d.rf, d.configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
+	if d.rf > 1 {
+		// A run starts once every partition has its leader and every
+		// replica in sync, so that it does not measure the cluster
+		// settling (or fail acks=all for want of in-sync replicas).
+		return d.waitISR(ctx, topic, int(d.rf), topicReadyTimeout)
+	}
 	return nil
+}
+
+const topicReadyTimeout = 30 * time.Second
+
+// waitISR waits until every broker's metadata gives every partition of
+// topic a leader and n in-sync replicas. Every broker is asked, not one:
+// brokers apply the controller's changes independently, and a producer
+// that learns of the topic from a broker not there yet waits for its next
+// metadata refresh (kgo's MetadataMinAge, 5 s) before sending anything.
+func (d *kafkaDriver) waitISR(ctx context.Context, topic string, n int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := "no answer yet"
+	for {
+		ok, why := d.topicReadyEverywhere(ctx, topic, n)
+		if ok {
+			return nil
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: not every partition has a leader and %d in-sync replicas on every broker after %v (%s)",
+				topic, n, timeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// topicReadyEverywhere asks every broker for topic's metadata; it says
+// whether all of them give every partition a leader and n in-sync
+// replicas, or what is missing.
+func (d *kafkaDriver) topicReadyEverywhere(ctx context.Context, topic string, n int) (bool, string) {
+	bm, err := d.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return false, err.Error()
+	}
+	if len(bm.Brokers) < n {
+		return false, fmt.Sprintf("%d brokers", len(bm.Brokers))
+	}
+	for _, b := range bm.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, d.cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return false, fmt.Sprintf("broker %d: %v", b.NodeID, err)
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) == 0 {
+			return false, fmt.Sprintf("broker %d does not know the topic yet", b.NodeID)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 || p.Leader < 0 || len(p.ISR) < n {
+				return false, fmt.Sprintf("broker %d: partition %d has leader %d and ISR %v", b.NodeID, p.Partition, p.Leader, p.ISR)
+			}
+		}
+	}
+	return true, ""
+}
+
+// waitBrokers waits until the metadata lists n brokers.
+func (d *kafkaDriver) waitBrokers(ctx context.Context, n int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		// A request of our own: kadm's BrokerMetadata answers from the
+		// client's last metadata, which may predate the last registration.
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		resp, err := req.RequestWith(ctx, d.cl)
+		got := 0
+		if err == nil {
+			got = len(resp.Brokers)
+		}
+		if got == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d brokers in the metadata after %v, want %d (%v)", got, timeout, n, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (d *kafkaDriver) deleteTopic(ctx context.Context, topic string, _ int) error {
@@ -113,7 +210,7 @@ func (d *kafkaDriver) produce(ctx context.Context, s produceSpec) (loadResult, e
 	for k := range s.producers {
 		wg.Go(func() {
 			opts := []kgo.Opt{
-				kgo.SeedBrokers(d.addr), kgo.DefaultProduceTopic(s.topic),
+				kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(s.topic),
 				kgo.RequiredAcks(kgoAcks(s.acks)), kgo.ProducerBatchCompression(kgoCodec(s.compression)),
 				// A record not delivered by the end of the run's bound
 				// fails instead of being retried forever.
@@ -226,7 +323,7 @@ func (d *kafkaDriver) consume(ctx context.Context, s consumeSpec) (loadResult, e
 			for p := c; p < s.partitions; p += n {
 				parts[int32(p)] = kgo.NewOffset().At(0)
 			}
-			cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr),
+			cl, err := kgo.NewClient(kgo.SeedBrokers(d.seeds...),
 				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: parts}))
 			ready <- struct{}{}
 			if err != nil {

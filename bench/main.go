@@ -90,7 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in under two minutes")
 	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload) or full (every produce combination)")
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
-	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 1.5s)")
+	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 1s)")
 	records := fs.Int64("records", 0, "bound of one produce run in records (default 20000000)")
 	maxBytes := fs.String("bytes", "", "bound of one produce run in value bytes (default 2GiB, -quick 256MiB)")
 	fill := fs.String("fill", "", "volume written before the consume runs (default 512MiB, -quick 48MiB)")
@@ -143,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.runs = map[bool]int{true: 1, false: 3}[c.quick]
 	}
 	if c.duration == 0 {
-		c.duration = map[bool]time.Duration{true: 1500 * time.Millisecond, false: 5 * time.Second}[c.quick]
+		c.duration = map[bool]time.Duration{true: time.Second, false: 5 * time.Second}[c.quick]
 	}
 	if c.maxRecords == 0 {
 		c.maxRecords = 20_000_000

@@ -116,18 +116,7 @@ func (s *suite) writeJSON(w io.Writer) error {
 				status = "measured"
 			}
 			jr := jsonRow{Peer: r.peer.spec.name, Durability: r.peer.durability(), Status: status, Reason: reason,
-				Failures: r.fails, Runs: []jsonRun{}}
-			for _, smp := range r.samples {
-				jr.Runs = append(jr.Runs, jsonRun{
-					Round: smp.round, Records: smp.records, Bytes: smp.bytes, ElapsedS: smp.elapsed.Seconds(),
-					RecordsPerS: must(metricRate(smp)), MBPerS: must(metricMBs(smp)), PlannedRate: smp.rate,
-					LatencyP50: opt(metricLatency(50)(smp)), LatencyP99: opt(metricLatency(99)(smp)),
-					LatencyP999: opt(metricLatency(99.9)(smp)), LatencyMax: opt(metricLatency(100)(smp)),
-					BrokerCPUS: opt(smp.cpu.Seconds(), smp.cpuOK), BrokerRSS: opt(metricRSS(smp)),
-					SendfileByte: opt(smp.sendfile, smp.fetchOK), CopiedBytes: opt(smp.copied, smp.fetchOK),
-					ClientCPUS: opt(metricClientCPU(smp)),
-				})
-			}
+				Failures: r.fails, Runs: jsonRuns(r)}
 			jt.Rows = append(jt.Rows, jr)
 		}
 		tables = append(tables, jt)
@@ -149,6 +138,23 @@ func (s *suite) writeJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
+}
+
+// jsonRuns is every sample of a row.
+func jsonRuns(r *row) []jsonRun {
+	runs := []jsonRun{}
+	for _, smp := range r.samples {
+		runs = append(runs, jsonRun{
+			Round: smp.round, Records: smp.records, Bytes: smp.bytes, ElapsedS: smp.elapsed.Seconds(),
+			RecordsPerS: must(metricRate(smp)), MBPerS: must(metricMBs(smp)), PlannedRate: smp.rate,
+			LatencyP50: opt(metricLatency(50)(smp)), LatencyP99: opt(metricLatency(99)(smp)),
+			LatencyP999: opt(metricLatency(99.9)(smp)), LatencyMax: opt(metricLatency(100)(smp)),
+			BrokerCPUS: opt(smp.cpu.Seconds(), smp.cpuOK), BrokerRSS: opt(metricRSS(smp)),
+			SendfileByte: opt(smp.sendfile, smp.fetchOK), CopiedBytes: opt(smp.copied, smp.fetchOK),
+			ClientCPUS: opt(metricClientCPU(smp)),
+		})
+	}
+	return runs
 }
 
 func must(v float64, ok bool) float64 {

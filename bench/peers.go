@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type peerSpec struct {
 	// memory is true for kfake: nothing reaches a disk, so flush policies
 	// and cache drops do not apply.
 	memory bool
+	// cluster is true for the peer made of clusterBrokers ringlog
+	// processes (see cluster.go); its topics are replicated.
+	cluster bool
 	// absent, when set, is why the peer cannot run at all.
 	absent string
 }
@@ -36,8 +40,7 @@ var peerSpecs = []peerSpec{
 	{key: "ringlog-portable", name: "ringlog portable"},
 	{key: "kfake", name: "kfake (in memory)", memory: true},
 	{key: "nats", name: "NATS JetStream (file)", nats: true},
-	{key: "ringlog-cluster", name: "ringlog 3-broker cluster",
-		absent: "the cluster (issue 5: metadata quorum and replication) does not exist yet"},
+	{key: "ringlog-cluster", name: "ringlog 3-broker cluster", cluster: true},
 }
 
 const referencePeer = "ringlog-uring"
@@ -60,28 +63,66 @@ func peerSpecByKey(k string) (peerSpec, bool) {
 }
 
 // peer is a running instance of a peerSpec with one durability setting:
-// the workloads with flush policy "always" get their own instances.
+// the workloads with flush policy "always" get their own instances. A
+// cluster may also run with its followers' fetch streams limited
+// (ringlog.replica.fetch.slots).
 type peer struct {
 	spec  peerSpec
 	fsync bool
+	slots int // cluster: ringlog.replica.fetch.slots; 0 is the broker's default
 
 	started bool
 	err     error // why it is unavailable
-	proc    *child
-	addr    string // Kafka bootstrap address, or the NATS URL
-	admin   string // ringlog's admin HTTP address
+	// procs are the peer's processes: one, or a cluster's brokers in
+	// node id order (node id i+1 is procs[i]).
+	procs   []*child
+	addr    string   // Kafka bootstrap address(es, comma-separated), or the NATS URL
+	admins  []string // ringlog's admin HTTP addresses, by process
 	dataDir string
 	// settings says what the peer runs with, in the broker's own words
 	// where it reports them (ringlog logs its I/O path and flush policy).
 	settings string
+	cl       *clusterProcs // the cluster's ports and files; nil for the others
 }
 
 // id is the peer's key qualified by its durability setting.
 func (p *peer) id() string {
+	id := p.spec.key
 	if p.fsync {
-		return p.spec.key + "+fsync"
+		id += "+fsync"
 	}
-	return p.spec.key
+	if p.slots > 0 {
+		id += fmt.Sprintf("+slots%d", p.slots)
+	}
+	return id
+}
+
+// seeds are the Kafka bootstrap addresses.
+func (p *peer) seeds() []string { return strings.Split(p.addr, ",") }
+
+// running is true once the peer's processes were started and are there.
+func (p *peer) running() bool { return len(p.procs) > 0 }
+
+// exited says which of the peer's processes exited, or "" when all run.
+func (p *peer) exited() string {
+	for _, c := range p.procs {
+		if !c.alive() {
+			return c.name + ": " + c.lastLine()
+		}
+	}
+	return ""
+}
+
+// lastProblem is the last warning or error any of the peer's processes
+// logged, or "".
+func (p *peer) lastProblem() string {
+	var ls []string
+	for _, c := range p.procs {
+		if l := c.lastProblem(); l != "" {
+			ls = append(ls, c.name+": "+l)
+		}
+	}
+	return strings.Join(ls, "; ")
 }
 
 // durability is the peer's fsync setting as the tables show it.
@@ -93,6 +134,13 @@ func (p *peer) durability() string {
 		return "sync always"
 	case p.spec.nats:
 		return "sync_interval 2m (default)"
+	case p.spec.cluster:
+		d := fmt.Sprintf("RF %d (min ISR %d), flush=%s", clusterBrokers, clusterMinISR,
+			map[bool]string{true: "always", false: "never"}[p.fsync])
+		if p.slots > 0 {
+			d += fmt.Sprintf(", %d fetch in flight per follower stream", p.slots)
+		}
+		return d
 	case p.fsync:
 		return "flush=always"
 	default:
@@ -158,6 +206,8 @@ func (p *peer) startOnce(broker string) error {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	switch {
+	case p.spec.cluster:
+		return p.startCluster(broker)
 	case strings.HasPrefix(p.spec.key, "ringlog-"):
 		adminPort, err := freePort()
 		if err != nil {
@@ -165,8 +215,8 @@ func (p *peer) startOnce(broker string) error {
 		}
 		io := strings.TrimPrefix(p.spec.key, "ringlog-")
 		flush := map[bool]string{true: "always", false: "never"}[p.fsync]
-		p.admin = fmt.Sprintf("127.0.0.1:%d", adminPort)
-		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", p.admin, "-io", io, "-flush", flush}
+		admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
+		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", admin, "-io", io, "-flush", flush}
 		var started string
 		c, err := startChild(p.id(), broker, args, func(l string) bool {
 			if strings.Contains(l, `msg="ringlog started"`) {
@@ -178,14 +228,14 @@ func (p *peer) startOnce(broker string) error {
 		if err != nil {
 			return err
 		}
-		p.proc, p.addr = c, addr
+		p.procs, p.addr, p.admins = []*child{c}, addr, []string{admin}
 		p.settings = ringlogSettings(started, args)
 	case p.spec.key == "kfake":
 		c, err := p.startPeerChild("kfake", "-port", strconv.Itoa(port))
 		if err != nil {
 			return err
 		}
-		p.proc, p.addr = c, addr
+		p.procs, p.addr = []*child{c}, addr
 		p.settings = fmt.Sprintf("franz-go pkg/kfake %s, 1 broker, records in memory", moduleVersion("github.com/twmb/franz-go/pkg/kfake"))
 	case p.spec.nats:
 		sync := map[bool]string{true: "always", false: "default"}[p.fsync]
@@ -193,7 +243,7 @@ func (p *peer) startOnce(broker string) error {
 		if err != nil {
 			return err
 		}
-		p.proc, p.addr = c, "nats://"+addr
+		p.procs, p.addr = []*child{c}, "nats://"+addr
 		syncText := "sync_interval 2m (NATS's default: block files fsynced every 2 minutes and when a block is full)"
 		if p.fsync {
 			syncText = "sync always (every write fsynced)"
@@ -253,17 +303,24 @@ func moduleVersion(path string) string {
 	return "(unknown version)"
 }
 
-// stop stops the peer's process and removes its data.
+// stop stops the peer's processes (a cluster's all at once: stopped one
+// after the other, the last ones would wait for a quorum that is leaving)
+// and removes its data.
 func (p *peer) stop() error {
-	if p.proc == nil {
+	if len(p.procs) == 0 {
 		return nil
 	}
-	err := p.proc.stop()
-	p.proc = nil
+	errs := make([]error, len(p.procs))
+	var wg sync.WaitGroup
+	for i, c := range p.procs {
+		wg.Go(func() { errs[i] = c.stop() })
+	}
+	wg.Wait()
+	p.procs = nil
 	if p.dataDir != "" {
 		os.RemoveAll(p.dataDir)
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // usage is what the suite reads from a peer's process around a run.
@@ -276,22 +333,49 @@ type usage struct {
 	client   time.Duration // this process's CPU: the clients
 }
 
-// snapshot reads the peer's counters; those it cannot read are marked
-// absent rather than guessed.
+// snapshot reads the peer's counters, summed over its processes; those it
+// cannot read (from every process) are marked absent rather than guessed.
 func (p *peer) snapshot(ctx context.Context) usage {
 	u := usage{client: selfCPU()}
-	if p.proc == nil {
+	if len(p.procs) == 0 {
 		return u
 	}
-	if c, err := procCPU(p.proc.pid()); err == nil {
-		u.cpu, u.cpuOK = c, true
+	u.cpuOK = true
+	for _, c := range p.procs {
+		cpu, err := procCPU(c.pid())
+		u.cpu += cpu
+		u.cpuOK = u.cpuOK && err == nil
 	}
-	if p.admin != "" {
-		if m, err := scrapeMetrics(ctx, p.admin); err == nil {
-			sf, ok1 := m["ringlog_fetch_sendfile_bytes_total"]
-			cp, ok2 := m["ringlog_fetch_copied_bytes_total"]
-			u.sendfile, u.copied, u.fetchOK = sf, cp, ok1 && ok2
-		}
+	u.fetchOK = len(p.admins) > 0
+	for _, a := range p.admins {
+		m, err := scrapeMetrics(ctx, a)
+		sf, ok1 := m["ringlog_fetch_sendfile_bytes_total"]
+		cp, ok2 := m["ringlog_fetch_copied_bytes_total"]
+		u.sendfile += sf
+		u.copied += cp
+		u.fetchOK = u.fetchOK && err == nil && ok1 && ok2
 	}
 	return u
+}
+
+// resetPeakRSS starts a new peak RSS for each of the peer's processes.
+func (p *peer) resetPeakRSS() {
+	for _, c := range p.procs {
+		procResetPeakRSS(c.pid())
+	}
+}
+
+// peakRSS is the sum of the processes' peak RSS since resetPeakRSS: for a
+// cluster an upper bound of the peak of the sum, as the brokers need not
+// peak at the same moment.
+func (p *peer) peakRSS() (int64, bool) {
+	var sum int64
+	for _, c := range p.procs {
+		rss, err := procPeakRSS(c.pid())
+		if err != nil {
+			return 0, false
+		}
+		sum += rss
+	}
+	return sum, len(p.procs) > 0
 }

@@ -46,7 +46,7 @@ func captureProfile(ctx context.Context, p *peer, seconds int, outDir string) *p
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+30*time.Second)
 	defer cancel()
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.admin, seconds)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.admins[0], seconds)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fail(err)

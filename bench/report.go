@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -223,7 +224,8 @@ func (s *suite) writeReading(w io.Writer) {
   behind it and each of them counts it (no coordinated omission).
 - **broker CPU** is user + system time of the peer's process from /proc/<pid>/stat over the run, per
   million records and per GB of values; the clients' CPU is not in it. **peak RSS** is the process's
-  VmHWM, reset before each run.
+  VmHWM, reset before each run. For the 3-broker cluster both are sums over its three processes (the
+  peak RSS a sum of each process's peak).
 - **sent by sendfile** is the share of fetched record bytes ringlog sent with sendfile (its
   ringlog_fetch_sendfile_bytes_total and ringlog_fetch_copied_bytes_total counters); the other
   peers copy from user space.
@@ -239,27 +241,21 @@ func (s *suite) writeReading(w io.Writer) {
 
 func (s *suite) writePeers(w io.Writer) {
 	fmt.Fprintf(w, "## Peers\n\n| peer | durability | settings |\n|---|---|---|\n")
-	seen := map[string]bool{}
-	for _, spec := range peerSpecs {
-		for _, fsync := range []bool{false, true} {
-			p := s.peers[(&peer{spec: spec, fsync: fsync}).id()]
-			if p == nil || seen[p.id()] {
-				continue
-			}
-			seen[p.id()] = true
-			settings := p.settings
-			switch {
-			case !s.selected(p):
-				settings = "*unavailable: not selected (-peers)*"
-			case p.unavailableReason() != "":
-				settings = "*unavailable: " + p.unavailableReason() + "*"
-			case p.err != nil:
-				settings = "*unavailable: " + p.err.Error() + "*"
-			case !p.started:
-				settings = "*skipped: not started (no time left)*"
-			}
-			fmt.Fprintf(w, "| %s | %s | %s |\n", spec.name, p.durability(), mdEscape(settings))
+	for _, p := range s.sortedPeers() {
+		settings := mdEscapeLong(p.settings)
+		switch {
+		case !s.selected(p):
+			settings = "*unavailable: not selected (-peers)*"
+		case p.unavailableReason() != "":
+			settings = "*unavailable: " + mdEscape(p.unavailableReason()) + "*"
+		case p.err != nil:
+			settings = "*unavailable: " + mdEscape(p.err.Error()) + "*"
+		case p.settings == "" && p.spec.cluster && s.cfg.quick:
+			settings = "*skipped: " + quickClusterReason + "*"
+		case p.settings == "":
+			settings = "*skipped: not started (no time left)*"
 		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", p.spec.name, p.durability(), settings)
 	}
 	fmt.Fprintf(w, "\nClients: %s. kcat: %s. NATS: %s.\n\n", kgoSettings+" (franz-go "+moduleVersion("github.com/twmb/franz-go")+")",
 		s.kcatText(), natsSettings)
@@ -392,4 +388,26 @@ func (t *table) short() string {
 		s += ", " + w.compression
 	}
 	return s + " (" + strings.Fields(t.client)[0] + ")"
+}
+
+// sortedPeers lists the peers the suite made, in report order: by peer
+// spec, then durability, then fetch slots.
+func (s *suite) sortedPeers() []*peer {
+	var ps []*peer
+	for _, p := range s.peers {
+		ps = append(ps, p)
+	}
+	idx := func(p *peer) int {
+		return slices.IndexFunc(peerSpecs, func(sp peerSpec) bool { return sp.key == p.spec.key })
+	}
+	slices.SortFunc(ps, func(a, b *peer) int {
+		switch {
+		case idx(a) != idx(b):
+			return idx(a) - idx(b)
+		case a.fsync != b.fsync:
+			return map[bool]int{true: 1, false: -1}[a.fsync]
+		}
+		return a.slots - b.slots
+	})
+	return ps
 }

@@ -43,7 +43,7 @@ type meter struct {
 }
 
 func (s *suite) meter(ctx context.Context, p *peer) meter {
-	procResetPeakRSS(p.proc.pid())
+	p.resetPeakRSS()
 	return meter{p: p, before: p.snapshot(ctx)}
 }
 
@@ -54,9 +54,7 @@ func (m meter) sample(ctx context.Context, res loadResult) sample {
 	if m.before.cpuOK && after.cpuOK {
 		smp.cpu, smp.cpuOK = after.cpu-m.before.cpu, true
 	}
-	if rss, err := procPeakRSS(m.p.proc.pid()); err == nil {
-		smp.rss, smp.rssOK = rss, true
-	}
+	smp.rss, smp.rssOK = m.p.peakRSS()
 	if m.before.fetchOK && after.fetchOK {
 		smp.sendfile, smp.copied, smp.fetchOK = after.sendfile-m.before.sendfile, after.copied-m.before.copied, true
 	}
@@ -150,10 +148,11 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		fill.acks, fill.compression = 1, "none"
 		fill.records = max(1, s.cfg.fillBytes/int64(w.size))
 		fill.duration = 4 * time.Minute // the records bound ends it
-		if _, err := d.produce(ctx, fill); err != nil {
+		filled, err := d.produce(ctx, fill)
+		if err != nil {
 			return fail(fmt.Errorf("filling the topic: %w", err))
 		}
-		n, err := d.stored(ctx, topic, w.partitions)
+		n, err := storedAtLeast(ctx, d, topic, w.partitions, filled.records)
 		if err != nil {
 			return fail(fmt.Errorf("counting the records: %w", err))
 		}
@@ -227,14 +226,36 @@ func (s *suite) checkStored(ctx context.Context, d driver, w workload, topic str
 	if w.acks == 0 {
 		return nil // nothing was promised
 	}
-	n, err := d.stored(ctx, topic, w.partitions)
+	n, err := storedAtLeast(ctx, d, topic, w.partitions, acked)
 	if err != nil {
 		return fmt.Errorf("counting the records stored: %w", err)
 	}
 	if n < acked {
-		return fmt.Errorf("the peer holds %d records after acknowledging %d", n, acked)
+		return fmt.Errorf("the peer holds %d records %v after acknowledging %d", n, storedPatience, acked)
 	}
 	return nil
+}
+
+// storedPatience is how long a peer may take to show what it acknowledged:
+// a cluster acknowledges an acks=1 produce before its followers have the
+// records, and ListOffsets reports the high watermark, which waits for them.
+const storedPatience = 10 * time.Second
+
+// storedAtLeast counts the records the peer holds for topic, asking again
+// for up to storedPatience while the count is below want.
+func storedAtLeast(ctx context.Context, d driver, topic string, partitions int, want int64) (int64, error) {
+	deadline := time.Now().Add(storedPatience)
+	for {
+		n, err := d.stored(ctx, topic, partitions)
+		if err != nil || n >= want || time.Now().After(deadline) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return n, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // kcatRecords sizes a kcat produce run, which kcat cannot end on a clock:

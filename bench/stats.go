@@ -19,6 +19,18 @@ type row struct {
 	reason  string
 }
 
+// mark files a reason the row has no figure from this run: as the row's
+// status when it has no figure yet, else as one more failed run.
+func (r *row) mark(status, reason string) {
+	switch {
+	case r.status != "":
+	case len(r.samples) == 0:
+		r.status, r.reason = status, reason
+	default:
+		r.fails = append(r.fails, status+": "+reason)
+	}
+}
+
 // state is what the report says about a row as a whole.
 func (r *row) state() (status, reason string) {
 	switch {

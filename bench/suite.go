@@ -110,15 +110,21 @@ func (s *suite) stopPeers() []error {
 func (s *suite) peersFor(w workload) []*peer {
 	var ps []*peer
 	for _, spec := range peerSpecs {
-		p := &peer{spec: spec, fsync: w.fsync}
-		if q, ok := s.peers[p.id()]; ok {
-			p = q
-		} else {
-			s.peers[p.id()] = p
-		}
-		ps = append(ps, p)
+		ps = append(ps, s.peerFor(spec.key, w.fsync, 0))
 	}
 	return ps
+}
+
+// peerFor returns the suite's instance of a peer with a durability setting
+// (and, for the cluster, fetch slots), making it on first use.
+func (s *suite) peerFor(key string, fsync bool, slots int) *peer {
+	spec, _ := peerSpecByKey(key)
+	p := &peer{spec: spec, fsync: fsync, slots: slots}
+	if q, ok := s.peers[p.id()]; ok {
+		return q
+	}
+	s.peers[p.id()] = p
+	return p
 }
 
 func (s *suite) selected(p *peer) bool { return slices.Contains(s.cfg.peers, p.spec.key) }
@@ -176,13 +182,7 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 	// status when it has no figure yet, else as one more failed run.
 	markAll := func(status, reason string) {
 		for _, r := range rows {
-			switch {
-			case r.status != "":
-			case len(r.samples) == 0:
-				r.status, r.reason = status, reason
-			default:
-				r.fails = append(r.fails, status+": "+reason)
-			}
+			r.mark(status, reason)
 		}
 	}
 	for part, r := range rows {
@@ -190,21 +190,12 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 			r.status, r.reason = statusUnavailable, why
 		}
 	}
-	switch {
-	case !s.selected(p):
-		markAll(statusUnavailable, "not selected (-peers)")
+	if status, reason := s.precheck(ctx, p, s.estimate(w)); status != "" {
+		markAll(status, reason)
 		return
-	case p.unavailableReason() != "":
-		markAll(statusUnavailable, p.unavailableReason())
-		return
-	case p.started && p.err != nil:
-		markAll(statusUnavailable, p.err.Error())
-		return
-	case ctx.Err() != nil:
-		markAll(statusSkipped, "the suite's time limit (-timeout) was reached or it was interrupted")
-		return
-	case time.Now().Add(s.estimate(w)).After(s.deadline):
-		markAll(statusSkipped, fmt.Sprintf("not enough time left within -timeout %v", s.cfg.timeout))
+	}
+	if s.cfg.quick && p.spec.cluster && !w.main {
+		markAll(statusSkipped, quickClusterReason)
 		return
 	}
 	pending := false
@@ -214,26 +205,19 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 	if !pending {
 		return // nothing of this workload applies to p
 	}
-	if !p.started {
-		if err := s.startPeer(ctx, p); err != nil {
-			markAll(statusUnavailable, err.Error())
-			return
-		}
-	}
-	if !p.proc.alive() {
-		p.err = fmt.Errorf("exited during the suite: %s", p.proc.lastLine())
-		markAll(statusUnavailable, p.err.Error())
+	if err := s.ensureRunning(ctx, p); err != nil {
+		markAll(statusUnavailable, err.Error())
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.runBound(w))
 	defer cancel()
-	logged := p.proc.lastProblem()
+	logged := p.lastProblem()
 	for part, o := range s.exec(rctx, w, p, round, rows) {
 		r := rows[part]
 		if o.err != nil {
 			reason := o.err.Error()
 			// What the broker said about it, if it logged something new.
-			if l := p.proc.lastProblem(); l != "" && l != logged {
+			if l := p.lastProblem(); l != "" && l != logged {
 				reason += "; the broker logged: " + l
 			}
 			if errors.Is(rctx.Err(), context.DeadlineExceeded) || ctx.Err() != nil {
@@ -245,6 +229,43 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		o.sample.round = round
 		r.samples = append(r.samples, o.sample)
 	}
+}
+
+// quickClusterReason is why -quick leaves most of the cluster's rows out.
+const quickClusterReason = "-quick measures the cluster in the base produce workload only " +
+	"(three brokers take a few seconds more per run than one; the suite must stay under two minutes)"
+
+// precheck says why p cannot run a measurement expected to take est now
+// (a status and its reason), or "" when it can.
+func (s *suite) precheck(ctx context.Context, p *peer, est time.Duration) (status, reason string) {
+	switch {
+	case !s.selected(p):
+		return statusUnavailable, "not selected (-peers)"
+	case p.unavailableReason() != "":
+		return statusUnavailable, p.unavailableReason()
+	case p.started && p.err != nil:
+		return statusUnavailable, p.err.Error()
+	case ctx.Err() != nil:
+		return statusSkipped, "the suite's time limit (-timeout) was reached or it was interrupted"
+	case time.Now().Add(est).After(s.deadline):
+		return statusSkipped, fmt.Sprintf("not enough time left within -timeout %v", s.cfg.timeout)
+	}
+	return "", ""
+}
+
+// ensureRunning starts p if it has not been started, and checks that its
+// processes are still there.
+func (s *suite) ensureRunning(ctx context.Context, p *peer) error {
+	if !p.started {
+		if err := s.startPeer(ctx, p); err != nil {
+			return err
+		}
+	}
+	if why := p.exited(); why != "" {
+		p.err = fmt.Errorf("exited during the suite: %s", why)
+		return p.err
+	}
+	return nil
 }
 
 // notApplicable says why part of w cannot be measured on p, or "".
@@ -291,12 +312,24 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 	}
 	var d driver
 	var err error
-	if p.spec.nats {
+	switch {
+	case p.spec.nats:
 		d, err = newNatsDriver(p.addr)
-	} else {
-		d, err = newKafkaDriver(p.addr)
+	case p.spec.cluster:
+		var kd *kafkaDriver
+		kd, err = newKafkaDriver(p.seeds(), clusterBrokers, clusterTopicConfigs())
+		if err == nil {
+			d = kd
+			// Every broker registered and unfenced before the first run.
+			err = kd.waitBrokers(ctx, clusterBrokers, peerStartTimeout)
+		}
+	default:
+		d, err = newKafkaDriver(p.seeds(), 1, nil)
 	}
 	if err != nil {
+		if d != nil {
+			d.close()
+		}
 		p.err = fmt.Errorf("connecting: %w", err)
 		p.stop()
 		return p.err
