@@ -231,6 +231,27 @@ func fakeSuite(t *testing.T) *suite {
 		}
 	}
 	s.limits = []limitsSample{{diskMBs: 500, syncRate: 3000, tcpMBs: 1500}, {diskErr: "no disk", syncRate: 2900, tcpMBs: 1400}}
+	s.repl = newReplication()
+	for _, r := range s.repl.runs {
+		switch r.id {
+		case "rf1-acks1", "rf3-acksall":
+			for i := range 3 {
+				n := int64(1000 * (i + 1))
+				if r.id == "rf3-acksall" {
+					n /= 2
+				}
+				r.row.samples = append(r.row.samples, sample{round: i, records: n, bytes: n * 1024, elapsed: time.Second,
+					lat: newHist(), cpu: time.Second, cpuOK: true, rss: 64 << 20, rssOK: true})
+			}
+		default:
+			r.row.mark(statusSkipped, "-quick leaves it out")
+		}
+	}
+	for _, v := range []int64{0, 5, 10, 300} {
+		s.repl.run("rf3-acksall").lag.leo.RecordValue(v)
+		s.repl.run("rf3-acksall").lag.hw.RecordValue(v / 2)
+	}
+	s.repl.failovers = []failoverResult{{victim: 2, quorumLeader: true, newLeader: 3, took: 2500 * time.Millisecond}}
 	return s
 }
 
@@ -244,6 +265,90 @@ func TestReportTablesHaveEveryPeer(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "2.00k<br><sub>1.00k–3.00k</sub>") {
 		t.Error("medians are not shown with their range")
+	}
+}
+
+func TestReplicationReport(t *testing.T) {
+	s := fakeSuite(t)
+	var b bytes.Buffer
+	s.writeReplication(&b)
+	rep := b.String()
+	for _, want := range []string{
+		"| ringlog 3-broker cluster: RF 3, acks=all | 1.00k<br><sub>500–1.50k</sub> |", // half of RF 1's records/s
+		"| 0.50x |", // ... and its ratio
+		"Measured 0.50x (1.00k of 2.00k records/s): met.",
+		"| 4 | 5 | 300 | 300 | 2 | 150 | 150 |", // lag: samples, p50, p99, max (LEO), then HW
+		"| 1 | broker 2 | yes | broker 3 | 2.50 s |",
+		"*skipped: -quick leaves it out*",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("Replication section lacks %q:\n%s", want, rep)
+		}
+	}
+	// -only matrix: the section says it did not run.
+	s.cfg.only = onlyMatrix
+	b.Reset()
+	s.writeReplication(&b)
+	if !strings.Contains(b.String(), "*Not run (-only matrix).*") {
+		t.Errorf("-only matrix: %s", b.String())
+	}
+}
+
+// Followers are measured against their partition's leader, whichever
+// broker that is; a follower that looks ahead (read a moment after its
+// leader) counts as 0, and partitions some broker does not report are
+// left out.
+func TestLagSamples(t *testing.T) {
+	po := func(leo, hw int64) partitionOffsets {
+		return partitionOffsets{leo: leo, hw: hw, hasLEO: true, hasHW: true}
+	}
+	offs := []map[int32]partitionOffsets{
+		{0: po(100, 90), 1: po(50, 50), 2: po(7, 7)}, // broker 1 leads partition 0
+		{0: po(80, 80), 1: po(60, 55)},               // broker 2 leads partition 1
+		{0: po(100, 85), 1: po(40, 40), 2: po(7, 7)}, // broker 3; partition 2 is missing on broker 2
+	}
+	st := newLagStats()
+	st.addLocked(offs, map[int32]int32{0: 1, 1: 2, 2: 3})
+	if st.ticks != 1 {
+		t.Errorf("ticks = %d", st.ticks)
+	}
+	// Partition 0: followers 2 and 3 are 20 and 0 behind in LEO, 10 and 5
+	// in HW. Partition 1: followers 1 and 3 are 10 and 20 behind in LEO,
+	// 5 and 15 in HW. Partition 2: broker 1 is 0 behind; broker 2 has no
+	// figures.
+	if got := st.leo.TotalCount(); got != 5 {
+		t.Errorf("%d LEO samples, want 5", got)
+	}
+	if st.leo.Max() != 20 || st.leo.Min() != 0 || st.hw.Max() != 15 {
+		t.Errorf("LEO lag %d..%d, HW lag max %d", st.leo.Min(), st.leo.Max(), st.hw.Max())
+	}
+	// A follower ahead of its leader is 0 behind, not negative.
+	st = newLagStats()
+	st.addLocked([]map[int32]partitionOffsets{{0: po(10, 10)}, {0: po(12, 12)}}, map[int32]int32{0: 1})
+	if st.leo.Max() != 0 || st.leo.TotalCount() != 1 {
+		t.Errorf("follower ahead: max %d, count %d", st.leo.Max(), st.leo.TotalCount())
+	}
+}
+
+func TestParsePartitionOffsets(t *testing.T) {
+	m, err := parsePartitionOffsets(strings.NewReader(`# HELP ringlog_log_end_offset Log end offset of each partition.
+# TYPE ringlog_log_end_offset gauge
+ringlog_log_end_offset{partition="0",topic="bench-3"} 1200
+ringlog_log_end_offset{partition="1",topic="bench-3"} 7
+ringlog_log_end_offset{partition="0",topic="__consumer_offsets"} 99
+ringlog_high_watermark{partition="0",topic="bench-3"} 1.1e+03
+ringlog_log_start_offset{partition="0",topic="bench-3"} 5
+ringlog_fetch_sendfile_bytes_total 12
+`), "bench-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]partitionOffsets{
+		0: {leo: 1200, hw: 1100, hasLEO: true, hasHW: true},
+		1: {leo: 7, hasLEO: true},
+	}
+	if len(m) != len(want) || m[0] != want[0] || m[1] != want[1] {
+		t.Errorf("parsed %+v, want %+v", m, want)
 	}
 }
 

@@ -173,6 +173,15 @@ func (c *child) stop() error {
 	return nil
 }
 
+// kill sends SIGKILL (no clean shutdown: a crash) and returns when the
+// process is gone.
+func (c *child) kill() {
+	if c.alive() {
+		c.cmd.Process.Kill()
+	}
+	<-c.exited
+}
+
 // runCommand runs a short-lived command (fio, kcat) bounded by ctx, and
 // returns its standard output; its standard error is in the error.
 func runCommand(ctx context.Context, path string, args ...string) ([]byte, error) {

@@ -22,7 +22,8 @@ const (
 	// The session timeout and heartbeat are those of ringlog's own
 	// cluster tests, not Kafka's 9 s and 2 s: a failover is mostly the
 	// wait for the controller to fence the dead broker (it has missed its
-	// heartbeats for the session timeout).
+	// heartbeats for the session timeout), and the Replication section
+	// measures three of them.
 	clusterSessionTimeout = 2 * time.Second
 	clusterHeartbeat      = 300 * time.Millisecond
 	// clusterSlotsKey is the server.properties key of the follower fetch
@@ -142,6 +143,11 @@ func (p *peer) startBroker(i int) error {
 	}
 	p.addr = strings.Join(cl.addrs, ",")
 	return nil
+}
+
+// killBroker kills broker i with SIGKILL and waits until it is gone.
+func (p *peer) killBroker(i int) {
+	p.procs[i].kill()
 }
 
 // clusterSettings describes the cluster as the Peers table states it.

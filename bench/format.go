@@ -30,6 +30,14 @@ func trim3(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// fmtRecords prints a number of records: whole below a thousand.
+func fmtRecords(v float64) string {
+	if math.Abs(v) < 1000 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmtCount(v)
+}
+
 func fmtMBs(v float64) string { return trim3(v) }
 
 // fmtMicros prints a latency given in microseconds.

@@ -122,6 +122,22 @@ func (d *kafkaDriver) topicReadyEverywhere(ctx context.Context, topic string, n 
 	return true, ""
 }
 
+// leaders returns the node id leading each partition of topic.
+func (d *kafkaDriver) leaders(ctx context.Context, topic string) (map[int32]int32, error) {
+	td, err := d.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := td[topic].Err; err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	m := map[int32]int32{}
+	for _, p := range td[topic].Partitions {
+		m[p.Partition] = p.Leader
+	}
+	return m, nil
+}
+
 // waitBrokers waits until the metadata lists n brokers.
 func (d *kafkaDriver) waitBrokers(ctx context.Context, n int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)

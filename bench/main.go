@@ -59,6 +59,7 @@ type config struct {
 	consumers  int
 	peers      []string // peer keys to run
 	kinds      []string // workload kinds to run; empty: all
+	only       string   // "", onlyMatrix or onlyReplication
 	outDir     string
 	readme     string
 	workDir    string
@@ -72,8 +73,8 @@ const usageText = `ringlog bench: ringlog and its peers under the same workloads
 
   ringlog bench [-quick] [-matrix standard|full] [-runs N] [-duration D]
                 [-records N] [-bytes N] [-fill N] [-producers N] [-consumers N]
-                [-rate N] [-peers LIST] [-workloads LIST] [-out DIR] [-readme FILE] [-dir DIR]
-                [-broker PATH] [-timeout D]
+                [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication]
+                [-out DIR] [-readme FILE] [-dir DIR] [-broker PATH] [-timeout D]
 
 Peers: %s.
 Results (report.md, results.json, SVG plots, the broker's CPU profile) go to -out.
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	rate := fs.Float64("rate", 0, "open-loop rate in records/s (default: half of ringlog io_uring's measured peak)")
 	peers := fs.String("peers", strings.Join(peerKeys(), ","), "peers to measure")
 	kinds := fs.String("workloads", "", "workload kinds to run: produce, consume, latency, e2e, produce+consume (default all; the base produce run always runs)")
+	only := fs.String("only", "", "run one part of the suite: matrix (the workloads on every peer) or replication (the cluster's Replication section)")
 	out := fs.String("out", "", "results folder (default bench-results/<UTC time>)")
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
@@ -113,7 +115,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c := config{
 		quick: *quick, matrix: *matrix, runs: *runs, duration: *duration, maxRecords: *records,
 		producers: *producers, consumers: *consumers, rate: *rate, outDir: *out, readme: *readme,
-		workDir: *workDir, broker: *broker, timeout: *timeout, args: args,
+		workDir: *workDir, broker: *broker, timeout: *timeout, args: args, only: *only,
+	}
+	if c.only != "" && c.only != onlyMatrix && c.only != onlyReplication {
+		return config{}, fmt.Errorf("bench: -only %q: want %s or %s", c.only, onlyMatrix, onlyReplication)
 	}
 	if c.quick {
 		c.matrix = "quick"
@@ -189,6 +194,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	return c, nil
 }
+
+// Values of -only.
+const (
+	onlyMatrix      = "matrix"
+	onlyReplication = "replication"
+)
 
 // parseBytes reads "512MiB", "2GiB", "64KiB" or a plain number of bytes.
 func parseBytes(s string) (int64, error) {

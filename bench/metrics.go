@@ -53,3 +53,75 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 	}
 	return m, sc.Err()
 }
+
+// partitionOffsets are one partition's offsets on one broker.
+type partitionOffsets struct {
+	leo, hw int64
+	hasLEO  bool
+	hasHW   bool
+}
+
+// scrapePartitionOffsets reads every partition's LEO and HW of topic from
+// a ringlog broker's /metrics (ringlog_log_end_offset and
+// ringlog_high_watermark, labelled by topic and partition).
+func scrapePartitionOffsets(ctx context.Context, admin, topic string) (map[int32]partitionOffsets, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench: %s/metrics: %s", admin, resp.Status)
+	}
+	return parsePartitionOffsets(resp.Body, topic)
+}
+
+func parsePartitionOffsets(r io.Reader, topic string) (map[int32]partitionOffsets, error) {
+	m := map[int32]partitionOffsets{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		name, rest, ok := strings.Cut(l, "{")
+		if !ok || (name != "ringlog_log_end_offset" && name != "ringlog_high_watermark") {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		var t, part string
+		for _, kv := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, `"`)
+			switch k {
+			case "topic":
+				t = v
+			case "partition":
+				part = v
+			}
+		}
+		if t != topic {
+			continue
+		}
+		p, err1 := strconv.ParseInt(part, 10, 32)
+		v, err2 := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		o := m[int32(p)]
+		if name == "ringlog_log_end_offset" {
+			o.leo, o.hasLEO = int64(v), true
+		} else {
+			o.hw, o.hasHW = int64(v), true
+		}
+		m[int32(p)] = o
+	}
+	return m, sc.Err()
+}

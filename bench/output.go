@@ -43,8 +43,13 @@ func (s *suite) write() error {
 		}
 	}
 	fmt.Fprintln(s.out)
-	s.writeSummary(s.out)
+	if len(s.tables) > 0 {
+		s.writeSummary(s.out)
+	}
 	s.writeTargets(s.out)
+	if s.replicationSelected() {
+		s.writeReplication(s.out)
+	}
 	if s.profile != nil && s.profile.err == "" {
 		fmt.Fprintf(s.out, "CPU profile of %s during the main produce run (top %d by flat time):\n\n%s\n",
 			s.profile.peer, profileTopN, profileText(s.profile))
@@ -125,7 +130,7 @@ func (s *suite) writeJSON(w io.Writer) error {
 		"date": s.machine.date, "machine": s.machine.String(), "load_at_start": s.machine.loadStart,
 		"command": s.commandLine(), "matrix": s.cfg.matrix, "runs": s.cfg.runs,
 		"run_duration_s": s.cfg.duration.Seconds(), "open_loop_rate": s.rate, "open_loop_rate_source": s.rateSource,
-		"limits": limits, "tables": tables,
+		"limits": limits, "tables": tables, "replication": s.replicationJSON(),
 	}
 	if p := s.profile; p != nil {
 		var top []map[string]any

@@ -64,8 +64,8 @@ func peerSpecByKey(k string) (peerSpec, bool) {
 
 // peer is a running instance of a peerSpec with one durability setting:
 // the workloads with flush policy "always" get their own instances. A
-// cluster may also run with its followers' fetch streams limited
-// (ringlog.replica.fetch.slots).
+// cluster may also run with one fetch slot per follower stream (the
+// Replication section's comparison).
 type peer struct {
 	spec  peerSpec
 	fsync bool

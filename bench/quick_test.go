@@ -153,7 +153,7 @@ func checkReport(t *testing.T, report string) {
 	t.Helper()
 	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
 		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring", "## Results",
-		"## Zero-copy on loopback", "## CPU profile of ringlog io_uring", "## Plots"} {
+		"## Replication", "## Zero-copy on loopback", "## CPU profile of ringlog io_uring", "## Plots"} {
 		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
 			t.Errorf("report lacks section %q", sec)
 		}
@@ -214,6 +214,7 @@ func checkReport(t *testing.T, report string) {
 			t.Errorf("the cluster's row in the base produce table has no figures: %q", line)
 		}
 	}
+	checkReplication(t, section(report, "## Replication"))
 	limits := section(report, "## This machine's limits")
 	for _, l := range []string{"sequential disk write", "fdatasync rate", "loopback TCP"} {
 		line := lineWith(limits, l)
@@ -228,6 +229,77 @@ func checkReport(t *testing.T, report string) {
 	prof := section(report, "## CPU profile of ringlog io_uring")
 	if !strings.Contains(prof, "```text\n") && !strings.Contains(prof, "*unavailable: ") {
 		t.Errorf("profile section has neither the top functions nor a reason:\n%s", prof)
+	}
+}
+
+// checkReplication checks the Replication section of a -quick report:
+// each of its tables has its rows, every row figures or a reason; the
+// rows -quick runs (RF 1 against RF 3 acks=all, its lag, one failover)
+// were attempted; the target is judged or said not measured.
+func checkReplication(t *testing.T, sec string) {
+	t.Helper()
+	if sec == "" {
+		return // reported missing above
+	}
+	var rows [][]string
+	for _, l := range strings.Split(sec, "\n") {
+		if strings.HasPrefix(l, "|") && !strings.HasPrefix(l, "|--") && !strings.HasPrefix(l, "|---") {
+			rows = append(rows, cells(l))
+		}
+	}
+	find := func(first string) []string {
+		for _, cs := range rows {
+			if len(cs) > 0 && cs[0] == first {
+				return cs
+			}
+		}
+		return nil
+	}
+	// A row either has figures or says why not; "failed" is logged, not
+	// an error: the shared CI machine may be too slow for a run.
+	attempted := func(name string, cs []string, col int) {
+		t.Helper()
+		if cs == nil || len(cs) <= col {
+			t.Errorf("Replication: no row %q", name)
+			return
+		}
+		if m := rowStatus.FindStringSubmatch(cs[col]); m != nil {
+			if m[1] == statusUnavailable {
+				t.Errorf("Replication: %s cannot run: %s", name, cs[col])
+			} else {
+				t.Logf("Replication: %s %s: %s", name, m[1], m[2])
+			}
+			return
+		}
+		if !figure.MatchString(cs[col]) {
+			t.Errorf("Replication: %s: %q is neither a figure nor a reason", name, cs[col])
+		}
+	}
+	attempted("RF 1, acks=1", find("ringlog io_uring, 1 broker: RF 1, acks=1"), 1)
+	attempted("RF 3, acks=all", find("ringlog 3-broker cluster: RF 3, acks=all"), 1)
+	switch cs := find("—"); {
+	case find("1") != nil:
+		attempted("failover 1", find("1"), 4)
+	case cs != nil:
+		attempted("failover", cs, 1)
+	default:
+		t.Errorf("Replication: no failover row")
+	}
+	for _, cs := range rows {
+		for _, c := range cs {
+			if m := rowStatus.FindStringSubmatch(c); m != nil && strings.TrimSpace(m[2]) == "" {
+				t.Errorf("Replication: %s without a reason in %v", m[1], cs)
+			}
+		}
+	}
+	if !strings.Contains(sec, "Target: ") || !(strings.Contains(sec, ": met.") || strings.Contains(sec, "**not met**") ||
+		strings.Contains(sec, "Not measured in this run.")) {
+		t.Errorf("Replication: the RF=3 target is neither judged nor said not measured:\n%s", sec)
+	}
+	for _, want := range []string{"broker.session.timeout.ms=", "min.insync.replicas=", "sums over its"} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("Replication does not state %q", want)
+		}
 	}
 }
 
@@ -287,7 +359,13 @@ func checkJSON(t *testing.T, path string, tables int) {
 				}
 			}
 		}
-		Limits []map[string]any
+		Limits      []map[string]any
+		Replication struct {
+			Runs []struct {
+				ID, Status, Reason string
+			}
+			Failovers []map[string]any
+		}
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("%s: %v", path, err)
@@ -297,6 +375,14 @@ func checkJSON(t *testing.T, path string, tables int) {
 	}
 	if len(doc.Limits) != 1 {
 		t.Errorf("%s: %d limit samples, want 1 (one run)", path, len(doc.Limits))
+	}
+	if len(doc.Replication.Runs) != len(newReplication().runs) {
+		t.Errorf("%s: %d replication runs, want %d", path, len(doc.Replication.Runs), len(newReplication().runs))
+	}
+	for _, r := range doc.Replication.Runs {
+		if r.Status != "measured" && r.Reason == "" {
+			t.Errorf("%s: replication run %s is %s without a reason", path, r.ID, r.Status)
+		}
 	}
 	for _, tb := range doc.Tables {
 		if len(tb.Rows) != len(peerSpecs) {

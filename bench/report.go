@@ -172,16 +172,23 @@ func (s *suite) writeReport(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`. %s\n\n", s.commandLine(), s.modeText())
 	s.writeReading(w)
 	s.writePeers(w)
-	s.writeLimits(w)
-	s.writeTargets(w)
-	s.writeSummary(w)
-	fmt.Fprintf(w, "## Results\n\n")
-	for i, t := range s.tables {
-		s.writeTable(w, t, i+1)
+	if s.measuresLimits() {
+		s.writeLimits(w)
 	}
-	s.writeSendfile(w)
-	s.writeProfile(w)
-	fmt.Fprintf(w, "## Plots\n\n![throughput](%s)\n\n![latency](%s)\n\n", plotThroughput, plotLatency)
+	s.writeTargets(w)
+	if len(s.tables) > 0 {
+		s.writeSummary(w)
+		fmt.Fprintf(w, "## Results\n\n")
+		for i, t := range s.tables {
+			s.writeTable(w, t, i+1)
+		}
+	}
+	s.writeReplication(w)
+	if len(s.tables) > 0 {
+		s.writeSendfile(w)
+		s.writeProfile(w)
+		fmt.Fprintf(w, "## Plots\n\n![throughput](%s)\n\n![latency](%s)\n\n", plotThroughput, plotLatency)
+	}
 }
 
 // commandLine is the command as it was given.
@@ -194,8 +201,15 @@ func (s *suite) modeText() string {
 	if s.cfg.runs == 1 {
 		runs = "One run of every measurement (no spread: run without -quick for medians of 3)"
 	}
-	return fmt.Sprintf("Matrix %s. %s. Each run is bounded by %v of sending and by %s records or %s of values; "+
-		"consume runs read %s written just before.", s.cfg.matrix, runs, s.cfg.duration,
+	part := "Matrix " + s.cfg.matrix
+	switch s.cfg.only {
+	case onlyMatrix:
+		part += " (-only matrix: no Replication section)"
+	case onlyReplication:
+		part = "The Replication section alone (-only replication)"
+	}
+	return fmt.Sprintf("%s. %s. Each run is bounded by %v of sending and by %s records or %s of values; "+
+		"consume runs read %s written just before.", part, runs, s.cfg.duration,
 		fmtCount(float64(s.cfg.maxRecords)), fmtBytes(s.cfg.maxBytes), fmtBytes(s.cfg.fillBytes))
 }
 

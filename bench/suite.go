@@ -32,6 +32,7 @@ type suite struct {
 
 	limits  []limitsSample // one per round
 	profile *profileResult
+	repl    *replication
 
 	rate       float64 // open-loop rate in records/s
 	rateSource string
@@ -58,10 +59,11 @@ func newSuite(cfg config, out, progressOut io.Writer) (*suite, error) {
 	}
 	s.kcat, s.noKcat = findKcat(s.workDir, s.vals)
 	s.machine = describeMachine(s.workDir)
+	s.repl = newReplication()
 	for _, w := range matrix(cfg.matrix, cfg.producers, cfg.consumers) {
-		// The base produce run always runs: it sets the open-loop rate and
-		// is where the broker's profile is taken.
-		if len(cfg.kinds) == 0 || w.base || slices.Contains(cfg.kinds, string(w.kind)) {
+		// The base produce run always runs with the matrix: it sets the
+		// open-loop rate and is where the broker's profile is taken.
+		if cfg.only != onlyReplication && (len(cfg.kinds) == 0 || w.base || slices.Contains(cfg.kinds, string(w.kind))) {
 			s.workloads = append(s.workloads, w)
 		}
 	}
@@ -75,7 +77,10 @@ func newSuite(cfg config, out, progressOut io.Writer) (*suite, error) {
 	for _, w := range s.workloads {
 		steps += len(s.peersFor(w))
 	}
-	s.progress = newProgress(progressOut, cfg.runs*(steps+1), s.deadline)
+	if s.measuresLimits() {
+		steps++
+	}
+	s.progress = newProgress(progressOut, cfg.runs*steps+s.replSteps(), s.deadline)
 	return s, nil
 }
 
@@ -127,6 +132,25 @@ func (s *suite) peerFor(key string, fsync bool, slots int) *peer {
 	return p
 }
 
+// stopPeer stops one peer and closes its driver; the next measurement on
+// it starts it again.
+func (s *suite) stopPeer(p *peer) {
+	if d, ok := s.drivers[p.id()]; ok {
+		d.close()
+		delete(s.drivers, p.id())
+	}
+	if err := p.stop(); err != nil {
+		fmt.Fprintf(s.out, "warning: %s: %v\n", p.id(), err)
+	}
+	if p.err == nil {
+		p.started = false
+	}
+}
+
+// measuresLimits is false when only the Replication section runs: its
+// figures are ratios between peers, not to the machine.
+func (s *suite) measuresLimits() bool { return s.cfg.only != onlyReplication }
+
 func (s *suite) selected(p *peer) bool { return slices.Contains(s.cfg.peers, p.spec.key) }
 
 // run measures everything, round after round, then writes the results.
@@ -137,8 +161,10 @@ func (s *suite) run(ctx context.Context) error {
 	defer cancel()
 	s.progress.note(fmt.Sprintf("ringlog bench: %s matrix, %d run(s), results in %s", s.cfg.matrix, s.cfg.runs, s.cfg.outDir))
 	for round := range s.cfg.runs {
-		s.progress.step("machine limits")
-		s.limits = append(s.limits, measureLimits(ctx, s.workDir, s.cfg.quick))
+		if s.measuresLimits() {
+			s.progress.step("machine limits")
+			s.limits = append(s.limits, measureLimits(ctx, s.workDir, s.cfg.quick))
+		}
 		for _, w := range s.workloads {
 			ps := s.peersFor(w)
 			for i := range ps {
@@ -150,6 +176,13 @@ func (s *suite) run(ctx context.Context) error {
 				s.setRate(w)
 			}
 		}
+		if s.replicationSelected() {
+			s.replicationRound(ctx, round)
+		}
+	}
+	if s.replicationSelected() {
+		// Last: it kills brokers of the cluster, which is stopped after.
+		s.measureFailovers(ctx)
 	}
 	s.progress.done()
 	for _, err := range s.stopPeers() {
@@ -232,7 +265,7 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 }
 
 // quickClusterReason is why -quick leaves most of the cluster's rows out.
-const quickClusterReason = "-quick measures the cluster in the base produce workload only " +
+const quickClusterReason = "-quick measures the cluster in the base produce workload and the Replication section only " +
 	"(three brokers take a few seconds more per run than one; the suite must stay under two minutes)"
 
 // precheck says why p cannot run a measurement expected to take est now
