@@ -50,9 +50,12 @@ func (e *Engine) OnShard(tp TP, fn func()) error {
 // AppendOnShard queues records for tp from the goroutine of the shard that
 // owns it (inside an OnShard function or an append's done callback): the
 // append joins the shard's next round without going through its inbox,
-// which could be full. done runs on the shard goroutine.
-func (e *Engine) AppendOnShard(tp TP, records []byte, done func(AppendResult, error)) {
-	r := e.newAppend(tp, records, AppendOptions{}, done)
+// which could be full. done runs on the shard goroutine. opts are Append's:
+// on a replicated engine, RequireISR answers once the high watermark
+// covers the records (a service writing as Kafka writes its internal
+// topics, with acks=all).
+func (e *Engine) AppendOnShard(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
+	r := e.newAppend(tp, records, opts, done)
 	if r == nil {
 		return
 	}
@@ -64,13 +67,31 @@ func (e *Engine) AppendOnShard(tp TP, records []byte, done func(AppendResult, er
 // internal topic). The slice passed to fn is valid only during the call.
 // Any goroutine may call it.
 func (e *Engine) ReadAll(tp TP, fn func(b []byte) error) error {
+	return e.readAll(tp, false, fn)
+}
+
+// ReadAllToLEO is ReadAll up to the LEO as it is when the call starts,
+// records above the high watermark included. It is how a service replays
+// a partition this broker just became the leader of: a leader never
+// truncates its own log, so all of it will be committed while it leads
+// (Kafka's group coordinator loads its partitions to the log end too),
+// and a new leader's high watermark may still lag what its predecessor
+// acknowledged.
+func (e *Engine) ReadAllToLEO(tp TP, fn func(b []byte) error) error {
+	return e.readAll(tp, true, fn)
+}
+
+func (e *Engine) readAll(tp TP, toLEO bool, fn func(b []byte) error) error {
 	p, err := e.partition(tp)
 	if err != nil {
 		return err
 	}
-	off, hw := p.log.LogStartOffset(), p.hw.Load()
-	for off < hw {
-		buf, err := p.log.ReadBatches(off, 1<<20, hw)
+	off, end := p.log.LogStartOffset(), p.hw.Load()
+	if toLEO {
+		end = p.log.LEO()
+	}
+	for off < end {
+		buf, err := p.log.ReadBatches(off, 1<<20, end)
 		if errors.Is(err, segment.ErrOutOfRange) {
 			// Retention moved the start meanwhile: go on from there.
 			off = p.log.LogStartOffset()
@@ -80,7 +101,7 @@ func (e *Engine) ReadAll(tp TP, fn func(b []byte) error) error {
 			return storageError(err)
 		}
 		if len(buf) == 0 {
-			return fmt.Errorf("%w: no batch at offset %d below the high watermark %d", ErrStorage, off, hw)
+			return fmt.Errorf("%w: no batch at offset %d below %d", ErrStorage, off, end)
 		}
 		it := batch.Split(buf)
 		for it.Next() {

@@ -25,13 +25,13 @@ func TestShardHooks(t *testing.T) {
 	wg.Add(2)
 	var offsets []int64
 	err = e.OnShard(tp, func() {
-		e.AppendOnShard(tp, mkBatch(t, 1, "first", 1, -1, 0, 0), func(r AppendResult, err error) {
+		e.AppendOnShard(tp, mkBatch(t, 1, "first", 1, -1, 0, 0), AppendOptions{}, func(r AppendResult, err error) {
 			if err != nil {
 				t.Error(err)
 			}
 			offsets = append(offsets, r.BaseOffset)
 			// A follow-up written from the callback, on the same goroutine.
-			e.AppendOnShard(tp, mkBatch(t, 2, "second", 1, -1, 0, 0), func(r AppendResult, err error) {
+			e.AppendOnShard(tp, mkBatch(t, 2, "second", 1, -1, 0, 0), AppendOptions{}, func(r AppendResult, err error) {
 				if err != nil {
 					t.Error(err)
 				}

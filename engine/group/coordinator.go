@@ -400,7 +400,7 @@ func (p *partition) appendRecords(recs []record, done func(error)) {
 	}
 	wb, prev := &writeBarrier{}, p.lastWrite
 	p.lastWrite = wb
-	p.c.eng.AppendOnShard(p.tp, b, func(_ engine.AppendResult, err error) {
+	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{}, func(_ engine.AppendResult, err error) {
 		done(err)
 		wb.done = true
 		for _, fn := range wb.waiters {
