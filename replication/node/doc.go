@@ -22,4 +22,7 @@
 // request) runs under it. Controller requests (AlterPartition) and engine
 // calls that wait for a shard (BecomeLeader, Truncate) run on the apply
 // goroutine or on goroutines of their own, never on a shard or a stream.
+// Config.OnLeadership runs on the apply goroutine, after the engine's role
+// changed, and must not block (the group coordinator only queues its load
+// or unload to a shard there).
 package node

@@ -15,7 +15,11 @@ import (
 func (n *Node) becomeFollower(img *controller.Image, pt *part, p controller.Partition) {
 	n.dropLeader(pt)
 	n.stopFollowing(pt)
-	if err := n.eng.BecomeFollower(pt.tp, p.LeaderEpoch); err != nil {
+	err := n.eng.BecomeFollower(pt.tp, p.LeaderEpoch)
+	// Whatever the engine answered, the controller says this broker no
+	// longer leads tp: services on top of it stop using it.
+	n.resigned(pt, p.LeaderEpoch)
+	if err != nil {
 		n.log.Error("node: cannot become follower", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "epoch", p.LeaderEpoch, "err", err)
 		return
 	}

@@ -36,7 +36,16 @@ type Config struct {
 	Fetch fetcher.Config
 	// AlterPartitionTimeout bounds one ISR change request (default 10s).
 	AlterPartitionTimeout time.Duration
-	Logger                *slog.Logger
+	// OnLeadership, when set, is told of every change of this broker's
+	// leadership of a partition: leader true once the engine's partition
+	// became the leader at leaderEpoch; false once it stopped being it
+	// (a follower at leaderEpoch, or -1 when the partition left this
+	// broker), whether or not the engine took the new role. It runs on
+	// the apply goroutine, in the order of the changes, and must not
+	// block: the group coordinator loads and unloads its partitions of
+	// __consumer_offsets from it, in the background.
+	OnLeadership func(tp engine.TP, leader bool, leaderEpoch int32)
+	Logger       *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -107,6 +116,9 @@ type part struct {
 	pausedAt time.Time
 	// local marks a partition of a broker-local topic (HostLocal).
 	local bool
+	// announced: the last OnLeadership call for the partition said
+	// leader (apply goroutine only).
+	announced bool
 }
 
 // New returns a node; Start runs it.
@@ -280,6 +292,7 @@ func (n *Node) apply(img *controller.Image) {
 	for _, p := range gone {
 		n.stopFollowing(p)
 		n.dropLeader(p)
+		n.resigned(p, -1)
 	}
 	for name, t := range local {
 		if isLocalOnly(name) {
@@ -409,6 +422,22 @@ func (n *Node) becomeLeader(img *controller.Image, pt *part, p controller.Partit
 	_ = n.eng.SetHW(pt.tp, hw)
 	n.setFenced(img, pt)
 	n.log.Info("node: leader", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "epoch", p.LeaderEpoch, "isr", p.ISR, "leo", st.LEO, "hw", st.HW)
+	pt.announced = true
+	if n.cfg.OnLeadership != nil {
+		n.cfg.OnLeadership(pt.tp, true, p.LeaderEpoch)
+	}
+}
+
+// resigned tells OnLeadership that this broker no longer leads pt, if the
+// last call said it did (apply goroutine only).
+func (n *Node) resigned(pt *part, epoch int32) {
+	if !pt.announced {
+		return
+	}
+	pt.announced = false
+	if n.cfg.OnLeadership != nil {
+		n.cfg.OnLeadership(pt.tp, false, epoch)
+	}
 }
 
 // leaderUpdate applies a new partition epoch (an ISR change) to a leader.
