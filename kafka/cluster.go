@@ -22,9 +22,9 @@ import (
 // and not fenced, each partition's leader, leader epoch, replicas and ISR.
 // Topic administration goes to the controller, and the answer waits until
 // this broker applied the change, so that a client that creates a topic
-// and then asks this broker for metadata sees it. __consumer_offsets stays
-// local to each broker for now (the group coordinator is not partitioned
-// across brokers), and is described as this broker's alone.
+// and then asks this broker for metadata sees it. __consumer_offsets is a
+// topic of the cluster like any other, created when first needed
+// (offsetsTopic, 10_find_coordinator.go).
 
 // adminTimeout bounds one controller request made for a client.
 const adminTimeout = 30 * time.Second
@@ -80,9 +80,6 @@ func (s *Server) handleMetadataCluster(req *kmsg.MetadataRequest, resp *kmsg.Met
 		for _, name := range img.TopicNames() {
 			resp.Topics = append(resp.Topics, s.clusterTopicMetadata(req, img, img.Topic(name)))
 		}
-		if info, ok := s.eng.Topic(group.OffsetsTopic); ok {
-			resp.Topics = append(resp.Topics, s.topicMetadata(req, info))
-		}
 		return resp
 	}
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
@@ -107,18 +104,16 @@ func (s *Server) handleMetadataCluster(req *kmsg.MetadataRequest, resp *kmsg.Met
 			continue
 		}
 		seen[name] = true
-		if name == group.OffsetsTopic {
-			if info, ok := s.eng.Topic(name); ok {
-				resp.Topics = append(resp.Topics, s.topicMetadata(req, info))
-				continue
-			}
-		}
 		t := img.Topic(name)
 		if t == nil {
 			var err error
 			switch {
 			case engine.ValidateTopicName(name) != nil:
 				err = engine.ValidateTopicName(name)
+			case name == group.OffsetsTopic && s.cfg.Groups != nil:
+				// As Kafka does, whatever allow_auto_topic_creation says:
+				// created with the coordinator's settings.
+				t, err = s.offsetsTopic()
 			case !autoCreate:
 				err = fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, name)
 			case created >= s.cfg.AutoCreateMax:
@@ -173,6 +168,7 @@ func (s *Server) clusterTopicMetadata(req *kmsg.MetadataRequest, img *controller
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = [16]byte(t.ID)
+	mt.IsInternal = name == group.OffsetsTopic
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicOperationsAll
 	} else {
@@ -203,7 +199,7 @@ func (s *Server) clusterTopicMetadata(req *kmsg.MetadataRequest, img *controller
 // clusterLeads reports whether a consumer's request for tp may be served
 // here: always on a single broker; in a cluster, only by the leader.
 func (s *Server) clusterLeads(tp engine.TP) bool {
-	if s.cfg.Node == nil || tp.Topic == group.OffsetsTopic {
+	if s.cfg.Node == nil {
 		return true
 	}
 	_, ok := s.cfg.Node.Leads(tp)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,7 @@ type Server struct {
 
 	inflightSync atomic.Int64 // blocking handlers running on their own goroutines
 	waits        fetchWaits   // long-polling fetches (fetch_wait.go)
+	offsetsMu    sync.Mutex   // one creation of __consumer_offsets at a time (offsetsTopic)
 }
 
 // NewServer returns the protocol handler for eng.

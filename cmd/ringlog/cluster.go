@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 	"ringlog/replication/controller"
 	"ringlog/replication/fetcher"
 	"ringlog/replication/node"
@@ -21,6 +23,9 @@ type cluster struct {
 	log  *slog.Logger
 	node *node.Node
 	ctl  *controller.Controller
+	// groups is the group coordinator once started: the node tells it
+	// which partitions of __consumer_offsets this broker leads.
+	groups atomic.Pointer[group.Coordinator]
 }
 
 // newCluster returns nil without -controller-voters: a single broker
@@ -29,9 +34,52 @@ func newCluster(s settings, logger *slog.Logger) (*cluster, error) {
 	if s.cluster.voters == "" {
 		return nil, nil
 	}
-	n := node.New(node.Config{NodeID: s.nodeID, Addr: s.advertise, Rack: s.rack, LagTimeMax: s.cluster.lagTimeMax, Logger: logger,
-		Fetch: fetcher.Config{Slots: s.cluster.fetchSlots}})
-	return &cluster{s: s, log: logger, node: n}, nil
+	c := &cluster{s: s, log: logger}
+	c.node = node.New(node.Config{NodeID: s.nodeID, Addr: s.advertise, Rack: s.rack, LagTimeMax: s.cluster.lagTimeMax, Logger: logger,
+		Fetch: fetcher.Config{Slots: s.cluster.fetchSlots}, OnLeadership: c.onLeadership})
+	return c, nil
+}
+
+// onLeadership hands the leadership changes of __consumer_offsets'
+// partitions to the group coordinator (node.Config.OnLeadership, on the
+// node's apply goroutine; the coordinator only queues them to its shards).
+// Before the coordinator starts they are dropped: hostGroups catches up.
+func (c *cluster) onLeadership(tp engine.TP, leader bool, epoch int32) {
+	if tp.Topic != group.OffsetsTopic {
+		return
+	}
+	g := c.groups.Load()
+	switch {
+	case g == nil:
+	case leader:
+		g.Elected(tp.Partition, epoch)
+	default:
+		g.Resigned(tp.Partition, epoch)
+	}
+}
+
+// hostGroups connects the group coordinator to the node: changes are
+// passed on from now on, and the partitions this broker already leads are
+// elected. A change that the hook also passes on arrives twice, which the
+// coordinator takes as a repeat (the same epoch) or as stale (an election
+// older than a resignation it has seen), whichever order the two take.
+func (c *cluster) hostGroups(g *group.Coordinator) {
+	c.groups.Store(g)
+	for i := range g.Partitions() {
+		if epoch, ok := c.node.Leads(engine.TP{Topic: group.OffsetsTopic, Partition: i}); ok {
+			g.Elected(i, epoch)
+		}
+	}
+}
+
+// offsetsPartitions is the partition count of the cluster's
+// __consumer_offsets when it exists (an existing topic keeps its count,
+// whatever offsets.topic.num.partitions says now), else def.
+func (c *cluster) offsetsPartitions(def int32) int32 {
+	if t := c.node.Image().Topic(group.OffsetsTopic); t != nil {
+		return int32(len(t.Partitions))
+	}
+	return def
 }
 
 // start opens the controller (raft under <data-dir>/controller) and starts

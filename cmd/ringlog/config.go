@@ -272,6 +272,9 @@ func (s *settings) set(k, v string) error {
 	case "offsets.topic.num.partitions":
 		n, err = num(1, 1000)
 		s.groups.OffsetsTopicPartitions = int32(n)
+	case "offsets.topic.replication.factor":
+		n, err = num(1, math.MaxInt16)
+		s.groups.OffsetsTopicReplicationFactor = int16(n)
 	case "offsets.topic.segment.bytes":
 		n, err = num(1<<20, math.MaxInt32)
 		s.groups.OffsetsTopicSegmentBytes = n
@@ -284,6 +287,12 @@ func (s *settings) set(k, v string) error {
 	case "group.initial.rebalance.delay.ms":
 		n, err = num(0, math.MaxInt32)
 		s.groups.InitialRebalanceDelay = time.Duration(n) * time.Millisecond
+	case "group.consumer.heartbeat.interval.ms":
+		n, err = num(1, math.MaxInt32)
+		s.groups.ConsumerHeartbeatInterval = time.Duration(n) * time.Millisecond
+	case "group.consumer.session.timeout.ms":
+		n, err = num(1, math.MaxInt32)
+		s.groups.ConsumerSessionTimeout = time.Duration(n) * time.Millisecond
 	case "group.max.size":
 		n, err = num(1, math.MaxInt32)
 		s.groups.MaxSize = int(n)

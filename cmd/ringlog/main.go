@@ -152,13 +152,20 @@ func serve(s settings) error {
 	gcfg := s.groups
 	gcfg.Logger = logger
 	if cl != nil {
-		gcfg.Host = cl.node.HostLocal
+		// __consumer_offsets is the cluster's: created through the
+		// controller when first needed, its partitions coordinated by
+		// their leaders.
+		gcfg.Replicated = true
+		gcfg.OffsetsTopicPartitions = cl.offsetsPartitions(gcfg.OffsetsTopicPartitions)
 	}
 	groups, err := group.Start(eng, gcfg)
 	if err != nil {
 		cl.close()
 		eng.Close()
 		return err
+	}
+	if cl != nil {
+		cl.hostGroups(groups)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

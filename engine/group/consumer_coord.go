@@ -3,6 +3,7 @@ package group
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/segment"
 )
 
 // The KIP-848 consumer groups on the shards: the state machine of
@@ -146,10 +149,17 @@ func (p *partition) consumerToClassic(g *group) {
 
 // writeConsumer writes a consumer group's records, then calls done with
 // the Kafka code of the outcome. With no record, done still waits for
-// the writes in flight, whose state the answer may report.
+// the writes in flight, whose state the answer may report, and fails as
+// the last of them did (this broker stopped leading the partition
+// meanwhile: NOT_COORDINATOR, the member looks for the new coordinator).
 func (p *partition) writeConsumer(g *group, recs []record, done func(code int16)) {
 	if len(recs) == 0 {
-		p.afterWrites(func() { done(0) })
+		p.afterWrites(func(err error) {
+			if errors.Is(err, segment.ErrBatchTooBig) || errors.Is(err, segment.ErrInvalidBatch) {
+				err = nil // another group's record, refused on its own
+			}
+			done(storeErrorCode(err))
+		})
 		return
 	}
 	p.appendRecords(recs, func(err error) {

@@ -25,14 +25,23 @@ const OffsetsTopic = "__consumer_offsets"
 // Config is the coordinator's configuration; the names in comments are
 // Kafka's broker settings.
 type Config struct {
-	// Host, when set, is called once the offsets topic exists and before
-	// its partitions are replayed: on a replicated engine the replication
-	// layer gives its partitions their role there (replication/node's
-	// HostLocal), so that the replay reads up to their end.
-	Host func(topic string) error
+	// Replicated is cluster mode: __consumer_offsets is a replicated topic
+	// that the caller creates through the controller (TopicConfigs,
+	// ReplicationFactor), this broker coordinates only the partitions it
+	// leads (Elected, Resigned), and writes are answered once the
+	// partition's high watermark covers them (acks=all, as Kafka writes
+	// them). Without it the coordinator creates the topic in the engine
+	// and leads every partition from Start.
+	Replicated bool
 	// OffsetsTopicPartitions is offsets.topic.num.partitions (50). It
-	// applies when the topic is created; an existing topic keeps its count.
+	// applies when the topic is created; an existing topic keeps its count
+	// (in cluster mode the caller passes the count of the cluster's topic
+	// when it exists).
 	OffsetsTopicPartitions int32
+	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
+	// (3), capped by the live brokers when the topic is created (cluster
+	// mode only).
+	OffsetsTopicReplicationFactor int16
 	// OffsetsTopicSegmentBytes is offsets.topic.segment.bytes (100 MiB).
 	OffsetsTopicSegmentBytes int64
 	// MinSessionTimeout and MaxSessionTimeout are
@@ -85,6 +94,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OffsetsTopicSegmentBytes <= 0 {
 		c.OffsetsTopicSegmentBytes = 100 << 20
+	}
+	if c.OffsetsTopicReplicationFactor <= 0 {
+		c.OffsetsTopicReplicationFactor = 3
 	}
 	if c.MinSessionTimeout <= 0 {
 		c.MinSessionTimeout = 6 * time.Second
@@ -148,8 +160,9 @@ type Coordinator struct {
 	parts []*partition // by partition of __consumer_offsets; fixed at Start
 
 	closed  atomic.Bool
-	loaded  chan struct{} // closed once every partition is replayed
+	loaded  chan struct{} // closed once every partition is replayed (single broker)
 	loadErr atomic.Pointer[error]
+	loadSem chan struct{} // bounds the replays running at once
 
 	mu     sync.Mutex // guards expiry
 	expiry *time.Timer
@@ -168,26 +181,47 @@ type partition struct {
 	// that writes nothing itself but reports state changed by a write
 	// still in flight waits for it (afterWrites).
 	lastWrite *writeBarrier
+
+	// The term: the leader epoch this broker was last elected at or
+	// resigned at (-1: none yet), of the topic incarnation topicID (a
+	// topic deleted and created again starts its epochs over), and a
+	// counter that every election and resignation moves, so that a replay
+	// finishing for an older term is dropped.
+	epoch   int32
+	topicID [16]byte
+	gen     uint64
 }
 
 // writeBarrier lets answers wait for an append to complete.
 type writeBarrier struct {
 	done    bool
-	waiters []func()
+	err     error
+	waiters []func(error)
 }
 
 type partState int8
 
 const (
-	partLoading partState = iota
+	// partUnloaded: not coordinated here. In cluster mode, a partition
+	// this broker does not lead (never elected, or resigned); on a single
+	// broker, after Close.
+	partUnloaded partState = iota
+	partLoading
 	partLoaded
-	partFailed   // replay failed: the partition's groups are unavailable
-	partUnloaded // the coordinator closed
+	partFailed // replay failed: the partition's groups are unavailable
 )
 
-// Start creates __consumer_offsets unless it exists (compacted, as Kafka
-// creates it) and replays its partitions in the background; until a
-// partition is replayed its groups are answered COORDINATOR_LOAD_IN_PROGRESS.
+// maxParallelLoads bounds the partitions replayed at once: a broker
+// elected for many partitions together (a start, a peer's failure) reads
+// them a few at a time rather than all their logs at once.
+const maxParallelLoads = 4
+
+// Start starts the coordinator. On a single broker (Config.Replicated
+// unset) it creates __consumer_offsets unless it exists (compacted, as
+// Kafka creates it) and replays every partition in the background; until a
+// partition is replayed its groups are answered
+// COORDINATOR_LOAD_IN_PROGRESS. In cluster mode it creates nothing and
+// coordinates nothing until Elected.
 func Start(eng *engine.Engine, cfg Config) (*Coordinator, error) {
 	cfg.setDefaults()
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
@@ -201,32 +235,47 @@ func Start(eng *engine.Engine, cfg Config) (*Coordinator, error) {
 	if cfg.ConsumerHeartbeatInterval >= cfg.ConsumerSessionTimeout {
 		return nil, fmt.Errorf("group: group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v", cfg.ConsumerHeartbeatInterval, cfg.ConsumerSessionTimeout)
 	}
-	info, err := eng.EnsureTopic(OffsetsTopic, cfg.OffsetsTopicPartitions, map[string]string{
+	partitions := cfg.OffsetsTopicPartitions
+	if !cfg.Replicated {
+		info, err := eng.EnsureTopic(OffsetsTopic, cfg.OffsetsTopicPartitions, topicConfigs(&cfg))
+		if err != nil {
+			return nil, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)
+		}
+		partitions = info.Partitions
+	}
+	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loaded: make(chan struct{}), loadSem: make(chan struct{}, maxParallelLoads)}
+	for i := range partitions {
+		c.parts = append(c.parts, &partition{c: c, tp: engine.TP{Topic: OffsetsTopic, Partition: i}, groups: map[string]*group{}, epoch: -1})
+	}
+	if cfg.Replicated {
+		close(c.loaded)
+	} else {
+		c.loadAll()
+	}
+	c.mu.Lock()
+	c.expiry = time.AfterFunc(cfg.OffsetsRetentionCheckInterval, c.expireAll)
+	c.mu.Unlock()
+	return c, nil
+}
+
+// topicConfigs are the overrides __consumer_offsets is created with.
+func topicConfigs(cfg *Config) map[string]string {
+	return map[string]string{
 		"cleanup.policy": "compact",
 		"segment.bytes":  strconv.FormatInt(cfg.OffsetsTopicSegmentBytes, 10),
 		// One index entry per 4 KiB of a 100 MiB segment is 200 KiB of
 		// offset index; Kafka's 10 MiB preallocation is 98% unused here,
 		// times two files, times 50 partitions.
 		"segment.index.bytes": strconv.FormatInt(indexBytesFor(cfg.OffsetsTopicSegmentBytes), 10),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)
 	}
-	if cfg.Host != nil {
-		if err := cfg.Host(OffsetsTopic); err != nil {
-			return nil, fmt.Errorf("group: host %s: %w", OffsetsTopic, err)
-		}
-	}
-	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loaded: make(chan struct{})}
-	for i := range info.Partitions {
-		c.parts = append(c.parts, &partition{c: c, tp: engine.TP{Topic: OffsetsTopic, Partition: i}, groups: map[string]*group{}})
-	}
-	go c.load()
-	c.mu.Lock()
-	c.expiry = time.AfterFunc(cfg.OffsetsRetentionCheckInterval, c.expireAll)
-	c.mu.Unlock()
-	return c, nil
 }
+
+// TopicConfigs are the topic overrides to create __consumer_offsets with
+// (cluster mode: through the controller).
+func (c *Coordinator) TopicConfigs() map[string]string { return topicConfigs(&c.cfg) }
+
+// ReplicationFactor is offsets.topic.replication.factor.
+func (c *Coordinator) ReplicationFactor() int16 { return c.cfg.OffsetsTopicReplicationFactor }
 
 // indexBytesFor sizes the offset and time indexes of a segment of
 // segmentBytes: the time index's 12-byte entries at the default
@@ -239,8 +288,15 @@ func indexBytesFor(segmentBytes int64) int64 {
 // Partitions is the partition count of __consumer_offsets.
 func (c *Coordinator) Partitions() int32 { return int32(len(c.parts)) }
 
+// PartitionOf is the partition of __consumer_offsets that holds groupID.
+func (c *Coordinator) PartitionOf(groupID string) int32 {
+	return PartitionFor(groupID, int32(len(c.parts)))
+}
+
 // WaitLoaded waits until every partition of __consumer_offsets is
-// replayed, and returns the first replay error.
+// replayed, and returns the first replay error. In cluster mode it
+// returns at once: partitions load when this broker is elected their
+// leader.
 func (c *Coordinator) WaitLoaded(ctx context.Context) error {
 	select {
 	case <-c.loaded:
@@ -285,9 +341,11 @@ func (c *Coordinator) Close() {
 	}
 }
 
-// unload answers what is parked and forgets the partition's groups.
+// unload answers what is parked and forgets the partition's groups; a
+// replay under way is dropped when it finishes.
 func (p *partition) unload() {
 	p.state = partUnloaded
+	p.gen++
 	for _, g := range p.groups {
 		g.shutdown()
 	}
@@ -349,7 +407,7 @@ func (c *Coordinator) onPartition(p *partition, fn func(p *partition), fail func
 		fn(p)
 	})
 	if err != nil {
-		fail(shardErrorCode(err))
+		fail(c.shardErrorCode(err))
 	}
 }
 
@@ -367,10 +425,12 @@ func (p *partition) unavailable() int16 {
 }
 
 // shardErrorCode maps a failed OnShard: a stopped engine is a coordinator
-// going away, a missing partition (someone deleted __consumer_offsets) a
-// coordinator that cannot work.
-func shardErrorCode(err error) int16 {
-	if errors.Is(err, engine.ErrClosed) {
+// going away; a missing partition is, in cluster mode, one this broker
+// hosts no replica of (the coordinator is elsewhere), and on a single
+// broker a coordinator that cannot work (someone deleted
+// __consumer_offsets).
+func (c *Coordinator) shardErrorCode(err error) int16 {
+	if errors.Is(err, engine.ErrClosed) || (c.cfg.Replicated && errors.Is(err, engine.ErrUnknownTopicOrPartition)) {
 		return kerr.NotCoordinator.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
@@ -391,7 +451,11 @@ func (p *partition) after(d time.Duration, fn func()) *time.Timer {
 }
 
 // appendRecords writes recs to p's partition; done runs on p's shard with
-// the result. It must be called on p's shard.
+// the result. It must be called on p's shard. In cluster mode the result
+// comes once the partition's high watermark covers the records (Kafka
+// writes its internal topics with acks=all): an acknowledged commit
+// survives the loss of this broker. If this broker stops leading first,
+// the engine fails the write with ErrNotLeader (NOT_COORDINATOR).
 func (p *partition) appendRecords(recs []record, done func(error)) {
 	b, err := buildBatches(recs, time.Now())
 	if err != nil {
@@ -400,11 +464,11 @@ func (p *partition) appendRecords(recs []record, done func(error)) {
 	}
 	wb, prev := &writeBarrier{}, p.lastWrite
 	p.lastWrite = wb
-	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{}, func(_ engine.AppendResult, err error) {
+	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{RequireISR: p.c.cfg.Replicated}, func(_ engine.AppendResult, err error) {
 		done(err)
-		wb.done = true
+		wb.done, wb.err = true, err
 		for _, fn := range wb.waiters {
-			fn()
+			fn(err)
 		}
 		wb.waiters = nil
 	})
@@ -416,13 +480,17 @@ func (p *partition) appendRecords(recs []record, done func(error)) {
 
 // afterWrites runs fn on p's shard once every append issued so far has
 // completed (appends complete in log order, so waiting for the last one
-// is enough). It must be called on p's shard.
-func (p *partition) afterWrites(fn func()) {
-	if wb := p.lastWrite; wb != nil && !wb.done {
+// is enough), with the last one's error. It must be called on p's shard.
+func (p *partition) afterWrites(fn func(error)) {
+	wb := p.lastWrite
+	switch {
+	case wb == nil:
+		fn(nil)
+	case !wb.done:
 		wb.waiters = append(wb.waiters, fn)
-		return
+	default:
+		fn(wb.err)
 	}
-	fn()
 }
 
 // storeErrorCode maps a failed write of offsets as Kafka's

@@ -8,7 +8,7 @@
 // committed offsets for both. It is Kafka-specific by nature and speaks in
 // kmsg request and response types; the engine knows nothing of it (it
 // only offers the hooks this package runs on: OnShard, AppendOnShard,
-// ReadAll and EnsureTopic).
+// ReadAll, ReadAllToLEO and EnsureTopic).
 //
 // # State on shards
 //
@@ -22,6 +22,30 @@
 // So a group's state and its log are touched by one goroutine and take no
 // lock, and a shard never blocks on a group (a JoinGroup parked for a
 // whole rebalance is a stored reply function, not a waiting goroutine).
+//
+// # In a cluster (Config.Replicated)
+//
+// __consumer_offsets is a replicated topic like any other, created through
+// the controller by the first broker that needs it (the kafka package, at
+// a FindCoordinator), and the coordinator of a group is the leader of its
+// partition, as in Kafka. A broker coordinates only the partitions it
+// leads: replication/node reports each change of leadership (Elected at a
+// leader epoch, Resigned), and each partition goes through terms:
+//
+//	          Elected(e), e newer               replayed up to the LEO
+//	unloaded ─────────────────────────► loading ─────────────────────► loaded
+//	   ▲        (NOT_COORDINATOR)   (LOAD_IN_PROGRESS)                   │
+//	   └──────────── Resigned, or Elected at a newer epoch ◄─────────────┘
+//	                 (parked requests NOT_COORDINATOR, timers stopped)
+//
+// Writes are answered once the partition's high watermark covers them
+// (acks=all, engine.AppendOptions.RequireISR), so an acknowledged commit
+// or group change is on every in-sync replica and survives the leader's
+// loss; a write still waiting when leadership moves fails (the engine
+// fails it with ErrNotLeader) and is answered NOT_COORDINATOR. The client
+// then asks FindCoordinator again and finds the new leader, which replays
+// the partition from its log: a group comes back with its generation and
+// members, so a failover costs the group no rebalance.
 //
 // # The classic protocol, as Kafka's GroupCoordinator runs it
 //
@@ -120,10 +144,16 @@
 //
 // # Loading
 //
-// At Start, each partition is replayed with engine.ReadAll on a goroutine
-// of the coordinator's, then installed on its shard; until then its
-// groups are answered COORDINATOR_LOAD_IN_PROGRESS (and heartbeats
-// succeed, as in Kafka, since members' sessions restart at the install).
+// On a single broker every partition is elected at Start (epoch 0); in a
+// cluster, a partition when this broker becomes its leader. It is then
+// replayed on a goroutine of the coordinator's (a few partitions at a
+// time) and installed on its shard; until then its groups are answered
+// COORDINATOR_LOAD_IN_PROGRESS (and heartbeats succeed, as in Kafka, since
+// members' sessions restart at the install). A single broker replays up
+// to the high watermark (engine.ReadAll), a new leader up to its LEO
+// (engine.ReadAllToLEO): its high watermark may still lag what the
+// previous leader acknowledged, which its log holds, and a leader never
+// truncates its own log.
 // A group with members comes back Stable with its generation and
 // assignment, and a consumer group with its epochs and every member's
 // reconciliation: a broker restart does not make its consumers rebalance
@@ -135,8 +165,12 @@
 // and calls its reply function exactly once: from a shard goroutine (the
 // usual case), or from the caller's goroutine when the request is refused
 // before reaching a shard. Reply functions must not block; they encode and
-// send. Start and Close must not be called concurrently; Close must come
-// before the engine's Close.
+// send. Elected and Resigned only queue work to the partition's shard (the
+// replay runs on a goroutine of its own), so replication/node calls them
+// from its apply goroutine; calls for one partition must come in the order
+// of the changes, which the epochs they carry check besides. Start and
+// Close must not be called concurrently; Close must come before the
+// engine's Close.
 //
 // # Non-obvious invariants
 //
@@ -168,6 +202,24 @@
 //   - A known member joining again with epoch 0 has given up all its
 //     partitions (a join carries none): it starts over, releasing them.
 //     Kafka fences such a join unless it repeats a lost first join.
+//   - A term's replay starts once the previous term's writes completed
+//     (afterWrites): a write of the old term still in flight when this
+//     broker is elected again without a resignation between would
+//     otherwise land in the log after the replay read it, and be missing
+//     from memory.
+//   - An election older than the last election or resignation seen is
+//     stale, one at the same epoch a repeat: the node's hook and the
+//     catch-up at start (cmd/ringlog hostGroups) may report the same
+//     change twice, in either order. A topic id that changed (the topic
+//     was deleted and created again) starts the epochs over.
+//   - A heartbeat that writes nothing but waits for the writes in flight
+//     fails as the last of them did: after a lost leadership its answer
+//     would report state that no replica may keep.
+//   - In a cluster, the partition count is fixed at Start (the topic's, or
+//     offsets.topic.num.partitions before the topic exists);
+//     FindCoordinator refuses to route groups while the topic has another
+//     count (COORDINATOR_NOT_AVAILABLE), rather than send them to the
+//     wrong partition's leader.
 //   - Bounds: a member's protocol metadata (MemberMetadataMaxBytes,
 //     MESSAGE_TOO_LARGE beyond), a group's metadata and assignments
 //     together (GroupMetadataMaxBytes, GROUP_MAX_SIZE_REACHED beyond), a

@@ -11,12 +11,12 @@ import (
 // are installed: it holds a partition in COORDINATOR_LOAD_IN_PROGRESS.
 var beforeInstall func(partition int32)
 
-// load replays every partition of __consumer_offsets, one after the other
-// on a goroutine of its own (ReadAll works on the log's published views,
-// not on the shard), and installs each partition's groups on its shard.
-// Nothing writes to a partition before it is installed: its groups answer
-// COORDINATOR_LOAD_IN_PROGRESS and expiry skips it.
-func (c *Coordinator) load() {
+// errClosed stops a replay when the coordinator closes.
+var errClosed = errors.New("group: coordinator closed")
+
+// loadAll elects this broker for every partition (a single broker leads
+// them all, at epoch 0) and closes c.loaded once each is replayed.
+func (c *Coordinator) loadAll() {
 	var left atomic.Int32
 	left.Store(int32(len(c.parts)))
 	finished := func(err error) {
@@ -27,36 +27,165 @@ func (c *Coordinator) load() {
 			close(c.loaded)
 		}
 	}
-	start := time.Now()
+	if len(c.parts) == 0 {
+		close(c.loaded)
+	}
 	for _, p := range c.parts {
-		st := newLoadState()
-		err := c.eng.ReadAll(p.tp, func(b []byte) error { return replayBatch(b, st) })
-		if err != nil {
-			err = fmt.Errorf("group: replay %s-%d: %w", p.tp.Topic, p.tp.Partition, err)
-			c.log.Error("group coordinator: partition unavailable", "err", err)
-		}
-		if st.bad > 0 {
-			c.log.Warn("group coordinator: skipped undecodable records", "partition", p.tp.Partition, "records", st.bad, "last_err", st.lastErr)
-		}
-		if beforeInstall != nil {
-			beforeInstall(p.tp.Partition)
-		}
-		callErr := c.eng.OnShard(p.tp, func() {
-			switch {
-			case p.state != partLoading:
-			case err != nil:
-				p.state = partFailed
-			default:
-				p.install(st)
-				p.state = partLoaded
+		err := c.eng.OnShard(p.tp, func() {
+			if !p.elect(0, finished) {
+				finished(nil)
 			}
-			finished(err)
 		})
-		if callErr != nil {
-			finished(errors.Join(err, callErr))
+		if err != nil {
+			finished(err)
 		}
 	}
-	c.log.Debug("group coordinator: replay queued", "partitions", len(c.parts), "took", time.Since(start))
+}
+
+// Elected tells the coordinator that this broker now leads partition part
+// of __consumer_offsets at leaderEpoch; replication/node calls it (through
+// its OnLeadership hook) once the engine's partition is the leader. The
+// partition's groups are replayed from its log on a goroutine of the
+// coordinator's, up to its LEO, and answer COORDINATOR_LOAD_IN_PROGRESS
+// meanwhile. Every election at a newer epoch is a new term, replayed
+// anew: the log may have moved while this broker followed. An election at
+// an older epoch than the partition's last is stale and ignored, one at
+// the same epoch a repeat. It only queues work to the partition's shard.
+func (c *Coordinator) Elected(part, leaderEpoch int32) {
+	c.onTerm(part, "elected", leaderEpoch, func(p *partition) { p.elect(leaderEpoch, nil) })
+}
+
+// Resigned tells the coordinator that this broker no longer leads
+// partition part, since leaderEpoch (the epoch of its new role; -1 when the
+// partition left this broker). The partition's groups are unloaded: timers
+// stop, parked JoinGroup and SyncGroup requests are answered
+// NOT_COORDINATOR, and so is every later request, so that clients look
+// for the new coordinator. Writes still waiting for the high watermark
+// were failed by the engine when it stopped leading (NOT_COORDINATOR too).
+// A resignation older than the partition's last election is stale. It
+// only queues work to the partition's shard.
+func (c *Coordinator) Resigned(part, leaderEpoch int32) {
+	c.onTerm(part, "resigned", leaderEpoch, func(p *partition) { p.resign(leaderEpoch) })
+}
+
+// onTerm runs fn on the shard of partition i, unless the coordinator
+// closed.
+func (c *Coordinator) onTerm(i int32, what string, epoch int32, fn func(p *partition)) {
+	if c.closed.Load() {
+		return
+	}
+	if i < 0 || int(i) >= len(c.parts) {
+		c.log.Error("group coordinator: leadership of a partition it does not know (offsets.topic.num.partitions differs from the topic's count?)",
+			"change", what, "partition", i, "partitions", len(c.parts))
+		return
+	}
+	p := c.parts[i]
+	err := c.eng.OnShard(p.tp, func() {
+		if !c.closed.Load() {
+			fn(p)
+		}
+	})
+	if err != nil {
+		c.log.Warn("group coordinator: leadership change not applied", "change", what, "partition", i, "epoch", epoch, "err", err)
+	}
+}
+
+// elect starts a term at epoch (shard only): unless the election is stale
+// or a repeat, the partition's groups are dropped and replayed, once the
+// previous term's writes have completed (they are in the log the replay
+// reads). finished, when set, is called when the replay is installed or
+// dropped; elect reports whether it will be.
+func (p *partition) elect(epoch int32, finished func(error)) bool {
+	info, ok := p.c.eng.Topic(p.tp.Topic)
+	if !ok {
+		p.c.log.Warn("group coordinator: elected for a partition the engine does not have", "partition", p.tp.Partition)
+		return false
+	}
+	if info.ID != p.topicID {
+		// The topic was deleted and created again: its epochs start over.
+		p.topicID, p.epoch = info.ID, -1
+	}
+	if epoch < p.epoch || (epoch == p.epoch && (p.state == partLoading || p.state == partLoaded)) {
+		return false
+	}
+	if p.state != partUnloaded {
+		p.unload() // a newer term without a resignation between
+	}
+	p.gen++
+	p.epoch, p.state = epoch, partLoading
+	gen := p.gen
+	p.afterWrites(func(error) {
+		go p.c.load(p, gen, epoch, finished)
+	})
+	return true
+}
+
+// resign ends the term (shard only).
+func (p *partition) resign(epoch int32) {
+	if epoch >= 0 && epoch < p.epoch {
+		return
+	}
+	p.epoch = max(p.epoch, epoch)
+	p.gen++
+	if p.state != partUnloaded {
+		p.unload()
+		p.c.log.Info("group coordinator: resigned", "partition", p.tp.Partition, "epoch", epoch)
+	}
+}
+
+// load replays one partition on the caller's goroutine (ReadAll works on
+// the log's published views, not on the shard) and installs its groups
+// on its shard, unless the term moved on meanwhile. Nothing writes to a
+// partition before it is installed: its groups answer
+// COORDINATOR_LOAD_IN_PROGRESS and expiry skips it.
+func (c *Coordinator) load(p *partition, gen uint64, epoch int32, finished func(error)) {
+	c.loadSem <- struct{}{}
+	start := time.Now()
+	st := newLoadState()
+	read := c.eng.ReadAll
+	if c.cfg.Replicated {
+		// The new leader's high watermark may lag what the old one
+		// acknowledged; its log has it all (it was in the ISR).
+		read = c.eng.ReadAllToLEO
+	}
+	err := read(p.tp, func(b []byte) error {
+		if c.closed.Load() {
+			return errClosed
+		}
+		return replayBatch(b, st)
+	})
+	<-c.loadSem
+	if err != nil {
+		err = fmt.Errorf("group: replay %s-%d: %w", p.tp.Topic, p.tp.Partition, err)
+		if !errors.Is(err, errClosed) {
+			c.log.Error("group coordinator: partition unavailable", "err", err)
+		}
+	}
+	if st.bad > 0 {
+		c.log.Warn("group coordinator: skipped undecodable records", "partition", p.tp.Partition, "records", st.bad, "last_err", st.lastErr)
+	}
+	if beforeInstall != nil {
+		beforeInstall(p.tp.Partition)
+	}
+	callErr := c.eng.OnShard(p.tp, func() {
+		switch {
+		case p.gen != gen || p.state != partLoading:
+		case err != nil:
+			p.state = partFailed
+		default:
+			p.install(st)
+			p.state = partLoaded
+			if c.cfg.Replicated {
+				c.log.Info("group coordinator: loaded", "partition", p.tp.Partition, "epoch", epoch, "groups", len(p.groups), "took", time.Since(start).Round(time.Millisecond))
+			}
+		}
+		if finished != nil {
+			finished(err)
+		}
+	})
+	if callErr != nil && finished != nil {
+		finished(errors.Join(err, callErr))
+	}
 }
 
 // install builds the partition's groups from what replay found (Kafka's

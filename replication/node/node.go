@@ -114,8 +114,6 @@ type part struct {
 	// and when the stream paused the partition (0: fetching).
 	asked    int32
 	pausedAt time.Time
-	// local marks a partition of a broker-local topic (HostLocal).
-	local bool
 	// announced: the last OnLeadership call for the partition said
 	// leader (apply goroutine only).
 	announced bool
@@ -283,7 +281,7 @@ func (n *Node) apply(img *controller.Image) {
 	n.mu.Lock()
 	var gone []*part
 	for tp, p := range n.parts {
-		if !mine[tp] && !p.local {
+		if !mine[tp] {
 			gone = append(gone, p)
 			delete(n.parts, tp)
 		}
@@ -295,9 +293,6 @@ func (n *Node) apply(img *controller.Image) {
 		n.resigned(p, -1)
 	}
 	for name, t := range local {
-		if isLocalOnly(name) {
-			continue
-		}
 		if ct := img.Topic(name); ct == nil || [16]byte(ct.ID) != t.ID || !hosts(ct, me) {
 			if err := n.eng.DeleteTopic(name); err != nil && !errors.Is(err, engine.ErrUnknownTopicOrPartition) {
 				n.log.Error("node: cannot delete a topic the cluster no longer has here", "topic", name, "err", err)
@@ -316,11 +311,6 @@ func (n *Node) apply(img *controller.Image) {
 	}
 	n.mu.Unlock()
 }
-
-// isLocalOnly names the topics a broker keeps outside the cluster's
-// metadata: __consumer_offsets, which the group coordinator creates on each
-// broker (the coordinator is not yet partitioned across brokers).
-func isLocalOnly(name string) bool { return name == "__consumer_offsets" }
 
 func hosts(t *controller.Topic, id int32) bool {
 	for _, p := range t.Partitions {
@@ -515,46 +505,3 @@ func (n *Node) part(tp engine.TP) *part {
 }
 
 func (n *Node) String() string { return fmt.Sprintf("node %d", n.cfg.NodeID) }
-
-// HostLocal makes this broker the only replica and leader of every
-// partition of an engine topic that lives outside the cluster's metadata
-// (isLocalOnly: __consumer_offsets), with all that it holds committed. The
-// group coordinator calls it (group.Config.Host) before it replays the
-// topic.
-func (n *Node) HostLocal(topic string) error {
-	if !isLocalOnly(topic) {
-		return fmt.Errorf("node: %s is not a broker-local topic", topic)
-	}
-	info, ok := n.eng.Topic(topic)
-	if !ok {
-		return fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, topic)
-	}
-	me := n.cfg.NodeID
-	for i := range info.Partitions {
-		tp := engine.TP{Topic: topic, Partition: i}
-		st, err := n.eng.State(tp)
-		if err != nil {
-			return err
-		}
-		epoch := max(st.LeaderEpoch, 0)
-		if err := n.eng.BecomeLeader(tp, epoch); err != nil {
-			return err
-		}
-		if st, err = n.eng.State(tp); err != nil {
-			return err
-		}
-		l, err := replication.NewLeader(replication.LeaderState{ID: me, LeaderEpoch: epoch, Replicas: []int32{me}, ISR: []int32{me},
-			LEO: st.LEO, HW: st.LEO}, replication.Config{LagTimeMax: n.cfg.LagTimeMax, MinISR: 1}, time.Now())
-		if err != nil {
-			return err
-		}
-		pt := &part{tp: tp, id: info.ID, role: engine.RoleLeader, leaderID: me, leaderEpoch: epoch,
-			replicas: []int32{me}, isr: []int32{me}, leader: l, local: true}
-		n.mu.Lock()
-		n.parts[tp] = pt
-		n.mu.Unlock()
-		_ = n.eng.SetISR(tp, 1)
-		_ = n.eng.SetHW(tp, st.LEO)
-	}
-	return nil
-}
