@@ -49,7 +49,20 @@ func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, fetchOffset int64, c
 	for _, r := range l.MaximalISR() {
 		inISR = inISR || r == replicaID
 	}
-	moved, err := l.FollowerFetch(replicaID, fetchOffset, time.Now())
+	now := time.Now()
+	var appended bool
+	if fetchOffset > l.LEO() {
+		// The follower copied what the log published before the engine's
+		// OnAppended told the leader (the shard wakes waiting fetches
+		// first, and a fetch in flight reads whatever is published): take
+		// the LEO from the engine rather than answer OFFSET_OUT_OF_RANGE,
+		// which would make the follower truncate what it just copied.
+		if st, err := n.eng.State(tp); err == nil && st.LEO > l.LEO() {
+			appended, _ = l.LeaderAppended(st.LEO, now)
+		}
+	}
+	moved, err := l.FollowerFetch(replicaID, fetchOffset, now)
+	moved = moved || appended
 	hw := l.HW()
 	_, expand := l.ExpandProposal()
 	pt.mu.Unlock()
