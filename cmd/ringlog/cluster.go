@@ -82,6 +82,35 @@ func (c *cluster) offsetsPartitions(def int32) int32 {
 	return def
 }
 
+// clusterID is cluster.id, or without one the id derived from the voter
+// list (controller.ClusterIDFromVoters): brokers started with the same
+// -controller-voters report one cluster id, as Kafka's do.
+func (c *cluster) clusterID() (string, error) {
+	if c.s.clusterID != "" {
+		return c.s.clusterID, nil
+	}
+	voters, err := controller.ParseVoters(c.s.cluster.voters)
+	if err != nil {
+		return "", fmt.Errorf("controller voters: %w", err)
+	}
+	return controller.ClusterIDFromVoters(voters), nil
+}
+
+// producerIDBlock is the engine's ProducerIDBlock: a block of producer ids
+// from the quorum for this broker's current incarnation (KIP-730), so that
+// no two brokers give one id to two producers. It runs on an
+// InitProducerId request's goroutine, after start.
+func (c *cluster) producerIDBlock() (start, end int64, err error) {
+	b, ok := c.ctl.Image().Broker(c.s.nodeID)
+	if !ok {
+		return 0, 0, fmt.Errorf("broker %d is not registered with the quorum yet", c.s.nodeID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start, n, err := c.ctl.AllocateProducerIDs(ctx, c.s.nodeID, b.Epoch)
+	return start, start + n, err
+}
+
 // start opens the controller (raft under <data-dir>/controller) and starts
 // replication on eng.
 func (c *cluster) start(eng *engine.Engine) error {

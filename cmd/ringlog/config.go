@@ -30,6 +30,7 @@ type settings struct {
 	admin         string
 	nodeID        int32
 	rack          string
+	clusterID     string // cluster.id; empty: derived from the voters in a cluster (cluster.clusterID)
 	autoCreate    bool
 	numPartitions int32
 	maxFrameBytes int32
@@ -211,6 +212,8 @@ func (s *settings) set(k, v string) error {
 		s.nodeID = int32(n)
 	case "broker.rack":
 		s.rack = v
+	case "cluster.id":
+		s.clusterID = v
 	case "num.partitions":
 		n, err = num(1, 10000)
 		s.numPartitions = int32(n)

@@ -59,6 +59,8 @@ func run(args []string) error {
 	nodeID := fs.Int("node-id", 0, "this broker's node id")
 	voters := fs.String("controller-voters", "", "the metadata quorum, id@host:port of each voter's controller listener (this node's included); empty runs a single broker without replication")
 	rack := fs.String("rack", "", "broker.rack, for rack-aware replica placement and follower fetching")
+	clusterID := fs.String("cluster-id", "", "cluster.id, Kafka's Uuid in base64 (22 characters), recorded in the data directory at first start and checked at every start; "+
+		"empty: with -controller-voters derived from the voter list (the same on brokers given the same list), else random")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,6 +99,8 @@ func run(args []string) error {
 			s.cluster.voters = *voters
 		case "rack":
 			s.rack = *rack
+		case "cluster-id":
+			s.clusterID = *clusterID
 		}
 	})
 	if err != nil {
@@ -125,12 +129,18 @@ func serve(s settings) error {
 		RetentionCheckInterval: s.retentionTick, ProducerIDExpiration: s.producerExp, Cleaner: s.cleaner,
 		NodeID: s.nodeID, Logger: logger,
 	}
+	engCfg.ClusterID = s.clusterID
 	cl, err := newCluster(s, logger)
 	if err != nil {
 		return err
 	}
 	if cl != nil {
 		engCfg.Replicated, engCfg.OnAppended = true, cl.node.OnAppended
+		// One cluster id on every broker, producer ids from the quorum.
+		if engCfg.ClusterID, err = cl.clusterID(); err != nil {
+			return err
+		}
+		engCfg.ProducerIDBlock = cl.producerIDBlock
 	}
 	eng, err := engine.Open(engCfg)
 	if err != nil {
