@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fetchedFrom counts, per broker, the record batches a client read.
@@ -79,5 +81,42 @@ func TestClusterFollowerFetching(t *testing.T) {
 	}
 	if got := consume(""); got[leader] == 0 || len(got) != 1 {
 		t.Fatalf("a consumer without a rack read batches from brokers %v; want only the leader %d", got, leader)
+	}
+
+	// Records deleted at the leader go from the followers too: their log
+	// start follows the leader's, as a fetch from the follower shows.
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1000})
+	if _, err := adm.DeleteRecords(ctx, offs); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.client()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicID := td[topic].ID
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxBytes = 12, -1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, topicID // kgo sends its highest common version
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 0, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(follower)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode == kerr.OffsetOutOfRange.Code && p.LogStartOffset == 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("follower %d still serves offset 0 (error %d, log start %d) 15 s after DeleteRecords(1000) at the leader", follower, p.ErrorCode, p.LogStartOffset)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -107,6 +107,19 @@ func (n *Node) stream(leader int32, addr string) *fetcher.Stream {
 	return s
 }
 
+// leaderMoved reports whether the leader's address is no longer the one
+// its stream connects to (it came back on another port).
+func (n *Node) leaderMoved(img *controller.Image, leader int32) bool {
+	b, ok := img.Broker(leader)
+	if !ok {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.streams[leader]
+	return st != nil && st.addr != b.Addr
+}
+
 // stopFollowing removes tp from the stream it is fetched by, if any.
 func (n *Node) stopFollowing(pt *part) {
 	pt.mu.Lock()
@@ -186,9 +199,33 @@ func (h *handler) Records(tp engine.TP, data []byte, hw, logStart int64, done fu
 	n.eng.AppendReplica(tp, data, func(leo int64, err error) {
 		if err == nil {
 			_ = n.eng.SetHW(tp, replication.FollowerHW(hw, logStart, leo))
+			n.followLogStart(tp, logStart)
 		}
 		done(leo, err)
 	})
+}
+
+// followLogStart moves a follower's log start up to its leader's (records
+// deleted there by DeleteRecords or retention), as Kafka's followers do,
+// once its own high watermark has reached it. It does not wait: the move
+// runs on a goroutine, one at a time per partition.
+func (n *Node) followLogStart(tp engine.TP, logStart int64) {
+	st, err := n.eng.State(tp)
+	if err != nil || logStart <= st.LogStartOffset || logStart > st.HW {
+		return
+	}
+	pt := n.part(tp)
+	if pt == nil || !pt.movingStart.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer pt.movingStart.Store(false)
+		if _, err := n.eng.DeleteRecords(tp, logStart); err != nil && n.ctx.Err() == nil {
+			n.log.Warn("node: cannot move the log start to the leader's", "topic", tp.Topic, "partition", tp.Partition, "log_start", logStart, "err", err)
+		}
+	}()
 }
 
 // Truncate carries out one step of the truncation walk (on a goroutine of
@@ -297,6 +334,7 @@ func (h *handler) HighWatermark(tp engine.TP, hw, logStart int64) {
 		return
 	}
 	_ = n.eng.SetHW(tp, replication.FollowerHW(hw, logStart, st.LEO))
+	n.followLogStart(tp, logStart)
 }
 
 // Paused notes that the stream stopped fetching tp; the next tick (or the

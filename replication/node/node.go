@@ -114,6 +114,8 @@ type part struct {
 	// and when the stream paused the partition (0: fetching).
 	asked    int32
 	pausedAt time.Time
+	// movingStart is set while the log start follows the leader's.
+	movingStart atomic.Bool
 	// announced: the last OnLeadership call for the partition said
 	// leader (apply goroutine only).
 	announced bool
@@ -380,7 +382,7 @@ func (n *Node) applyPartition(img *controller.Image, tp engine.TP, id [16]byte, 
 		n.becomeLeader(img, pt, p)
 		return
 	}
-	if same && pt.role == engine.RoleFollower {
+	if same && pt.role == engine.RoleFollower && !n.leaderMoved(img, p.Leader) {
 		return
 	}
 	n.becomeFollower(img, pt, p)
