@@ -208,6 +208,22 @@ func (c *testCluster) waitBrokers(n int) {
 			return
 		}
 		if time.Now().After(deadline) {
+			// What each broker says, to tell a stale broker from a
+			// missing registration.
+			for i, p := range c.procs {
+				if p.cmd == nil || p.cmd.ProcessState != nil {
+					continue
+				}
+				cl, cerr := kgo.NewClient(kgo.SeedBrokers(p.addr))
+				if cerr != nil {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				bm, berr := kadm.NewClient(cl).BrokerMetadata(ctx)
+				cancel()
+				cl.Close()
+				c.t.Logf("broker %d (%s) lists %v (err %v)", i+1, p.addr, bm.Brokers, berr)
+			}
 			c.t.Fatalf("%d brokers in the metadata after 30 s, want %d (err %v)", len(m.Brokers), n, err)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -175,10 +175,10 @@ func (n *Node) Image() *controller.Image {
 	return n.ctl.Image()
 }
 
-// WaitReady waits until the node caught up with the metadata quorum and
-// applied its state to the engine once: before that, this broker knows
-// neither its partitions' roles nor the cluster's current state, and must
-// not serve clients.
+// WaitReady waits until the node caught up with the metadata quorum,
+// applied its state to the engine, and sees this broker registered at its
+// current address: before that, this broker knows neither its partitions'
+// roles nor the cluster's current state, and must not serve clients.
 func (n *Node) WaitReady(ctx context.Context) error {
 	select {
 	case <-n.ready:
@@ -309,7 +309,12 @@ func (n *Node) apply(img *controller.Image) {
 	select {
 	case <-n.ready:
 	default:
-		close(n.ready)
+		// Ready once the cluster knows this broker as it is now (its
+		// registration at this address applied): before that, Metadata
+		// from here would send clients to an address of a previous run.
+		if b, ok := img.Broker(me); ok && !b.Fenced && b.Addr == n.cfg.Addr {
+			close(n.ready)
+		}
 	}
 	n.mu.Unlock()
 }
