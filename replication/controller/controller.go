@@ -28,12 +28,15 @@ const maxSnapshotBytes = 1 << 30
 // Controller is one node of the metadata quorum. All methods may be called
 // from any goroutine.
 type Controller struct {
-	cfg   Config
-	log   *slog.Logger
-	raft  *raft.Raft
-	trans *raft.NetworkTransport
-	mux   *mux
-	store *raftboltdb.BoltStore
+	cfg  Config
+	log  *slog.Logger
+	raft *raft.Raft
+	// raftReady is closed once raft is set: the listener, which the
+	// transport needs first, may hand over a forwarded request before.
+	raftReady chan struct{}
+	trans     *raft.NetworkTransport
+	mux       *mux
+	store     *raftboltdb.BoltStore
 
 	image atomic.Pointer[Image]
 	live  liveness
@@ -74,6 +77,7 @@ func Open(cfg Config) (*Controller, error) {
 		rpcIdle:         map[string][]net.Conn{},
 		brokers:         map[int32]bool{},
 		transferOnClose: true,
+		raftReady:       make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.image.Store(emptyImage())
@@ -169,6 +173,7 @@ func (c *Controller) open() (err error) {
 		return fmt.Errorf("controller: raft: %w", err)
 	}
 	c.raft = r
+	close(c.raftReady)
 	return nil
 }
 

@@ -144,7 +144,13 @@ func (c *Controller) serveRPC(conn net.Conn) {
 				err = errf(ErrInvalidRequest, "%s is not a request", cmd.typ)
 			default:
 				ctx, cancel := context.WithTimeout(c.ctx, min(max(timeout, time.Millisecond), rpcTimeoutMax))
-				r, err = c.lead(ctx, cmd)
+				select {
+				case <-c.raftReady:
+					r, err = c.lead(ctx, cmd)
+				case <-ctx.Done():
+					// Still opening: not a leader to anyone.
+					err = errf(ErrNotController, "node %d is starting", c.cfg.NodeID)
+				}
 				cancel()
 			}
 		}
