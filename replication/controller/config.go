@@ -45,7 +45,9 @@ type Config struct {
 	LeaderRebalanceInterval time.Duration
 
 	// ElectionTimeout is raft's heartbeat and election timeout (the leader
-	// lease is half). Default 500ms, sized for a LAN or loopback.
+	// lease is half). Default 1s, Kafka's controller.quorum.election.timeout.ms:
+	// 500ms made a leader on a saturated 2-core machine step down (its lease
+	// expired before its heartbeats went out).
 	ElectionTimeout time.Duration
 	// SnapshotThreshold is how many log entries raft writes between
 	// snapshots; as many are kept behind the snapshot for slow followers.
@@ -74,7 +76,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.BrokerSessionTimeout, 9*time.Second)
 	def(&cfg.BrokerHeartbeatInterval, 2*time.Second)
 	def(&cfg.LeaderRebalanceInterval, 300*time.Second)
-	def(&cfg.ElectionTimeout, 500*time.Millisecond)
+	def(&cfg.ElectionTimeout, time.Second)
 	def(&cfg.SnapshotInterval, 10*time.Second)
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 1024

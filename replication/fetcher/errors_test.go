@@ -303,8 +303,11 @@ func TestNoSpinIdle(t *testing.T) {
 	time.Sleep(time.Second)
 	st := s.Stats()
 	fetches, polls := st.Fetches-st0.Fetches, st.LongPolls-st0.LongPolls
-	if fetches < 4 || fetches > 6 || polls != fetches {
-		t.Errorf("%d fetches (%d long polls) in 1 s with a 200 ms max wait, want 4 to 6, all long polls", fetches, polls)
+	// At most 6 (5 waits of 200 ms, one more at the edge); fewer when the
+	// machine is loaded, which delays the answers: spinning is what this
+	// checks, not a rate.
+	if fetches < 1 || fetches > 6 || polls != fetches {
+		t.Errorf("%d fetches (%d long polls) in 1 s with a 200 ms max wait, want 1 to 6, all long polls", fetches, polls)
 	}
 }
 
