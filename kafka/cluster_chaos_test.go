@@ -56,10 +56,11 @@ const (
 )
 
 // chaosHarsh is the schedule of RINGLOG_CHAOS_HARSH=1, for hunting rather
-// than for CI: the second kill of every three events kills two brokers at
-// once (the quorum and every partition's min ISR lost until they return),
-// the cluster gets back to full ISR only before every fourth event (kills
-// land on partitions still catching up), and the producer runs at
+// than for CI, in rounds of four: a kill; two brokers killed at once and
+// back within the session timeout (the quorum and every partition's min
+// ISR lost meanwhile, nobody fenced); at once the kill of a leader (an
+// election among replicas that have just restarted); a stop. The cluster
+// gets back to full ISR only after the stop, and the producer runs at
 // chaosHarshRate with chaosHarshWindow records in flight.
 const (
 	chaosHarshRate   = 20000
@@ -126,18 +127,22 @@ func TestClusterChaos(t *testing.T) {
 	faultsEnd := faultsStart.Add(chaosRun)
 	for i := 0; time.Now().Before(faultsEnd); i++ {
 		td := chaosMetadata(t, adm, topic)
+		round, last := 3, 2
+		if harsh {
+			round, last = 4, 3
+		}
 		switch {
-		case i%3 == 2:
+		case i%round == last:
 			victim := chaosStopVictim(td, rng, stops%2 == 1)
 			led := chaosLeads(td, int32(victim+1))
 			t.Logf("SIGSTOP broker %d (leads %d partitions) for %v", victim+1, led, chaosStop)
 			c.pause(victim, chaosStop)
 			stops++
 			schedule = append(schedule, fmt.Sprintf("stop %d (leading %d)", victim+1, led))
-		case harsh && i%3 == 1:
+		case harsh && i%round == 1:
 			a := rng.IntN(3)
 			b := (a + 1 + rng.IntN(2)) % 3
-			down := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+			down := time.Duration(300+rng.IntN(1500)) * time.Millisecond
 			t.Logf("SIGKILL brokers %d and %d, restart after %v", a+1, b+1, down)
 			c.procs[a].signal(syscall.SIGKILL)
 			c.procs[b].signal(syscall.SIGKILL)
@@ -156,11 +161,21 @@ func TestClusterChaos(t *testing.T) {
 			schedule = append(schedule, fmt.Sprintf("kill %d and %d (down %v)", a+1, b+1, down))
 		default:
 			part := rng.IntN(chaosPartitions)
+			down := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+			if harsh && i%round == 2 {
+				// Right after the double kill: the partition's
+				// leader as the metadata has it by now, if any.
+				time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+				td = chaosMetadata(t, adm, topic)
+				if td.Partitions[int32(part)].Leader < 1 {
+					t.Logf("partition %d has no leader yet; no kill", part)
+					continue
+				}
+			}
 			leader := td.Partitions[int32(part)].Leader
 			if leader < 1 || int(leader) > len(c.procs) {
 				t.Fatalf("partition %d: leader %d", part, leader)
 			}
-			down := time.Duration(300+rng.IntN(2700)) * time.Millisecond
 			t.Logf("SIGKILL broker %d, leader of partition %d, restart after %v", leader, part, down)
 			c.procs[leader-1].signal(syscall.SIGKILL) // its exit status is "killed"
 			time.Sleep(down)
@@ -168,12 +183,14 @@ func TestClusterChaos(t *testing.T) {
 			kills++
 			schedule = append(schedule, fmt.Sprintf("kill %d (leader of %d, down %v)", leader, part, down))
 		}
-		if !harsh || i%4 == 3 {
+		if !harsh || i%round == last {
 			if err := c.waitISR(adm, topic, 3, 20*time.Second); err != nil {
 				t.Fatalf("after %s: %v", schedule[len(schedule)-1], err)
 			}
 		}
-		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		if !harsh || i%round != 1 {
+			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		}
 	}
 	faults := time.Since(faultsStart)
 	live.stop()
