@@ -100,29 +100,41 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 		seen[name] = true
 		info, ok := s.eng.Topic(name)
 		if !ok {
-			var err error
-			switch {
-			case engine.ValidateTopicName(name) != nil:
-				err = engine.ValidateTopicName(name)
-			case !autoCreate:
-				err = fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, name)
-			case created >= s.cfg.AutoCreateMax:
-				err = errAutoCreateLater
-			default:
+			err := s.autoCreateRefusal(name, autoCreate, created)
+			if err == nil {
 				created++
 				info, err = s.autoCreate(name)
 			}
 			if err != nil {
-				t := kmsg.NewMetadataResponseTopic()
-				t.Topic = &name
-				t.ErrorCode = metadataErrorCode(err)
-				resp.Topics = append(resp.Topics, t)
+				resp.Topics = append(resp.Topics, metadataTopicError(name, err))
 				continue
 			}
 		}
 		resp.Topics = append(resp.Topics, s.topicMetadata(req, info))
 	}
 	return resp
+}
+
+// autoCreateRefusal says why a Metadata request does not create the
+// missing topic name; nil means it does.
+func (s *Server) autoCreateRefusal(name string, autoCreate bool, created int) error {
+	switch {
+	case engine.ValidateTopicName(name) != nil:
+		return engine.ValidateTopicName(name)
+	case !autoCreate:
+		return fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, name)
+	case created >= s.cfg.AutoCreateMax:
+		return errAutoCreateLater
+	}
+	return nil
+}
+
+// metadataTopicError answers a topic that Metadata cannot describe.
+func metadataTopicError(name string, err error) kmsg.MetadataResponseTopic {
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic = &name
+	t.ErrorCode = metadataErrorCode(err)
+	return t
 }
 
 // errAutoCreateLater: the request reached Config.AutoCreateMax.

@@ -89,9 +89,6 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err != nil {
 		return fail(err)
 	}
-	if s.cfg.Node != nil {
-		return s.clusterCreateTopic(t, overrides, cfg, validateOnly)
-	}
 	partitions, replication := t.NumPartitions, t.ReplicationFactor
 	if len(t.ReplicaAssignment) > 0 {
 		if t.ReplicationFactor != -1 {
@@ -100,10 +97,6 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 		if t.NumPartitions != -1 {
 			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1."))
 		}
-		if err := s.validateTopicAssignment(t.ReplicaAssignment); err != nil {
-			return fail(err)
-		}
-		partitions, replication = int32(len(t.ReplicaAssignment)), 1
 	} else {
 		if replication == 0 || replication < -1 {
 			return fail(refuse(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value."))
@@ -111,6 +104,17 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 		if partitions == 0 || partitions < -1 {
 			return fail(refuse(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."))
 		}
+	}
+	if s.cfg.Node != nil {
+		// The controller checks the counts against the live brokers.
+		return s.clusterCreateTopic(t, overrides, cfg, validateOnly)
+	}
+	if len(t.ReplicaAssignment) > 0 {
+		if err := s.validateTopicAssignment(t.ReplicaAssignment); err != nil {
+			return fail(err)
+		}
+		partitions, replication = int32(len(t.ReplicaAssignment)), 1
+	} else {
 		if replication > 1 {
 			return fail(refuse(kerr.InvalidReplicationFactor,
 				"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.",

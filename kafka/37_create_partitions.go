@@ -42,14 +42,20 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 // Kafka accepts any assignment naming registered brokers; any other is
 // INVALID_REPLICA_ASSIGNMENT.
 func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	var have int32
 	if s.cfg.Node != nil {
-		return s.clusterCreatePartitions(t, validateOnly)
+		ct := s.cfg.Node.Image().Topic(t.Topic)
+		if ct == nil {
+			return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
+		}
+		have = int32(len(ct.Partitions))
+	} else {
+		info, ok := s.eng.Topic(t.Topic)
+		if !ok {
+			return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
+		}
+		have = info.Partitions
 	}
-	info, ok := s.eng.Topic(t.Topic)
-	if !ok {
-		return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
-	}
-	have := info.Partitions
 	switch {
 	case t.Count == have:
 		return refuse(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
@@ -62,6 +68,12 @@ func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validate
 		if add := t.Count - have; int64(len(t.Assignment)) != int64(add) {
 			return refuse(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(t.Assignment))
 		}
+	}
+	if s.cfg.Node != nil {
+		// The controller checks the brokers the assignment names.
+		return s.clusterCreatePartitions(t, validateOnly)
+	}
+	if t.Assignment != nil {
 		for _, a := range t.Assignment {
 			if err := s.validateAssignment(a.Replicas); err != nil {
 				return err

@@ -107,26 +107,16 @@ func (s *Server) handleMetadataCluster(req *kmsg.MetadataRequest, resp *kmsg.Met
 		t := img.Topic(name)
 		if t == nil {
 			var err error
-			switch {
-			case engine.ValidateTopicName(name) != nil:
-				err = engine.ValidateTopicName(name)
-			case name == group.OffsetsTopic && s.cfg.Groups != nil:
+			if name == group.OffsetsTopic && s.cfg.Groups != nil {
 				// As Kafka does, whatever allow_auto_topic_creation says:
 				// created with the coordinator's settings.
 				t, err = s.offsetsTopic()
-			case !autoCreate:
-				err = fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, name)
-			case created >= s.cfg.AutoCreateMax:
-				err = errAutoCreateLater
-			default:
+			} else if err = s.autoCreateRefusal(name, autoCreate, created); err == nil {
 				created++
 				t, err = s.clusterAutoCreate(name)
 			}
 			if err != nil {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.Topic = &name
-				mt.ErrorCode = metadataErrorCode(err)
-				resp.Topics = append(resp.Topics, mt)
+				resp.Topics = append(resp.Topics, metadataTopicError(name, err))
 				continue
 			}
 		}

@@ -28,7 +28,8 @@ func (s *Server) topicExists(name string) bool {
 	return ok
 }
 
-// clusterCreateTopic creates a topic through the controller.
+// clusterCreateTopic creates a topic through the controller, after
+// createTopic's checks of the request's shape.
 func (s *Server) clusterCreateTopic(t *kmsg.CreateTopicsRequestTopic, overrides map[string]string, cfg engine.TopicConfig, validateOnly bool) kmsg.CreateTopicsResponseTopic {
 	rt := kmsg.NewCreateTopicsResponseTopic()
 	rt.Topic = t.Topic
@@ -39,12 +40,6 @@ func (s *Server) clusterCreateTopic(t *kmsg.CreateTopicsRequestTopic, overrides 
 	req := controller.CreateTopicRequest{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor,
 		Configs: overrides, ValidateOnly: validateOnly}
 	if len(t.ReplicaAssignment) > 0 {
-		if t.ReplicationFactor != -1 {
-			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1."))
-		}
-		if t.NumPartitions != -1 {
-			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1."))
-		}
 		as := make([][]int32, len(t.ReplicaAssignment))
 		for _, a := range t.ReplicaAssignment {
 			if a.Partition < 0 || int(a.Partition) >= len(as) || as[a.Partition] != nil {
@@ -56,16 +51,8 @@ func (s *Server) clusterCreateTopic(t *kmsg.CreateTopicsRequestTopic, overrides 
 			as[a.Partition] = a.Replicas
 		}
 		req.Assignments = as
-	} else {
-		if t.ReplicationFactor == 0 || t.ReplicationFactor < -1 {
-			return fail(refuse(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value."))
-		}
-		if t.NumPartitions == 0 || t.NumPartitions < -1 {
-			return fail(refuse(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."))
-		}
-		if req.Partitions == -1 {
-			req.Partitions = s.eng.NumPartitions()
-		}
+	} else if req.Partitions == -1 {
+		req.Partitions = s.eng.NumPartitions()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
@@ -114,29 +101,13 @@ func (s *Server) clusterDeleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTo
 	return deleteAnswer(d.name, [16]byte(t.ID), err)
 }
 
-// clusterCreatePartitions grows a topic through the controller. A
-// validate-only request is checked here only: the controller's placement
-// is not tried.
+// clusterCreatePartitions grows a topic through the controller, after
+// createPartitions' checks. A validate-only request is checked there
+// only: the controller's placement is not tried.
 func (s *Server) clusterCreatePartitions(t *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
-	ct := s.cfg.Node.Image().Topic(t.Topic)
-	if ct == nil {
-		return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
-	}
-	have := int32(len(ct.Partitions))
-	switch {
-	case t.Count == have:
-		return refuse(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
-	case t.Count < have:
-		return refuse(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", t.Topic, have, t.Count)
-	}
 	var as [][]int32
-	if t.Assignment != nil {
-		if add := t.Count - have; int64(len(t.Assignment)) != int64(add) {
-			return refuse(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(t.Assignment))
-		}
-		for _, a := range t.Assignment {
-			as = append(as, a.Replicas)
-		}
+	for _, a := range t.Assignment {
+		as = append(as, a.Replicas)
 	}
 	if validateOnly {
 		return nil
