@@ -79,7 +79,20 @@ func (h *testHandler) response() *Response {
 	return r
 }
 
+// ours holds the local addresses of the connections this test binary
+// dialed. Other processes on the machine (the kafka package's tests, run
+// at the same time by go test) dial ports on 127.0.0.1 too: a Kafka client
+// still retrying a broker its test killed reaches whichever server got that
+// port next. A frame from such a stranger is not the test protocol's.
+var ours sync.Map
+
+func remember(nc net.Conn) { ours.Store(nc.LocalAddr().String(), true) }
+
 func (h *testHandler) Serve(c *Conn, seq uint64, frame []byte) {
+	if _, ok := ours.Load(c.RemoteAddr().String()); !ok {
+		c.Close()
+		return
+	}
 	h.served.Add(1)
 	if len(frame) == 0 {
 		c.Reply(seq, h.response())
@@ -215,6 +228,7 @@ func dial(t testing.TB, s *Server) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	remember(nc)
 	t.Cleanup(func() { _ = nc.Close() })
 	return &client{t: t, nc: nc.(*net.TCPConn), br: bufio.NewReaderSize(nc, 256<<10)}
 }
@@ -280,5 +294,9 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 func dialRaw(s *Server) (net.Conn, error) {
-	return net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	nc, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	if err == nil {
+		remember(nc)
+	}
+	return nc, err
 }
