@@ -63,6 +63,9 @@ type fetch struct {
 	// replica is the broker id of a follower fetching from this leader,
 	// -1 for a consumer.
 	replica int32
+	// replicaEpoch is that follower's broker epoch (v15+, KIP-903), -1
+	// when it sent none.
+	replicaEpoch int64
 	// rack is the consumer's client.rack (v11+, KIP-392).
 	rack string
 
@@ -166,8 +169,9 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 	// Kafka answers a fetch from a broker outside the replica set with
 	// NOT_LEADER_OR_FOLLOWER.
 	replicaID := req.ReplicaID
+	f.replicaEpoch = -1
 	if req.Version >= 15 {
-		replicaID = req.ReplicaState.ID
+		replicaID, f.replicaEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
 	}
 	replicaErr := int16(0)
 	switch {
@@ -277,7 +281,7 @@ func (f *fetch) read() (bytes int64, done bool) {
 func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) bool {
 	p.preferredSet = false
 	if f.replica >= 0 {
-		return s.readReplicaPart(p, f.replica, maxBytes, minOne)
+		return s.readReplicaPart(p, f.replica, f.replicaEpoch, maxBytes, minOne)
 	}
 	leads := s.clusterLeads(p.tp)
 	if !leads && !s.followerServes(p.tp, f.version) {
@@ -329,8 +333,8 @@ func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) b
 // readReplicaPart reads one partition for a follower: the fetch offset is
 // its LEO, which the leader records first (it may move the high
 // watermark), and the read goes up to the leader's LEO.
-func (s *Server) readReplicaPart(p *fetchPart, replica int32, maxBytes int64, minOne bool) bool {
-	if err := s.cfg.Node.FollowerFetch(p.tp, replica, p.offset, p.leaderEpoch); err != nil {
+func (s *Server) readReplicaPart(p *fetchPart, replica int32, brokerEpoch, maxBytes int64, minOne bool) bool {
+	if err := s.cfg.Node.FollowerFetch(p.tp, replica, brokerEpoch, p.offset, p.leaderEpoch); err != nil {
 		p.fail(errorCode(err))
 		if errors.Is(err, replication.ErrOffsetOutOfRange) {
 			// The follower resets from the leader's offsets.

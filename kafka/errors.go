@@ -61,6 +61,8 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, engine.ErrStaleEpoch), errors.Is(err, node.ErrFencedLeaderEpoch):
 		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, replication.ErrStaleBrokerEpoch):
+		return kerr.StaleBrokerEpoch.Code
 	case errors.Is(err, node.ErrUnknownLeaderEpoch):
 		return kerr.UnknownLeaderEpoch.Code
 	case errors.Is(err, replication.ErrOffsetOutOfRange):

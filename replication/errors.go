@@ -45,6 +45,11 @@ var (
 	ErrLeaderEpoch = errors.New("replication: leader epoch mismatch")
 	// ErrTooManyWaiters means the acks=all wait queue is full.
 	ErrTooManyWaiters = errors.New("replication: too many produce requests waiting")
+	// ErrStaleBrokerEpoch means a fetch from an earlier incarnation of a
+	// follower (its broker epoch is older than one already seen): the
+	// process that sent it is gone, and what it fetched says nothing about
+	// the log of the one that replaced it (KIP-903).
+	ErrStaleBrokerEpoch = errors.New("replication: fetch from a previous incarnation of the follower")
 	// ErrInvalidAnswer means an OffsetForLeaderEpoch answer that breaks
 	// the protocol (an epoch above the one asked), which could otherwise
 	// make the follower ask forever.

@@ -13,13 +13,19 @@ type ISRChange struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	ISR            []int32
+	// Epochs holds, for each member of ISR, the broker epoch of the
+	// incarnation the leader judged (-1: the leader itself, or a follower
+	// that fetched without one). The controller refuses to add a member
+	// whose registration has moved on (INELIGIBLE_REPLICA, KIP-903's
+	// NewIsrWithEpochs): the leader judged a process that is gone.
+	Epochs []int64
 }
 
 // same reports whether c and o are the same request. Two requests with the
 // same base epochs and ISR are interchangeable: the controller applies
 // either at most once, so an answer to one answers the other.
 func (c ISRChange) same(o ISRChange) bool {
-	return c.LeaderEpoch == o.LeaderEpoch && c.PartitionEpoch == o.PartitionEpoch && slices.Equal(c.ISR, o.ISR)
+	return c.LeaderEpoch == o.LeaderEpoch && c.PartitionEpoch == o.PartitionEpoch && slices.Equal(c.ISR, o.ISR) && slices.Equal(c.Epochs, o.Epochs)
 }
 
 // PartitionState is the controller's word on the partition: an
@@ -78,7 +84,15 @@ func (l *Leader) ExpandProposal() (ISRChange, bool) {
 }
 
 func (l *Leader) change(isr []int32) ISRChange {
-	return ISRChange{LeaderEpoch: l.epoch, PartitionEpoch: l.partitionEpoch, ISR: inReplicaOrder(l.replicas, isr)}
+	c := ISRChange{LeaderEpoch: l.epoch, PartitionEpoch: l.partitionEpoch, ISR: inReplicaOrder(l.replicas, isr)}
+	c.Epochs = make([]int64, len(c.ISR))
+	for i, id := range c.ISR {
+		c.Epochs[i] = -1
+		if f := l.follower(id); f != nil {
+			c.Epochs[i] = f.brokerEpoch
+		}
+	}
+	return c
 }
 
 // ProposalSent marks c as sent to the controller. Until it is answered
@@ -95,7 +109,18 @@ func (l *Leader) ProposalSent(c ISRChange) error {
 	if err := checkAssignment(l.id, l.replicas, c.ISR); err != nil {
 		return err
 	}
-	c.ISR = inReplicaOrder(l.replicas, c.ISR)
+	if len(c.Epochs) != 0 && len(c.Epochs) != len(c.ISR) {
+		return fmt.Errorf("%w: %d broker epochs for ISR %v", ErrInvalidAssignment, len(c.Epochs), c.ISR)
+	}
+	ordered := inReplicaOrder(l.replicas, c.ISR)
+	if len(c.Epochs) != 0 {
+		epochs := make([]int64, len(ordered))
+		for i, id := range ordered {
+			epochs[i] = c.Epochs[slices.Index(c.ISR, id)]
+		}
+		c.Epochs = epochs
+	}
+	c.ISR = ordered
 	l.pending = &c
 	l.updateMaximal()
 	return nil
@@ -108,7 +133,7 @@ func (l *Leader) Pending() (ISRChange, bool) {
 		return ISRChange{}, false
 	}
 	c := *l.pending
-	c.ISR = slices.Clone(c.ISR)
+	c.ISR, c.Epochs = slices.Clone(c.ISR), slices.Clone(c.Epochs)
 	return c, true
 }
 

@@ -65,6 +65,9 @@ type follower struct {
 	// fenced replicas (fenced or shutting down brokers) may not join the
 	// ISR and do not hold the HW back unless they are already in it.
 	fenced bool
+	// brokerEpoch is the registration epoch of the incarnation the state
+	// above was learnt from (its fetches carry it, KIP-903); -1 unknown.
+	brokerEpoch int64
 }
 
 // Leader is one partition's leader-side replication state: the followers'
@@ -119,7 +122,7 @@ func NewLeader(s LeaderState, cfg Config, now time.Time) (*Leader, error) {
 		if id == s.ID {
 			continue
 		}
-		f := follower{id: id, leo: -1, lastFetchLeaderLEO: -1}
+		f := follower{id: id, leo: -1, lastFetchLeaderLEO: -1, brokerEpoch: -1}
 		if slices.Contains(s.ISR, id) {
 			f.lastCaughtUp = now
 		}
@@ -235,6 +238,35 @@ func (l *Leader) FollowerFetch(id int32, fetchOffset int64, now time.Time) (hwMo
 		return false, nil
 	}
 	return l.maybeIncrementHW(now), nil
+}
+
+// BrokerEpoch records that follower id's current incarnation has broker
+// epoch epoch (from its fetch, or from the cluster metadata; -1: unknown,
+// nothing checked). A newer epoch than the one the leader's view of the
+// follower was learnt from means the broker restarted: that view (LEO,
+// caught-up times) belonged to a process that is gone, whose log the new
+// one may not have (it may have truncated, or lost an unflushed tail), so
+// it is forgotten, and the follower starts over as one that has not
+// fetched from this leader. Without this a restarted follower could be
+// proposed for the ISR on its predecessor's LEO (KIP-903). An older epoch
+// than one already seen is a fetch of a dead incarnation still in flight:
+// ErrStaleBrokerEpoch, and the caller must not record that fetch.
+func (l *Leader) BrokerEpoch(id int32, epoch int64) error {
+	f := l.follower(id)
+	if f == nil {
+		return fmt.Errorf("%w: broker %d", ErrNotReplica, id)
+	}
+	switch {
+	case epoch < 0 || epoch == f.brokerEpoch:
+		return nil
+	case epoch < f.brokerEpoch:
+		return fmt.Errorf("%w: broker %d at epoch %d, fetch from epoch %d", ErrStaleBrokerEpoch, id, f.brokerEpoch, epoch)
+	}
+	if f.brokerEpoch >= 0 {
+		*f = follower{id: id, leo: -1, lastFetchLeaderLEO: -1, fenced: f.fenced}
+	}
+	f.brokerEpoch = epoch
+	return nil
 }
 
 func laterOf(a, b time.Time) time.Time {

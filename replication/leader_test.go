@@ -412,3 +412,64 @@ func TestStaleISRAnswers(t *testing.T) {
 	}
 	wantISR(t, l, []int32{1}, []int32{1})
 }
+
+// KIP-903: what the leader learnt from a follower's fetches belongs to the
+// incarnation that sent them. A follower that restarted (a newer broker
+// epoch, from the metadata or its own fetch) starts over: its
+// predecessor's LEO neither proposes it for the ISR nor counts for the HW,
+// and a fetch of the dead incarnation still in flight is refused.
+func TestRestartedFollowerStartsOver(t *testing.T) {
+	l := mustLeader(t, LeaderState{ID: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}, LEO: 10, HW: 10}, testConfig(), t0)
+	if err := l.BrokerEpoch(2, 40); err != nil {
+		t.Fatal(err)
+	}
+	fetch(t, l, 2, 10, t0)
+	appendTo(t, l, 20, t0)
+	fetch(t, l, 2, 20, t0)
+	fetch(t, l, 3, 20, t0)
+	wantHW(t, l, 20)
+	if c, ok := l.ExpandProposal(); !ok || !slices.Equal(c.Epochs, []int64{-1, 40, -1}) {
+		t.Fatalf("expansion %+v %v of the caught-up follower at epoch 40", c, ok)
+	}
+	// Broker 2 restarts as epoch 55 (which may have lost 10..20, or will
+	// truncate them): the leader hears of it before its first fetch.
+	if err := l.BrokerEpoch(2, 55); err != nil {
+		t.Fatal(err)
+	}
+	if leo, _ := l.FollowerLEO(2); leo != -1 {
+		t.Fatalf("follower LEO %d after a restart, want -1 (unknown)", leo)
+	}
+	if c, ok := l.ExpandProposal(); ok {
+		t.Fatalf("expansion of a restarted follower on its predecessor's LEO: %v", c)
+	}
+	// The dead incarnation's last fetch arrives late.
+	if err := l.BrokerEpoch(2, 40); !errors.Is(err, ErrStaleBrokerEpoch) {
+		t.Fatalf("fetch of epoch 40 after 55: %v", err)
+	}
+	// The new incarnation catches up and is proposed with its epoch.
+	if err := l.BrokerEpoch(2, 55); err != nil {
+		t.Fatal(err)
+	}
+	fetch(t, l, 2, 20, t0)
+	c, ok := l.ExpandProposal()
+	if !ok || !slices.Equal(c.ISR, []int32{1, 2, 3}) || !slices.Equal(c.Epochs, []int64{-1, 55, -1}) {
+		t.Fatalf("expansion %+v %v, want ISR [1 2 3] with epochs [-1 55 -1]", c, ok)
+	}
+	// Epochs travel with the ISR members when a caller's order differs.
+	c2 := ISRChange{LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: []int32{3, 2, 1}, Epochs: []int64{-1, 55, -1}}
+	if err := l.ProposalSent(c2); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := l.Pending(); !slices.Equal(p.ISR, []int32{1, 2, 3}) || !slices.Equal(p.Epochs, []int64{-1, 55, -1}) {
+		t.Fatalf("pending %+v", p)
+	}
+	if err := l.ISRRejected(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ProposalSent(ISRChange{LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: []int32{1, 2}, Epochs: []int64{-1}}); !errors.Is(err, ErrInvalidAssignment) {
+		t.Fatalf("epochs not matching the ISR: %v", err)
+	}
+	if err := l.BrokerEpoch(9, 1); !errors.Is(err, ErrNotReplica) {
+		t.Fatalf("epoch of a non-replica: %v", err)
+	}
+}

@@ -52,6 +52,12 @@ type AlterPartitionRequest struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	ISR            []int32
+	// ISREpochs, when set, holds the broker epoch of each ISR member as the
+	// leader knew it when it judged that member in sync (-1: not checked).
+	// A member joining the ISR whose registration has another epoch is
+	// refused with INELIGIBLE_REPLICA: the leader judged an incarnation
+	// that is gone (Kafka's NewIsrWithEpochs, KIP-903).
+	ISREpochs []int64
 }
 
 // submit runs cmd on the leader and waits until this node applied it.
@@ -194,7 +200,7 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, set map[str
 func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (Partition, error) {
 	r, err := c.submit(ctx, &command{
 		typ: cmdAlterPartition, topic: req.Topic, partitions: req.Partition, brokerID: req.BrokerID,
-		epoch: req.BrokerEpoch, leaderEpoch: req.LeaderEpoch, partitionEpoch: req.PartitionEpoch, isr: req.ISR,
+		epoch: req.BrokerEpoch, leaderEpoch: req.LeaderEpoch, partitionEpoch: req.PartitionEpoch, isr: req.ISR, isrEpochs: req.ISREpochs,
 	})
 	if err != nil {
 		return Partition{}, err

@@ -52,6 +52,13 @@ func (e *encoder) int32s(v []int32) {
 	}
 }
 
+func (e *encoder) int64s(v []int64) {
+	e.uvarint(len(v))
+	for _, x := range v {
+		e.i64(x)
+	}
+}
+
 func (e *encoder) strs(v []string) {
 	e.uvarint(len(v))
 	for _, s := range v {
@@ -179,6 +186,18 @@ func (d *decoder) int32s() []int32 {
 	v := make([]int32, n)
 	for i := range v {
 		v[i] = d.i32()
+	}
+	return v
+}
+
+func (d *decoder) int64s() []int64 {
+	n := d.count(8)
+	if n == 0 {
+		return nil
+	}
+	v := make([]int64, n)
+	for i := range v {
+		v[i] = d.i64()
 	}
 	return v
 }

@@ -71,6 +71,7 @@ type command struct {
 	leaderEpoch    int32
 	partitionEpoch int32
 	isr            []int32
+	isrEpochs      []int64 // AlterPartition: optional, one per isr member
 	elect          []TopicPartition
 }
 
@@ -113,6 +114,11 @@ func (c *command) encode() []byte {
 		e.i32(c.leaderEpoch)
 		e.i32(c.partitionEpoch)
 		e.int32s(c.isr)
+		if len(c.isrEpochs) > 0 {
+			// A trailing field: entries written before it existed end
+			// after the ISR and still decode.
+			e.int64s(c.isrEpochs)
+		}
 	case cmdElectPreferred:
 		e.uvarint(len(c.elect))
 		for _, tp := range c.elect {
@@ -188,6 +194,9 @@ func decodeCommand(b []byte) (*command, error) {
 		c.leaderEpoch = d.i32()
 		c.partitionEpoch = d.i32()
 		c.isr = d.int32s()
+		if len(d.b) > 0 {
+			c.isrEpochs = d.int64s()
+		}
 	case cmdElectPreferred:
 		n := d.count(5)
 		if n > 0 {

@@ -40,6 +40,7 @@ func seedCommands() []*command {
 		{typ: cmdCreatePartitions, topic: "orders", partitions: 3, assignments: [][]int32{{1, 2}}},
 		{typ: cmdAlterConfigs, topic: "orders", configs: map[string]string{"a": "b"}, deletes: []string{"c"}},
 		{typ: cmdAlterPartition, topic: "orders", partitions: 1, brokerID: 2, epoch: 5, leaderEpoch: 1, partitionEpoch: 4, isr: []int32{2, 1}},
+		{typ: cmdAlterPartition, topic: "orders", partitions: 1, brokerID: 2, epoch: 5, leaderEpoch: 1, partitionEpoch: 4, isr: []int32{2, 1}, isrEpochs: []int64{-1, 3}},
 		{typ: cmdElectPreferred, elect: []TopicPartition{{"orders", 0}, {"x", 3}}},
 		{typ: cmdHeartbeat, brokerID: 1, epoch: 5},
 		// Broker 1 of seedImage, at its epoch: the fuzzer starts from a

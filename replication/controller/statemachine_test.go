@@ -191,6 +191,10 @@ func TestAlterPartitionErrors(t *testing.T) {
 		{"duplicate member", func(c *command) { c.isr = []int32{1, 2, 2} }, ErrInvalidRequest},
 		{"not a replica", func(c *command) { c.isr = []int32{1, 4} }, ErrIneligibleReplica},
 		{"fenced member", func(c *command) { c.isr = []int32{1, 3} }, ErrIneligibleReplica},
+		{"epochs not matching the ISR", func(c *command) { c.isr, c.isrEpochs = []int32{1, 2}, []int64{-1} }, ErrInvalidRequest},
+		{"member judged at a previous incarnation", func(c *command) {
+			c.isr, c.isrEpochs = []int32{1, 2}, []int64{-1, s.epoch(2) - 1}
+		}, ErrIneligibleReplica},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,6 +218,7 @@ func TestAlterPartitionErrors(t *testing.T) {
 	wantPartition(t, "image", s.part("t", 0), 1, []int32{1}, 0, 2)
 	grow := base
 	grow.partitionEpoch, grow.isr = 2, []int32{2, 1} // any order; stored in replica order
+	grow.isrEpochs = []int64{s.epoch(2), -1}
 	s.ok(&grow)
 	wantPartition(t, "grown", s.part("t", 0), 1, []int32{1, 2}, 0, 3)
 	grow.partitionEpoch = 3

@@ -171,12 +171,20 @@ func (t *tx) alterPartition(c *command) result {
 	if len(c.isr) == 0 || hasDuplicates(c.isr) || !slices.Contains(c.isr, p.Leader) {
 		return result{err: errf(ErrInvalidRequest, "%s-%d: ISR %v must list the leader %d once and no broker twice", c.topic, c.partitions, c.isr, p.Leader)}
 	}
-	for _, r := range c.isr {
+	if len(c.isrEpochs) != 0 && len(c.isrEpochs) != len(c.isr) {
+		return result{err: errf(ErrInvalidRequest, "%s-%d: %d broker epochs for ISR %v", c.topic, c.partitions, len(c.isrEpochs), c.isr)}
+	}
+	for i, r := range c.isr {
 		if !slices.Contains(p.Replicas, r) {
 			return result{err: errf(ErrIneligibleReplica, "%s-%d: broker %d is not a replica", c.topic, c.partitions, r)}
 		}
 		if !t.live(r) {
 			return result{err: errf(ErrIneligibleReplica, "%s-%d: broker %d is fenced", c.topic, c.partitions, r)}
+		}
+		if len(c.isrEpochs) != 0 && c.isrEpochs[i] >= 0 {
+			if b, _ := t.broker(r); b.Epoch != c.isrEpochs[i] {
+				return result{err: errf(ErrIneligibleReplica, "%s-%d: broker %d has epoch %d, the leader judged epoch %d", c.topic, c.partitions, r, b.Epoch, c.isrEpochs[i])}
+			}
 		}
 	}
 	np := p.clone()

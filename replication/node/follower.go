@@ -34,12 +34,12 @@ func (n *Node) becomeFollower(img *controller.Image, pt *part, p controller.Part
 	if !ok {
 		return
 	}
-	n.startFetching(pt, b.Addr)
+	n.startFetching(pt, b.Addr, n.ownEpoch(img))
 }
 
 // startFetching adds tp to the stream of its leader, asking first where to
-// truncate.
-func (n *Node) startFetching(pt *part, leaderAddr string) {
+// truncate; the stream's fetches carry this broker's epoch.
+func (n *Node) startFetching(pt *part, leaderAddr string, epoch int64) {
 	st, err := n.eng.State(pt.tp)
 	if err != nil {
 		return
@@ -71,53 +71,65 @@ func (n *Node) startFetching(pt *part, leaderAddr string) {
 	pt.asked = t.Ask
 	pt.pausedAt = time.Time{}
 	pt.mu.Unlock()
-	s := n.stream(leader, leaderAddr)
+	s := n.stream(leader, leaderAddr, epoch)
 	if s == nil {
 		return
 	}
 	s.Add(fp)
 }
 
-// stream returns the fetch stream to a leader, creating it (or replacing
-// it when the leader's address changed).
-func (n *Node) stream(leader int32, addr string) *fetcher.Stream {
+// stream returns the fetch stream to a leader, creating it, or replacing
+// it when the leader's address changed (it came back on another port) or
+// this broker's own epoch did (its fetches would carry the epoch of the
+// previous incarnation, which the leader refuses once it knows of this one).
+func (n *Node) stream(leader int32, addr string, epoch int64) *fetcher.Stream {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ctx.Err() != nil {
 		return nil
 	}
 	if st := n.streams[leader]; st != nil {
-		if st.addr == addr {
+		if st.addr == addr && st.epoch == epoch {
 			return st.s
 		}
 		go st.s.Close(context.Background())
 		delete(n.streams, leader)
 	}
 	cfg := n.cfg.Fetch
-	cfg.Addr, cfg.ReplicaID = addr, n.cfg.NodeID
-	if b, ok := n.ctl.Image().Broker(n.cfg.NodeID); ok {
-		cfg.BrokerEpoch = b.Epoch
-	}
+	cfg.Addr, cfg.ReplicaID, cfg.BrokerEpoch = addr, n.cfg.NodeID, epoch
 	s, err := fetcher.New(cfg, (*handler)(n))
 	if err != nil {
 		n.log.Error("node: cannot start a fetch stream", "leader", leader, "addr", addr, "err", err)
 		return nil
 	}
-	n.streams[leader] = &stream{addr: addr, s: s}
+	n.streams[leader] = &stream{addr: addr, epoch: epoch, s: s}
 	return s
 }
 
-// leaderMoved reports whether the leader's address is no longer the one
-// its stream connects to (it came back on another port).
-func (n *Node) leaderMoved(img *controller.Image, leader int32) bool {
-	b, ok := img.Broker(leader)
-	if !ok {
-		return false
+// ownEpoch is this broker's registration epoch in img, -1 before it has
+// registered.
+func (n *Node) ownEpoch(img *controller.Image) int64 {
+	if b, ok := img.Broker(n.cfg.NodeID); ok {
+		return b.Epoch
 	}
+	return -1
+}
+
+// staleStreams returns the leaders whose stream must be replaced: the
+// leader's address is no longer the one it connects to, or this broker's
+// epoch is no longer the one its fetches carry.
+func (n *Node) staleStreams(img *controller.Image) map[int32]bool {
+	epoch := n.ownEpoch(img)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	st := n.streams[leader]
-	return st != nil && st.addr != b.Addr
+	stale := map[int32]bool{}
+	for leader, st := range n.streams {
+		b, ok := img.Broker(leader)
+		if (ok && st.addr != b.Addr) || st.epoch != epoch {
+			stale[leader] = true
+		}
+	}
+	return stale
 }
 
 // stopFollowing removes tp from the stream it is fetched by, if any.
@@ -182,7 +194,7 @@ func (n *Node) retryPaused() {
 		leader := pt.leaderID
 		pt.mu.Unlock()
 		if b, ok := img.Broker(leader); ok {
-			n.startFetching(pt, b.Addr)
+			n.startFetching(pt, b.Addr, n.ownEpoch(img))
 		}
 	}
 }

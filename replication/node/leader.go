@@ -24,9 +24,12 @@ var (
 
 // FollowerFetch records a follower's fetch at fetchOffset (its LEO) before
 // the leader reads for it: it may move the high watermark and makes the
-// follower a candidate to join the ISR. currentEpoch is the leader epoch
-// the follower knows (-1: unchecked).
-func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, fetchOffset int64, currentEpoch int32) error {
+// follower a candidate to join the ISR. brokerEpoch is the follower's
+// registration epoch (Fetch v15's replica state, KIP-903; -1 unknown): a
+// fetch of an incarnation older than one already seen is refused with
+// replication.ErrStaleBrokerEpoch. currentEpoch is the leader epoch the
+// follower knows (-1: unchecked).
+func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, brokerEpoch, fetchOffset int64, currentEpoch int32) error {
 	pt := n.part(tp)
 	if pt == nil {
 		return ErrNotLeader
@@ -44,6 +47,13 @@ func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, fetchOffset int64, c
 	case currentEpoch > l.LeaderEpoch():
 		pt.mu.Unlock()
 		return ErrUnknownLeaderEpoch
+	}
+	if err := l.BrokerEpoch(replicaID, brokerEpoch); err != nil {
+		pt.mu.Unlock()
+		if errors.Is(err, replication.ErrNotReplica) {
+			return ErrNotLeader
+		}
+		return err
 	}
 	inISR := false
 	for _, r := range l.MaximalISR() {
@@ -162,7 +172,7 @@ func (n *Node) alterPartition(pt *part, l *replication.Leader, c replication.ISR
 		epoch = b.Epoch
 	}
 	res, err := n.ctl.AlterPartition(ctx, controller.AlterPartitionRequest{Topic: pt.tp.Topic, Partition: pt.tp.Partition,
-		BrokerID: n.cfg.NodeID, BrokerEpoch: epoch, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR})
+		BrokerID: n.cfg.NodeID, BrokerEpoch: epoch, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR, ISREpochs: c.Epochs})
 	pt.mu.Lock()
 	if pt.leader != l {
 		pt.mu.Unlock()

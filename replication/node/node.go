@@ -91,8 +91,9 @@ type Node struct {
 
 // stream is the fetch stream to one leader.
 type stream struct {
-	addr string
-	s    *fetcher.Stream
+	addr  string
+	epoch int64 // this broker's epoch its fetches carry
+	s     *fetcher.Stream
 }
 
 // part is one partition this broker is a replica of.
@@ -257,6 +258,9 @@ func (n *Node) apply(img *controller.Image) {
 		local[t.Name] = t
 	}
 	mine := map[engine.TP]bool{}
+	// Decided once for all partitions: the first follower of a stale
+	// stream replaces it, and every other one must then move too.
+	stale := n.staleStreams(img)
 	for _, name := range img.TopicNames() {
 		t := img.Topic(name)
 		replica := false
@@ -276,7 +280,7 @@ func (n *Node) apply(img *controller.Image) {
 			}
 			tp := engine.TP{Topic: name, Partition: int32(i)}
 			mine[tp] = true
-			n.applyPartition(img, tp, [16]byte(t.ID), p)
+			n.applyPartition(img, tp, [16]byte(t.ID), p, stale)
 		}
 	}
 	// Partitions no longer ours (their topic was deleted).
@@ -357,8 +361,9 @@ func (n *Node) ensureTopic(t *controller.Topic, have engine.TopicInfo) error {
 	return nil
 }
 
-// applyPartition brings one partition to the role and epochs of p.
-func (n *Node) applyPartition(img *controller.Image, tp engine.TP, id [16]byte, p controller.Partition) {
+// applyPartition brings one partition to the role and epochs of p; a
+// follower of a leader in stale starts again on a new stream.
+func (n *Node) applyPartition(img *controller.Image, tp engine.TP, id [16]byte, p controller.Partition, stale map[int32]bool) {
 	me := n.cfg.NodeID
 	n.mu.Lock()
 	pt := n.parts[tp]
@@ -387,7 +392,7 @@ func (n *Node) applyPartition(img *controller.Image, tp engine.TP, id [16]byte, 
 		n.becomeLeader(img, pt, p)
 		return
 	}
-	if same && pt.role == engine.RoleFollower && !n.leaderMoved(img, p.Leader) {
+	if same && pt.role == engine.RoleFollower && !stale[p.Leader] {
 		return
 	}
 	n.becomeFollower(img, pt, p)
@@ -457,8 +462,10 @@ func (n *Node) leaderUpdate(img *controller.Image, pt *part, p controller.Partit
 	}
 }
 
-// setFenced tells a leader which of its followers the controller fenced:
-// they cannot join the ISR.
+// setFenced tells a leader which of its followers the controller fenced
+// (they cannot join the ISR) and their current broker epochs (a follower
+// that registered again restarted: the leader forgets what its previous
+// incarnation fetched).
 func (n *Node) setFenced(img *controller.Image, pt *part) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
@@ -471,6 +478,11 @@ func (n *Node) setFenced(img *controller.Image, pt *part) {
 		}
 		b, ok := img.Broker(r)
 		_ = pt.leader.SetFenced(r, !ok || b.Fenced)
+		if ok {
+			// An error is a fetch that told of a newer epoch than this
+			// image: the image is behind, and the fetch was right.
+			_ = pt.leader.BrokerEpoch(r, b.Epoch)
+		}
 	}
 }
 
