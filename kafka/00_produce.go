@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -51,6 +52,11 @@ type produce struct {
 	// failed is set when a partition failed: an acks=0 producer, which
 	// reads no response, learns of it by losing its connection.
 	failed atomic.Bool
+	// answered holds, for an acks=all request in a cluster, one flag per
+	// partition sent to the engine: set by whichever of the engine's
+	// answer and the request's timeout comes first (see timeout).
+	answered []atomic.Bool
+	timer    *time.Timer
 }
 
 func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
@@ -102,9 +108,19 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
+	if req.Acks == -1 && s.cfg.Node != nil {
+		// In a cluster an acks=all answer waits for the followers, at
+		// most the request's timeout.ms (Kafka's produce purgatory).
+		n := 0
+		for i := range req.Topics {
+			n += len(req.Topics[i].Partitions)
+		}
+		p.answered = make([]atomic.Bool, n)
+	}
 	// The partitions go to the engine together, so that each shard is
 	// woken once per request rather than once per partition.
 	var items []engine.AppendItem
+	var outs []*kmsg.ProduceResponseTopicPartition // per item, for timeout
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := &p.resp.Topics[i]
@@ -134,8 +150,12 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 				continue
 			}
 			p.pending.Add(1)
+			slot := len(items)
 			items = append(items, engine.AppendItem{TP: engine.TP{Topic: name, Partition: rp.Partition}, Records: rp.Records,
 				Done: func(r engine.AppendResult, err error) {
+					if p.answered != nil && p.answered[slot].Swap(true) {
+						return // timed out and answered already
+					}
 					if err != nil {
 						p.fail(out, produceErrorCode(err), err.Error())
 					} else {
@@ -145,10 +165,29 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 					}
 					p.finish()
 				}})
+			if p.answered != nil {
+				outs = append(outs, out)
+			}
 		}
+	}
+	if p.answered != nil && len(items) > 0 {
+		p.timer = time.AfterFunc(time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond, func() { p.timeout(outs) })
 	}
 	s.eng.AppendBatch(items, opts)
 	p.finish()
+}
+
+// timeout answers the partitions of an acks=all request that the engine
+// has not answered by the request's timeout.ms with REQUEST_TIMED_OUT, as
+// Kafka's purgatory does: the records were appended on the leader and may
+// yet be committed, or not. outs[i] is the response slot of items[i].
+func (p *produce) timeout(outs []*kmsg.ProduceResponseTopicPartition) {
+	for i, out := range outs {
+		if !p.answered[i].Swap(true) {
+			p.fail(out, kerr.RequestTimedOut.Code, "the in-sync replicas did not acknowledge the records within the request's timeout")
+			p.finish()
+		}
+	}
 }
 
 // fail records a partition's error. Kafka answers a failed partition with
@@ -170,6 +209,9 @@ func (p *produce) fail(out *kmsg.ProduceResponseTopicPartition, code int16, msg 
 func (p *produce) finish() {
 	if p.pending.Add(-1) != 0 {
 		return
+	}
+	if p.timer != nil {
+		p.timer.Stop()
 	}
 	if p.acks == 0 {
 		p.cx.noReply()

@@ -1,0 +1,106 @@
+//go:build unix
+
+package kafka
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestClusterAcksAllTimeout: an acks=all produce whose follower stopped
+// answering is answered REQUEST_TIMED_OUT after the request's timeout.ms,
+// as Kafka's produce purgatory does, rather than held until the ISR
+// shrinks (replica.lag.time.max.ms later). The record was appended on the
+// leader: once the follower resumes it is committed and read back, and the
+// next acks=all produce succeeds.
+func TestClusterAcksAllTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two broker processes")
+	}
+	c := startCluster(t, 2, clusterProps)
+	const topic = "acks-timeout"
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 1, 2, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitISR(adm, topic, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Any broker answers Metadata, one that has not applied the topic yet
+	// too: ask until it names a leader.
+	leader := -1
+	for deadline := time.Now().Add(30 * time.Second); leader < 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader for the topic after 30 s")
+		}
+		leader = int(c.leaderOf(topic, 0) - 1)
+	}
+	follower := 1 - leader
+	w := dialWire(t, c.procs[leader].addr)
+	produce := func(value string, timeout time.Duration) *kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		req := produceReq(9, -1, topic, 0, testBatch(t, value, 1, -1, 0))
+		req.TimeoutMillis = int32(timeout / time.Millisecond)
+		res := w.roundTrip(req).(*kmsg.ProduceResponse)
+		return &res.Topics[0].Partitions[0]
+	}
+	if p := produce("before", 10*time.Second); p.ErrorCode != 0 {
+		t.Fatalf("acks=all produce with both replicas: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+
+	stopped := c.procs[follower].cmd.Process
+	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = stopped.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	// 300 ms is well inside replica.lag.time.max.ms and the session
+	// timeout (2 s): the follower is still in the ISR when the answer
+	// comes, so only the request's own timeout can explain it.
+	sent := time.Now()
+	p := produce("stuck", 300*time.Millisecond)
+	took := time.Since(sent)
+	resume()
+	if p.ErrorCode != kerr.RequestTimedOut.Code {
+		t.Fatalf("acks=all produce with the follower stopped: %v after %v, want REQUEST_TIMED_OUT", kerr.ErrorForCode(p.ErrorCode), took)
+	}
+	if p.BaseOffset != -1 {
+		t.Fatalf("timed out partition answered with base offset %d, want -1", p.BaseOffset)
+	}
+	t.Logf("REQUEST_TIMED_OUT after %v", took.Round(time.Millisecond))
+
+	if p := produce("after", 10*time.Second); p.ErrorCode != 0 {
+		t.Fatalf("acks=all produce after the follower resumed: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	cons := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	var got []string
+	for len(got) < 3 {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume: %v (read %v)", err, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if len(got) != 3 || got[0] != "before-0" || got[1] != "stuck-0" || got[2] != "after-0" {
+		t.Fatalf("read %q, want the three records in order, the timed out one committed since", got)
+	}
+}
