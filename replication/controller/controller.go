@@ -19,8 +19,14 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// closeTimeout bounds each step of Close that waits on raft.
+// closeTimeout bounds raft's shutdown beyond the transport's I/O timeout:
+// raft.Shutdown waits for its goroutines, and one may be inside an RPC to
+// a peer that stopped answering (a paused process keeps its connections
+// open) until that RPC's deadline.
 const closeTimeout = 5 * time.Second
+
+// transportTimeout is the I/O deadline of one raft RPC.
+func transportTimeout(cfg Config) time.Duration { return max(4*cfg.ElectionTimeout, time.Second) }
 
 // maxSnapshotBytes bounds a snapshot read back from disk.
 const maxSnapshotBytes = 1 << 30
@@ -132,7 +138,7 @@ func (c *Controller) open() (err error) {
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  c.mux,
 		MaxPool: 3,
-		Timeout: max(4*cfg.ElectionTimeout, time.Second),
+		Timeout: transportTimeout(*cfg),
 		Logger:  hl,
 	})
 
@@ -194,7 +200,7 @@ func (c *Controller) Close() error {
 		c.cancel()
 		c.brokersMu.Unlock()
 		c.wg.Wait()
-		if err := waitFuture(c.raft.Shutdown(), closeTimeout); err != nil {
+		if err := waitFuture(c.raft.Shutdown(), transportTimeout(c.cfg)+closeTimeout); err != nil {
 			c.closeErr = fmt.Errorf("controller: raft shutdown: %w", err)
 		}
 		c.release()
