@@ -57,8 +57,11 @@ type Config struct {
 	// producer-ids file, which is unique to one broker only. It is called
 	// from AllocateProducerID's goroutine with the producer-id mutex held
 	// (concurrent callers wait for the one block), may block, and must not
-	// call the engine's AllocateProducerID.
-	ProducerIDBlock func() (start, end int64, err error)
+	// call the engine's AllocateProducerID. floor is where the block must
+	// start at or above: the end of the last block, or of the ids a
+	// producer-ids file says this directory handed out before it had a
+	// quorum (0: none).
+	ProducerIDBlock func(floor int64) (start, end int64, err error)
 	// Replicated hands the partitions to a replication layer (replication.go):
 	// appends no longer move the high watermark (SetHW does), producer
 	// appends need the leader role (BecomeLeader), and the high watermarks
@@ -317,11 +320,9 @@ func (e *Engine) loadMeta() error {
 			return err
 		}
 	}
-	if e.cfg.ProducerIDBlock != nil {
-		// Blocks come from the cluster; a producer-ids file left by a
-		// single-broker past is not read.
-		return nil
-	}
+	// With a ProducerIDBlock hook the blocks come from the cluster; a
+	// producer-ids file left by a past without a quorum is only the floor
+	// of the first one, so that no id it handed out is handed out again.
 	return e.loadProducerIDs()
 }
 
@@ -387,7 +388,7 @@ func (e *Engine) AllocateProducerID() (int64, error) {
 	defer e.pidMu.Unlock()
 	if e.pidNext >= e.pidEnd {
 		if hook := e.cfg.ProducerIDBlock; hook != nil {
-			start, end, err := hook()
+			start, end, err := hook(e.pidEnd)
 			if err != nil {
 				return 0, fmt.Errorf("%w: %w", ErrNoProducerIDBlock, err)
 			}

@@ -18,7 +18,7 @@ const (
 	clusterB = "AAAAAAAAAAAAAAAAAAAAAA"
 )
 
-func openMeta(dir, clusterID string, hook func() (int64, int64, error)) (*Engine, error) {
+func openMeta(dir, clusterID string, hook func(floor int64) (int64, int64, error)) (*Engine, error) {
 	return Open(Config{Dir: dir, Shards: 1, NodeID: 1, ClusterID: clusterID, ProducerIDBlock: hook})
 }
 
@@ -100,11 +100,13 @@ func TestProducerIDBlockHookUsed(t *testing.T) {
 	var mu sync.Mutex
 	var calls int
 	next := int64(5000)
-	hook := func() (int64, int64, error) {
+	var floors []int64
+	hook := func(floor int64) (int64, int64, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
-		start := next
+		floors = append(floors, floor)
+		start := max(next, floor)
 		next += 3
 		return start, start + 3, nil
 	}
@@ -121,8 +123,8 @@ func TestProducerIDBlockHookUsed(t *testing.T) {
 		got = append(got, id)
 	}
 	want := []int64{5000, 5001, 5002, 5003, 5004, 5005, 5006}
-	if !slices.Equal(got, want) || calls != 3 {
-		t.Fatalf("ids %v from %d calls, want %v from 3", got, calls, want)
+	if !slices.Equal(got, want) || calls != 3 || !slices.Equal(floors, []int64{0, 5003, 5006}) {
+		t.Fatalf("ids %v from %d calls with floors %v, want %v from 3 with floors [0 5003 5006]", got, calls, floors, want)
 	}
 
 	// Concurrent callers: every id once, one call per block.
@@ -180,7 +182,7 @@ func TestProducerIDBlockHookErrors(t *testing.T) {
 		err        error
 	}{{0, 0, errQuorum}, {10, 12, nil}, {11, 20, nil}, {30, 30, nil}, {40, 41, nil}}
 	i := 0
-	hook := func() (int64, int64, error) {
+	hook := func(int64) (int64, int64, error) {
 		b := blocks[i]
 		i++
 		return b.start, b.end, b.err
@@ -206,6 +208,39 @@ func TestProducerIDBlockHookErrors(t *testing.T) {
 	}
 	if id, err := e.AllocateProducerID(); err != nil || id != 40 {
 		t.Fatalf("id %d, %v; want 40", id, err)
+	}
+}
+
+// TestProducerIDFileIsTheFirstFloor: a directory whose broker handed out
+// ids on its own (a producer-ids file) and now takes blocks from a quorum
+// asks for its first block above what it used, so that no id is handed
+// out twice across the change.
+func TestProducerIDFileIsTheFirstFloor(t *testing.T) {
+	dir := t.TempDir()
+	e, err := openMeta(dir, clusterA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := e.AllocateProducerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	var floor int64 = -1
+	e, err = openMeta(dir, clusterA, func(f int64) (int64, int64, error) {
+		floor = f
+		return f, f + 10, nil // the quorum's counter was below f
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	id, err := e.AllocateProducerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor < used+1 || id <= used {
+		t.Fatalf("first block asked above %d and gave id %d after id %d was used without a quorum", floor, id, used)
 	}
 }
 

@@ -28,12 +28,11 @@ type cluster struct {
 	groups atomic.Pointer[group.Coordinator]
 }
 
-// newCluster returns nil without -controller-voters: a single broker
-// without replication.
+// newCluster returns the broker's membership: of the quorum in
+// -controller-voters, or without it of a local quorum whose only voter it
+// is (a single broker runs the same metadata, replication and
+// coordination code as a cluster, with one replica per partition).
 func newCluster(s settings, logger *slog.Logger) (*cluster, error) {
-	if s.cluster.voters == "" {
-		return nil, nil
-	}
 	c := &cluster{s: s, log: logger}
 	c.node = node.New(node.Config{NodeID: s.nodeID, Addr: s.advertise, Rack: s.rack, LagTimeMax: s.cluster.lagTimeMax, Logger: logger,
 		Fetch: fetcher.Config{Slots: s.cluster.fetchSlots}, OnLeadership: c.onLeadership})
@@ -82,11 +81,24 @@ func (c *cluster) offsetsPartitions(def int32) int32 {
 	return def
 }
 
+// local reports whether the broker runs alone, its own one-voter quorum.
+func (c *cluster) local() bool { return c.s.cluster.voters == "" }
+
+// voters is the quorum.
+func (c *cluster) voters() ([]controller.Voter, error) {
+	if c.local() {
+		return controller.LocalQuorum(c.s.nodeID), nil
+	}
+	return controller.ParseVoters(c.s.cluster.voters)
+}
+
 // clusterID is cluster.id, or without one the id derived from the voter
 // list (controller.ClusterIDFromVoters): brokers started with the same
-// -controller-voters report one cluster id, as Kafka's do.
+// -controller-voters report one cluster id, as Kafka's do. A broker on
+// its own keeps the id its data directory recorded, or records a random
+// one (empty here: the engine's choice).
 func (c *cluster) clusterID() (string, error) {
-	if c.s.clusterID != "" {
+	if c.s.clusterID != "" || c.local() {
 		return c.s.clusterID, nil
 	}
 	voters, err := controller.ParseVoters(c.s.cluster.voters)
@@ -100,21 +112,21 @@ func (c *cluster) clusterID() (string, error) {
 // from the quorum for this broker's current incarnation (KIP-730), so that
 // no two brokers give one id to two producers. It runs on an
 // InitProducerId request's goroutine, after start.
-func (c *cluster) producerIDBlock() (start, end int64, err error) {
+func (c *cluster) producerIDBlock(floor int64) (start, end int64, err error) {
 	b, ok := c.ctl.Image().Broker(c.s.nodeID)
 	if !ok {
 		return 0, 0, fmt.Errorf("broker %d is not registered with the quorum yet", c.s.nodeID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	start, n, err := c.ctl.AllocateProducerIDs(ctx, c.s.nodeID, b.Epoch)
+	start, n, err := c.ctl.AllocateProducerIDs(ctx, c.s.nodeID, b.Epoch, floor)
 	return start, start + n, err
 }
 
 // start opens the controller (raft under <data-dir>/controller) and starts
 // replication on eng.
 func (c *cluster) start(eng *engine.Engine) error {
-	voters, err := controller.ParseVoters(c.s.cluster.voters)
+	voters, err := c.voters()
 	if err != nil {
 		return fmt.Errorf("controller voters: %w", err)
 	}
@@ -127,11 +139,53 @@ func (c *cluster) start(eng *engine.Engine) error {
 		return err
 	}
 	c.ctl = ctl
+	if c.local() && ctl.Fresh() {
+		// A data directory written before the broker had a quorum: its
+		// topics become the quorum's, or the node would delete them as
+		// unknown to the cluster.
+		if err := c.adopt(eng); err != nil {
+			ctl.Close()
+			return err
+		}
+	}
 	if err := c.node.Start(eng, ctl); err != nil {
 		ctl.Close()
 		return err
 	}
-	c.log.Info("cluster member", "node_id", c.s.nodeID, "voters", c.s.cluster.voters)
+	if c.local() {
+		c.log.Info("metadata quorum: local, this broker its only voter", "node_id", c.s.nodeID)
+	} else {
+		c.log.Info("cluster member", "node_id", c.s.nodeID, "voters", c.s.cluster.voters)
+	}
+	return nil
+}
+
+// adopt registers the topics of eng in a new local quorum, with their ids,
+// partition counts and configs, every partition on this broker alone.
+func (c *cluster) adopt(eng *engine.Engine) error {
+	topics := eng.Topics()
+	if len(topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Partitions are placed on registered brokers only; the node registers
+	// again when it starts (a new epoch, which changes nothing here).
+	if _, err := c.ctl.RegisterBroker(ctx, controller.BrokerInfo{ID: c.s.nodeID, Addr: c.s.advertise, Rack: c.s.rack}); err != nil {
+		return fmt.Errorf("adopting the topics of %s: %w", c.s.dataDir, err)
+	}
+	for _, t := range topics {
+		as := make([][]int32, t.Partitions)
+		for i := range as {
+			as[i] = []int32{c.s.nodeID}
+		}
+		_, err := c.ctl.CreateTopic(ctx, controller.CreateTopicRequest{Name: t.Name, Partitions: -1, ReplicationFactor: -1,
+			Assignments: as, Configs: t.Overrides, ID: controller.TopicID(t.ID)})
+		if err != nil {
+			return fmt.Errorf("adopting topic %q of %s: %w", t.Name, c.s.dataDir, err)
+		}
+	}
+	c.log.Info("topics adopted by the new local metadata quorum", "topics", len(topics))
 	return nil
 }
 

@@ -57,7 +57,7 @@ func run(args []string) error {
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty")
 	config := fs.String("config", "", "a Kafka server.properties file; flags override it")
 	nodeID := fs.Int("node-id", 0, "this broker's node id")
-	voters := fs.String("controller-voters", "", "the metadata quorum, id@host:port of each voter's controller listener (this node's included); empty runs a single broker without replication")
+	voters := fs.String("controller-voters", "", "the metadata quorum, id@host:port of each voter's controller listener (this node's included); empty: a broker on its own, the only voter of a local quorum (no listener)")
 	rack := fs.String("rack", "", "broker.rack, for rack-aware replica placement and follower fetching")
 	clusterID := fs.String("cluster-id", "", "cluster.id, Kafka's Uuid in base64 (22 characters), recorded in the data directory at first start and checked at every start; "+
 		"empty: with -controller-voters derived from the voter list (the same on brokers given the same list), else random")
@@ -134,14 +134,12 @@ func serve(s settings) error {
 	if err != nil {
 		return err
 	}
-	if cl != nil {
-		engCfg.Replicated, engCfg.OnAppended = true, cl.node.OnAppended
-		// One cluster id on every broker, producer ids from the quorum.
-		if engCfg.ClusterID, err = cl.clusterID(); err != nil {
-			return err
-		}
-		engCfg.ProducerIDBlock = cl.producerIDBlock
+	engCfg.Replicated, engCfg.OnAppended = true, cl.node.OnAppended
+	// One cluster id on every broker, producer ids from the quorum.
+	if engCfg.ClusterID, err = cl.clusterID(); err != nil {
+		return err
 	}
+	engCfg.ProducerIDBlock = cl.producerIDBlock
 	eng, err := engine.Open(engCfg)
 	if err != nil {
 		return err
@@ -150,42 +148,32 @@ func serve(s settings) error {
 	// quorum stops cleanly too.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	if cl != nil {
-		if err := cl.start(eng); err != nil {
-			eng.Close()
-			return err
-		}
-		if !cl.waitReady(sig) {
-			return errors.Join(cl.close(), eng.Close())
-		}
+	if err := cl.start(eng); err != nil {
+		eng.Close()
+		return err
+	}
+	if !cl.waitReady(sig) {
+		return errors.Join(cl.close(), eng.Close())
 	}
 	gcfg := s.groups
 	gcfg.Logger = logger
-	if cl != nil {
-		// __consumer_offsets is the cluster's: created through the
-		// controller when first needed, its partitions coordinated by
-		// their leaders.
-		gcfg.Replicated = true
-		gcfg.OffsetsTopicPartitions = cl.offsetsPartitions(gcfg.OffsetsTopicPartitions)
-	}
+	// __consumer_offsets is the cluster's: created through the controller
+	// when first needed, its partitions coordinated by their leaders.
+	gcfg.Replicated = true
+	gcfg.OffsetsTopicPartitions = cl.offsetsPartitions(gcfg.OffsetsTopicPartitions)
 	groups, err := group.Start(eng, gcfg)
 	if err != nil {
 		cl.close()
 		eng.Close()
 		return err
 	}
-	if cl != nil {
-		cl.hostGroups(groups)
-	}
+	cl.hostGroups(groups)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := kafka.NewMetrics(reg)
 	kcfg := kafka.Config{
 		NodeID: s.nodeID, AdvertisedHost: advHost, AdvertisedPort: int32(advPort), Rack: s.rack,
-		AutoCreateTopics: s.autoCreate, Logger: logger, Metrics: metrics, Groups: groups,
-	}
-	if cl != nil {
-		kcfg.Node = cl.node
+		AutoCreateTopics: s.autoCreate, Logger: logger, Metrics: metrics, Groups: groups, Node: cl.node,
 	}
 	srv := kafka.NewServer(kcfg, eng)
 	ioPortable := eng.IOChoice().Kind == ioring.Portable

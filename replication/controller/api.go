@@ -40,6 +40,10 @@ type CreateTopicRequest struct {
 	// ValidateOnly checks the request on the leader and returns the topic
 	// as it would be created, without creating it.
 	ValidateOnly bool
+	// ID, when set, is the topic's id instead of a new random one: a
+	// broker adopting the topics it held before it had a quorum keeps
+	// their ids (INVALID_REQUEST if another topic has it).
+	ID TopicID
 }
 
 // AlterPartitionRequest is a partition leader's ISR change (Kafka's
@@ -154,7 +158,7 @@ func (c *Controller) CreateTopic(ctx context.Context, req CreateTopicRequest) (*
 	}
 	r, err := c.submit(ctx, &command{
 		typ: cmdCreateTopic, topic: req.Name, partitions: req.Partitions, rf: req.ReplicationFactor,
-		assignments: req.Assignments, configs: req.Configs, validateOnly: req.ValidateOnly,
+		assignments: req.Assignments, configs: req.Configs, validateOnly: req.ValidateOnly, topicID: req.ID,
 	})
 	if err != nil {
 		return nil, err
@@ -235,8 +239,12 @@ func (c *Controller) ElectPreferredLeaders(ctx context.Context, partitions []Top
 // (STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED otherwise). A retried
 // call may have taken a block on its first attempt too: that block is
 // never handed out, which costs nothing but ids.
-func (c *Controller) AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch int64) (start, length int64, err error) {
-	r, err := c.submit(ctx, &command{typ: cmdAllocateProducerIDs, brokerID: brokerID, epoch: brokerEpoch})
+//
+// floor, when positive, makes the block start at or above it (the ids
+// below are skipped for good): a broker that handed out ids on its own
+// before it had a quorum passes the end of what it used.
+func (c *Controller) AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch, floor int64) (start, length int64, err error) {
+	r, err := c.submit(ctx, &command{typ: cmdAllocateProducerIDs, brokerID: brokerID, epoch: brokerEpoch, floor: max(floor, 0)})
 	if err != nil {
 		return 0, 0, err
 	}

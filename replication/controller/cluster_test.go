@@ -14,12 +14,29 @@ import (
 	"time"
 )
 
+// One voter, listening on its port or as a local quorum (no port, the
+// in-memory transport): the same state machine, persisted and restored.
 func TestOneVoterRestart(t *testing.T) {
-	nodes := newCluster(t, 1, func(cfg *Config) { cfg.BrokerSessionTimeout = time.Minute })
+	for _, local := range []bool{false, true} {
+		t.Run(map[bool]string{false: "listening", true: "local"}[local], func(t *testing.T) { testOneVoterRestart(t, local) })
+	}
+}
+
+func testOneVoterRestart(t *testing.T, local bool) {
+	nodes := newCluster(t, 1, func(cfg *Config) {
+		cfg.BrokerSessionTimeout = time.Minute
+		if local {
+			cfg.Listener.Close()
+			cfg.Listener, cfg.Voters, cfg.ElectionTimeout = nil, LocalQuorum(1), 0
+		}
+	})
 	nd := nodes[0]
 	ctx := ctxTimeout(t, 20*time.Second)
 	if err := nd.c.Sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if !nd.c.Fresh() {
+		t.Fatal("a new quorum does not say it is fresh")
 	}
 	if got := nd.c.LeaderID(); got != 1 {
 		t.Fatalf("LeaderID %d", got)
@@ -87,6 +104,9 @@ func TestOneVoterRestart(t *testing.T) {
 	if err := nd.c.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if nd.c.Fresh() {
+		t.Fatal("a reopened quorum says it is fresh")
+	}
 	if after := stateOf(nd.c.Image()); !bytes.Equal(before, after) {
 		t.Fatal("state changed across the restart")
 	}
@@ -97,7 +117,9 @@ func TestOneVoterRestart(t *testing.T) {
 	}
 	// A second node on the same directory fails instead of hanging.
 	cfg := nd.cfg
-	cfg.Listener = listen(t)
+	if !local {
+		cfg.Listener = listen(t)
+	}
 	if c2, err := Open(cfg); err == nil {
 		c2.Close()
 		t.Fatal("second Open on one directory succeeded")
@@ -435,6 +457,7 @@ func TestParseVotersAndConfig(t *testing.T) {
 		"not a voter":  {NodeID: 9, Voters: vs, Dir: "x"},
 		"no voters":    {NodeID: 1, Dir: "x"},
 		"hb > session": {NodeID: 1, Voters: vs, Dir: "x", BrokerHeartbeatInterval: time.Minute},
+		"no address":   {NodeID: 1, Voters: []Voter{{ID: 1}, {ID: 2, Addr: "h:1"}}, Dir: "x"},
 	} {
 		if _, err := Open(cfg); err == nil {
 			t.Errorf("%s: opened", name)

@@ -16,7 +16,7 @@ const (
 	cmdAlterPartition      cmdType = 9  // topic, partition, brokerID, epoch, leaderEpoch, partitionEpoch, isr
 	cmdElectPreferred      cmdType = 10 // elect (empty: every partition)
 	cmdHeartbeat           cmdType = 11 // brokerID, epoch; RPC only, never in the log
-	cmdAllocateProducerIDs cmdType = 12 // brokerID, epoch
+	cmdAllocateProducerIDs cmdType = 12 // brokerID, epoch[, floor]
 	cmdTypeEnd             cmdType = 13
 )
 
@@ -72,6 +72,7 @@ type command struct {
 	partitionEpoch int32
 	isr            []int32
 	isrEpochs      []int64 // AlterPartition: optional, one per isr member
+	floor          int64   // AllocateProducerIDs: the block starts at or above it
 	elect          []TopicPartition
 }
 
@@ -88,6 +89,10 @@ func (c *command) encode() []byte {
 	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs:
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
+		if c.typ == cmdAllocateProducerIDs && c.floor > 0 {
+			// A trailing field: entries written before it still decode.
+			e.i64(c.floor)
+		}
 	case cmdCreateTopic:
 		e.str(c.topic)
 		e.b = append(e.b, c.topicID[:]...)
@@ -168,6 +173,11 @@ func decodeCommand(b []byte) (*command, error) {
 	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs:
 		c.brokerID = d.i32()
 		c.epoch = d.i64()
+		if c.typ == cmdAllocateProducerIDs && len(d.b) > 0 {
+			if c.floor = d.i64(); c.floor <= 0 {
+				d.fail("producer id floor %d", c.floor)
+			}
+		}
 	case cmdCreateTopic:
 		c.topic = d.str()
 		copy(c.topicID[:], d.take(16))

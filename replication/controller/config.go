@@ -14,9 +14,26 @@ import (
 
 // Voter is one member of the quorum.
 type Voter struct {
-	ID   int32
-	Addr string // host:port of its controller listener (raft and forwarding RPC)
+	ID int32
+	// Addr is the host:port of its controller listener (raft and
+	// forwarding RPC). The one voter of a local quorum has none.
+	Addr string
 }
+
+// LocalQuorum is the quorum of a broker that runs alone: node id is its
+// only voter, and as no other node ever talks to it, raft runs over an
+// in-memory transport and nothing listens. It is the same state machine,
+// log and code path as any other quorum (a single broker is a one-voter
+// quorum, as a KRaft broker in combined mode is), without a port.
+func LocalQuorum(id int32) []Voter { return []Voter{{ID: id}} }
+
+// local reports whether cfg is a local quorum.
+func (cfg *Config) local() bool { return len(cfg.Voters) == 1 && cfg.Voters[0].Addr == "" }
+
+// localElectionTimeout is the election timeout of a local quorum: its only
+// voter elects itself without a message, so waiting longer only delays
+// the start.
+const localElectionTimeout = 20 * time.Millisecond
 
 // Config configures a controller node.
 type Config struct {
@@ -76,6 +93,9 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.BrokerSessionTimeout, 9*time.Second)
 	def(&cfg.BrokerHeartbeatInterval, 2*time.Second)
 	def(&cfg.LeaderRebalanceInterval, 300*time.Second)
+	if cfg.local() {
+		def(&cfg.ElectionTimeout, localElectionTimeout)
+	}
 	def(&cfg.ElectionTimeout, time.Second)
 	def(&cfg.SnapshotInterval, 10*time.Second)
 	if cfg.SnapshotThreshold == 0 {
@@ -105,6 +125,9 @@ func (cfg *Config) validate() error {
 			return fmt.Errorf("controller: voter id %d negative or listed twice", v.ID)
 		}
 		seen[v.ID] = true
+		if cfg.local() {
+			break
+		}
 		if _, _, err := net.SplitHostPort(v.Addr); err != nil {
 			return fmt.Errorf("controller: voter %d: %w", v.ID, err)
 		}

@@ -25,6 +25,9 @@ import (
 // open) until that RPC's deadline.
 const closeTimeout = 5 * time.Second
 
+// localAddr is the raft address of a local quorum's voter.
+const localAddr = raft.ServerAddress("local")
+
 // transportTimeout is the I/O deadline of one raft RPC.
 func transportTimeout(cfg Config) time.Duration { return max(4*cfg.ElectionTimeout, time.Second) }
 
@@ -40,7 +43,8 @@ type Controller struct {
 	// raftReady is closed once raft is set: the listener, which the
 	// transport needs first, may hand over a forwarded request before.
 	raftReady chan struct{}
-	trans     *raft.NetworkTransport
+	trans     raft.Transport
+	netTrans  *raft.NetworkTransport // nil for a local quorum
 	mux       *mux
 	store     *raftboltdb.BoltStore
 
@@ -57,6 +61,10 @@ type Controller struct {
 
 	brokersMu sync.Mutex
 	brokers   map[int32]bool // ids with a RegisterAndHeartbeat loop
+
+	// fresh is set when open found no raft state and bootstrapped the
+	// quorum: this node's log starts now.
+	fresh bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -101,14 +109,19 @@ func (c *Controller) open() (err error) {
 	cfg := &c.cfg
 	ln := cfg.Listener
 	addr := cfg.voterAddr(cfg.NodeID)
-	if ln == nil {
+	if cfg.local() {
+		if ln != nil {
+			ln.Close()
+			ln = nil
+		}
+	} else if ln == nil {
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("controller: %w", err)
 		}
 	}
 	defer func() {
 		// Once the mux exists, release closes the listener.
-		if err != nil && c.mux == nil {
+		if err != nil && c.mux == nil && ln != nil {
 			ln.Close()
 		}
 	}()
@@ -125,7 +138,11 @@ func (c *Controller) open() (err error) {
 		return fmt.Errorf("controller: raft store: %w", err)
 	}
 	c.store = store
-	hl := newHCLog(c.log, "raft")
+	var quiet []string
+	if cfg.local() {
+		quiet = []string{"heartbeat timeout reached, starting election"}
+	}
+	hl := newHCLog(c.log, "raft", quiet...)
 	logs, err := raft.NewLogCache(256, store)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
@@ -134,13 +151,19 @@ func (c *Controller) open() (err error) {
 	if err != nil {
 		return fmt.Errorf("controller: snapshot store: %w", err)
 	}
-	c.mux = newMux(ln, addr, c.serveRPC, c.log)
-	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  c.mux,
-		MaxPool: 3,
-		Timeout: transportTimeout(*cfg),
-		Logger:  hl,
-	})
+	if cfg.local() {
+		// No peer ever sends or receives: the transport only has to exist.
+		_, c.trans = raft.NewInmemTransport(localAddr)
+	} else {
+		c.mux = newMux(ln, addr, c.serveRPC, c.log)
+		c.netTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  c.mux,
+			MaxPool: 3,
+			Timeout: transportTimeout(*cfg),
+			Logger:  hl,
+		})
+		c.trans = c.netTrans
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
@@ -160,13 +183,18 @@ func (c *Controller) open() (err error) {
 	if err != nil {
 		return fmt.Errorf("controller: raft state: %w", err)
 	}
+	c.fresh = !has
 	if !has {
 		var servers []raft.Server
 		for _, v := range cfg.Voters {
+			a := raft.ServerAddress(v.Addr)
+			if cfg.local() {
+				a = localAddr
+			}
 			servers = append(servers, raft.Server{
 				Suffrage: raft.Voter,
 				ID:       raft.ServerID(strconv.Itoa(int(v.ID))),
-				Address:  raft.ServerAddress(v.Addr),
+				Address:  a,
 			})
 		}
 		err := raft.BootstrapCluster(rc, logs, store, snaps, c.trans, raft.Configuration{Servers: servers})
@@ -210,9 +238,11 @@ func (c *Controller) Close() error {
 
 // release closes what open opened, in reverse order.
 func (c *Controller) release() {
-	if c.trans != nil {
-		c.trans.Close()
-		c.trans.CloseStreams()
+	if c.netTrans != nil {
+		c.netTrans.Close()
+		c.netTrans.CloseStreams()
+	} else if t, ok := c.trans.(io.Closer); ok {
+		t.Close()
 	}
 	if c.mux != nil {
 		c.mux.Close()
@@ -238,6 +268,10 @@ func waitFuture(f raft.Future, d time.Duration) error {
 		return fmt.Errorf("no answer within %v", d)
 	}
 }
+
+// Fresh reports whether this node started a new quorum: no raft state was
+// on disk, so whatever the broker holds was written without it.
+func (c *Controller) Fresh() bool { return c.fresh }
 
 // Image returns the current state. It never blocks.
 func (c *Controller) Image() *Image { return c.image.Load() }

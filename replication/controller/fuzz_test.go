@@ -46,6 +46,7 @@ func seedCommands() []*command {
 		// Broker 1 of seedImage, at its epoch: the fuzzer starts from a
 		// block that is handed out.
 		{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: 1},
+		{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: 1, floor: 5000},
 	}
 }
 

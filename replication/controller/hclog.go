@@ -16,10 +16,21 @@ type hclogAdapter struct {
 	l    *slog.Logger
 	name string
 	args []any
+	// quiet lists messages logged at debug level whatever raft's level:
+	// the election a local quorum's only voter holds at every start is
+	// not worth a warning.
+	quiet map[string]bool
 }
 
-func newHCLog(l *slog.Logger, name string) hclog.Logger {
-	return &hclogAdapter{l: l, name: name}
+func newHCLog(l *slog.Logger, name string, quiet ...string) hclog.Logger {
+	a := &hclogAdapter{l: l, name: name}
+	for _, m := range quiet {
+		if a.quiet == nil {
+			a.quiet = map[string]bool{}
+		}
+		a.quiet[m] = true
+	}
+	return a
 }
 
 const hclogMin = hclog.Warn
@@ -44,6 +55,9 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	all = append(all, "logger", a.name)
 	all = append(all, a.args...)
 	all = append(all, args...)
+	if a.quiet[msg] {
+		level = hclog.Debug
+	}
 	a.l.Log(context.Background(), slogLevel(level), msg, all...)
 }
 

@@ -253,7 +253,9 @@ func (c *Controller) prepareCreateTopic(cmd *command) error {
 		}
 		cmd.assignments = as
 	}
-	cmd.topicID = newTopicID()
+	if cmd.topicID == (TopicID{}) {
+		cmd.topicID = newTopicID()
+	}
 	return nil
 }
 

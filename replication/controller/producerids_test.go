@@ -86,6 +86,21 @@ func TestAllocateProducerIDsBlocksNeverOverlap(t *testing.T) {
 	checkBlocks(t, blocks, s.img.NextProducerID())
 }
 
+// TestAllocateProducerIDsFloor: a floor above the counter moves the block
+// (and the counter) up; one below it changes nothing.
+func TestAllocateProducerIDsFloor(t *testing.T) {
+	s := newFSMState(t)
+	s.register(1, "")
+	b := decodeBlock(t, 1, s.ok(&command{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: s.epoch(1), floor: 12345}))
+	if b.start != 12345 || s.img.NextProducerID() != 12345+producerIDBlockSize {
+		t.Fatalf("block %+v, next %d with floor 12345", b, s.img.NextProducerID())
+	}
+	b = decodeBlock(t, 1, s.ok(&command{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: s.epoch(1), floor: 7}))
+	if b.start != 12345+producerIDBlockSize {
+		t.Fatalf("block %+v with a floor below the counter", b)
+	}
+}
+
 // TestAllocateProducerIDsSurviveSnapshot: the counter is part of the
 // snapshot; a node restored from it goes on where the log left off.
 func TestAllocateProducerIDsSurviveSnapshot(t *testing.T) {
@@ -179,7 +194,7 @@ func TestAllocateProducerIDsThreeVoters(t *testing.T) {
 	var blocks []block
 	allocate := func(nd *testNode, n int) error {
 		for range n {
-			start, length, err := nd.c.AllocateProducerIDs(ctx, nd.cfg.NodeID, epochs[nd.cfg.NodeID])
+			start, length, err := nd.c.AllocateProducerIDs(ctx, nd.cfg.NodeID, epochs[nd.cfg.NodeID], 0)
 			if err != nil {
 				return fmt.Errorf("node %d: %w", nd.cfg.NodeID, err)
 			}

@@ -208,7 +208,7 @@ func (t *tx) allocateProducerIDs(c *command) result {
 	if _, err := t.checkBrokerEpoch(c.brokerID, c.epoch); err != nil {
 		return result{err: err}
 	}
-	start := t.base.nextProducerID
+	start := max(t.base.nextProducerID, c.floor)
 	if start > math.MaxInt64-producerIDBlockSize {
 		// Kafka answers UNKNOWN_SERVER_ERROR too: ids are int64 and never
 		// reused, so this takes 9e15 blocks.
