@@ -4,6 +4,8 @@ package kafka
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -102,5 +104,70 @@ func TestClusterAcksAllTimeout(t *testing.T) {
 	}
 	if len(got) != 3 || got[0] != "before-0" || got[1] != "stuck-0" || got[2] != "after-0" {
 		t.Fatalf("read %q, want the three records in order, the timed out one committed since", got)
+	}
+}
+
+// TestClusterControlledShutdown: a broker stopped with SIGTERM hands its
+// leaderships to the other in-sync replicas before it exits (Kafka's
+// controlled shutdown), so they move at once, not after the session
+// timeout, which here is a minute: without the hand-over the partition
+// would stay on the stopped broker that long.
+func TestClusterControlledShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startCluster(t, 3, "replica.lag.time.max.ms=2000\nbroker.session.timeout.ms=60000\nbroker.heartbeat.interval.ms=300\n")
+	const topic = "handover"
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitISR(adm, topic, 3, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leader := -1
+	for deadline := time.Now().Add(30 * time.Second); leader < 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader for the topic after 30 s")
+		}
+		leader = int(c.leaderOf(topic, 0) - 1)
+	}
+	if err := c.procs[leader].signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, c.procs[leader].out)
+	}
+	stopped := time.Now()
+	if !strings.Contains(c.procs[leader].out.String(), "controlled shutdown: leaderships handed over") {
+		t.Fatalf("broker %d did not hand over its leaderships:\n%s", leader+1, c.procs[leader].out)
+	}
+	// Every partition has a live leader well inside the session timeout.
+	live := c.client()
+	ladm := kadm.NewClient(live)
+	for {
+		td, err := ladm.ListTopics(ctx, topic)
+		ok := err == nil && len(td[topic].Partitions) == 3
+		if ok {
+			for _, p := range td[topic].Partitions {
+				ok = ok && p.Leader >= 1 && int(p.Leader) != leader+1 && !slices.Contains(p.ISR, int32(leader+1))
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Since(stopped) > 15*time.Second {
+			t.Fatalf("15 s after broker %d stopped its partitions are %+v (err %v)", leader+1, td[topic].Partitions, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(3) {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("after")}).FirstErr(); err != nil {
+			t.Fatalf("acks=all produce to partition %d after the hand-over: %v", p, err)
+		}
 	}
 }

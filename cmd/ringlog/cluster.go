@@ -214,6 +214,24 @@ func (c *cluster) waitReady(sig <-chan os.Signal) bool {
 	}
 }
 
+// handOver is a cluster broker's controlled shutdown: its leaderships
+// move to other in-sync replicas before it stops serving (bounded: a lost
+// quorum cannot keep the broker from stopping; its session then times
+// out as after a crash).
+func (c *cluster) handOver() {
+	if c == nil || c.local() || c.ctl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := c.node.ControlledShutdown(ctx); err != nil {
+		c.log.Warn("controlled shutdown: leaderships not handed over, they move after the session timeout", "err", err)
+		return
+	}
+	c.log.Info("controlled shutdown: leaderships handed over", "took", time.Since(start).Round(time.Millisecond))
+}
+
 // close stops replication, then the controller. A nil cluster is a single
 // broker: nothing to close.
 func (c *cluster) close() error {

@@ -218,6 +218,9 @@ func serve(s settings) error {
 
 	got := <-sig
 	logger.Info("shutting down", "signal", got.String())
+	// Leaderships first, while clients can still be told where they went
+	// (NOT_LEADER_OR_FOLLOWER, then Metadata naming the new leaders).
+	cl.handOver()
 	// Drain: stop accepting, answer what is in flight, then close the logs
 	// cleanly (flushed, clean-shutdown markers written).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -259,6 +259,18 @@ func (c *Controller) AllocateProducerIDs(ctx context.Context, brokerID int32, br
 	return start, length, nil
 }
 
+// ControlledShutdown fences a broker incarnation now, at its own request
+// (Kafka's controlled shutdown: having stopped its heartbeats, the broker
+// asks so that its leaderships move before it goes rather than a session
+// timeout after; heartbeats of that incarnation still in flight do not
+// unfence it). It returns the index of the entry, which WaitApplied waits
+// for. STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED when epoch is not
+// the broker's current one.
+func (c *Controller) ControlledShutdown(ctx context.Context, brokerID int32, epoch int64) (uint64, error) {
+	r, err := c.submit(ctx, &command{typ: cmdControlledShutdown, brokerID: brokerID, epoch: epoch})
+	return r.index, err
+}
+
 // Sync waits until this node's Image reflects every write committed before
 // the call (it writes a no-op entry through the leader and waits for it).
 // A broker calls it after start before it serves metadata.

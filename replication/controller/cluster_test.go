@@ -468,3 +468,53 @@ func TestParseVotersAndConfig(t *testing.T) {
 func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
+
+// TestControlledShutdown: a broker that asks is fenced at once (its
+// leaderships move), a heartbeat of that incarnation still in flight does
+// not unfence it, and its next incarnation registers as usual.
+func TestControlledShutdown(t *testing.T) {
+	nodes := newCluster(t, 1, func(cfg *Config) {
+		cfg.BrokerSessionTimeout = time.Minute
+		cfg.Listener.Close()
+		cfg.Listener, cfg.Voters, cfg.ElectionTimeout = nil, LocalQuorum(1), 0
+	})
+	c := nodes[0].c
+	ctx := ctxTimeout(t, 20*time.Second)
+	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Addr: "h:1"}); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := c.RegisterBroker(ctx, BrokerInfo{ID: 2, Addr: "h:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, CreateTopicRequest{Name: "t", Assignments: [][]int32{{2, 1}}, Partitions: -1, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ControlledShutdown(ctx, 2, e2-1); !errors.Is(err, ErrStaleBrokerEpoch) {
+		t.Fatalf("controlled shutdown of an older incarnation: %v", err)
+	}
+	index, err := c.ControlledShutdown(ctx, 2, e2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitApplied(ctx, index); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := c.Image().Broker(2); !b.Fenced {
+		t.Fatal("broker 2 not fenced after its controlled shutdown")
+	}
+	wantPartition(t, "t-0", c.Image().Topic("t").Partitions[0], 1, []int32{1}, 1, 1)
+	if err := c.heartbeat(ctx, 2, e2); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := c.Image().Broker(2); !b.Fenced {
+		t.Fatal("a heartbeat of the stopped incarnation unfenced it")
+	}
+	e2b, err := c.RegisterBroker(ctx, BrokerInfo{ID: 2, Addr: "h:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := c.Image().Broker(2); b.Fenced || b.Epoch != e2b {
+		t.Fatalf("broker 2 after registering again: %+v", b)
+	}
+}

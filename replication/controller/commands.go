@@ -17,7 +17,8 @@ const (
 	cmdElectPreferred      cmdType = 10 // elect (empty: every partition)
 	cmdHeartbeat           cmdType = 11 // brokerID, epoch; RPC only, never in the log
 	cmdAllocateProducerIDs cmdType = 12 // brokerID, epoch[, floor]
-	cmdTypeEnd             cmdType = 13
+	cmdControlledShutdown  cmdType = 13 // brokerID, epoch; RPC only: the leader logs a FenceBroker
+	cmdTypeEnd             cmdType = 14
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -44,7 +45,7 @@ const (
 func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
-		"AllocateProducerIDs"}
+		"AllocateProducerIDs", "ControlledShutdown"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -86,7 +87,7 @@ func (c *command) encode() []byte {
 		e.i32(c.brokerID)
 		e.str(c.addr)
 		e.str(c.rack)
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
 		if c.typ == cmdAllocateProducerIDs && c.floor > 0 {
@@ -170,7 +171,7 @@ func decodeCommand(b []byte) (*command, error) {
 		c.brokerID = d.i32()
 		c.addr = d.str()
 		c.rack = d.str()
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
 		c.brokerID = d.i32()
 		c.epoch = d.i64()
 		if c.typ == cmdAllocateProducerIDs && len(d.b) > 0 {

@@ -22,6 +22,25 @@ import (
 type liveness struct {
 	mu       sync.Mutex
 	lastSeen map[int32]time.Time
+	// stopping holds the epoch of each broker incarnation in controlled
+	// shutdown: a heartbeat of it still in flight must not unfence it.
+	stopping map[int32]int64
+}
+
+func (l *liveness) stop(id int32, epoch int64) {
+	l.mu.Lock()
+	if l.stopping == nil {
+		l.stopping = map[int32]int64{}
+	}
+	l.stopping[id] = epoch
+	l.mu.Unlock()
+}
+
+func (l *liveness) isStopping(id int32, epoch int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.stopping[id]
+	return ok && e == epoch
 }
 
 func (l *liveness) seen(id int32, now time.Time) {
@@ -145,6 +164,11 @@ func (c *Controller) lead(ctx context.Context, cmd *command) (reply, error) {
 	switch cmd.typ {
 	case cmdHeartbeat:
 		return reply{}, c.heartbeatLeader(ctx, cmd)
+	case cmdControlledShutdown:
+		// Logged as the fence a session timeout would log, now.
+		c.live.stop(cmd.brokerID, cmd.epoch)
+		c.log.Info("controller: broker in controlled shutdown, fencing it", "broker", cmd.brokerID, "epoch", cmd.epoch)
+		cmd = &command{typ: cmdFenceBroker, brokerID: cmd.brokerID, epoch: cmd.epoch}
 	case cmdCreateTopic:
 		if err := c.prepareCreateTopic(cmd); err != nil {
 			return reply{}, err
@@ -176,6 +200,9 @@ func (c *Controller) heartbeatLeader(ctx context.Context, cmd *command) error {
 		return errf(ErrStaleBrokerEpoch, "broker %d has epoch %d, not %d", b.ID, b.Epoch, cmd.epoch)
 	}
 	c.live.seen(b.ID, time.Now())
+	if b.Fenced && c.live.isStopping(b.ID, b.Epoch) {
+		return nil // a heartbeat sent before the controlled shutdown
+	}
 	if b.Fenced {
 		c.log.Info("controller: unfencing broker", "broker", b.ID, "epoch", b.Epoch)
 		_, err := c.propose(ctx, &command{typ: cmdUnfenceBroker, brokerID: b.ID, epoch: b.Epoch})

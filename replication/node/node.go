@@ -87,6 +87,9 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// stopHeartbeats ends the session's heartbeats alone (controlled
+	// shutdown); cancel ends them too.
+	stopHeartbeats context.CancelFunc
 }
 
 // stream is the fetch stream to one leader.
@@ -135,12 +138,50 @@ func New(cfg Config) *Node {
 // from now on, until Close.
 func (n *Node) Start(eng *engine.Engine, ctl *controller.Controller) error {
 	n.eng, n.ctl = eng, ctl
-	if err := ctl.RegisterAndHeartbeat(n.ctx, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack}); err != nil {
+	hb, stop := context.WithCancel(n.ctx)
+	n.stopHeartbeats = stop
+	if err := ctl.RegisterAndHeartbeat(hb, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack}); err != nil {
+		stop()
 		return err
 	}
 	n.wg.Add(1)
 	go n.run()
 	return nil
+}
+
+// ControlledShutdown hands this broker's leaderships to other in-sync
+// replicas before it stops (Kafka's controlled shutdown): its heartbeats
+// end, its registration is fenced at once rather than after the session
+// timeout, so the controller moves each partition it leads to the next
+// live ISR member and drops it from the ISRs, and the call returns once
+// this broker applied that (it then leads nothing another replica could).
+// Partitions with no other live in-sync replica stay here, offline, until
+// it returns. Without another live broker there is nothing to hand over,
+// and ControlledShutdown returns at once.
+func (n *Node) ControlledShutdown(ctx context.Context) error {
+	if n.stopHeartbeats == nil {
+		return nil
+	}
+	n.stopHeartbeats()
+	img := n.ctl.Image()
+	b, ok := img.Broker(n.cfg.NodeID)
+	if !ok || b.Fenced {
+		return nil
+	}
+	other := false
+	for _, o := range img.Brokers() {
+		other = other || (o.ID != n.cfg.NodeID && !o.Fenced)
+	}
+	if !other {
+		// Nobody to hand over to (the last broker of a cluster that is
+		// stopping, whose quorum may be gone already).
+		return nil
+	}
+	index, err := n.ctl.ControlledShutdown(ctx, n.cfg.NodeID, b.Epoch)
+	if err != nil {
+		return err
+	}
+	return n.WaitApplied(ctx, index)
 }
 
 // Close stops the fetch streams and the apply loop. The engine and the
