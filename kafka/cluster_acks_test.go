@@ -28,28 +28,10 @@ func TestClusterAcksAllTimeout(t *testing.T) {
 	}
 	c := startCluster(t, 2, clusterProps)
 	const topic = "acks-timeout"
-	adm := kadm.NewClient(c.client())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 1, 2, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.waitISR(adm, topic, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// Any broker answers Metadata, one that has not applied the topic yet
-	// too: ask until it names a leader.
-	leader := -1
-	for deadline := time.Now().Add(30 * time.Second); leader < 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader for the topic after 30 s")
-		}
-		leader = int(c.leaderOf(topic, 0) - 1)
-	}
+	c.createTopic(kadm.NewClient(c.client()), topic, 1, 2, nil)
+	leader := c.leaderIndex(topic, 0)
 	follower := 1 - leader
 	w := dialWire(t, c.procs[leader].addr)
 	produce := func(value string, timeout time.Duration) *kmsg.ProduceResponseTopicPartition {
@@ -118,26 +100,10 @@ func TestClusterControlledShutdown(t *testing.T) {
 	}
 	c := startCluster(t, 3, "replica.lag.time.max.ms=2000\nbroker.session.timeout.ms=60000\nbroker.heartbeat.interval.ms=300\n")
 	const topic = "handover"
-	adm := kadm.NewClient(c.client())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.waitISR(adm, topic, 3, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	leader := -1
-	for deadline := time.Now().Add(30 * time.Second); leader < 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader for the topic after 30 s")
-		}
-		leader = int(c.leaderOf(topic, 0) - 1)
-	}
+	c.createTopic(kadm.NewClient(c.client()), topic, 3, 3, nil)
+	leader := c.leaderIndex(topic, 0)
 	if err := c.procs[leader].signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, c.procs[leader].out)
 	}

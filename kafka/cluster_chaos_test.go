@@ -92,18 +92,7 @@ func TestClusterChaos(t *testing.T) {
 	c := startCluster(t, 3, clusterProps)
 	const topic = "chaos"
 	adm := kadm.NewClient(c.client(kgo.Dialer(c.dial)))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	resp, err := adm.CreateTopic(ctx, chaosPartitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	cancel()
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.waitISR(adm, topic, 3, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(adm, topic, chaosPartitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 
 	prod := newChaosProducer(c.client(kgo.Dialer(c.dial), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(window),
@@ -199,7 +188,7 @@ func TestClusterChaos(t *testing.T) {
 
 	// Drain: what was produced is acknowledged or failed within 30 s.
 	prod.stop()
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	if err := prod.cl.Flush(ctx); err != nil {
 		t.Errorf("records still unacknowledged 30 s after the faults stopped: %v", err)
 	}

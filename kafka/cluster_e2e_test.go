@@ -232,6 +232,41 @@ func (c *testCluster) waitBrokers(n int) {
 	}
 }
 
+// createTopic creates topic with parts partitions of rf replicas and
+// configs, and waits until every partition has a leader and rf in-sync
+// replicas.
+func (c *testCluster) createTopic(adm *kadm.Client, topic string, parts int32, rf int16, configs map[string]*string) kadm.CreateTopicResponse {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, parts, rf, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.waitISR(adm, topic, int(rf), 30*time.Second); err != nil {
+		c.t.Fatal(err)
+	}
+	return resp
+}
+
+// leaderIndex waits until Metadata names a leader of topic's partition
+// (any broker answers, one that has not applied the topic yet too) and
+// returns its index into procs.
+func (c *testCluster) leaderIndex(topic string, partition int32) int {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if l := c.leaderOf(topic, partition); l >= 1 {
+			return int(l - 1)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no leader for %s-%d after 30 s", topic, partition)
+		}
+	}
+}
+
 // leaderOf returns the node id leading topic's partition.
 func (c *testCluster) leaderOf(topic string, partition int32) int32 {
 	c.t.Helper()

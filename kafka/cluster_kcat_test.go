@@ -81,18 +81,7 @@ func TestClusterKcat(t *testing.T) {
 	c := startCluster(t, 3, clusterProps)
 	const topic, parts = "kcat-replicated", 3
 	adm := kadm.NewClient(c.client())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := adm.CreateTopic(ctx, parts, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.waitISR(adm, topic, 3, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(adm, topic, parts, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 
 	// kcat's view of the topic.
 	out, _ := kcatCluster(t, bin, c.seeds(), nil, "-L", "-J", "-t", topic)
