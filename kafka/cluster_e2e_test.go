@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A cluster of ringlog broker processes on loopback: each runs the
@@ -249,7 +250,45 @@ func (c *testCluster) createTopic(adm *kadm.Client, topic string, parts int32, r
 	if err := c.waitISR(adm, topic, int(rf), 30*time.Second); err != nil {
 		c.t.Fatal(err)
 	}
+	c.waitTopicEverywhere(topic)
 	return resp
+}
+
+// waitTopicEverywhere waits until every running broker's own Metadata
+// lists topic with a leader for each partition: the ISR is full from the
+// creation on, so one broker's answer says nothing of whether another
+// (the leader, say) has applied the topic yet.
+func (c *testCluster) waitTopicEverywhere(topic string) {
+	c.t.Helper()
+	cl := c.client()
+	deadline := time.Now().Add(30 * time.Second)
+	for i, p := range c.procs {
+		if p.cmd == nil || p.cmd.ProcessState != nil {
+			continue
+		}
+		for {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp, err := req.RequestWith(ctx, cl.Broker(i+1))
+			cancel()
+			ok := err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && len(resp.Topics[0].Partitions) > 0
+			for _, pt := range resp.Topics {
+				for _, pp := range pt.Partitions {
+					ok = ok && pp.Leader >= 0
+				}
+			}
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("broker %d does not list %s with leaders after 30 s (err %v)", i+1, topic, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // leaderIndex waits until Metadata names a leader of topic's partition

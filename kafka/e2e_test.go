@@ -347,8 +347,25 @@ func e2eFreeAddr(t *testing.T) string {
 }
 
 // start runs the broker and waits until it answers a metadata request; a
-// binary that does not serve Kafka (yet) skips the test.
+// binary that does not serve Kafka (yet) skips the test. The port is
+// chosen free and then handed to the broker, so another process may take
+// it in between: a start that fails on "address already in use" is tried
+// again on a new port.
 func (p *ringlogProc) start(extra ...string) {
+	p.t.Helper()
+	for attempt := 1; ; attempt++ {
+		if p.startOnce(extra...) {
+			return
+		}
+		if attempt == 3 {
+			p.t.Fatalf("three starts found their port taken:\n%s", p.out)
+		}
+		p.t.Logf("port %s was taken before the broker bound it; starting again on another", p.addr)
+	}
+}
+
+// startOnce is one attempt of start; false when the port was taken.
+func (p *ringlogProc) startOnce(extra ...string) bool {
 	t := p.t
 	t.Helper()
 	// A new port for every start: the gnet listener does not set
@@ -382,7 +399,7 @@ func (p *ringlogProc) start(extra ...string) {
 		cancel()
 		if err == nil {
 			p.served = true
-			return
+			return true
 		}
 		skip := t.Skipf
 		if p.served {
@@ -391,6 +408,9 @@ func (p *ringlogProc) start(extra ...string) {
 		select {
 		case werr := <-p.done:
 			p.done <- werr
+			if strings.Contains(p.out.String(), "address already in use") {
+				return false
+			}
 			skip("cmd/ringlog %v exited (%v) without serving Kafka; this test needs the broker binary (issue 3, section 4):\n%s", args, werr, p.out)
 		default:
 		}
