@@ -181,7 +181,7 @@ func TestTopFunctions(t *testing.T) {
 // Every matrix has distinct workload ids, and its first workload is the
 // base produce run whose peak sets the open-loop rate.
 func TestMatrices(t *testing.T) {
-	for _, name := range []string{"quick", "standard", "full"} {
+	for _, name := range []string{"quick", "standard", "produce", "full"} {
 		ws := matrix(name, 2, 2)
 		if !ws[0].main || !ws[0].base || ws[0].kind != kindProduce {
 			t.Errorf("%s: first workload is %+v", name, ws[0])

@@ -49,7 +49,7 @@ func Main(args []string) error {
 // config is what a run of the suite was asked to do.
 type config struct {
 	quick      bool
-	matrix     string        // quick, standard or full
+	matrix     string        // quick, standard, produce or full
 	runs       int           // repetitions of every measurement; medians are reported
 	duration   time.Duration // bound of one timed run
 	maxRecords int64         // bound of one produce run, in records
@@ -71,7 +71,7 @@ type config struct {
 
 const usageText = `ringlog bench: ringlog and its peers under the same workloads, in one run, on this machine
 
-  ringlog bench [-quick] [-matrix standard|full] [-runs N] [-duration D]
+  ringlog bench [-quick] [-matrix standard|produce|full] [-runs N] [-duration D]
                 [-records N] [-bytes N] [-fill N] [-producers N] [-consumers N]
                 [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication]
                 [-out DIR] [-readme FILE] [-dir DIR] [-broker PATH] [-timeout D]
@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in under two minutes")
-	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload) or full (every produce combination)")
+	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) or full (every produce combination)")
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
 	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 1s)")
 	records := fs.Int64("records", 0, "bound of one produce run in records (default 20000000)")
@@ -123,8 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.quick {
 		c.matrix = "quick"
 	}
-	if c.matrix != "quick" && c.matrix != "standard" && c.matrix != "full" {
-		return config{}, fmt.Errorf("bench: -matrix %q: want standard or full", c.matrix)
+	if c.matrix != "quick" && c.matrix != "standard" && c.matrix != "produce" && c.matrix != "full" {
+		return config{}, fmt.Errorf("bench: -matrix %q: want standard, produce or full", c.matrix)
 	}
 	def := func(v *int64, s string, quick, normal int64) error {
 		if s == "" {

@@ -175,7 +175,9 @@ func tablesFor(w workload) []*table {
 
 // matrix builds the workload list. quick is the smoke set, standard varies
 // one axis at a time around a base workload (1 KiB, 16 partitions, acks=1,
-// no compression), full is every produce combination plus the rest.
+// no compression), produce is the single-node produce comparison of issue 3
+// (100 B and 1 KiB values on 1 and 16 partitions, nothing else), full is
+// every produce combination plus the rest.
 func matrix(name string, producers, consumers int) []workload {
 	base := workload{kind: kindProduce, client: "kgo", size: 1024, partitions: 16, acks: 1,
 		compression: "none", producers: producers, consumers: consumers}
@@ -198,6 +200,12 @@ func matrix(name string, producers, consumers int) []workload {
 	switch name {
 	case "quick":
 		return []workload{main, kcat, fsync, consume, lat, e2e, both}
+	case "produce":
+		return []workload{main,
+			with(func(w *workload) { w.size = 100 }),
+			with(func(w *workload) { w.partitions = 1 }),
+			with(func(w *workload) { w.size, w.partitions = 100, 1 }),
+		}
 	case "full":
 		ws := []workload{main}
 		for _, size := range []int{100, 1024, 16384} {
