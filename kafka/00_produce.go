@@ -57,6 +57,23 @@ type produce struct {
 	// answer and the request's timeout comes first (see timeout).
 	answered []atomic.Bool
 	timer    *time.Timer
+	// frameRefs counts the holders of the request's frame, whose bytes
+	// the engine writes: one per partition handed to the engine, until its
+	// done callback, plus one held by the handler until it has issued every
+	// append. The response's own countdown (pending) does not do: an
+	// acks=all request that timed out is answered while its appends may
+	// still be writing. The last holder gives the frame back to netpoll
+	// (Recycle), unless an append failed (frameKept): a shard whose ring
+	// broke answers requests whose writes may still be in the kernel.
+	frameRefs atomic.Int64
+	frameKept atomic.Bool
+}
+
+// unrefFrame drops one holder of the request's frame.
+func (p *produce) unrefFrame() {
+	if p.frameRefs.Add(-1) == 0 && !p.frameKept.Load() {
+		p.cx.c.Recycle(p.cx.seq)
+	}
 }
 
 func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
@@ -78,6 +95,7 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	// callback; the atomic countdown orders those writes before the
 	// encoding by the last one.
 	p.pending.Store(1)
+	p.frameRefs.Store(1)
 
 	// Request-wide refusals answer every partition with the same code.
 	reqErr := func() (int16, string) {
@@ -104,6 +122,7 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 			}
 		}
 		p.finish()
+		p.unrefFrame()
 		return
 	}
 
@@ -150,9 +169,14 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 				continue
 			}
 			p.pending.Add(1)
+			p.frameRefs.Add(1)
 			slot := len(items)
 			items = append(items, engine.AppendItem{TP: engine.TP{Topic: name, Partition: rp.Partition}, Records: rp.Records,
 				Done: func(r engine.AppendResult, err error) {
+					if err != nil {
+						p.frameKept.Store(true)
+					}
+					defer p.unrefFrame()
 					if p.answered != nil && p.answered[slot].Swap(true) {
 						return // timed out and answered already
 					}
@@ -175,6 +199,7 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 	s.eng.AppendBatch(items, opts)
 	p.finish()
+	p.unrefFrame()
 }
 
 // timeout answers the partitions of an acks=all request that the engine

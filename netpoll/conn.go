@@ -56,6 +56,10 @@ type Conn struct {
 	assigned uint64      // next sequence number to hand out
 	ready    []*Response // released in order, waiting for the writer
 	closed   bool        // the connection is gone: replies are dropped
+	// held keeps the pooled buffer under request seq's frame at
+	// seq % len, until the handler recycles it or a later request takes
+	// the entry (the buffer is then left to the collector).
+	held []heldFrame
 
 	spare []*Response // writer only: the previous ready slice, reused
 }
@@ -66,6 +70,40 @@ func newConn(s *Server, t transport, remote net.Addr) *Conn {
 		t:      t,
 		remote: remote,
 		window: make([]slot, s.cfg.MaxInFlight),
+		held:   make([]heldFrame, s.cfg.MaxInFlight),
+	}
+}
+
+// heldFrame is the pooled buffer under a request's frame.
+type heldFrame struct {
+	seq uint64
+	buf []byte
+}
+
+// hold remembers buf, the pooled buffer under request seq's frame, for
+// Recycle. Reader side only, after begin.
+func (c *Conn) hold(seq uint64, buf []byte) {
+	c.mu.Lock()
+	c.held[seq%uint64(len(c.held))] = heldFrame{seq: seq, buf: buf}
+	c.mu.Unlock()
+}
+
+// Recycle tells netpoll that the handler, and everything it handed slices
+// of request seq's frame to, is finished with that frame: its memory may
+// hold a later frame. Optional, at most once per seq, from any goroutine;
+// after it, no slice of the frame may be read or written. A handler that
+// never calls it loses nothing but the reuse (the frame is collected).
+func (c *Conn) Recycle(seq uint64) {
+	c.mu.Lock()
+	h := &c.held[seq%uint64(len(c.held))]
+	var buf []byte
+	if h.buf != nil && h.seq == seq {
+		buf = h.buf
+		*h = heldFrame{}
+	}
+	c.mu.Unlock()
+	if buf != nil {
+		putFrameBuf(buf)
 	}
 }
 

@@ -163,9 +163,13 @@ func (lc *loopConn) readFrames() error {
 		if frame == nil {
 			continue
 		}
+		buf := lc.sp.takeDone()
 		seq, ok := lc.c.begin()
 		if !ok {
 			return nil
+		}
+		if buf != nil {
+			lc.c.hold(seq, buf)
 		}
 		s.h.Serve(lc.c, seq, frame)
 	}

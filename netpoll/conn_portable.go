@@ -93,7 +93,7 @@ func (pc *pconn) readLoop() {
 			s.st.bytesIn.Add(int64(n))
 			var frame []byte
 			if frame, err = sp.advance(n); err == nil && frame != nil {
-				err = pc.serve(frame)
+				err = pc.serve(frame, sp.takeDone())
 			}
 		}
 		if err == nil && rerr != nil {
@@ -113,7 +113,7 @@ func (pc *pconn) readLoop() {
 // serve hands one frame to the handler, first waiting while the connection
 // is paused. Not reading meanwhile is the back-pressure: the kernel buffers
 // fill and TCP stops the client.
-func (pc *pconn) serve(frame []byte) error {
+func (pc *pconn) serve(frame, buf []byte) error {
 	s := pc.p.s
 	if pc.c.paused(0) {
 		s.st.pauses.Add(1)
@@ -131,6 +131,9 @@ func (pc *pconn) serve(frame []byte) error {
 		// connection until Close has let in-flight replies out.
 		<-pc.done
 		return ErrClosed
+	}
+	if buf != nil {
+		pc.c.hold(seq, buf)
 	}
 	s.h.Serve(pc.c, seq, frame)
 	return nil

@@ -156,6 +156,13 @@
 //   - The gnet listener sets SO_REUSEADDR, as Go's net.Listen does: without
 //     it, a broker restarted on its port cannot bind while the connections
 //     it closed sit in TIME_WAIT.
+//   - A frame body of 64 KiB or more sits in a pooled buffer rounded up to
+//     a power of two: the splitter never offers the room past the frame's
+//     end (those bytes are the next frame's), and hands the frame out cut
+//     to its exact length and capacity. The buffer goes back to the pool
+//     only on the handler's Recycle for that very sequence number; teardown
+//     recycles nothing, since the handler (a shard writing the records) may
+//     still be reading a closed connection's frames.
 //   - gnet's Accept errors other than a reset (EMFILE included) stop the
 //     whole engine (a gnet behaviour); keep the process's descriptor limit
 //     above MaxConns plus the open segment files.

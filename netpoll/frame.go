@@ -25,6 +25,12 @@ const frameChunkMin = 64 << 10
 // The length is checked before anything is allocated for the body; the body
 // then grows with what arrives (frameChunkMin, then up to 4x the bytes
 // received), never to the announced length ahead of the bytes.
+//
+// Bodies of frameChunkMin bytes and more live in pooled buffers
+// (framepool.go) whose capacity is a power of two; the frame handed out is
+// cut to its exact length and capacity all the same, and the whole buffer
+// is kept in done until the caller takes it (to be recycled once the
+// handler has finished with the frame).
 type splitter struct {
 	max  int32   // MaxFrameBytes
 	hdr  [4]byte // the length prefix being received
@@ -32,6 +38,9 @@ type splitter struct {
 	size int     // the body's announced length, once nhdr == 4
 	body []byte  // len: bytes received, cap: bytes allocated
 	err  error   // sticky: once the stream is bad it stays bad
+	// done is the pooled buffer under the frame advance returned last, or
+	// nil when that frame was allocated exactly (small frames).
+	done []byte
 }
 
 func newSplitter(maxFrameBytes int32) splitter { return splitter{max: maxFrameBytes} }
@@ -50,18 +59,26 @@ func (s *splitter) need() []byte {
 		// Grow geometrically so a large frame is copied a bounded number of
 		// times (a 1 MiB frame: 64 KiB -> 256 KiB -> 1 MiB), and cap at the
 		// announced size so the final body is exactly the frame.
-		grown := make([]byte, len(s.body), min(s.size, max(frameChunkMin, 4*len(s.body))))
+		// A pooled buffer rounds the size up to a power of two; that stays
+		// within 4x the bytes received, since 4x a previous class size is
+		// itself a class size.
+		grown := getFrameBuf(min(s.size, max(frameChunkMin, 4*len(s.body))))[:len(s.body)]
 		copy(grown, s.body)
+		putFrameBuf(s.body)
 		s.body = grown
 	}
-	return s.body[len(s.body):cap(s.body)]
+	// A pooled buffer may be larger than the frame: the bytes after the
+	// frame are the next frame's.
+	return s.body[len(s.body):min(cap(s.body), s.size)]
 }
 
 // advance records that n bytes were copied into the slice need returned. It
 // returns the frame body when it is complete (owned by the caller from then
-// on: the splitter forgets it), or an error when the length prefix is
-// negative or above the limit; the error is sticky.
+// on: the splitter forgets it, but for the pooled buffer under it, which
+// takeDone hands over), or an error when the length prefix is negative or
+// above the limit; the error is sticky.
 func (s *splitter) advance(n int) ([]byte, error) {
+	s.done = nil
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -91,9 +108,20 @@ func (s *splitter) advance(n int) ([]byte, error) {
 	if len(s.body) < s.size {
 		return nil, nil
 	}
-	frame := s.body
+	frame := s.body[:s.size:s.size]
+	if pooledCap(cap(s.body)) {
+		s.done = s.body
+	}
 	s.body, s.nhdr, s.size = nil, 0, 0
 	return frame, nil
+}
+
+// takeDone returns the pooled buffer under the frame advance returned last
+// (nil if it had none) and forgets it.
+func (s *splitter) takeDone() []byte {
+	b := s.done
+	s.done = nil
+	return b
 }
 
 // midFrame reports whether part of a frame has been received: a connection

@@ -51,6 +51,9 @@ func TestSplitter(t *testing.T) {
 		{"partial header", 100, []byte{0, 0}, nil, nil},
 		{"partial body", 100, append(be(10), "abc"...), nil, nil},
 		{"large, grown", 1 << 20, frame(big), [][]byte{big}, nil},
+		// Pooled buffers are rounded up to a power of two: the bytes past
+		// the first frame's end belong to the second.
+		{"two large", 1 << 20, append(frame(big), frame(big[:100<<10])...), [][]byte{big, big[:100<<10]}, nil},
 		{"good then bad", 100, append(frame([]byte("ok")), be(-5)...), [][]byte{[]byte("ok")}, ErrFrameNegative},
 	}
 	for _, tc := range tests {
