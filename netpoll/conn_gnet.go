@@ -129,6 +129,7 @@ func (lc *loopConn) fail(err error) gnet.Action {
 // to stop), up to pausedInboundMax.
 func (lc *loopConn) readFrames() error {
 	s := lc.c.srv
+	direct := 0 // bytes read from the socket directly in this call
 	for {
 		if lc.closeReq.Load() || s.closing.Load() {
 			return lc.checkInbound()
@@ -151,10 +152,30 @@ func (lc *loopConn) readFrames() error {
 			}
 			lc.pausedNow = false
 		}
-		if lc.gc.InboundBuffered() == 0 {
-			return nil // (before need, which may allocate a body chunk)
+		var n int
+		if lc.gc.InboundBuffered() > 0 {
+			n, _ = lc.gc.Read(lc.sp.need())
+		} else {
+			// gnet holds nothing more. The rest of a frame body already
+			// under way is read from the socket straight into the body,
+			// as bufio does for a large read: it skips the copy out of
+			// gnet's buffer and the 64 KiB bound of gnet's reads. Only
+			// what this frame still lacks is asked for, so the stream
+			// after it stays in the socket for gnet, in order.
+			room := lc.sp.bodyRoom()
+			if len(room) < directReadMin || direct >= directReadBudget {
+				return nil // (before need, which may allocate a body chunk)
+			}
+			k, err := readSocket(lc.fd, room)
+			if err == errWouldBlock {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			n = k
+			direct += k
 		}
-		n, _ := lc.gc.Read(lc.sp.need())
 		s.st.bytesIn.Add(int64(n))
 		frame, err := lc.sp.advance(n)
 		if err != nil {
@@ -172,6 +193,37 @@ func (lc *loopConn) readFrames() error {
 			lc.c.hold(seq, buf)
 		}
 		s.h.Serve(lc.c, seq, frame)
+	}
+}
+
+// Direct reads into a frame body (readFrames): only for at least
+// directReadMin bytes of room (for less, gnet's one 64 KiB read may bring
+// several whole frames), and at most directReadBudget bytes per turn of
+// the loop, so that one connection streaming a huge frame cannot hold the
+// loop's others (gnet's epoll is level-triggered: what is left in the
+// socket brings the connection back).
+const (
+	directReadMin    = 4 << 10
+	directReadBudget = 4 << 20
+)
+
+// readSocket reads once from the socket into p. It returns errWouldBlock
+// when the socket has nothing, and ErrFrameTruncated at end of stream (it
+// is only called inside a frame).
+func readSocket(fd int, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, errWouldBlock
+		case err != nil:
+			return 0, os.NewSyscallError("read", err)
+		case n == 0:
+			return 0, ErrFrameTruncated
+		}
+		return n, nil
 	}
 }
 

@@ -163,6 +163,10 @@
 //     only on the handler's Recycle for that very sequence number; teardown
 //     recycles nothing, since the handler (a shard writing the records) may
 //     still be reading a closed connection's frames.
+//   - The gnet path reads a frame body straight from the socket only while
+//     gnet's inbound buffer is empty (its bytes come first) and asks for no
+//     more than the frame still lacks: the next frame's bytes stay in the
+//     socket for gnet. End of stream there is a frame cut short.
 //   - gnet's Accept errors other than a reset (EMFILE included) stop the
 //     whole engine (a gnet behaviour); keep the process's descriptor limit
 //     above MaxConns plus the open segment files.

@@ -72,6 +72,17 @@ func (s *splitter) need() []byte {
 	return s.body[len(s.body):min(cap(s.body), s.size)]
 }
 
+// bodyRoom returns need's slice when a frame body has started arriving
+// and is not complete (growing the body if it is full, as need does), and
+// nil otherwise: between frames, inside the length prefix, or before the
+// first byte of a body, whose chunk only arriving bytes justify.
+func (s *splitter) bodyRoom() []byte {
+	if s.err != nil || s.nhdr < len(s.hdr) || len(s.body) == 0 {
+		return nil
+	}
+	return s.need()
+}
+
 // advance records that n bytes were copied into the slice need returned. It
 // returns the frame body when it is complete (owned by the caller from then
 // on: the splitter forgets it, but for the pooled buffer under it, which

@@ -27,6 +27,7 @@ const (
 	cmdNone  = 'n' // NoReply
 	cmdHold  = 'h' // hand (conn, seq) to the test through testHandler.held
 	cmdClose = 'c' // close the connection from the handler
+	cmdCopy  = 'r' // reply with a copy of the whole frame, then recycle the frame
 )
 
 func echoReq(payload string) []byte { return append([]byte{cmdEcho}, payload...) }
@@ -126,6 +127,11 @@ func (h *testHandler) Serve(c *Conn, seq uint64, frame []byte) {
 			defer h.wg.Done()
 			c.Reply(seq, r)
 		})
+	case cmdCopy:
+		r := h.response()
+		r.AppendBytes(append([]byte(nil), frame...))
+		c.Recycle(seq)
+		c.Reply(seq, r)
 	case cmdNone:
 		c.NoReply(seq)
 	case cmdHold:
