@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -160,7 +161,14 @@ func (s *Server) offsetsTopic() (*controller.Topic, error) {
 		s.log.Info("created the group coordinator's topic", "topic", group.OffsetsTopic, "partitions", s.cfg.Groups.Partitions(),
 			"replication_factor", rf, "live_brokers", live)
 		if rf < int(s.cfg.Groups.ReplicationFactor()) {
-			s.log.Warn("offsets.topic.replication.factor capped by the live brokers", "wanted", s.cfg.Groups.ReplicationFactor(), "got", rf)
+			// Worth a warning when brokers of the cluster were down at the
+			// time; a cluster of fewer brokers (one, alone) can do no more.
+			level := slog.LevelInfo
+			if len(n.Image().Brokers()) > rf {
+				level = slog.LevelWarn
+			}
+			s.log.Log(ctx, level, "offsets.topic.replication.factor capped by the live brokers", "wanted", s.cfg.Groups.ReplicationFactor(), "got", rf,
+				"registered_brokers", len(n.Image().Brokers()))
 		}
 	}
 	if err := s.clusterSync(ctx); err != nil {
