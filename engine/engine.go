@@ -143,16 +143,31 @@ type Engine struct {
 	// Logs opened after a clean shutdown and logs that needed recovery,
 	// counted at start-up.
 	opensClean, opensRecovered atomic.Int64
+
+	// unlock releases the data directory's lock (Close, or Open when it
+	// fails before it started the shards).
+	unlock func() error
 }
 
 // Open opens (creating when absent) the data directory, starts the shards
-// and recovers every partition log on its shard.
-func Open(cfg Config) (*Engine, error) {
+// and recovers every partition log on its shard. The directory is locked
+// until Close: a second engine on it fails with fsutil.ErrDirLocked before
+// it reads anything.
+func Open(cfg Config) (_ *Engine, err error) {
 	cfg.setDefaults()
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger}
+	unlock, err := fsutil.LockDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, unlock: unlock}
+	defer func() {
+		if err != nil && !e.closed.Load() {
+			unlock() // (Close, on the later error paths, released it)
+		}
+	}()
 	empty := map[string]*topic{}
 	e.topics.Store(&empty)
 	emptyParts := map[TP]*partition{}
@@ -242,6 +257,9 @@ func (e *Engine) Close() error {
 	if e.hwCkpt != nil {
 		// The last high watermarks, now that no shard moves them.
 		err = errors.Join(err, e.hwCkpt.write())
+	}
+	if e.unlock != nil {
+		err = errors.Join(err, e.unlock())
 	}
 	return err
 }

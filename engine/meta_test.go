@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"ringlog/internal/fsutil"
 )
 
 // Tests of meta.properties (the cluster id) and of where producer ids come
@@ -268,4 +270,38 @@ func TestProducerIDFileWithoutHook(t *testing.T) {
 	if id, err := e.AllocateProducerID(); err != nil || id != producerIDBlock {
 		t.Fatalf("id after restart %d, %v", id, err)
 	}
+}
+
+// TestDataDirectoryLocked: a second engine on a directory in use fails at
+// once, before it reads or recovers anything, and the directory is free
+// again after Close.
+func TestDataDirectoryLocked(t *testing.T) {
+	dir := t.TempDir()
+	e, err := openMeta(dir, clusterA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2, err := openMeta(dir, clusterA, nil); !errors.Is(err, fsutil.ErrDirLocked) {
+		if e2 != nil {
+			e2.Close()
+		}
+		t.Fatalf("second Open on a directory in use: %v, want ErrDirLocked", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err = openMeta(dir, clusterA, nil)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	e.Close()
+	// A failed Open leaves the directory free too.
+	if _, err := openMeta(dir, clusterB, nil); !errors.Is(err, ErrInconsistentClusterID) {
+		t.Fatalf("Open with another cluster id: %v", err)
+	}
+	e, err = openMeta(dir, clusterA, nil)
+	if err != nil {
+		t.Fatalf("Open after a failed Open: %v", err)
+	}
+	e.Close()
 }

@@ -189,3 +189,27 @@ func TestBrokerRefusesBadConfig(t *testing.T) {
 		t.Fatalf("bad -io accepted: %v %s", err, p.out.String())
 	}
 }
+
+// TestSecondBrokerOnOneDirectory: a broker started on a data directory
+// another one is running on exits at once, saying so, without touching the
+// first one's logs (which would have been "recovered" under it).
+func TestSecondBrokerOnOneDirectory(t *testing.T) {
+	dir := t.TempDir()
+	first := start(t, "-listen", freePort(t), "-data-dir", dir)
+	first.waitFor(t, "ringlog started")
+	second := start(t, "-listen", freePort(t), "-data-dir", dir)
+	select {
+	case err := <-second.done:
+		if err == nil || !strings.Contains(second.out.String(), "in use by another process") {
+			t.Fatalf("second broker: exit %v, output:\n%s", err, second.out.String())
+		}
+		if strings.Contains(second.out.String(), "logs opened") {
+			t.Fatalf("second broker opened the logs:\n%s", second.out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("second broker on the same directory still running:\n%s", second.out.String())
+	}
+	if err := first.stop(t); err != nil || !strings.Contains(first.out.String(), "stopped cleanly") {
+		t.Fatalf("first broker: exit %v, output:\n%s", err, first.out.String())
+	}
+}
