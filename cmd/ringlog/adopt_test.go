@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,19 @@ func TestLocalQuorumAdoptsTopicsWrittenWithoutIt(t *testing.T) {
 	p.waitFor(t, "ringlog started")
 	if n := countLines(p.out.String(), "topics adopted"); n != 0 {
 		t.Fatalf("adopted again at the second start:\n%s", p.out.String())
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+	}
+	// A start that died between adopting and clearing its mark: the next
+	// one finds every topic adopted already, and starts.
+	if err := os.WriteFile(filepath.Join(dir, adoptPendingFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = start(t, "-listen", addr, "-data-dir", dir)
+	p.waitFor(t, "ringlog started")
+	if _, err := os.Stat(filepath.Join(dir, adoptPendingFile)); !os.IsNotExist(err) {
+		t.Fatalf("adoption mark still there: %v", err)
 	}
 }
 

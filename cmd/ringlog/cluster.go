@@ -11,6 +11,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/fsutil"
 	"ringlog/replication/controller"
 	"ringlog/replication/fetcher"
 	"ringlog/replication/node"
@@ -130,8 +131,21 @@ func (c *cluster) start(eng *engine.Engine) error {
 	if err != nil {
 		return fmt.Errorf("controller voters: %w", err)
 	}
+	ctlDir := filepath.Join(c.s.dataDir, "controller")
+	pending := filepath.Join(c.s.dataDir, adoptPendingFile)
+	if c.local() && len(eng.Topics()) > 0 {
+		if _, err := os.Stat(ctlDir); os.IsNotExist(err) {
+			// Marked before the quorum's first entry, so that adoption
+			// resumes if this start dies half way (a later start finds
+			// the quorum no longer fresh, and would otherwise have the
+			// node delete the topics not adopted yet).
+			if err := fsutil.WriteFileAtomic(c.s.dataDir, adoptPendingFile, []byte("adopt local topics into the local quorum\n")); err != nil {
+				return err
+			}
+		}
+	}
 	ctl, err := controller.Open(controller.Config{
-		NodeID: c.s.nodeID, Voters: voters, Dir: filepath.Join(c.s.dataDir, "controller"),
+		NodeID: c.s.nodeID, Voters: voters, Dir: ctlDir,
 		BrokerSessionTimeout: c.s.cluster.sessionTimeout, BrokerHeartbeatInterval: c.s.cluster.heartbeatInterval,
 		DefaultPartitions: c.s.numPartitions, DefaultReplicationFactor: c.s.cluster.replicationFactor, Logger: c.log,
 	})
@@ -139,11 +153,15 @@ func (c *cluster) start(eng *engine.Engine) error {
 		return err
 	}
 	c.ctl = ctl
-	if c.local() && ctl.Fresh() {
+	if _, err := os.Stat(pending); err == nil {
 		// A data directory written before the broker had a quorum: its
 		// topics become the quorum's, or the node would delete them as
 		// unknown to the cluster.
 		if err := c.adopt(eng); err != nil {
+			ctl.Close()
+			return err
+		}
+		if err := os.Remove(pending); err != nil {
 			ctl.Close()
 			return err
 		}
@@ -160,15 +178,30 @@ func (c *cluster) start(eng *engine.Engine) error {
 	return nil
 }
 
+// adoptPendingFile marks a data directory whose topics are being adopted
+// by its new local quorum.
+const adoptPendingFile = "adopt-pending"
+
 // adopt registers the topics of eng in a new local quorum, with their ids,
-// partition counts and configs, every partition on this broker alone.
+// partition counts and configs, every partition on this broker alone. A
+// topic the quorum has with that id already (adopted by a start that died
+// half way) is left as it is.
 func (c *cluster) adopt(eng *engine.Engine) error {
-	topics := eng.Topics()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The image fills as raft replays its log: current only after a Sync.
+	if err := c.ctl.Sync(ctx); err != nil {
+		return fmt.Errorf("adopting the topics of %s: %w", c.s.dataDir, err)
+	}
+	var topics []engine.TopicInfo
+	for _, t := range eng.Topics() {
+		if ct := c.ctl.Image().Topic(t.Name); ct == nil || [16]byte(ct.ID) != t.ID {
+			topics = append(topics, t)
+		}
+	}
 	if len(topics) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// Partitions are placed on registered brokers only; the node registers
 	// again when it starts (a new epoch, which changes nothing here).
 	if _, err := c.ctl.RegisterBroker(ctx, controller.BrokerInfo{ID: c.s.nodeID, Addr: c.s.advertise, Rack: c.s.rack}); err != nil {
