@@ -255,7 +255,9 @@ func (c *cluster) handOver() {
 	if c == nil || c.local() || c.ctl == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A hand-over takes tens of milliseconds; the bound is for a quorum
+	// that is stopping too (a whole cluster stopped at once).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
 	if err := c.node.ControlledShutdown(ctx); err != nil {
