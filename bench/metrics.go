@@ -15,21 +15,28 @@ import (
 // /metrics page (text exposition format). Labelled series are skipped: the
 // suite reads only process-wide counters.
 func scrapeMetrics(ctx context.Context, admin string) (map[string]float64, error) {
+	return readMetricsPage(ctx, admin, parseMetrics)
+}
+
+// readMetricsPage fetches a broker's /metrics page (5 s at most) and hands
+// its body to parse.
+func readMetricsPage[T any](ctx context.Context, admin string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: %s/metrics: %s", admin, resp.Status)
+		return zero, fmt.Errorf("bench: %s/metrics: %s", admin, resp.Status)
 	}
-	return parseMetrics(resp.Body)
+	return parse(resp.Body)
 }
 
 func parseMetrics(r io.Reader) (map[string]float64, error) {
@@ -65,21 +72,9 @@ type partitionOffsets struct {
 // a ringlog broker's /metrics (ringlog_log_end_offset and
 // ringlog_high_watermark, labelled by topic and partition).
 func scrapePartitionOffsets(ctx context.Context, admin, topic string) (map[int32]partitionOffsets, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: %s/metrics: %s", admin, resp.Status)
-	}
-	return parsePartitionOffsets(resp.Body, topic)
+	return readMetricsPage(ctx, admin, func(r io.Reader) (map[int32]partitionOffsets, error) {
+		return parsePartitionOffsets(r, topic)
+	})
 }
 
 func parsePartitionOffsets(r io.Reader, topic string) (map[int32]partitionOffsets, error) {

@@ -217,14 +217,7 @@ func (p *peer) startOnce(broker string) error {
 		flush := map[bool]string{true: "always", false: "never"}[p.fsync]
 		admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
 		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", admin, "-io", io, "-flush", flush}
-		var started string
-		c, err := startChild(p.id(), broker, args, func(l string) bool {
-			if strings.Contains(l, `msg="ringlog started"`) {
-				started = l
-			}
-			// The admin listener comes up after the Kafka listener.
-			return strings.Contains(l, `msg="admin HTTP"`)
-		}, peerStartTimeout)
+		c, started, err := startRinglog(p.id(), broker, args)
 		if err != nil {
 			return err
 		}
@@ -378,4 +371,18 @@ func (p *peer) peakRSS() (int64, bool) {
 		sum += rss
 	}
 	return sum, len(p.procs) > 0
+}
+
+// startRinglog starts a ringlog broker child with args (-admin among them)
+// and waits until its admin listener is up, which comes after the Kafka
+// listener. started is its "ringlog started" log line, which says how it
+// runs.
+func startRinglog(name, broker string, args []string) (c *child, started string, err error) {
+	c, err = startChild(name, broker, args, func(l string) bool {
+		if strings.Contains(l, `msg="ringlog started"`) {
+			started = l
+		}
+		return strings.Contains(l, `msg="admin HTTP"`)
+	}, peerStartTimeout)
+	return c, started, err
 }

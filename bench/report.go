@@ -128,27 +128,17 @@ func (s *suite) writeTable(w io.Writer, t *table, n int) {
 	var notes []string
 	for _, r := range t.orderedRows() {
 		fmt.Fprintf(w, "| %s | %s |", r.peer.spec.name, r.peer.durability())
-		if status, reason := r.state(); status != "" {
-			fmt.Fprintf(w, " *%s: %s* |", status, mdEscape(reason))
-			fmt.Fprint(w, strings.Repeat(" — |", len(cols)+len(rats)-1))
-			fmt.Fprintln(w)
+		ratios := make([]string, len(rats))
+		for i, rc := range rats {
+			ratios[i] = "—"
+			if v, ok := t.ratio(r, rc.m); ok {
+				ratios[i] = fmtRatio(v)
+			}
+		}
+		rowCells(w, r, cols, ratios...)
+		if status, _ := r.state(); status != "" {
 			continue
 		}
-		for _, c := range cols {
-			if sp, ok := r.spread(c.m); ok {
-				fmt.Fprintf(w, " %s |", cell(sp, c.f))
-			} else {
-				fmt.Fprint(w, " — |")
-			}
-		}
-		for _, rc := range rats {
-			if v, ok := t.ratio(r, rc.m); ok {
-				fmt.Fprintf(w, " %s |", fmtRatio(v))
-			} else {
-				fmt.Fprint(w, " — |")
-			}
-		}
-		fmt.Fprintln(w)
 		if len(r.fails) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d of %d runs failed (%s)", r.peer.spec.name, len(r.fails),
 				len(r.fails)+len(r.samples), mdEscape(r.fails[0])))
@@ -424,4 +414,26 @@ func (s *suite) sortedPeers() []*peer {
 		return a.slots - b.slots
 	})
 	return ps
+}
+
+// rowCells prints a row's figures and the extra cells after them, or its
+// status across all of those columns.
+func rowCells(w io.Writer, r *row, cols []column, extra ...string) {
+	if status, reason := r.state(); status != "" {
+		fmt.Fprintf(w, " *%s: %s* |", status, mdEscape(reason))
+		fmt.Fprint(w, strings.Repeat(" — |", len(cols)+len(extra)-1))
+		fmt.Fprintln(w)
+		return
+	}
+	for _, c := range cols {
+		if sp, ok := r.spread(c.m); ok {
+			fmt.Fprintf(w, " %s |", cell(sp, c.f))
+		} else {
+			fmt.Fprint(w, " — |")
+		}
+	}
+	for _, e := range extra {
+		fmt.Fprintf(w, " %s |", e)
+	}
+	fmt.Fprintln(w)
 }

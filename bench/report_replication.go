@@ -51,27 +51,6 @@ func (s *suite) writeReplication(w io.Writer) {
 	s.writeFailover(w)
 }
 
-// replCells prints a row's figures, or its status across the columns.
-func replCells(w io.Writer, r *row, cols []column, extra ...string) {
-	if status, reason := r.state(); status != "" {
-		fmt.Fprintf(w, " *%s: %s* |", status, mdEscape(reason))
-		fmt.Fprint(w, strings.Repeat(" — |", len(cols)+len(extra)-1))
-		fmt.Fprintln(w)
-		return
-	}
-	for _, c := range cols {
-		if sp, ok := r.spread(c.m); ok {
-			fmt.Fprintf(w, " %s |", cell(sp, c.f))
-		} else {
-			fmt.Fprint(w, " — |")
-		}
-	}
-	for _, e := range extra {
-		fmt.Fprintf(w, " %s |", e)
-	}
-	fmt.Fprintln(w)
-}
-
 // replFailNotes lists the failed runs of rows that have figures anyway.
 func replFailNotes(w io.Writer, rs []*replRun) {
 	n := 0
@@ -105,7 +84,7 @@ func (s *suite) writeReplThroughput(w io.Writer) {
 		if ok1 && ok2 && b.med > 0 {
 			ratio = fmtRatio(a.med / b.med)
 		}
-		replCells(w, r.row, cols, ratio)
+		rowCells(w, r.row, cols, ratio)
 	}
 	fmt.Fprintln(w)
 	replFailNotes(w, rs)
@@ -154,7 +133,7 @@ func (s *suite) writeReplSlots(w io.Writer) {
 			if ok1 && ok2 && b.med > 0 {
 				ratio = fmtRatio(a.med / b.med)
 			}
-			replCells(w, r.row, cols, lag, ratio)
+			rowCells(w, r.row, cols, lag, ratio)
 		}
 	}
 	fmt.Fprintln(w)
