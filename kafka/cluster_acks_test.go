@@ -46,9 +46,7 @@ func TestClusterAcksAllTimeout(t *testing.T) {
 	}
 
 	stopped := c.procs[follower].cmd.Process
-	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, stopped)
 	resumed := false
 	resume := func() {
 		if !resumed {

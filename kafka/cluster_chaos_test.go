@@ -479,9 +479,7 @@ func (p *chaosProducer) stop() {
 func (c *testCluster) pause(i int, d time.Duration) {
 	c.t.Helper()
 	p := c.procs[i].cmd.Process
-	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		c.t.Fatal(err)
-	}
+	stopProcess(c.t, p)
 	time.Sleep(d)
 	if err := p.Signal(syscall.SIGCONT); err != nil {
 		c.t.Fatal(err)

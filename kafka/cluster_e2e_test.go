@@ -198,36 +198,52 @@ func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// waitBrokers waits until Metadata lists n live brokers.
+// waitBrokers waits until Metadata lists n live brokers. It asks a broker
+// every time: kadm's BrokerMetadata answers from the client's cached
+// broker list, which only the client's own metadata refresh (minutes
+// apart) renews, so a first answer given before the last broker's
+// registration reached that broker would stand. On failure it says which
+// address gave each of the last answers, and what each running broker
+// answers then.
 func (c *testCluster) waitBrokers(n int) {
 	c.t.Helper()
-	adm := kadm.NewClient(c.client())
+	cl := c.client()
 	deadline := time.Now().Add(30 * time.Second)
+	var answers []string
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		m, err := adm.BrokerMetadata(ctx)
+		shards := cl.RequestSharded(ctx, kmsg.NewPtrMetadataRequest())
 		cancel()
-		if err == nil && len(m.Brokers) == n {
-			return
+		for _, sh := range shards {
+			if sh.Err != nil {
+				answers = append(answers, fmt.Sprintf("%s:%d: %v", sh.Meta.Host, sh.Meta.Port, sh.Err))
+				continue
+			}
+			var ids []int32
+			for _, b := range sh.Resp.(*kmsg.MetadataResponse).Brokers {
+				ids = append(ids, b.NodeID)
+			}
+			if len(ids) == n {
+				return
+			}
+			answers = append(answers, fmt.Sprintf("%s:%d (node %d) listed %v", sh.Meta.Host, sh.Meta.Port, sh.Meta.NodeID, ids))
 		}
 		if time.Now().After(deadline) {
-			// What each broker says, to tell a stale broker from a
-			// missing registration.
 			for i, p := range c.procs {
 				if p.cmd == nil || p.cmd.ProcessState != nil {
 					continue
 				}
-				cl, cerr := kgo.NewClient(kgo.SeedBrokers(p.addr))
-				if cerr != nil {
+				pc, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+				if err != nil {
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				bm, berr := kadm.NewClient(cl).BrokerMetadata(ctx)
+				bm, err := kadm.NewClient(pc).BrokerMetadata(ctx)
 				cancel()
-				cl.Close()
-				c.t.Logf("broker %d (%s) lists %v (err %v)", i+1, p.addr, bm.Brokers, berr)
+				pc.Close()
+				c.t.Logf("broker %d (%s) lists %v (err %v)", i+1, p.addr, bm.Brokers, err)
 			}
-			c.t.Fatalf("%d brokers in the metadata after 30 s, want %d (err %v)", len(m.Brokers), n, err)
+			c.t.Fatalf("Metadata did not list %d brokers in 30 s; the last answers:\n%s", n, strings.Join(answers[max(0, len(answers)-10):], "\n"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -520,5 +536,44 @@ func (c *testCluster) waitISR(adm *kadm.Client, topic string, n int, timeout tim
 			return fmt.Errorf("%s: ISR not at %d replicas after %v (err %v): %+v", topic, n, timeout, err, td[topic].Partitions)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stopProcess sends SIGSTOP to p and waits until the kernel shows every
+// one of its threads stopped. kill(2) returns before they are: a thread
+// busy in a system call stops only when the call ends, and under load that
+// took a follower long enough to fetch a record produced after the signal.
+// Where there is no /proc it only signals.
+func stopProcess(t *testing.T, p *os.Process) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	dir := fmt.Sprintf("/proc/%d/task", p.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		running := ""
+		for _, task := range tasks {
+			stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				continue // the thread exited
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] != 'T' && stat[i+2] != 't' {
+				running = fmt.Sprintf("thread %s in state %c", task.Name(), stat[i+2])
+				break
+			}
+		}
+		if running == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped 10 s after SIGSTOP: %s", p.Pid, running)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -397,7 +397,12 @@ func (p *ringlogProc) startOnce(extra ...string) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := kadm.NewClient(cl).BrokerMetadata(ctx)
 		cancel()
-		if err == nil {
+		// The answer counts once this broker says it listens there: a
+		// broker of another test package running alongside may hold the
+		// port (then this one exits, "address already in use") and
+		// answer in its place, and a broker in a cluster listens only
+		// after it caught up with the metadata quorum.
+		if err == nil && strings.Contains(p.out.String(), `msg="ringlog started" listen=`+p.addr+" ") {
 			p.served = true
 			return true
 		}
