@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+
+	"ringlog/internal/framepool"
 )
 
 // transport is what a Conn needs from its implementation (gnet or portable).
@@ -103,7 +105,7 @@ func (c *Conn) Recycle(seq uint64) {
 	}
 	c.mu.Unlock()
 	if buf != nil {
-		putFrameBuf(buf)
+		framepool.Put(buf)
 	}
 }
 

@@ -3,6 +3,8 @@ package netpoll
 import (
 	"encoding/binary"
 	"fmt"
+
+	"ringlog/internal/framepool"
 )
 
 // frameChunkMin is the first allocation for a frame body. A body grows from
@@ -27,7 +29,7 @@ const frameChunkMin = 64 << 10
 // received), never to the announced length ahead of the bytes.
 //
 // Bodies of frameChunkMin bytes and more live in pooled buffers
-// (framepool.go) whose capacity is a power of two; the frame handed out is
+// (internal/framepool) whose capacity is a power of two; the frame handed out is
 // cut to its exact length and capacity all the same, and the whole buffer
 // is kept in done until the caller takes it (to be recycled once the
 // handler has finished with the frame).
@@ -62,9 +64,9 @@ func (s *splitter) need() []byte {
 		// A pooled buffer rounds the size up to a power of two; that stays
 		// within 4x the bytes received, since 4x a previous class size is
 		// itself a class size.
-		grown := getFrameBuf(min(s.size, max(frameChunkMin, 4*len(s.body))))[:len(s.body)]
+		grown := framepool.Get(min(s.size, max(frameChunkMin, 4*len(s.body))))[:len(s.body)]
 		copy(grown, s.body)
-		putFrameBuf(s.body)
+		framepool.Put(s.body)
 		s.body = grown
 	}
 	// A pooled buffer may be larger than the frame: the bytes after the
@@ -120,7 +122,7 @@ func (s *splitter) advance(n int) ([]byte, error) {
 		return nil, nil
 	}
 	frame := s.body[:s.size:s.size]
-	if pooledCap(cap(s.body)) {
+	if framepool.Pooled(cap(s.body)) {
 		s.done = s.body
 	}
 	s.body, s.nhdr, s.size = nil, 0, 0

@@ -23,9 +23,12 @@ func (s *Stream) applyLocked(r result, now time.Time) {
 		s.slots[i].inflight = false
 		s.slots[i].lastResp = now
 	}
+	// The records handed over hold the frame on; the rest of it is done
+	// with once the response is applied.
+	defer r.frame.release(nil)
 	switch resp := r.resp.(type) {
 	case *kmsg.FetchResponse:
-		s.applyFetchLocked(rq, resp, now)
+		s.applyFetchLocked(rq, resp, r.frame, now)
 	case *kmsg.OffsetForLeaderEpochResponse:
 		s.applyTruncationLocked(rq, resp, now)
 	default:
@@ -41,7 +44,7 @@ type respKey struct {
 	part  int32
 }
 
-func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, now time.Time) {
+func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, f *frame, now time.Time) {
 	if resp.ThrottleMillis > 0 {
 		s.throttledUntil = now.Add(time.Duration(resp.ThrottleMillis) * time.Millisecond)
 	}
@@ -86,7 +89,7 @@ func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, now tim
 			progress = true
 			continue
 		}
-		if s.applyPartLocked(pt, h, rq, rp, now) {
+		if s.applyPartLocked(pt, h, rq, rp, f, now) {
 			hot[pt.slot] = true
 			progress = true
 		} else if pt.state != stIdle || pt.paused {
@@ -125,9 +128,10 @@ func (s *Stream) takeLocked(h *held) (*part, bool) {
 	return pt, true
 }
 
-// applyPartLocked applies one partition's Fetch answer. It reports whether
-// records (or anything that calls for an immediate next fetch) came.
-func (s *Stream) applyPartLocked(pt *part, h *held, rq *request, rp *kmsg.FetchResponseTopicPartition, now time.Time) bool {
+// applyPartLocked applies one partition's Fetch answer, whose bytes are in
+// f. It reports whether records (or anything that calls for an immediate
+// next fetch) came.
+func (s *Stream) applyPartLocked(pt *part, h *held, rq *request, rp *kmsg.FetchResponseTopicPartition, f *frame, now time.Time) bool {
 	tp := pt.spec.TP
 	switch code := rp.ErrorCode; {
 	case code == kerr.OffsetOutOfRange.Code:
@@ -162,7 +166,7 @@ func (s *Stream) applyPartLocked(pt *part, h *held, rq *request, rp *kmsg.FetchR
 		pt.partial = false
 		pt.state = stHandler
 		s.stats.recordBytes += int64(len(whole))
-		done := s.doneFunc(pt, h.gen, false)
+		done := f.holdFor(s.doneFunc(pt, h.gen, false))
 		s.calls = append(s.calls, func() { s.h.Records(tp, whole, hw, logStart, done) })
 		// A corrupt header after whole batches is met again, first, by
 		// the next fetch, which starts after them.

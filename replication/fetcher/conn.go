@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ringlog/internal/framepool"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -53,7 +55,10 @@ type versions struct {
 type result struct {
 	req  *request
 	resp kmsg.Response
-	err  error
+	// frame holds the bytes resp was decoded from (its record batches
+	// point into them).
+	frame *frame
+	err   error
 }
 
 // dial connects and negotiates versions with ApiVersions. It is bounded by
@@ -227,10 +232,11 @@ func (c *conn) readLoop() {
 		}
 		resp, err := decodeResponse(rq, frame)
 		if err != nil {
+			framepool.Put(frame)
 			c.send(result{err: err})
 			return
 		}
-		if !c.send(result{req: rq, resp: resp}) {
+		if !c.send(result{req: rq, resp: resp, frame: newFrame(frame)}) {
 			return
 		}
 	}
@@ -304,13 +310,18 @@ func skipTags(b []byte) ([]byte, error) {
 
 // Frame buffers start at frameChunk and grow by frameGrowth as bytes
 // arrive, so that a lying length costs a little memory, not FrameBytesMax.
+// From framepool.MinSize up they come from internal/framepool, whose
+// capacities are powers of two (within frameGrowth times the bytes
+// received, since frameGrowth times a class size is a class size).
 const (
-	frameChunk  = 64 << 10
-	frameGrowth = 8
+	frameChunk  = framepool.MinSize
+	frameGrowth = 4
 )
 
 // readFrame reads one length-prefixed frame. A length above max is refused
-// before anything else is read or allocated.
+// before anything else is read or allocated. The frame's capacity may be
+// larger than its length: a pooled buffer, to give back with
+// framepool.Put once nothing refers to its bytes (see frame).
 func readFrame(r io.Reader, frameMax int) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -324,22 +335,23 @@ func readFrame(r io.Reader, frameMax int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, frameMax)
 	}
 	size := int(n)
-	buf := make([]byte, min(size, frameChunk))
-	got := 0
+	buf := framepool.Get(min(size, frameChunk))
 	for {
-		m, err := io.ReadFull(r, buf[got:])
-		got += m
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+m]
 		if err != nil {
+			framepool.Put(buf)
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return nil, fmt.Errorf("fetcher: read: %w", err)
 		}
-		if got == size {
+		if len(buf) == size {
 			return buf, nil
 		}
-		nb := make([]byte, min(size, len(buf)*frameGrowth))
+		nb := framepool.Get(min(size, len(buf)*frameGrowth))[:len(buf)]
 		copy(nb, buf)
+		framepool.Put(buf)
 		buf = nb
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func frame(n int32, body []byte) []byte {
+func lenFrame(n int32, body []byte) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(n))
 	return append(b, body...)
 }
@@ -25,12 +25,12 @@ func TestReadFrame(t *testing.T) {
 		want []byte
 		err  error
 	}{
-		{"whole", frame(int32(len(body)), body), 1 << 20, body, nil},
-		{"small", frame(4, []byte{1, 2, 3, 4}), 100, []byte{1, 2, 3, 4}, nil},
-		{"above the limit", frame(101, nil), 100, nil, ErrFrameTooLarge},
-		{"negative length", frame(-5, nil), 100, nil, ErrProtocol},
-		{"shorter than a header", frame(3, []byte{1, 2, 3}), 100, nil, ErrProtocol},
-		{"truncated body", frame(1000, []byte{1, 2}), 1 << 20, nil, io.ErrUnexpectedEOF},
+		{"whole", lenFrame(int32(len(body)), body), 1 << 20, body, nil},
+		{"small", lenFrame(4, []byte{1, 2, 3, 4}), 100, []byte{1, 2, 3, 4}, nil},
+		{"above the limit", lenFrame(101, nil), 100, nil, ErrFrameTooLarge},
+		{"negative length", lenFrame(-5, nil), 100, nil, ErrProtocol},
+		{"shorter than a header", lenFrame(3, []byte{1, 2, 3}), 100, nil, ErrProtocol},
+		{"truncated body", lenFrame(1000, []byte{1, 2}), 1 << 20, nil, io.ErrUnexpectedEOF},
 		{"truncated length", []byte{0, 0}, 100, nil, io.ErrUnexpectedEOF},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestReadFrame(t *testing.T) {
 // by a few bytes and EOF allocates in proportion to what arrived, not to
 // the length.
 func TestReadFrameLyingLength(t *testing.T) {
-	in := frame(90<<20, make([]byte, 100))
+	in := lenFrame(90<<20, make([]byte, 100))
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

@@ -120,17 +120,21 @@ func (f *follower) Records(tp engine.TP, data []byte, hw, logStart int64, done f
 		l.records += int64(b.count)
 		l.batches++
 	}
-	l.data = append(l.data, data...)
 	next := l.next
 	f.mu.Unlock()
-	f.finish(tp, func() { done(next, nil) })
+	f.finish(tp, data, func() { done(next, nil) })
 }
 
-// finish marks tp free and calls done, now or later.
-func (f *follower) finish(tp engine.TP, done func()) {
+// finish copies data into tp's log, marks tp free and calls done, now or
+// later. The bytes are read only then, as an engine writes them only then:
+// a stream that let the frame under data go before done would show as a
+// copy that differs from the leader's log.
+func (f *follower) finish(tp engine.TP, data []byte, done func()) {
 	release := func() {
 		f.mu.Lock()
-		f.logLocked(tp).busy = false
+		l := f.logLocked(tp)
+		l.data = append(l.data, data...)
+		l.busy = false
 		f.mu.Unlock()
 		done()
 		select {
@@ -166,7 +170,7 @@ func (f *follower) Truncate(tp engine.TP, epoch int32, end int64, done func(int6
 	}
 	next := l.next
 	f.mu.Unlock()
-	f.finish(tp, func() { done(next, nil) })
+	f.finish(tp, nil, func() { done(next, nil) })
 }
 
 func (f *follower) OutOfRange(tp engine.TP, logStart, hw int64, done func(int64, error)) {
@@ -184,7 +188,7 @@ func (f *follower) OutOfRange(tp engine.TP, logStart, hw int64, done func(int64,
 	// Truncate fully and start at the leader's log start.
 	l.data, l.next = nil, to
 	f.mu.Unlock()
-	f.finish(tp, func() { done(to, nil) })
+	f.finish(tp, nil, func() { done(to, nil) })
 }
 
 func (f *follower) HighWatermark(tp engine.TP, hw, logStart int64) {
@@ -238,12 +242,12 @@ func (f *follower) waitFor(what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// waitLEO waits until every tp's copy reaches leo.
+// waitLEO waits until every tp's copy reaches leo, its last records copied.
 func (f *follower) waitLEO(leo int64, timeout time.Duration, tps ...engine.TP) {
 	f.t.Helper()
 	f.waitFor(fmt.Sprintf("copies to reach %d", leo), timeout, func() bool {
 		for _, tp := range tps {
-			if f.logLocked(tp).next < leo {
+			if l := f.logLocked(tp); l.next < leo || l.busy {
 				return false
 			}
 		}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package framepool
+
+const raceEnabled = false
