@@ -82,20 +82,25 @@ func TestFetchRequestFields(t *testing.T) {
 			}
 			s.Add(p)
 			f.waitLEO(10, 10*time.Second, p.TP)
-			time.Sleep(50 * time.Millisecond) // the long poll that follows
-			f.check()
-			reqs, _ := spy.all()
+			// The long poll follows once the stream is idle.
+			var reqs []*kmsg.FetchRequest
 			var long *kmsg.FetchRequest
+			for deadline := time.Now().Add(10 * time.Second); long == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				reqs, _ = spy.all()
+				for _, r := range reqs {
+					if r.MaxWaitMillis > 0 {
+						long = r
+					}
+				}
+			}
+			f.check()
 			for _, r := range reqs {
 				if r.Version != tc.version {
 					t.Errorf("Fetch v%d, want v%d", r.Version, tc.version)
 				}
-				if r.MaxWaitMillis > 0 {
-					long = r
-				}
 			}
 			if long == nil {
-				t.Fatalf("no long poll among %d fetches", len(reqs))
+				t.Fatalf("no long poll among %d fetches in 10 s", len(reqs))
 			}
 			r := long
 			if tc.version >= 15 {
