@@ -50,9 +50,11 @@ type Handler interface {
 	// first batch is the one holding fetchOffset, so it may start
 	// earlier), with the leader's high watermark and log start offset.
 	// The caller appends them (AppendReplica) and calls done with the
-	// offset to fetch next, normally its new LEO. data is the caller's:
-	// the stream never touches it again. A non-nil error pauses the
-	// partition (reported through Paused).
+	// offset to fetch next, normally its new LEO. data is valid until done
+	// is called: it lies in the response's pooled buffer, which goes back
+	// to the pool then (unless done reports an error), so the caller must
+	// copy what it keeps longer. A non-nil error pauses the partition
+	// (reported through Paused).
 	Records(tp engine.TP, data []byte, hw, logStart int64, done func(nextOffset int64, err error))
 	// Truncate answers OffsetForLeaderEpoch for LastFetchedEpoch: the
 	// largest epoch the leader knows at or below it, and where that epoch
