@@ -540,10 +540,10 @@ func (c *testCluster) waitISR(adm *kadm.Client, topic string, n int, timeout tim
 }
 
 // stopProcess sends SIGSTOP to p and waits until the kernel shows every
-// one of its threads stopped. kill(2) returns before they are: a thread
-// busy in a system call stops only when the call ends, and under load that
-// took a follower long enough to fetch a record produced after the signal.
-// Where there is no /proc it only signals.
+// one of its threads stopped. kill(2) returns before they are: the kernel
+// wakes one thread to begin the group stop, and until it gets a CPU the
+// others run on; under load that let a follower fetch a record produced
+// after the signal. Where there is no /proc it only signals.
 func stopProcess(t *testing.T, p *os.Process) {
 	t.Helper()
 	if err := p.Signal(syscall.SIGSTOP); err != nil {

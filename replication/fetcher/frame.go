@@ -26,13 +26,6 @@ func newFrame(buf []byte) *frame {
 	return f
 }
 
-// hold adds a reference (nil: a frame not pooled, nothing to count).
-func (f *frame) hold() {
-	if f != nil {
-		f.refs.Add(1)
-	}
-}
-
 // release drops a reference; err != nil keeps the bytes from the pool.
 func (f *frame) release(err error) {
 	if f == nil {
@@ -46,12 +39,13 @@ func (f *frame) release(err error) {
 	}
 }
 
-// holdFor returns done wrapped to release a reference f holds for it, once.
+// holdFor takes a reference on f for a handler call and returns done
+// wrapped to release it, once (nil: a frame not pooled, nothing to count).
 func (f *frame) holdFor(done func(int64, error)) func(int64, error) {
 	if f == nil {
 		return done
 	}
-	f.hold()
+	f.refs.Add(1)
 	var once atomic.Bool
 	return func(next int64, err error) {
 		done(next, err)
