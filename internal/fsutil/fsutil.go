@@ -4,6 +4,7 @@
 package fsutil
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -36,4 +37,41 @@ func WriteFileAtomic(dir, name string, data []byte) error {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// MkdirAllDurable creates dir and any missing parents, like os.MkdirAll,
+// and makes every directory it created durable (the parent of each is
+// synced after the mkdir), so that a power loss cannot remove a directory
+// (and with it everything later synced inside it) that a caller went on
+// to rely on. Kafka's LogManager syncs the parent of a new log directory
+// for the same reason.
+func MkdirAllDurable(dir string, perm os.FileMode) error {
+	dir = filepath.Clean(dir)
+	// The missing levels, deepest first.
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !os.IsNotExist(err) {
+			return err
+		}
+		missing = append(missing, d)
+		if parent := filepath.Dir(d); parent == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	// Top-down: a directory's entry in its parent is durable once the
+	// parent is synced after the mkdir.
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := SyncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("sync %s: %w", filepath.Dir(missing[i]), err)
+		}
+	}
+	return nil
 }
