@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -17,7 +16,12 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"ringlog/internal/fsutil"
 )
+
+// StoreFile is the raft log and stable store (bolt) in Config.Dir.
+const StoreFile = "raft.db"
 
 // closeTimeout bounds raft's shutdown beyond the transport's I/O timeout:
 // raft.Shutdown waits for its goroutines, and one may be inside an RPC to
@@ -125,11 +129,11 @@ func (c *Controller) open() (err error) {
 			ln.Close()
 		}
 	}()
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.Dir, "raft.db"),
+		Path: filepath.Join(cfg.Dir, StoreFile),
 		// A second process on the same directory fails instead of
 		// waiting forever for the file lock.
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
@@ -138,6 +142,13 @@ func (c *Controller) open() (err error) {
 		return fmt.Errorf("controller: raft store: %w", err)
 	}
 	c.store = store
+	// bolt syncs its file, never the directory entry that names it: a
+	// store created and written (a term, a vote, entries) but not named
+	// durably is gone after a power loss, and with it everything the
+	// quorum committed (issue 20).
+	if err := fsutil.SyncDir(cfg.Dir); err != nil {
+		return fmt.Errorf("controller: raft store: %w", err)
+	}
 	var quiet []string
 	if cfg.local() {
 		quiet = []string{"heartbeat timeout reached, starting election"}
@@ -147,7 +158,7 @@ func (c *Controller) open() (err error) {
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
+	snaps, err := newSnapshotStore(cfg.Dir, hl)
 	if err != nil {
 		return fmt.Errorf("controller: snapshot store: %w", err)
 	}
