@@ -293,7 +293,14 @@ func (l *Log) newEmptySegment(base int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.log.Truncate(0); err != nil {
+	if err := discardContent(s.log); err != nil {
+		s.close()
+		return nil, err
+	}
+	// The new segment's name must be durable before anything is appended
+	// to it: an append synced into a file whose directory entry a power
+	// loss removes is lost with it (issue 20). One directory sync per roll.
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -306,6 +313,23 @@ func (l *Log) newEmptySegment(base int64) (*segment, error) {
 	s.createdMs = l.opts.Now().UnixMilli()
 	s.publish(0, base)
 	return s, nil
+}
+
+// discardContent empties a segment file that may hold the batches of a
+// log that was truncated away, and makes that durable: batches of the old
+// log coming back after a power loss would be taken for the new one's.
+func discardContent(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // rebaseEmptyActive replaces the empty active segment with one based at

@@ -272,6 +272,13 @@ func (l *Log) recoverSwaps() (map[int64]bool, error) {
 				return nil, err
 			}
 		}
+		// The replaced segments must be gone for good before the cleaned
+		// one takes its name: a file system that kept the rename but not
+		// the removals would show overlapping segments (InstallClean has
+		// the same barrier at its step 3).
+		if err := fsutil.SyncDir(l.dir); err != nil {
+			return nil, err
+		}
 		if err := os.Rename(path+swapSuffix, path); err != nil {
 			return nil, err
 		}

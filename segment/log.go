@@ -143,7 +143,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(dir, 0o755); err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir, cfg: cfg, opts: opts, io: opts.IO}
@@ -293,6 +293,16 @@ func (l *Log) Close() error {
 func (l *Log) cleanShutdown() error {
 	for _, s := range l.segs {
 		if err := s.log.Sync(); err != nil {
+			return err
+		}
+	}
+	// A rolled segment whose background sync has not completed (only
+	// after a ring failure) has indexes the marker would vouch for.
+	for _, rt := range l.rollFlushes {
+		if err := rt.rolled.offsets.sync(); err != nil {
+			return err
+		}
+		if err := rt.rolled.times.sync(); err != nil {
 			return err
 		}
 	}

@@ -73,9 +73,16 @@ func (l *Log) TruncateTo(offset int64) error {
 				return err
 			}
 		}
+		// The dropped segments must not come back after a power loss,
+		// whatever else is rewritten below.
+		if err := fsutil.SyncDir(l.dir); err != nil {
+			l.fail(err)
+			return err
+		}
 	}
 	l.nextOffset = newNext
 	l.leo.Store(newNext)
+	l.clampRollFlushes(s.base)
 	if err := l.cleanerTruncated(newNext); err != nil {
 		l.fail(err)
 		return err
@@ -94,6 +101,18 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	return nil
+}
+
+// clampRollFlushes keeps the background syncs of rolled segments still in
+// flight from moving the recovery point past base, the segment a
+// truncation made active: the segments they would vouch for are gone, and
+// what is appended to the active one next is not synced by them. (A
+// recovery point above the active segment's base would have the next
+// unclean start trust its unsynced tail without a scan.)
+func (l *Log) clampRollFlushes(base int64) {
+	for _, rt := range l.rollFlushes {
+		rt.created = min(rt.created, base)
+	}
 }
 
 // truncateSegment cuts s at pos, whose batches end before next.
@@ -178,6 +197,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	l.leo.Store(offset)
 	l.logStart.Store(offset)
 	l.recoveryPoint = offset
+	l.clampRollFlushes(offset)
 	if err := l.cleanerTruncated(offset); err != nil {
 		return err
 	}

@@ -214,6 +214,16 @@ func (l *Log) load() error {
 			if err := s.log.Sync(); err != nil {
 				return err
 			}
+			// A scanned segment below the active one is trusted from now
+			// on, its rebuilt indexes included: they must be on disk too.
+			if s != active {
+				if err := s.offsets.sync(); err != nil {
+					return err
+				}
+				if err := s.times.sync(); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	l.recoveryPoint = l.active.base
