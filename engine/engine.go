@@ -155,7 +155,7 @@ type Engine struct {
 // it reads anything.
 func Open(cfg Config) (_ *Engine, err error) {
 	cfg.setDefaults()
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	unlock, err := fsutil.LockDir(cfg.Dir)

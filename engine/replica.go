@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"ringlog/internal/fsutil"
 	"ringlog/segment"
 	"ringlog/segment/batch"
 )
@@ -191,6 +192,11 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 	// restart once the log grows past its offset again.
 	if fully {
 		if err := os.Remove(filepath.Join(p.dir, snapshotFile)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		// Durably gone before anything is appended to the emptied log: a
+		// power loss must not bring back a snapshot of the old one.
+		if err := fsutil.SyncDir(p.dir); err != nil {
 			return fmt.Errorf("%w: %w", ErrStorage, err)
 		}
 	}
