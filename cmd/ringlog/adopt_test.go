@@ -155,3 +155,49 @@ func initProducerID(ctx context.Context, cl *kgo.Client) (int64, int16, error) {
 	}
 	return resp.ProducerID, resp.ProducerEpoch, nil
 }
+
+// TestLostQuorumStoreKeepsTopics: a broker whose local quorum store is
+// gone while its directory (controller/) and its logs are still there (what
+// a power loss did before issue 20's fix: raft.db was never named durably)
+// adopts the engine's topics again instead of deleting them as unknown to
+// a fresh quorum.
+func TestLostQuorumStoreKeepsTopics(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	p := start(t, "-listen", addr, "-data-dir", dir)
+	p.waitFor(t, "ringlog started")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("kept"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+	}
+	if err := os.Remove(filepath.Join(dir, "controller", "raft.db")); err != nil {
+		t.Fatal(err)
+	}
+	p = start(t, "-listen", addr, "-data-dir", dir)
+	p.waitFor(t, "ringlog started")
+	p.waitFor(t, "topics adopted by the new local metadata quorum")
+	cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("kept"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	read := 0
+	for read < 10 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume after the store was lost: %v (read %d of 10)\n%s", err, read, p.out.String())
+		}
+		read += fs.NumRecords()
+	}
+}

@@ -133,13 +133,16 @@ func (c *cluster) start(eng *engine.Engine) error {
 	}
 	ctlDir := filepath.Join(c.s.dataDir, "controller")
 	pending := filepath.Join(c.s.dataDir, adoptPendingFile)
+	markPending := func() error {
+		return fsutil.WriteFileAtomic(c.s.dataDir, adoptPendingFile, []byte("adopt local topics into the local quorum\n"))
+	}
 	if c.local() && len(eng.Topics()) > 0 {
-		if _, err := os.Stat(ctlDir); os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(ctlDir, controller.StoreFile)); os.IsNotExist(err) {
 			// Marked before the quorum's first entry, so that adoption
 			// resumes if this start dies half way (a later start finds
 			// the quorum no longer fresh, and would otherwise have the
 			// node delete the topics not adopted yet).
-			if err := fsutil.WriteFileAtomic(c.s.dataDir, adoptPendingFile, []byte("adopt local topics into the local quorum\n")); err != nil {
+			if err := markPending(); err != nil {
 				return err
 			}
 		}
@@ -153,7 +156,21 @@ func (c *cluster) start(eng *engine.Engine) error {
 		return err
 	}
 	c.ctl = ctl
-	if _, err := os.Stat(pending); err == nil {
+	_, statErr := os.Stat(pending)
+	if c.local() && ctl.Fresh() && len(eng.Topics()) > 0 && os.IsNotExist(statErr) {
+		// A store that exists but holds no state while the engine has
+		// topics: a start that died between creating the store and its
+		// first entry, or a store lost (a power loss used to do that,
+		// issue 20). The engine's topics are all there is; deleting them
+		// as unknown to the quorum would lose every record.
+		c.log.Warn("local quorum store empty while the data directory has topics: adopting them", "topics", len(eng.Topics()))
+		if err := markPending(); err != nil {
+			ctl.Close()
+			return err
+		}
+		statErr = nil
+	}
+	if statErr == nil {
 		// A data directory written before the broker had a quorum: its
 		// topics become the quorum's, or the node would delete them as
 		// unknown to the cluster.
@@ -161,7 +178,13 @@ func (c *cluster) start(eng *engine.Engine) error {
 			ctl.Close()
 			return err
 		}
+		// The quorum's entries are durable (bolt syncs each commit, and
+		// the store's name was synced when it opened): the mark may go.
 		if err := os.Remove(pending); err != nil {
+			ctl.Close()
+			return err
+		}
+		if err := fsutil.SyncDir(c.s.dataDir); err != nil {
 			ctl.Close()
 			return err
 		}

@@ -1,0 +1,341 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/internal/powerfs"
+)
+
+// Power-loss tests: the broker runs on powerfs, a FUSE file system that
+// forgets on command everything that was never synced; a power loss kills
+// the broker and drops that state together, and the broker starts again on
+// what survived. SIGKILL alone keeps the page cache, so it proves only that
+// the broker survives its own death.
+
+const powerTopic = "power"
+
+// powerRate is the records per second each power-loss producer sends.
+const powerRate = 5000
+
+// powerRun is one broker data directory on powerfs, its power losses and
+// what was acknowledged across them.
+type powerRun struct {
+	t       *testing.T
+	fs      *powerfs.FS
+	dataDir string
+	flush   string
+	rng     *rand.Rand
+
+	mu sync.Mutex
+	// acked[partition][offset] is the value of every acknowledged record.
+	acked map[int32]map[int64]string
+	// committed[partition] is the highest group offset whose commit was
+	// acknowledged.
+	committed map[int32]int64
+	seq       int
+	starts    int
+}
+
+func newPowerRun(t *testing.T, flush string) *powerRun {
+	t.Helper()
+	if err := powerfs.Available(); err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("RINGLOG_POWERLOSS_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (RINGLOG_POWERLOSS_SEED=%d repeats the choices of the test and of powerfs)", seed, seed)
+	fs, err := powerfs.Mount(t.TempDir(), powerfs.Options{Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &powerRun{
+		t: t, fs: fs, flush: flush, rng: rand.New(rand.NewPCG(seed, 1)),
+		// A data directory the broker creates itself: its creation must
+		// be durable too.
+		dataDir:   filepath.Join(fs.Dir(), "data"),
+		acked:     map[int32]map[int64]string{},
+		committed: map[int32]int64{},
+	}
+	// Cleanups run last-registered first: the brokers started later are
+	// killed before the file system under them is unmounted.
+	t.Cleanup(func() {
+		if err := fs.Unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// start starts the broker, on the io_uring and the portable path in turn.
+func (r *powerRun) start() (*proc, string) {
+	addr := freePort(r.t)
+	r.starts++
+	io := []string{"uring", "portable"}[r.starts%2]
+	p := start(r.t, "-listen", addr, "-data-dir", r.dataDir, "-flush", r.flush, "-shards", "2", "-io", io)
+	return p, addr
+}
+
+// powerLoss kills the broker and cuts the power under it.
+func (r *powerRun) powerLoss(p *proc, mode powerfs.Mode) {
+	r.t.Helper()
+	p.cmd.Process.Kill()
+	select {
+	case err := <-p.done:
+		p.done <- err // for start's cleanup, which waits for it too
+	case <-time.After(20 * time.Second):
+		r.t.Fatal("the killed broker did not exit")
+	}
+	if err := r.fs.PowerLoss(mode); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// mode picks what the next power loss keeps of the unsynced writes: none,
+// or an in-order prefix torn at a random byte. (Reorder, a random subset of
+// pages, can leave a valid batch after a hole in the unsynced tail, which
+// recovery today takes for corruption and refuses: issue 20, later part.)
+func (r *powerRun) mode() powerfs.Mode {
+	return []powerfs.Mode{powerfs.Drop, powerfs.Torn}[r.rng.IntN(2)]
+}
+
+func (r *powerRun) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, offs := range r.acked {
+		n += len(offs)
+	}
+	return n
+}
+
+func powerClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryTimeout(5 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// produce sends records with an idempotent acks=all producer until stop is
+// closed, keeping every acknowledgement.
+func (r *powerRun) produce(addr string, stop <-chan struct{}) {
+	cl := powerClient(r.t, addr, kgo.DefaultProduceTopic(powerTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(400))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	var wg sync.WaitGroup
+	defer func() {
+		// The broker is dead by now: Close fails what is still buffered
+		// (AbortBufferedRecords would wait for the dead broker).
+		cl.Close()
+		waited := make(chan struct{})
+		go func() { wg.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(30 * time.Second):
+			r.t.Errorf("produce callbacks missing 30 s after the client closed")
+		}
+	}()
+	// Paced at powerRate: the point is many power losses, each at a
+	// random moment, not volume.
+	begin := time.Now()
+	for sent := 0; ctx.Err() == nil; sent++ {
+		if ahead := time.Duration(sent)*time.Second/powerRate - time.Since(begin); ahead > 0 {
+			time.Sleep(ahead)
+		}
+		r.mu.Lock()
+		r.seq++
+		v := fmt.Sprintf("r%d", r.seq)
+		r.mu.Unlock()
+		wg.Add(1)
+		cl.Produce(ctx, kgo.StringRecord(v), func(rec *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.acked[rec.Partition] == nil {
+				r.acked[rec.Partition] = map[int64]string{}
+			}
+			if old, ok := r.acked[rec.Partition][rec.Offset]; ok {
+				r.t.Errorf("partition %d offset %d acknowledged twice: %s and %s", rec.Partition, rec.Offset, old, v)
+			}
+			r.acked[rec.Partition][rec.Offset] = v
+		})
+	}
+}
+
+// verify reads every partition from its start to its high watermark and
+// checks that each acknowledged record is there at its offset, that no
+// corrupt batch is served (the client checks every CRC), and that the
+// group's committed offsets did not go backwards; then it commits the
+// high watermarks.
+func (r *powerRun) verify(addr string, partitions int, out string) {
+	t := r.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(powerClient(t, addr))
+	defer adm.Close()
+	topics, err := adm.ListTopics(ctx, powerTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := topics[powerTopic]; td.Err != nil || len(td.Partitions) != partitions {
+		t.Fatalf("topic %s after the power loss: err %v, %d partitions (want %d)\nbroker output:\n%s", powerTopic, td.Err, len(td.Partitions), partitions, out)
+	}
+	ends, err := adm.ListEndOffsets(ctx, powerTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, powerTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range int32(partitions) {
+		end, _ := ends.Lookup(powerTopic, p)
+		start, _ := starts.Lookup(powerTopic, p)
+		if end.Err != nil || start.Err != nil || start.Offset != 0 {
+			t.Fatalf("partition %d: start %+v end %+v", p, start, end)
+		}
+		got := r.readPartition(ctx, addr, p, end.Offset)
+		for off, want := range r.acked[p] {
+			if got[off] != want {
+				t.Fatalf("partition %d offset %d: acknowledged %q, read %q (high watermark %d, %d records acknowledged on the partition, %d read)\nbroker output:\n%s",
+					p, off, want, got[off], end.Offset, len(r.acked[p]), len(got), out)
+			}
+		}
+	}
+	fetched, err := adm.FetchOffsets(ctx, "power-group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := kadm.Offsets{}
+	for p := range int32(partitions) {
+		o, ok := fetched.Lookup(powerTopic, p)
+		if want := r.committed[p]; want > 0 && (!ok || o.At < want) {
+			t.Fatalf("partition %d: committed offset went back from %d to %+v", p, want, o)
+		}
+		end, _ := ends.Lookup(powerTopic, p)
+		commit.Add(kadm.Offset{Topic: powerTopic, Partition: p, At: end.Offset, LeaderEpoch: -1})
+	}
+	resp, err := adm.CommitOffsets(ctx, "power-group", commit)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	for p := range int32(partitions) {
+		end, _ := ends.Lookup(powerTopic, p)
+		r.committed[p] = end.Offset
+	}
+}
+
+// readPartition returns offset -> value for [0, end).
+func (r *powerRun) readPartition(ctx context.Context, addr string, p int32, end int64) map[int64]string {
+	t := r.t
+	got := map[int64]string{}
+	if end == 0 {
+		return got
+	}
+	cl := powerClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{powerTopic: {p: kgo.NewOffset().At(0)}}))
+	defer cl.Close()
+	for next := int64(0); next < end; {
+		fs := cl.PollFetches(ctx)
+		for _, e := range fs.Errors() {
+			t.Fatalf("partition %d: fetch error at offset %d: %v", p, next, e.Err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			got[rec.Offset] = string(rec.Value)
+			next = rec.Offset + 1
+		})
+	}
+	return got
+}
+
+// TestPowerLossFlushAlways: with -flush always an acknowledged record
+// survives losing power. One broker, an idempotent acks=all producer, power
+// losses at random moments (during start-up and recovery too); after each
+// one, every acknowledged record is read back at its offset, no corrupt
+// batch is served, the committed group offsets have not gone back and the
+// metadata quorum's store opens (the broker starts and knows the topic).
+func TestPowerLossFlushAlways(t *testing.T) {
+	const partitions = 4
+	rounds := 50
+	if testing.Short() {
+		rounds = 10
+	}
+	r := newPowerRun(t, "always")
+	created := false
+	for round := range rounds {
+		p, addr := r.start()
+		if created && r.rng.IntN(5) == 0 {
+			// A power loss while the broker starts: recovering its logs,
+			// opening its quorum.
+			time.Sleep(time.Duration(r.rng.IntN(300)) * time.Millisecond)
+			r.powerLoss(p, r.mode())
+			continue
+		}
+		p.waitFor(t, "ringlog started")
+		if !created {
+			createPowerTopic(t, addr, partitions)
+			created = true
+		} else {
+			if !strings.Contains(p.out.String(), "logs opened") {
+				t.Fatalf("round %d: no logs opened:\n%s", round, p.out.String())
+			}
+			r.verify(addr, partitions, p.out.String())
+		}
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { r.produce(addr, stop); close(done) }()
+		time.Sleep(time.Duration(100+r.rng.IntN(900)) * time.Millisecond)
+		r.powerLoss(p, r.mode())
+		close(stop)
+		<-done
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	p, addr := r.start()
+	p.waitFor(t, "ringlog started")
+	r.verify(addr, partitions, p.out.String())
+	t.Logf("%d power losses, %d records acknowledged, all read back", rounds, r.total())
+	p.stop(t)
+}
+
+func createPowerTopic(t *testing.T, addr string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(powerClient(t, addr))
+	defer adm.Close()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, powerTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
