@@ -11,13 +11,15 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "toolchain"
 go version
-# Debian packages the tests use (kcat: librdkafka's client, for the kafka
-# package's client tests); each is installed only when its command is
-# missing.
-tools=(kcat fio)
+# Debian packages the tests use, as command:package (kcat: librdkafka's
+# client, for the kafka package's client tests; fuse3: fusermount3, which
+# go-fuse falls back on when it cannot mount and unmount powerfs, the
+# power-loss file system, by itself); each is installed only when its
+# command is missing.
+tools=(kcat:kcat fio:fio fusermount3:fuse3)
 missing=()
-for cmd in "${tools[@]}"; do
-	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
+for tool in "${tools[@]}"; do
+	command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	step "installing ${missing[*]}"
