@@ -283,9 +283,10 @@ func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) b
 	if f.replica >= 0 {
 		return s.readReplicaPart(p, f.replica, f.replicaEpoch, maxBytes, minOne)
 	}
-	leads := s.clusterLeads(p.tp)
-	if !leads && !s.followerServes(p.tp, f.version) {
-		p.fail(kerr.NotLeaderForPartition.Code)
+	code := s.leaderCode(p.tp)
+	leads := code == 0
+	if !leads && (code != kerr.NotLeaderForPartition.Code || !s.followerServes(p.tp, f.version)) {
+		p.fail(code)
 		return false
 	}
 	st, err := s.eng.State(p.tp)

@@ -61,8 +61,7 @@ func handleListOffsets(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 
 // listOffset answers one partition.
 func (s *Server) listOffset(tp engine.TP, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition) {
-	if !s.clusterLeads(tp) {
-		out.ErrorCode = kerr.NotLeaderForPartition.Code
+	if out.ErrorCode = s.leaderCode(tp); out.ErrorCode != 0 {
 		return
 	}
 	st, err := s.eng.State(tp)

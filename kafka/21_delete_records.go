@@ -27,6 +27,7 @@ func handleDeleteRecords(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response
 		rt.Topic = t.Topic
 		info, exists := s.eng.Topic(t.Topic)
 		for _, p := range t.Partitions {
+			tp := engine.TP{Topic: t.Topic, Partition: p.Partition}
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = p.Partition
 			// -1 is Kafka's "no low watermark" in an error answer.
@@ -36,10 +37,10 @@ func handleDeleteRecords(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response
 				// A compacted topic keeps the latest value of every
 				// key; Kafka refuses to cut its head.
 				rp.ErrorCode = kerr.PolicyViolation.Code
-			case !s.clusterLeads(engine.TP{Topic: t.Topic, Partition: p.Partition}):
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			case s.leaderCode(tp) != 0:
+				rp.ErrorCode = s.leaderCode(tp)
 			default:
-				low, err := s.eng.DeleteRecords(engine.TP{Topic: t.Topic, Partition: p.Partition}, p.Offset)
+				low, err := s.eng.DeleteRecords(tp, p.Offset)
 				if err != nil {
 					rp.ErrorCode = errorCode(err)
 				} else {

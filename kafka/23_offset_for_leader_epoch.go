@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
@@ -36,8 +35,7 @@ func handleOffsetForLeaderEpoch(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.R
 }
 
 func (s *Server) endOffsetForEpoch(tp engine.TP, rp *kmsg.OffsetForLeaderEpochRequestTopicPartition, out *kmsg.OffsetForLeaderEpochResponseTopicPartition) {
-	if !s.clusterLeads(tp) {
-		out.ErrorCode = kerr.NotLeaderForPartition.Code
+	if out.ErrorCode = s.leaderCode(tp); out.ErrorCode != 0 {
 		return
 	}
 	st, err := s.eng.State(tp)

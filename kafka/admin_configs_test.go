@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
 )
 
@@ -36,17 +37,14 @@ func configsByName(cs []kmsg.DescribeConfigsResponseResourceConfig) map[string]k
 // resources Kafka refuses.
 func TestDescribeConfigs(t *testing.T) {
 	b := startBroker(t, brokerOpts{
-		Engine: func(c *engine.Config) {
+		Config: func(c *broker.Config) {
 			// As server.properties log.retention.ms=86400000 would.
 			c.Topic = engine.DefaultTopicConfig()
 			c.Topic.Log.RetentionMs = 86400000
 			c.NodeID = 3
 		},
-		Kafka: func(c *Config) { c.NodeID = 3 },
 	})
-	if _, err := b.Engine.CreateTopic("described", 1, 1, map[string]string{"max.message.bytes": "2000", "cleanup.policy": "compact"}, false); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, b, "described", 1, map[string]string{"max.message.bytes": "2000", "cleanup.policy": "compact"})
 	c := dialAdmin(t, b.Addr)
 
 	for v := int16(0); v <= 4; v++ {
@@ -199,9 +197,7 @@ var sp = kmsg.StringPtr
 // nothing, refusals have Kafka's codes, and the result survives a restart.
 func TestAlterConfigs(t *testing.T) {
 	adminIOPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
-		if _, err := b.Engine.CreateTopic("altered", 2, 1, map[string]string{"retention.ms": "1000", "segment.bytes": "100000"}, false); err != nil {
-			t.Fatal(err)
-		}
+		createTopic(t, b, "altered", 2, map[string]string{"retention.ms": "1000", "segment.bytes": "100000"})
 		c := dialAdmin(t, b.Addr)
 		overrides := func() map[string]string { info, _ := b.Engine.Topic("altered"); return info.Overrides }
 
@@ -270,9 +266,7 @@ func TestAlterConfigs(t *testing.T) {
 // a restart and is what DescribeConfigs shows.
 func TestIncrementalAlterConfigs(t *testing.T) {
 	adminIOPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
-		if _, err := b.Engine.CreateTopic("inc", 1, 1, map[string]string{"segment.bytes": "100000"}, false); err != nil {
-			t.Fatal(err)
-		}
+		createTopic(t, b, "inc", 1, map[string]string{"segment.bytes": "100000"})
 		adm, ctx := b.admin(), adminCtx(t)
 		resps, err := adm.ValidateAlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: sp("5")}}, "inc")
 		if err != nil || resps[0].Err != nil {

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"errors"
@@ -12,8 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/kafka"
 )
 
 // adminProduce writes n records to partition p of topic with a kgo client.
@@ -38,9 +40,7 @@ func adminProduce(t testing.TB, b *testBroker, topic string, p int32, n int, siz
 func TestDeleteRecords(t *testing.T) {
 	adminIOPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
 		for name, policy := range map[string]string{"trimmed": "delete", "compacted": "compact"} {
-			if _, err := b.Engine.CreateTopic(name, 2, 1, map[string]string{"cleanup.policy": policy}, false); err != nil {
-				t.Fatal(err)
-			}
+			createTopic(t, b, name, 2, map[string]string{"cleanup.policy": policy})
 		}
 		adminProduce(t, b, "trimmed", 0, 10, 10)
 		adminProduce(t, b, "trimmed", 1, 5, 10)
@@ -122,11 +122,10 @@ func TestDeleteRecords(t *testing.T) {
 // types.
 func TestDescribeCluster(t *testing.T) {
 	b := startBroker(t, brokerOpts{
-		Engine: func(c *engine.Config) { c.NodeID = 5 },
-		Kafka:  func(c *Config) { c.NodeID, c.Rack = 5, "r1" },
+		Config: func(c *broker.Config) { c.NodeID, c.Rack = 5, "r1" },
 	})
 	c := dialAdmin(t, b.Addr)
-	host, port := b.Server.cfg.AdvertisedHost, b.Server.cfg.AdvertisedPort
+	host, port := kafka.Advertised(b.Server)
 	for v := int16(0); v <= 2; v++ {
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.IncludeClusterAuthorizedOperations = v == 1
@@ -168,9 +167,7 @@ func TestDescribeCluster(t *testing.T) {
 func TestDescribeLogDirs(t *testing.T) {
 	adminIOPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
 		for _, name := range []string{"sized", "other"} {
-			if _, err := b.Engine.CreateTopic(name, 2, 1, nil, false); err != nil {
-				t.Fatal(err)
-			}
+			createTopic(t, b, name, 2, nil)
 		}
 		adm, ctx := b.admin(), adminCtx(t)
 		abs, _ := filepath.Abs(b.dir)

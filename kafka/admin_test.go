@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
+	"ringlog/kafka"
 )
 
 // adminConn sends requests at the exact version a test picks, over a
@@ -235,10 +237,8 @@ func TestCreateTopicsKadm(t *testing.T) {
 // TestCreateTopicsErrors checks each refusal's exact code, at v7 and, for
 // the codes old clients know, at v0 (which has no messages).
 func TestCreateTopicsErrors(t *testing.T) {
-	b := startBroker(t, brokerOpts{Engine: func(c *engine.Config) { c.NumPartitions = 2 }})
-	if _, err := b.Engine.CreateTopic("taken", 1, 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.NumPartitions = 2 }})
+	createTopic(t, b, "taken", 1, nil)
 	assign := func(tp kmsg.CreateTopicsRequestTopic, replicas ...[]int32) kmsg.CreateTopicsRequestTopic {
 		for i, r := range replicas {
 			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
@@ -321,18 +321,18 @@ func TestCreateTopicsErrors(t *testing.T) {
 		t.Error("a duplicated topic was created")
 	}
 
-	// Past maxCreateTopics, topics are refused without being looked at
+	// Past kafka.MaxCreateTopics, topics are refused without being looked at
 	// (invalid names keep the first ones cheap).
 	many := createTopicsReq()
-	for i := range maxCreateTopics + 1 {
+	for i := range kafka.MaxCreateTopics + 1 {
 		many.Topics = append(many.Topics, newTopicReq(fmt.Sprintf("bad/%d", i), 1, 1))
 	}
 	manyResp := c.do(7, many).(*kmsg.CreateTopicsResponse)
-	if n := len(manyResp.Topics); n != maxCreateTopics+1 {
-		t.Fatalf("%d answers to %d topics", n, maxCreateTopics+1)
+	if n := len(manyResp.Topics); n != kafka.MaxCreateTopics+1 {
+		t.Fatalf("%d answers to %d topics", n, kafka.MaxCreateTopics+1)
 	}
 	wantCode(t, "first of many", manyResp.Topics[0].ErrorCode, kerr.InvalidTopicException)
-	wantCode(t, "one too many", manyResp.Topics[maxCreateTopics].ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "one too many", manyResp.Topics[kafka.MaxCreateTopics].ErrorCode, kerr.InvalidRequest)
 
 	// The only assignment a single node can honour: every partition on it.
 	r := c.do(7, createTopicsReq(assign(newTopicReq("manual", -1, -1), []int32{0}, []int32{0}, []int32{0}))).(*kmsg.CreateTopicsResponse).Topics[0]
@@ -515,19 +515,6 @@ func TestCreatePartitions(t *testing.T) {
 			t.Fatalf("after v0: %d partitions, want 7", info.Partitions)
 		}
 	})
-}
-
-// TestAdminBrokerSynonymsCoverEngine fails when the engine learns a topic
-// config that DescribeConfigs cannot name on the broker.
-func TestAdminBrokerSynonymsCoverEngine(t *testing.T) {
-	for _, n := range engine.ConfigNames() {
-		if _, ok := brokerSynonym[n]; !ok {
-			t.Errorf("topic config %s has no broker synonym in configs.go", n)
-		}
-	}
-	if len(brokerSynonym) != len(engine.ConfigNames()) {
-		t.Errorf("%d synonyms for %d configs", len(brokerSynonym), len(engine.ConfigNames()))
-	}
 }
 
 // adminRecord is a record for partition (used with a manual partitioner).

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ringlog/broker"
+	"ringlog/kafka"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,7 +32,7 @@ const badInputMaxRequestBytes = 1 << 20
 // franz-go producer keeps producing the whole time and every record it had
 // acknowledged is in the log at the end; the heap stays bounded.
 func TestBadInput(t *testing.T) {
-	ioPaths(t, brokerOpts{Kafka: func(c *Config) { c.MaxRequestBytes = badInputMaxRequestBytes }}, func(t *testing.T, b *testBroker) {
+	ioPaths(t, brokerOpts{Config: func(c *broker.Config) { c.MaxRequestBytes = badInputMaxRequestBytes }}, func(t *testing.T, b *testBroker) {
 		createTopic(t, b, "good", 2, nil)
 
 		heap := startHeapWatch()
@@ -113,7 +116,7 @@ func frame(body []byte) []byte {
 }
 
 func badInputCases(t *testing.T) []badInputCase {
-	seeds := fuzzSeeds(t)
+	seeds := kafka.SeedRequests(t)
 	closes := func(name string, b []byte) badInputCase {
 		return badInputCase{name, func(t *testing.T, w *wireConn) {
 			w.write(b)
@@ -126,7 +129,7 @@ func badInputCases(t *testing.T) []badInputCase {
 		return badInputCase{name, func(t *testing.T, w *wireConn) {
 			w.write(frame(body))
 			w.recv(1, resp)
-			md := metadataReq(1)
+			md := kafka.MetadataReq(1)
 			w.recv(w.send(md), md.ResponseKind())
 		}}
 	}
@@ -138,7 +141,7 @@ func badInputCases(t *testing.T) []badInputCase {
 	// Random bytes whose first four make a plausible frame length.
 	random[0], random[1] = 0, 0
 
-	oversized := frameOf(metadataReq(1, string(bytes.Repeat([]byte("x"), 200))))
+	oversized := kafka.FrameOf(kafka.MetadataReq(1, string(bytes.Repeat([]byte("x"), 200))))
 	for len(oversized) <= badInputMaxRequestBytes {
 		oversized = append(oversized, oversized[14:]...)
 	}
@@ -159,7 +162,7 @@ func badInputCases(t *testing.T) []badInputCase {
 			w.expectClosed()
 		}},
 		{"truncated frame", func(t *testing.T, w *wireConn) {
-			f := frame(frameOf(metadataReq(12, "a")))
+			f := frame(kafka.FrameOf(kafka.MetadataReq(12, "a")))
 			w.write(f[:len(f)-3])
 			w.c.(*net.TCPConn).CloseWrite()
 			w.expectClosed()

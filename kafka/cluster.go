@@ -186,14 +186,19 @@ func (s *Server) clusterTopicMetadata(req *kmsg.MetadataRequest, img *controller
 	return mt
 }
 
-// clusterLeads reports whether a consumer's request for tp may be served
-// here: always on a single broker; in a cluster, only by the leader.
-func (s *Server) clusterLeads(tp engine.TP) bool {
-	if s.cfg.Node == nil {
-		return true
+// leaderCode is the answer to a consumer's request for tp: 0 when this
+// broker leads tp; UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such
+// partition; NOT_LEADER_OR_FOLLOWER when another broker leads it (Kafka's
+// codes: either makes a client refresh its metadata, but only the second
+// says that the partition exists).
+func (s *Server) leaderCode(tp engine.TP) int16 {
+	if _, ok := s.cfg.Node.Leads(tp); ok {
+		return 0
 	}
-	_, ok := s.cfg.Node.Leads(tp)
-	return ok
+	if t := s.cfg.Node.Image().Topic(tp.Topic); t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	return kerr.NotLeaderForPartition.Code
 }
 
 // followerServes reports whether this broker, not tp's leader, serves a

@@ -1,6 +1,6 @@
 //go:build unix
 
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"ringlog/kafka"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,7 +38,7 @@ func TestClusterAcksAllTimeout(t *testing.T) {
 	w := dialWire(t, c.procs[leader].addr)
 	produce := func(value string, timeout time.Duration) *kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		req := produceReq(9, -1, topic, 0, testBatch(t, value, 1, -1, 0))
+		req := kafka.ProduceReq(9, -1, topic, 0, kafka.MakeBatch(t, value, 1, -1, 0))
 		req.TimeoutMillis = int32(timeout / time.Millisecond)
 		res := w.roundTrip(req).(*kmsg.ProduceResponse)
 		return &res.Topics[0].Partitions[0]

@@ -46,7 +46,7 @@ func (s *Server) clusterCreateTopic(t *kmsg.CreateTopicsRequestTopic, overrides 
 				return fail(refuse(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence"))
 			}
 			if len(a.Replicas) == 0 {
-				return fail(refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes a partition with no replicas."))
+				return fail(refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list."))
 			}
 			as[a.Partition] = a.Replicas
 		}

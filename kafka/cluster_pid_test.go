@@ -1,6 +1,6 @@
 //go:build unix
 
-package kafka
+package kafka_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"ringlog/kafka"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -198,7 +200,7 @@ func TestLongPollWakesOnAppend(t *testing.T) {
 		}()
 		// Wait until the consumer's fetch is parked in the broker.
 		deadline := time.Now().Add(10 * time.Second)
-		for b.Server.waits.longPolls() == 0 {
+		for kafka.LongPolls(b.Server) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the consumer's fetch never started waiting")
 			}
@@ -211,7 +213,7 @@ func TestLongPollWakesOnAppend(t *testing.T) {
 		if idleFrames > 3 {
 			t.Errorf("%d requests while the consumer waited on an empty partition: it is polling, not long-polling", idleFrames)
 		}
-		if n := b.Server.waits.longPolls(); n != 1 {
+		if n := kafka.LongPolls(b.Server); n != 1 {
 			t.Errorf("%d fetches waiting, want 1", n)
 		}
 		produced := time.Now()

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/kafka"
 )
 
 // fetchConn speaks the Kafka protocol by hand, so that tests can pick the
@@ -196,14 +197,6 @@ func expectedFetch(t testing.TB, e *engine.Engine, req *kmsg.FetchRequest) *kmsg
 	return resp
 }
 
-func appendFetchFrame(corr int32, resp *kmsg.FetchResponse) []byte {
-	b := binary.BigEndian.AppendUint32(nil, uint32(corr))
-	if resp.Version >= 12 {
-		b = append(b, 0)
-	}
-	return resp.AppendTo(b)
-}
-
 // TestFetchFramingMatchesKmsg sends fetches of every version and compares
 // the hand-framed response, byte for byte, with kmsg's encoding of the same
 // logical response (records read into memory). The requests cover both
@@ -211,8 +204,8 @@ func appendFetchFrame(corr int32, resp *kmsg.FetchResponse) []byte {
 // batches, the KIP-74 first batch, an empty partition, offsets out of
 // range, an unknown partition and an unknown topic (by name and by id).
 func TestFetchFramingMatchesKmsg(t *testing.T) {
-	if v := (&kmsg.FetchRequest{}).MaxVersion(); v != fetchVersionMax {
-		t.Fatalf("kmsg knows Fetch v%d; this broker frames up to v%d: check the new layout in fetch_frame.go, then raise fetchVersionMax", v, fetchVersionMax)
+	if v := (&kmsg.FetchRequest{}).MaxVersion(); v != kafka.FetchVersionMax {
+		t.Fatalf("kmsg knows Fetch v%d; this broker frames up to v%d: check the new layout in fetch_frame.go, then raise kafka.FetchVersionMax", v, kafka.FetchVersionMax)
 	}
 	e2ePaths(t, func(t *testing.T, opts brokerOpts) {
 		b := startBroker(t, opts)
@@ -241,7 +234,7 @@ func TestFetchFramingMatchesKmsg(t *testing.T) {
 				fetchPartReq(1, -5, 1<<20),
 			}},
 		}
-		for v := int16(fetchVersionMin); v <= fetchVersionMax; v++ {
+		for v := int16(kafka.FetchVersionMin); v <= kafka.FetchVersionMax; v++ {
 			for si, sh := range shapes {
 				req := fetchReq(v, "frame", id, sh.parts...)
 				req.MaxBytes = sh.maxBytes
@@ -254,7 +247,7 @@ func TestFetchFramingMatchesKmsg(t *testing.T) {
 
 				corr := rc.send(req)
 				got := rc.recv(10 * time.Second)
-				want := appendFetchFrame(corr, expectedFetch(t, b.Engine, req))
+				want := kafka.AppendFetchFrame(corr, expectedFetch(t, b.Engine, req))
 				if !bytes.Equal(got, want) {
 					i := 0
 					for i < len(got) && i < len(want) && got[i] == want[i] {
@@ -269,58 +262,6 @@ func TestFetchFramingMatchesKmsg(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestFetchFramingTaggedFields checks the parts of the layout a live
-// single-node broker rarely produces: current_leader (v16+, with
-// FENCED_LEADER_EPOCH) and node_endpoints, the response-level session
-// error, and a rack, against kmsg for every version.
-func TestFetchFramingTaggedFields(t *testing.T) {
-	for v := int16(fetchVersionMin); v <= fetchVersionMax; v++ {
-		for _, rack := range []string{"", "rack-a"} {
-			s := &Server{cfg: Config{NodeID: 3, AdvertisedHost: "broker.example", AdvertisedPort: 9093, Rack: rack}}
-			f := &fetch{s: s, cx: &reqCtx{correlationID: 77}, version: v, topics: []fetchTopic{{
-				name: "t", id: [16]byte{9},
-				parts: []fetchPart{
-					{tp: engine.TP{Topic: "t", Partition: 0}, errCode: kerr.FencedLeaderEpoch.Code, hw: -1, lso: -1, logStart: -1, currentLeader: true, epochNow: 12},
-					{tp: engine.TP{Topic: "t", Partition: 1}, hw: 5, lso: 5, logStart: 2},
-				},
-			}}}
-			want := kmsg.NewPtrFetchResponse()
-			want.Version = v
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = "t", [16]byte{9}
-			p0 := kmsg.NewFetchResponseTopicPartition()
-			p0.ErrorCode, p0.HighWatermark, p0.PreferredReadReplica, p0.RecordBatches = kerr.FencedLeaderEpoch.Code, -1, -1, []byte{}
-			if v >= 16 {
-				p0.CurrentLeader.LeaderID, p0.CurrentLeader.LeaderEpoch = 3, 12
-				br := kmsg.NewFetchResponseBroker()
-				br.NodeID, br.Host, br.Port = 3, "broker.example", 9093
-				if rack != "" {
-					br.Rack = &rack
-				}
-				want.Brokers = append(want.Brokers, br)
-			}
-			p1 := kmsg.NewFetchResponseTopicPartition()
-			p1.Partition, p1.HighWatermark, p1.LastStableOffset, p1.LogStartOffset, p1.PreferredReadReplica, p1.RecordBatches = 1, 5, 5, 2, -1, []byte{}
-			st.Partitions = append(st.Partitions, p0, p1)
-			want.Topics = append(want.Topics, st)
-			if got, w := f.encode().buf, appendFetchFrame(77, want); !bytes.Equal(got, w) {
-				t.Fatalf("v%d rack %q:\n got %x\nwant %x", v, rack, got, w)
-			}
-
-			// A response-level error carries no topics.
-			f.errCode = kerr.FetchSessionIDNotFound.Code
-			errWant := kmsg.NewPtrFetchResponse()
-			errWant.Version = v
-			if v >= 7 {
-				errWant.ErrorCode = f.errCode
-			}
-			if got, w := f.encode().buf, appendFetchFrame(77, errWant); !bytes.Equal(got, w) {
-				t.Fatalf("v%d session error:\n got %x\nwant %x", v, got, w)
-			}
-		}
-	}
 }
 
 // TestFetchErrors covers the answers that do not depend on the log's
@@ -442,7 +383,7 @@ func TestFetchMinBytesWaits(t *testing.T) {
 	produce(1)
 	// One batch is not enough: the fetch still waits.
 	time.Sleep(50 * time.Millisecond)
-	if n := b.Server.waits.longPolls(); n != 1 {
+	if n := kafka.LongPolls(b.Server); n != 1 {
 		t.Fatalf("after one append: %d fetches waiting, want 1", n)
 	}
 	produce(0)
@@ -471,9 +412,9 @@ func TestFetchMinBytesWaits(t *testing.T) {
 func waitLongPolls(t testing.TB, b *testBroker, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for b.Server.waits.longPolls() != n {
+	for kafka.LongPolls(b.Server) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d fetches waiting, want %d", b.Server.waits.longPolls(), n)
+			t.Fatalf("%d fetches waiting, want %d", kafka.LongPolls(b.Server), n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

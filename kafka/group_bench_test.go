@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/segment"
@@ -182,7 +183,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			opts := brokerOpts{}
 			if c.always {
-				opts.Engine = func(cfg *engine.Config) {
+				opts.Config = func(cfg *broker.Config) {
 					cfg.Topic = engine.DefaultTopicConfig()
 					cfg.Topic.Log.FlushMessages, cfg.Topic.Log.Flush = 1, segment.FlushAlways
 				}

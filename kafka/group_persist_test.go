@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"slices"
@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine/group"
+	"ringlog/kafka"
 )
 
 // Groups and committed offsets live in __consumer_offsets: they survive
@@ -140,7 +141,7 @@ func TestGroupAdminAPIs(t *testing.T) {
 	a := dialAdmin(t, b.Addr)
 
 	// __consumer_offsets is there, compacted, and internal.
-	md := a.do(1, metadataReq(1, group.OffsetsTopic, "t")).(*kmsg.MetadataResponse)
+	md := a.do(1, kafka.MetadataReq(1, group.OffsetsTopic, "t")).(*kmsg.MetadataResponse)
 	if !md.Topics[0].IsInternal || md.Topics[1].IsInternal || len(md.Topics[0].Partitions) != int(b.Groups.Partitions()) {
 		t.Fatalf("metadata: %+v", md.Topics)
 	}
@@ -152,14 +153,14 @@ func TestGroupAdminAPIs(t *testing.T) {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey = "g"
 		r := a.do(v, req).(*kmsg.FindCoordinatorResponse)
-		if r.ErrorCode != 0 || r.NodeID != 0 || r.Host != "127.0.0.1" || r.Port != b.Server.cfg.AdvertisedPort {
+		if r.ErrorCode != 0 || r.NodeID != 0 || r.Host != "127.0.0.1" || r.Port != advertisedPort(b) {
 			t.Fatalf("FindCoordinator v%d: %+v", v, r)
 		}
 	}
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorKeys = []string{"a", "b", ""}
 	r := a.do(6, req).(*kmsg.FindCoordinatorResponse)
-	if len(r.Coordinators) != 3 || r.Coordinators[1].Key != "b" || r.Coordinators[2].ErrorCode != 0 || r.Coordinators[2].Port != b.Server.cfg.AdvertisedPort {
+	if len(r.Coordinators) != 3 || r.Coordinators[1].Key != "b" || r.Coordinators[2].ErrorCode != 0 || r.Coordinators[2].Port != advertisedPort(b) {
 		t.Fatalf("batched FindCoordinator: %+v", r)
 	}
 	req.CoordinatorType = 1
@@ -275,4 +276,10 @@ func TestGroupAdminAPIs(t *testing.T) {
 	if got := list(5, nil, nil); len(got) != 1 {
 		t.Fatalf("groups after the deletion: %v", got)
 	}
+}
+
+// advertisedPort is the port Metadata and FindCoordinator tell clients.
+func advertisedPort(b *testBroker) int32 {
+	_, port := kafka.Advertised(b.Server)
+	return port
 }

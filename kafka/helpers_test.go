@@ -1,32 +1,41 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
-	"net"
-	"strconv"
-	"sync/atomic"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/ioring"
+	"ringlog/kafka"
 	"ringlog/netpoll"
 )
 
-// testBroker is a real broker on 127.0.0.1: engine, protocol, network.
+// testBroker is a broker started in the test's process with broker.Start,
+// the wiring the binary runs: engine, local one-voter quorum, replication,
+// group coordinator, Kafka protocol, network.
 type testBroker struct {
-	t      testing.TB
-	Addr   string
+	t    testing.TB
+	Addr string
+	// Engine, Server, Net and Groups are the running broker's parts.
 	Engine *engine.Engine
-	Server *Server
+	Server *kafka.Server
 	Net    *netpoll.Server
 	Groups *group.Coordinator
 	dir    string
 	opts   brokerOpts
+	b      *broker.Broker
+	nodeID int32
 }
 
 type brokerOpts struct {
@@ -34,9 +43,9 @@ type brokerOpts struct {
 	Portable bool
 	// Dir reuses a data directory (restarts); empty means a new one.
 	Dir string
-	// Engine, Kafka and Groups adjust the configurations before start.
-	Engine func(*engine.Config)
-	Kafka  func(*Config)
+	// Config adjusts the broker's configuration before start; Groups its
+	// group coordinator's.
+	Config func(*broker.Config)
 	Groups func(*group.Config)
 }
 
@@ -52,86 +61,105 @@ func startBroker(t testing.TB, opts brokerOpts) *testBroker {
 	return b
 }
 
-func (b *testBroker) start() {
-	t := b.t
-	ecfg := engine.Config{Dir: b.dir, Shards: 2, IO: ioring.ModeAuto}
-	if b.opts.Portable {
-		ecfg.IO = ioring.ModePortable
-	}
-	if b.opts.Engine != nil {
-		b.opts.Engine(&ecfg)
-	}
-	e, err := engine.Open(ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+// testConfig is the configuration of a test broker: the binary's defaults
+// with a few changes for speed.
+func testConfig(dir string) broker.Config {
+	cfg := broker.DefaultConfig()
+	cfg.Listen, cfg.DataDir, cfg.Shards, cfg.IO = "127.0.0.1:0", dir, 2, ioring.ModeAuto
+	cfg.Logger = quietLogger()
 	// Kafka's group defaults but for the initial rebalance delay, which
 	// would add 3 s to every test's first rebalance.
-	gcfg := group.DefaultConfig()
-	gcfg.InitialRebalanceDelay = 0
+	cfg.Groups.InitialRebalanceDelay = 0
 	// 4 partitions of __consumer_offsets rather than 50: a broker starts
 	// in a tenth of the time, and the tests start hundreds.
-	gcfg.OffsetsTopicPartitions = 4
-	if b.opts.Groups != nil {
-		b.opts.Groups(&gcfg)
+	cfg.Groups.OffsetsTopicPartitions = 4
+	return cfg
+}
+
+func (b *testBroker) start() {
+	t := b.t
+	t.Helper()
+	cfg := testConfig(b.dir)
+	if b.opts.Portable {
+		cfg.IO = ioring.ModePortable
 	}
-	groups, err := group.Start(e, gcfg)
-	if err != nil {
-		e.Close()
-		t.Fatal(err)
-	}
-	// Bind first to learn the port, then build the server that tells
-	// clients that port. The server is installed complete: setting its port
-	// after it serves would race with the handlers reading it.
-	kcfg := Config{NodeID: ecfg.NodeID, AdvertisedHost: "127.0.0.1", AutoCreateTopics: true, Groups: groups}
-	if b.opts.Kafka != nil {
-		b.opts.Kafka(&kcfg)
-	}
-	addr := "127.0.0.1:0"
 	if b.Addr != "" {
-		addr = b.Addr // a restart keeps the port
+		cfg.Listen = b.Addr // a restart keeps the port
 	}
-	h := &lateHandler{}
-	ns, err := netpoll.Listen(netpoll.Config{Addr: addr, Portable: b.opts.Portable}, h)
-	if err != nil {
-		groups.Close()
-		e.Close()
-		t.Fatal(err)
+	if b.opts.Groups != nil {
+		b.opts.Groups(&cfg.Groups)
 	}
-	_, port, _ := net.SplitHostPort(ns.Addr().String())
-	p, _ := strconv.Atoi(port)
-	kcfg.AdvertisedPort = int32(p)
-	srv := NewServer(kcfg, e)
-	h.srv.Store(srv)
-	b.Addr, b.Engine, b.Server, b.Net, b.Groups = ns.Addr().String(), e, srv, ns, groups
-	// Tests that send raw requests want exact codes: let __consumer_offsets
-	// replay before they start (clients would retry
-	// COORDINATOR_LOAD_IN_PROGRESS; engine/group tests that code).
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if b.opts.Config != nil {
+		b.opts.Config(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := groups.WaitLoaded(ctx); err != nil {
-		t.Fatalf("group coordinator: %v", err)
+	br, err := broker.Start(ctx, cfg)
+	for attempt := 0; err != nil && b.Addr == "" && attempt < 3 && strings.Contains(err.Error(), "address already in use"); attempt++ {
+		// The free port the broker picked was taken before it bound it
+		// (another package's test): pick again.
+		br, err = broker.Start(ctx, cfg)
+	}
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	b.b, b.nodeID = br, cfg.NodeID
+	b.Addr, b.Engine, b.Server, b.Net, b.Groups = br.Addr(), br.Engine(), br.Server(), br.Network(), br.Groups()
+	// Tests that send raw group requests want exact codes: have
+	// __consumer_offsets created, as a client's first FindCoordinator
+	// does, and every partition of it coordinated here before they start
+	// (clients would retry COORDINATOR_LOAD_IN_PROGRESS and
+	// NOT_COORDINATOR; engine/group tests those codes).
+	b.waitCoordinating(ctx)
+}
+
+// waitCoordinating waits until the broker coordinates the groups of every
+// partition of __consumer_offsets.
+func (b *testBroker) waitCoordinating(ctx context.Context) {
+	t := b.t
+	t.Helper()
+	// One group id per partition of __consumer_offsets.
+	ids := map[int32]string{}
+	for i := 0; int32(len(ids)) < b.Groups.Partitions(); i++ {
+		id := fmt.Sprintf("probe-%d", i)
+		if _, ok := ids[b.Groups.PartitionOf(id)]; !ok {
+			ids[b.Groups.PartitionOf(id)] = id
+		}
+	}
+	// Straight to this broker, as the tests' requests go: a
+	// FindCoordinator first creates __consumer_offsets, then each group
+	// is described once its partition is loaded here.
+	w := dialWire(t, b.Addr)
+	for _, id := range ids {
+		for {
+			find := kmsg.NewPtrFindCoordinatorRequest()
+			find.CoordinatorKey = id
+			found := w.roundTrip(find).(*kmsg.FindCoordinatorResponse)
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Groups = []string{id}
+			resp := w.roundTrip(req).(*kmsg.DescribeGroupsResponse)
+			if found.ErrorCode == 0 && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the broker does not coordinate group %s: %+v %+v", id, found, resp)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }
 
-// Stop closes the network (answering what is in flight) and the engine.
+// Stop closes the broker as the binary does on SIGTERM.
 func (b *testBroker) Stop() {
-	if b.Net == nil {
+	if b.b == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Long-polling fetches would hold the graceful close for max_wait_ms,
-	// and parked JoinGroup requests for a rebalance timeout.
-	b.Server.StopLongPolls()
-	b.Groups.Close()
-	if err := b.Net.Close(ctx); err != nil {
-		b.t.Errorf("close network: %v", err)
+	if err := b.b.Close(ctx); err != nil {
+		b.t.Errorf("close broker: %v", err)
 	}
-	if err := b.Engine.Close(); err != nil {
-		b.t.Errorf("close engine: %v", err)
-	}
-	b.Net, b.Engine = nil, nil
+	b.b, b.Net, b.Engine = nil, nil, nil
 }
 
 // Restart stops and starts the broker on the same port and data.
@@ -155,6 +183,48 @@ func (b *testBroker) admin() *kadm.Client {
 	return kadm.NewClient(b.client())
 }
 
+// createTopic creates a topic through the broker's quorum (CreateTopics,
+// as any client would) and waits until this broker leads every partition.
+func createTopic(t testing.TB, b *testBroker, name string, partitions int32, configs map[string]string) engine.TopicInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfgs := map[string]*string{}
+	for k, v := range configs {
+		cfgs[k] = &v
+	}
+	resp, err := b.admin().CreateTopic(ctx, partitions, -1, cfgs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	return waitLeading(t, b, name)
+}
+
+// waitLeading waits until the broker's engine has topic name and leads
+// every partition of it.
+func waitLeading(t testing.TB, b *testBroker, name string) engine.TopicInfo {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, ok := b.Engine.Topic(name)
+		leading := ok
+		for p := int32(0); ok && p < info.Partitions; p++ {
+			st, err := b.Engine.State(engine.TP{Topic: name, Partition: p})
+			leading = leading && err == nil && st.Role == engine.RoleLeader
+		}
+		if leading {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: not led by the broker after 20 s (%+v, %v)", name, info, ok)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // userTopics leaves out the internal topics (__consumer_offsets, which the
 // group coordinator creates on every broker).
 func userTopics(ts []engine.TopicInfo) []engine.TopicInfo {
@@ -167,20 +237,12 @@ func userTopics(ts []engine.TopicInfo) []engine.TopicInfo {
 	return out
 }
 
-// lateHandler serves with a Server installed once the listener's port is
-// known.
-type lateHandler struct{ srv atomic.Pointer[Server] }
-
-func (h *lateHandler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
-	if s := h.srv.Load(); s != nil {
-		s.Serve(c, seq, frame)
-		return
+// quietLogger keeps the test brokers' logs out of the test output, but for
+// warnings and errors; RINGLOG_TEST_LOG=1 shows everything.
+func quietLogger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("RINGLOG_TEST_LOG") != "" {
+		level = slog.LevelDebug
 	}
-	c.Close()
-}
-
-func (h *lateHandler) Closed(c *netpoll.Conn) {
-	if s := h.srv.Load(); s != nil {
-		s.Closed(c)
-	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -13,8 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringlog/engine"
+	"ringlog/broker"
 	"ringlog/engine/group"
+	"ringlog/kafka"
 )
 
 // TestMetadataKcat lists the cluster with kcat (librdkafka), on both I/O
@@ -24,7 +25,7 @@ func TestMetadataKcat(t *testing.T) {
 	if err != nil {
 		t.Skip("kcat is not installed (scripts/test.sh installs it): metadata listing with librdkafka not tested")
 	}
-	ioPaths(t, brokerOpts{Kafka: func(c *Config) { c.NodeID = 0 }}, func(t *testing.T, b *testBroker) {
+	ioPaths(t, brokerOpts{Config: func(c *broker.Config) { c.NodeID = 0 }}, func(t *testing.T, b *testBroker) {
 		createTopic(t, b, "listed", 3, nil)
 		createTopic(t, b, "other", 1, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -79,28 +80,15 @@ func TestMetadataKcat(t *testing.T) {
 	})
 }
 
-func metadataReq(version int16, topics ...string) *kmsg.MetadataRequest {
-	req := kmsg.NewPtrMetadataRequest()
-	req.Version = version
-	req.AllowAutoTopicCreation = true
-	req.Topics = []kmsg.MetadataRequestTopic{}
-	for _, name := range topics {
-		t := kmsg.NewMetadataRequestTopic()
-		t.Topic = kmsg.StringPtr(name)
-		req.Topics = append(req.Topics, t)
-	}
-	return req
-}
-
 // TestMetadataEveryVersion checks each version's fields, as each version
 // encodes them.
 func TestMetadataEveryVersion(t *testing.T) {
-	b := startBroker(t, brokerOpts{Kafka: func(c *Config) { c.NodeID = 7; c.Rack = "r1" }, Engine: func(c *engine.Config) { c.NodeID = 7 }})
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.NodeID = 7; c.Rack = "r1" }})
 	info := createTopic(t, b, "t1", 2, nil)
 	createTopic(t, b, "t2", 1, nil)
 	w := dialWire(t, b.Addr)
 	for v := int16(0); v <= 13; v++ {
-		req := metadataReq(v, "t1")
+		req := kafka.MetadataReq(v, "t1")
 		resp := w.roundTrip(req).(*kmsg.MetadataResponse)
 		if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 7 || resp.Brokers[0].Host != "127.0.0.1" || resp.Brokers[0].Port != brokerPort(t, b) {
 			t.Fatalf("v%d: brokers %+v", v, resp.Brokers)
@@ -111,7 +99,7 @@ func TestMetadataEveryVersion(t *testing.T) {
 		if v >= 2 && (resp.ClusterID == nil || *resp.ClusterID != b.Engine.ClusterID()) {
 			t.Fatalf("v%d: cluster id %v", v, resp.ClusterID)
 		}
-		if v >= 8 && v <= 10 && resp.AuthorizedOperations != authorizedOperationsNone {
+		if v >= 8 && v <= 10 && resp.AuthorizedOperations != kafka.AuthorizedOperationsNone {
 			t.Fatalf("v%d: cluster authorized operations %d not requested", v, resp.AuthorizedOperations)
 		}
 		if len(resp.Topics) != 1 {
@@ -124,7 +112,7 @@ func TestMetadataEveryVersion(t *testing.T) {
 		if v >= 10 && tp.TopicID != info.ID {
 			t.Fatalf("v%d: topic id %x, want %x", v, tp.TopicID, info.ID)
 		}
-		if v >= 8 && tp.AuthorizedOperations != authorizedOperationsNone {
+		if v >= 8 && tp.AuthorizedOperations != kafka.AuthorizedOperationsNone {
 			t.Fatalf("v%d: topic authorized operations %d not requested", v, tp.AuthorizedOperations)
 		}
 		for i, p := range tp.Partitions {
@@ -143,10 +131,10 @@ func TestMetadataEveryVersion(t *testing.T) {
 
 	// Authorized operations when asked for (v8+): everything, as Kafka
 	// without an authorizer answers.
-	req := metadataReq(10, "t1")
+	req := kafka.MetadataReq(10, "t1")
 	req.IncludeClusterAuthorizedOperations, req.IncludeTopicAuthorizedOperations = true, true
 	resp := w.roundTrip(req).(*kmsg.MetadataResponse)
-	if resp.AuthorizedOperations != clusterOperationsAll || resp.Topics[0].AuthorizedOperations != topicOperationsAll {
+	if resp.AuthorizedOperations != kafka.ClusterOperationsAll || resp.Topics[0].AuthorizedOperations != kafka.TopicOperationsAll {
 		t.Fatalf("authorized operations %d / %d", resp.AuthorizedOperations, resp.Topics[0].AuthorizedOperations)
 	}
 }
@@ -189,10 +177,10 @@ func TestMetadataAllOrNone(t *testing.T) {
 // TestMetadataAutoCreate: auto.create.topics.enable with num.partitions,
 // allow_auto_topic_creation, invalid names and topic ids.
 func TestMetadataAutoCreate(t *testing.T) {
-	b := startBroker(t, brokerOpts{Engine: func(c *engine.Config) { c.NumPartitions = 3 }})
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.NumPartitions = 3 }})
 	w := dialWire(t, b.Addr)
 
-	resp := w.roundTrip(metadataReq(12, "fresh", "fresh")).(*kmsg.MetadataResponse)
+	resp := w.roundTrip(kafka.MetadataReq(12, "fresh", "fresh")).(*kmsg.MetadataResponse)
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 3 {
 		t.Fatalf("auto-created topic: %+v", resp.Topics)
 	}
@@ -201,26 +189,26 @@ func TestMetadataAutoCreate(t *testing.T) {
 		t.Fatalf("engine topic %+v, %v", info, ok)
 	}
 
-	req := metadataReq(12, "not-allowed")
+	req := kafka.MetadataReq(12, "not-allowed")
 	req.AllowAutoTopicCreation = false
 	resp = w.roundTrip(req).(*kmsg.MetadataResponse)
 	if resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("allow_auto_topic_creation=false: code %d", resp.Topics[0].ErrorCode)
 	}
-	req = metadataReq(3, "v3-creates") // before v4 a request always allows it
+	req = kafka.MetadataReq(3, "v3-creates") // before v4 a request always allows it
 	resp = w.roundTrip(req).(*kmsg.MetadataResponse)
 	if resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("v3 auto-creation: code %d", resp.Topics[0].ErrorCode)
 	}
 
 	for _, name := range []string{"bad name", "..", "", string(make([]byte, 250))} {
-		resp = w.roundTrip(metadataReq(12, name)).(*kmsg.MetadataResponse)
+		resp = w.roundTrip(kafka.MetadataReq(12, name)).(*kmsg.MetadataResponse)
 		if resp.Topics[0].ErrorCode != kerr.InvalidTopicException.Code {
 			t.Errorf("topic %q: code %d, want INVALID_TOPIC_EXCEPTION", name, resp.Topics[0].ErrorCode)
 		}
 	}
 
-	byID := metadataReq(12)
+	byID := kafka.MetadataReq(12)
 	for _, id := range [][16]byte{info.ID, {9, 9, 9}} {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.TopicID = id
@@ -249,9 +237,9 @@ func TestMetadataAutoCreate(t *testing.T) {
 // topic is UNKNOWN_TOPIC_OR_PARTITION whatever the request allows, and
 // nothing is created.
 func TestMetadataAutoCreateOff(t *testing.T) {
-	b := startBroker(t, brokerOpts{Kafka: func(c *Config) { c.AutoCreateTopics = false }})
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.AutoCreateTopics = false }})
 	w := dialWire(t, b.Addr)
-	req := metadataReq(12, "missing")
+	req := kafka.MetadataReq(12, "missing")
 	req.AllowAutoTopicCreation = true
 	resp := w.roundTrip(req).(*kmsg.MetadataResponse)
 	if resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
@@ -267,13 +255,13 @@ func TestMetadataAutoCreateOff(t *testing.T) {
 // a later round.
 func TestMetadataAutoCreateBounded(t *testing.T) {
 	const autoCreateMax = 5
-	b := startBroker(t, brokerOpts{Kafka: func(c *Config) { c.AutoCreateMax = autoCreateMax }})
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.AutoCreateMax = autoCreateMax }})
 	w := dialWire(t, b.Addr)
 	var names []string
 	for i := range autoCreateMax + 3 {
-		names = append(names, "many-"+itoa(i))
+		names = append(names, "many-"+kafka.Itoa(i))
 	}
-	resp := w.roundTrip(metadataReq(12, names...)).(*kmsg.MetadataResponse)
+	resp := w.roundTrip(kafka.MetadataReq(12, names...)).(*kmsg.MetadataResponse)
 	later := 0
 	for _, tp := range resp.Topics {
 		if tp.ErrorCode == kerr.LeaderNotAvailable.Code {
@@ -283,7 +271,7 @@ func TestMetadataAutoCreateBounded(t *testing.T) {
 	if later != 3 || len(userTopics(b.Engine.Topics())) != autoCreateMax {
 		t.Fatalf("%d topics deferred, %d created", later, len(userTopics(b.Engine.Topics())))
 	}
-	resp = w.roundTrip(metadataReq(12, names...)).(*kmsg.MetadataResponse)
+	resp = w.roundTrip(kafka.MetadataReq(12, names...)).(*kmsg.MetadataResponse)
 	for _, tp := range resp.Topics {
 		if tp.ErrorCode != 0 {
 			t.Fatalf("second round: %s code %d", *tp.Topic, tp.ErrorCode)

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/kafka"
 )
 
 // TestListOffsetsByTimeKadm produces records with known timestamps and
@@ -78,18 +79,6 @@ func TestListOffsetsByTimeKadm(t *testing.T) {
 	})
 }
 
-func listOffsetsReq(version int16, topic string, partition int32, ts int64) *kmsg.ListOffsetsRequest {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.Version = version
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = partition, ts
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return req
-}
-
 func listOffsetsPart(t testing.TB, resp kmsg.Response) kmsg.ListOffsetsResponseTopicPartition {
 	t.Helper()
 	r := resp.(*kmsg.ListOffsetsResponse)
@@ -108,11 +97,11 @@ func TestListOffsetsSpecial(t *testing.T) {
 	now := time.Now().UnixMilli()
 	// Three batches; the middle one carries the largest timestamp.
 	for i, ts := range []int64{now - 3000, now - 1000, now - 2000} {
-		bt := testBatch(t, "x", 2, -1, 0)
-		h := mustHeader(t, bt)
+		bt := kafka.MakeBatch(t, "x", 2, -1, 0)
+		h := kafka.MustHeader(t, bt)
 		h.BaseTimestamp, h.MaxTimestamp = ts, ts
-		bt, _ = encodeBatch(h, bt)
-		if p := producePart(t, w.roundTrip(produceReq(9, 1, "lo", 0, bt))); p.ErrorCode != 0 || p.BaseOffset != int64(2*i) {
+		bt, _ = kafka.EncodeBatch(h, bt)
+		if p := producePart(t, w.roundTrip(kafka.ProduceReq(9, 1, "lo", 0, bt))); p.ErrorCode != 0 || p.BaseOffset != int64(2*i) {
 			t.Fatalf("produce %d: %+v", i, p)
 		}
 	}
@@ -132,7 +121,7 @@ func TestListOffsetsSpecial(t *testing.T) {
 		{"by time", 4, now - 1500, 2, now - 1000},
 		{"future", 4, now + 60_000, -1, -1},
 	} {
-		p := listOffsetsPart(t, w.roundTrip(listOffsetsReq(c.version, "lo", 0, c.ts)))
+		p := listOffsetsPart(t, w.roundTrip(kafka.ListOffsetsReq(c.version, "lo", 0, c.ts)))
 		if p.ErrorCode != 0 || p.Offset != c.offset || p.Timestamp != c.stamp {
 			t.Errorf("%s: code %d offset %d timestamp %d, want offset %d timestamp %d", c.name, p.ErrorCode, p.Offset, p.Timestamp, c.offset, c.stamp)
 		}
@@ -152,55 +141,27 @@ func TestListOffsetsSpecial(t *testing.T) {
 			}
 		}
 	}
-	check("unknown topic", listOffsetsReq(5, "nope", 0, -1), kerr.UnknownTopicOrPartition.Code)
-	check("unknown partition", listOffsetsReq(5, "lo", 3, -1), kerr.UnknownTopicOrPartition.Code)
-	check("bad timestamp", listOffsetsReq(5, "lo", 0, -17), kerr.InvalidRequest.Code)
-	future := listOffsetsReq(5, "lo", 0, -1)
+	check("unknown topic", kafka.ListOffsetsReq(5, "nope", 0, -1), kerr.UnknownTopicOrPartition.Code)
+	check("unknown partition", kafka.ListOffsetsReq(5, "lo", 3, -1), kerr.UnknownTopicOrPartition.Code)
+	check("bad timestamp", kafka.ListOffsetsReq(5, "lo", 0, -17), kerr.InvalidRequest.Code)
+	future := kafka.ListOffsetsReq(5, "lo", 0, -1)
 	future.Topics[0].Partitions[0].CurrentLeaderEpoch = 4
 	check("newer leader epoch", future, kerr.UnknownLeaderEpoch.Code)
-	current := listOffsetsReq(5, "lo", 0, -1)
+	current := kafka.ListOffsetsReq(5, "lo", 0, -1)
 	current.Topics[0].Partitions[0].CurrentLeaderEpoch = 0
 	check("current leader epoch", current, 0)
-	dup := listOffsetsReq(5, "lo", 0, -1)
+	dup := kafka.ListOffsetsReq(5, "lo", 0, -1)
 	dup.Topics[0].Partitions = append(dup.Topics[0].Partitions, dup.Topics[0].Partitions[0])
 	check("duplicate partition", dup, kerr.InvalidRequest.Code)
-	iso := listOffsetsReq(5, "lo", 0, -1)
+	iso := kafka.ListOffsetsReq(5, "lo", 0, -1)
 	iso.IsolationLevel = 1
 	check("read committed", iso, 0)
 	iso.IsolationLevel = 3
 	check("bad isolation level", iso, kerr.InvalidRequest.Code)
 
 	// v0 is not served: the connection is closed.
-	w.send(listOffsetsReq(0, "lo", 0, -1))
+	w.send(kafka.ListOffsetsReq(0, "lo", 0, -1))
 	w.expectClosed()
-}
-
-func TestCheckLeaderEpoch(t *testing.T) {
-	for _, c := range []struct {
-		client, ours int32
-		want         int16
-	}{
-		{-1, 5, 0},
-		{5, 5, 0},
-		{6, 5, kerr.UnknownLeaderEpoch.Code},
-		{4, 5, kerr.FencedLeaderEpoch.Code},
-	} {
-		if got := checkLeaderEpoch(c.client, c.ours); got != c.want {
-			t.Errorf("client %d ours %d: %d, want %d", c.client, c.ours, got, c.want)
-		}
-	}
-}
-
-func offsetForEpochReq(version int16, topic string, partition, current, epoch int32) *kmsg.OffsetForLeaderEpochRequest {
-	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.Version = version
-	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, current, epoch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return req
 }
 
 // TestOffsetForLeaderEpoch: where epochs end, on every version, and the
@@ -209,7 +170,7 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
 	createTopic(t, b, "ep", 2, nil)
 	w := dialWire(t, b.Addr)
-	if p := producePart(t, w.roundTrip(produceReq(9, 1, "ep", 0, testBatch(t, "e", 4, -1, 0)))); p.ErrorCode != 0 {
+	if p := producePart(t, w.roundTrip(kafka.ProduceReq(9, 1, "ep", 0, kafka.MakeBatch(t, "e", 4, -1, 0)))); p.ErrorCode != 0 {
 		t.Fatal(p)
 	}
 	for _, c := range []struct {
@@ -229,7 +190,7 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 		{"client ahead", 4, 0, 2, 0, kerr.UnknownLeaderEpoch.Code, -1, -1},
 		{"unknown partition", 4, 9, -1, 0, kerr.UnknownTopicOrPartition.Code, -1, -1},
 	} {
-		resp := w.roundTrip(offsetForEpochReq(c.version, "ep", c.partition, c.current, c.epoch)).(*kmsg.OffsetForLeaderEpochResponse)
+		resp := w.roundTrip(kafka.OffsetForEpochReq(c.version, "ep", c.partition, c.current, c.epoch)).(*kmsg.OffsetForLeaderEpochResponse)
 		p := resp.Topics[0].Partitions[0]
 		wantEpoch := c.endEpoch
 		if c.version == 0 {
@@ -239,7 +200,7 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 			t.Errorf("%s: code %d epoch %d end %d, want %d %d %d", c.name, p.ErrorCode, p.LeaderEpoch, p.EndOffset, c.code, wantEpoch, c.endOffset)
 		}
 	}
-	resp := w.roundTrip(offsetForEpochReq(4, "nope", 0, -1, 0)).(*kmsg.OffsetForLeaderEpochResponse)
+	resp := w.roundTrip(kafka.OffsetForEpochReq(4, "nope", 0, -1, 0)).(*kmsg.OffsetForLeaderEpochResponse)
 	if resp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Errorf("unknown topic: %+v", resp.Topics[0].Partitions[0])
 	}

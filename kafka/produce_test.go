@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/kafka"
 	"ringlog/segment/batch"
 )
 
@@ -30,15 +31,6 @@ func ioPaths(t *testing.T, opts brokerOpts, fn func(t *testing.T, b *testBroker)
 			fn(t, startBroker(t, o))
 		})
 	}
-}
-
-func createTopic(t testing.TB, b *testBroker, name string, partitions int32, configs map[string]string) engine.TopicInfo {
-	t.Helper()
-	info, err := b.Engine.CreateTopic(name, partitions, -1, configs, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info
 }
 
 // readValues reads a partition's records back through the engine, from
@@ -160,11 +152,11 @@ func TestProduceDuplicateRetry(t *testing.T) {
 	w := dialWire(t, b.Addr)
 	pid := initProducerID(t, w)
 
-	first := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, testBatch(t, "a", 3, pid, 0))))
+	first := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, kafka.MakeBatch(t, "a", 3, pid, 0))))
 	if first.ErrorCode != 0 || first.BaseOffset != 0 || first.LogStartOffset != 0 {
 		t.Fatalf("first produce: %+v", first)
 	}
-	second := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, testBatch(t, "a", 3, pid, 0))))
+	second := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, kafka.MakeBatch(t, "a", 3, pid, 0))))
 	if second.ErrorCode != 0 || second.BaseOffset != first.BaseOffset {
 		t.Fatalf("retried produce: code %d, base offset %d, want 0 and %d", second.ErrorCode, second.BaseOffset, first.BaseOffset)
 	}
@@ -172,11 +164,11 @@ func TestProduceDuplicateRetry(t *testing.T) {
 		t.Fatalf("log end offset %d after a duplicate, want 3", st.LEO)
 	}
 
-	next := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, testBatch(t, "b", 2, pid, 3))))
+	next := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, kafka.MakeBatch(t, "b", 2, pid, 3))))
 	if next.ErrorCode != 0 || next.BaseOffset != 3 {
 		t.Fatalf("next in sequence: %+v", next)
 	}
-	gap := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, testBatch(t, "c", 1, pid, 10))))
+	gap := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, kafka.MakeBatch(t, "c", 1, pid, 10))))
 	if gap.ErrorCode != kerr.OutOfOrderSequenceNumber.Code || gap.BaseOffset != -1 {
 		t.Fatalf("sequence gap: code %d base %d, want %d", gap.ErrorCode, gap.BaseOffset, kerr.OutOfOrderSequenceNumber.Code)
 	}
@@ -190,21 +182,21 @@ func TestProduceDuplicateRetry(t *testing.T) {
 	// Epoch fencing: once epoch 1 has written, epoch 0 is refused; a new
 	// epoch starts its sequence at 0.
 	withEpoch := func(b []byte, epoch int16) []byte {
-		h := mustHeader(t, b)
+		h := kafka.MustHeader(t, b)
 		h.ProducerEpoch = epoch
-		out, err := encodeBatch(h, b)
+		out, err := kafka.EncodeBatch(h, b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
-	if p := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, withEpoch(testBatch(t, "d", 1, pid, 1), 1)))); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+	if p := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, withEpoch(kafka.MakeBatch(t, "d", 1, pid, 1), 1)))); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
 		t.Fatalf("new epoch at sequence 1: code %d", p.ErrorCode)
 	}
-	if p := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, withEpoch(testBatch(t, "d", 1, pid, 0), 1)))); p.ErrorCode != 0 || p.BaseOffset != 5 {
+	if p := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, withEpoch(kafka.MakeBatch(t, "d", 1, pid, 0), 1)))); p.ErrorCode != 0 || p.BaseOffset != 5 {
 		t.Fatalf("new epoch at sequence 0: %+v", p)
 	}
-	if p := producePart(t, w.roundTrip(produceReq(9, -1, "dup", 0, testBatch(t, "d", 1, pid, 5)))); p.ErrorCode != kerr.InvalidProducerEpoch.Code {
+	if p := producePart(t, w.roundTrip(kafka.ProduceReq(9, -1, "dup", 0, kafka.MakeBatch(t, "d", 1, pid, 5)))); p.ErrorCode != kerr.InvalidProducerEpoch.Code {
 		t.Fatalf("fenced epoch: code %d, want INVALID_PRODUCER_EPOCH", p.ErrorCode)
 	}
 }
@@ -215,7 +207,7 @@ func TestProduceAcksZero(t *testing.T) {
 	ioPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
 		createTopic(t, b, "zero", 1, nil)
 		w := dialWire(t, b.Addr)
-		w.send(produceReq(7, 0, "zero", 0, testBatch(t, "z", 2, -1, 0)))
+		w.send(kafka.ProduceReq(7, 0, "zero", 0, kafka.MakeBatch(t, "z", 2, -1, 0)))
 		// A Metadata request after it is answered first: nothing came for
 		// the produce, and the connection is alive.
 		md := kmsg.NewPtrMetadataRequest()
@@ -226,11 +218,11 @@ func TestProduceAcksZero(t *testing.T) {
 		if st, _ := b.Engine.State(engine.TP{Topic: "zero", Partition: 0}); st.HW != 2 {
 			t.Fatalf("high watermark %d after acks=0 produce, want 2", st.HW)
 		}
-		w.send(produceReq(7, 0, "zero", 0, testBatch(t, "z", 1, -1, 0)))
+		w.send(kafka.ProduceReq(7, 0, "zero", 0, kafka.MakeBatch(t, "z", 1, -1, 0)))
 		w.expectNothing(100 * time.Millisecond)
 
 		// Unknown partition: the connection is closed.
-		w.send(produceReq(7, 0, "zero", 5, testBatch(t, "z", 1, -1, 0)))
+		w.send(kafka.ProduceReq(7, 0, "zero", 5, kafka.MakeBatch(t, "z", 1, -1, 0)))
 		w.expectClosed()
 	})
 }
@@ -242,25 +234,25 @@ func TestProduceErrors(t *testing.T) {
 	createTopic(t, b, "strict", 1, map[string]string{"min.insync.replicas": "2"})
 	info, _ := b.Engine.Topic("errs")
 	w := dialWire(t, b.Addr)
-	good := func() []byte { return testBatch(t, "e", 1, -1, 0) }
+	good := func() []byte { return kafka.MakeBatch(t, "e", 1, -1, 0) }
 
 	corrupt := good()
 	corrupt[len(corrupt)-1] ^= 0xff // CRC no longer matches
 	compressedBad := good()
 	compressedBad[batch.AttributesPos+1] |= 7 // codec 7 does not exist
-	batch.Encode(compressedBad[:0], mustHeader(t, compressedBad), compressedBad[batch.RecordsPos:])
+	batch.Encode(compressedBad[:0], kafka.MustHeader(t, compressedBad), compressedBad[batch.RecordsPos:])
 	messageSet := good()
 	messageSet[batch.MagicPos] = 1
-	txn := testBatch(t, "t", 1, 5, 0)
-	txnHdr := mustHeader(t, txn)
+	txn := kafka.MakeBatch(t, "t", 1, 5, 0)
+	txnHdr := kafka.MustHeader(t, txn)
 	txnHdr.Attributes |= batch.AttrTransactional
 	txn, _ = batch.Encode(nil, txnHdr, txn[batch.RecordsPos:])
-	big := testBatch(t, string(make([]byte, 3000)), 1, -1, 0)
+	big := kafka.MakeBatch(t, string(make([]byte, 3000)), 1, -1, 0)
 	future := good()
-	fh := mustHeader(t, future)
+	fh := kafka.MustHeader(t, future)
 	fh.BaseTimestamp += 2 * 3600_000 // message.timestamp.after.max.ms is an hour
 	fh.MaxTimestamp = fh.BaseTimestamp
-	future, _ = encodeBatch(fh, future)
+	future, _ = kafka.EncodeBatch(fh, future)
 
 	cases := []struct {
 		name    string
@@ -268,23 +260,23 @@ func TestProduceErrors(t *testing.T) {
 		code    int16
 		written bool
 	}{
-		{"ok", produceReq(8, 1, "errs", 0, good()), 0, true},
-		{"unknown topic", produceReq(8, 1, "nope", 0, good()), kerr.UnknownTopicOrPartition.Code, false},
-		{"unknown partition", produceReq(8, 1, "errs", 7, good()), kerr.UnknownTopicOrPartition.Code, false},
-		{"crc", produceReq(8, 1, "errs", 0, corrupt), kerr.CorruptMessage.Code, false},
-		{"codec", produceReq(8, 1, "errs", 0, compressedBad), kerr.InvalidRecord.Code, false},
-		{"null records", produceReq(8, 1, "errs", 0, nil), kerr.InvalidRecord.Code, false},
-		{"too large", produceReq(8, 1, "errs", 0, big), kerr.MessageTooLarge.Code, false},
-		{"timestamp too far ahead", produceReq(8, 1, "errs", 0, future), kerr.InvalidTimestamp.Code, false},
-		{"magic 1 in v8", produceReq(8, 1, "errs", 0, messageSet), kerr.UnsupportedVersion.Code, false},
-		{"produce v2", produceReq(2, 1, "errs", 0, good()), kerr.UnsupportedVersion.Code, false},
-		{"produce v0", produceReq(0, 1, "errs", 0, good()), kerr.UnsupportedVersion.Code, false},
-		{"acks 2", produceReq(8, 2, "errs", 0, good()), kerr.InvalidRequiredAcks.Code, false},
-		{"transactional batch", produceReq(8, 1, "errs", 0, txn), kerr.TransactionalIDAuthorizationFailed.Code, false},
-		{"acks all, min.insync.replicas 2", produceReq(8, -1, "strict", 0, good()), kerr.NotEnoughReplicas.Code, false},
-		{"acks 1, min.insync.replicas 2", produceReq(8, 1, "strict", 0, good()), 0, true},
+		{"ok", kafka.ProduceReq(8, 1, "errs", 0, good()), 0, true},
+		{"unknown topic", kafka.ProduceReq(8, 1, "nope", 0, good()), kerr.UnknownTopicOrPartition.Code, false},
+		{"unknown partition", kafka.ProduceReq(8, 1, "errs", 7, good()), kerr.UnknownTopicOrPartition.Code, false},
+		{"crc", kafka.ProduceReq(8, 1, "errs", 0, corrupt), kerr.CorruptMessage.Code, false},
+		{"codec", kafka.ProduceReq(8, 1, "errs", 0, compressedBad), kerr.InvalidRecord.Code, false},
+		{"null records", kafka.ProduceReq(8, 1, "errs", 0, nil), kerr.InvalidRecord.Code, false},
+		{"too large", kafka.ProduceReq(8, 1, "errs", 0, big), kerr.MessageTooLarge.Code, false},
+		{"timestamp too far ahead", kafka.ProduceReq(8, 1, "errs", 0, future), kerr.InvalidTimestamp.Code, false},
+		{"magic 1 in v8", kafka.ProduceReq(8, 1, "errs", 0, messageSet), kerr.UnsupportedVersion.Code, false},
+		{"produce v2", kafka.ProduceReq(2, 1, "errs", 0, good()), kerr.UnsupportedVersion.Code, false},
+		{"produce v0", kafka.ProduceReq(0, 1, "errs", 0, good()), kerr.UnsupportedVersion.Code, false},
+		{"acks 2", kafka.ProduceReq(8, 2, "errs", 0, good()), kerr.InvalidRequiredAcks.Code, false},
+		{"transactional batch", kafka.ProduceReq(8, 1, "errs", 0, txn), kerr.TransactionalIDAuthorizationFailed.Code, false},
+		{"acks all, min.insync.replicas 2", kafka.ProduceReq(8, -1, "strict", 0, good()), kerr.NotEnoughReplicas.Code, false},
+		{"acks 1, min.insync.replicas 2", kafka.ProduceReq(8, 1, "strict", 0, good()), 0, true},
 	}
-	txnReq := produceReq(8, 1, "errs", 0, good())
+	txnReq := kafka.ProduceReq(8, 1, "errs", 0, good())
 	txnReq.TransactionID = kmsg.StringPtr("tx")
 	cases = append(cases, struct {
 		name    string
@@ -292,9 +284,9 @@ func TestProduceErrors(t *testing.T) {
 		code    int16
 		written bool
 	}{"transactional id", txnReq, kerr.TransactionalIDAuthorizationFailed.Code, false})
-	v13 := produceReq(13, 1, "", 1, good())
+	v13 := kafka.ProduceReq(13, 1, "", 1, good())
 	v13.Topics[0].TopicID = info.ID
-	unknownID := produceReq(13, 1, "", 0, good())
+	unknownID := kafka.ProduceReq(13, 1, "", 0, good())
 	unknownID.Topics[0].TopicID = [16]byte{1, 2, 3}
 	cases = append(cases, []struct {
 		name    string
@@ -322,15 +314,6 @@ func TestProduceErrors(t *testing.T) {
 	}
 }
 
-func mustHeader(t testing.TB, b []byte) batch.Header {
-	t.Helper()
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // TestProduceManyPartitionsOneRequest spans partitions on both shards: the
 // response comes once, after the last partition's append, with every
 // partition answered in request order.
@@ -347,7 +330,7 @@ func TestProduceManyPartitionsOneRequest(t *testing.T) {
 		for p := int32(7); p >= 0; p-- { // reverse order, and 3..7 unknown in wide2
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition = p
-			rp.Records = testBatch(t, topic, int(p)+1, -1, 0)
+			rp.Records = kafka.MakeBatch(t, topic, int(p)+1, -1, 0)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)
@@ -385,11 +368,11 @@ func TestProduceLogAppendTime(t *testing.T) {
 	createTopic(t, b, "lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
 	w := dialWire(t, b.Addr)
 	before := time.Now().UnixMilli()
-	p := producePart(t, w.roundTrip(produceReq(9, 1, "lat", 0, testBatch(t, "l", 1, -1, 0))))
+	p := producePart(t, w.roundTrip(kafka.ProduceReq(9, 1, "lat", 0, kafka.MakeBatch(t, "l", 1, -1, 0))))
 	if p.ErrorCode != 0 || p.LogAppendTime < before || p.LogAppendTime > time.Now().UnixMilli() {
 		t.Fatalf("%+v: log append time not the broker's clock", p)
 	}
-	p = producePart(t, w.roundTrip(produceReq(9, 1, "idem-none", 0, testBatch(t, "l", 1, -1, 0))))
+	p = producePart(t, w.roundTrip(kafka.ProduceReq(9, 1, "idem-none", 0, kafka.MakeBatch(t, "l", 1, -1, 0))))
 	if p.LogAppendTime != -1 || p.LogStartOffset != -1 {
 		t.Fatalf("failed partition: %+v", p)
 	}

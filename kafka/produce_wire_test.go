@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"bufio"
@@ -7,13 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"ringlog/kafka"
 
-	"ringlog/segment/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // wireConn is a bare Kafka connection for tests that need what a client
@@ -85,7 +84,7 @@ func (w *wireConn) recv(corr int32, resp kmsg.Response) {
 	}
 	b = b[4:]
 	if resp.IsFlexible() && resp.Key() != int16(kmsg.ApiVersions) {
-		b, err = skipTags(b)
+		b, err = kafka.SkipTags(b)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -128,50 +127,4 @@ func (w *wireConn) expectNothing(d time.Duration) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		w.t.Fatalf("connection: %v", err)
 	}
-}
-
-// testBatch is a producer batch of n records "<prefix>-<i>", with producer
-// id pid (-1: not idempotent), epoch 0 and base sequence seq.
-func testBatch(t testing.TB, prefix string, n int, pid int64, seq int32) []byte {
-	t.Helper()
-	now := time.Now().UnixMilli()
-	recs := make([]batch.Record, n)
-	for i := range recs {
-		recs[i] = batch.Record{OffsetDelta: int32(i), Value: []byte(prefix + "-" + itoa(i))}
-	}
-	h := batch.Header{LastOffsetDelta: int32(n - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: pid, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
-	if pid >= 0 {
-		h.ProducerEpoch, h.BaseSequence = 0, seq
-	}
-	b, err := batch.Build(nil, h, batch.None, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func itoa(i int) string {
-	return strconv.Itoa(i)
-}
-
-// produceReq builds a Produce request for one partition.
-func produceReq(version int16, acks int16, topic string, partition int32, records []byte) *kmsg.ProduceRequest {
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = version
-	req.Acks = acks
-	t := kmsg.NewProduceRequestTopic()
-	t.Topic = topic
-	p := kmsg.NewProduceRequestTopicPartition()
-	p.Partition = partition
-	p.Records = records
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-	return req
-}
-
-// encodeBatch re-encodes the batch b with header h (length and CRC
-// recomputed), for tests that change header fields.
-func encodeBatch(h batch.Header, b []byte) ([]byte, error) {
-	return batch.Encode(nil, h, b[batch.RecordsPos:])
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/segment/batch"
 )
@@ -113,12 +114,12 @@ func TestLocalQuorumAdoptsTopicsWrittenWithoutIt(t *testing.T) {
 	}
 	// A start that died between adopting and clearing its mark: the next
 	// one finds every topic adopted already, and starts.
-	if err := os.WriteFile(filepath.Join(dir, adoptPendingFile), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, broker.AdoptPendingFile), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p = start(t, "-listen", addr, "-data-dir", dir)
 	p.waitFor(t, "ringlog started")
-	if _, err := os.Stat(filepath.Join(dir, adoptPendingFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, broker.AdoptPendingFile)); !os.IsNotExist(err) {
 		t.Fatalf("adoption mark still there: %v", err)
 	}
 }

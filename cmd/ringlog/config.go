@@ -12,63 +12,22 @@ import (
 	"strings"
 	"time"
 
+	"ringlog/broker"
 	"ringlog/engine"
-	"ringlog/engine/group"
 	"ringlog/ioring"
 	"ringlog/segment"
 )
 
 // settings is everything the broker is configured with: defaults, then the
-// -config file (Kafka's server.properties names), then flags.
+// -config file (Kafka's server.properties names), then flags. The broker's
+// own configuration is broker.Config; the admin listener is the binary's.
 type settings struct {
-	listen        string // host:port to bind
-	advertise     string // host:port clients are told
-	dataDir       string
-	shards        int
-	loops         int
-	io            ioring.Mode
-	admin         string
-	nodeID        int32
-	rack          string
-	clusterID     string // cluster.id; empty: derived from the voters in a cluster (cluster.clusterID)
-	autoCreate    bool
-	numPartitions int32
-	maxFrameBytes int32
-	retentionTick time.Duration
-	producerExp   time.Duration
-	cleaner       engine.CleanerConfig
-	groups        group.Config
-	topic         engine.TopicConfig
-	cluster       clusterSettings
-}
-
-// clusterSettings turn the broker into a member of a cluster: set voters
-// (-controller-voters, controller.quorum.voters) and it runs the metadata
-// quorum and replication (replication/controller, replication/node).
-type clusterSettings struct {
-	voters            string // "1@host:port,2@host:port,..."
-	lagTimeMax        time.Duration
-	sessionTimeout    time.Duration
-	heartbeatInterval time.Duration
-	replicationFactor int16 // default.replication.factor
-	fetchSlots        int   // ringlog.replica.fetch.slots: requests in flight per follower stream
+	broker.Config
+	admin string // host:port of the admin HTTP listener (/metrics, /debug/pprof); empty: off
 }
 
 func defaultSettings() settings {
-	return settings{
-		listen:        "127.0.0.1:9092",
-		dataDir:       "./data",
-		io:            ioring.ModeAuto,
-		autoCreate:    true,
-		numPartitions: 1,
-		maxFrameBytes: 100 << 20,
-		retentionTick: 5 * time.Minute,
-		producerExp:   24 * time.Hour,
-		groups:        group.DefaultConfig(),
-		topic:         engine.DefaultTopicConfig(),
-		cluster: clusterSettings{lagTimeMax: 30 * time.Second, sessionTimeout: 9 * time.Second,
-			heartbeatInterval: 2 * time.Second, replicationFactor: 1},
-	}
+	return settings{Config: broker.DefaultConfig()}
 }
 
 // errUnknownKey names a server.properties key ringlog does not support.
@@ -82,13 +41,13 @@ func (s *settings) applyFlush(policy string) error {
 	}
 	switch p {
 	case segment.FlushAlways:
-		s.topic.Log.FlushMessages, s.topic.Log.FlushMs = 1, math.MaxInt64
+		s.Topic.Log.FlushMessages, s.Topic.Log.FlushMs = 1, math.MaxInt64
 	case segment.FlushInterval:
-		s.topic.Log.FlushMessages, s.topic.Log.FlushMs = math.MaxInt64, 1000
+		s.Topic.Log.FlushMessages, s.Topic.Log.FlushMs = math.MaxInt64, 1000
 	case segment.FlushNever:
-		s.topic.Log.FlushMessages, s.topic.Log.FlushMs = math.MaxInt64, math.MaxInt64
+		s.Topic.Log.FlushMessages, s.Topic.Log.FlushMs = math.MaxInt64, math.MaxInt64
 	}
-	s.topic.Log.Flush = p
+	s.Topic.Log.Flush = p
 	return nil
 }
 
@@ -188,52 +147,52 @@ func (s *settings) set(k, v string) error {
 		"log.cleaner.max.compaction.lag.ms":   "max.compaction.lag.ms",
 	}
 	if tk, ok := topicKey[k]; ok {
-		c, err := engine.ParseTopicConfig(s.topic, map[string]string{tk: v})
+		c, err := engine.ParseTopicConfig(s.Topic, map[string]string{tk: v})
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
-		s.topic = c
+		s.Topic = c
 		return nil
 	}
 	var err error
 	var n int64
 	switch k {
 	case "listeners":
-		s.listen, err = listenerAddr(v)
+		s.Listen, err = listenerAddr(v)
 	case "advertised.listeners":
-		s.advertise, err = listenerAddr(v)
+		s.Advertise, err = listenerAddr(v)
 	case "log.dirs", "log.dir":
 		if strings.Contains(v, ",") {
 			return fmt.Errorf("%s=%s: one data directory is supported", k, v)
 		}
-		s.dataDir = v
+		s.DataDir = v
 	case "node.id", "broker.id":
 		n, err = num(0, math.MaxInt32)
-		s.nodeID = int32(n)
+		s.NodeID = int32(n)
 	case "broker.rack":
-		s.rack = v
+		s.Rack = v
 	case "cluster.id":
-		s.clusterID = v
+		s.ClusterID = v
 	case "num.partitions":
 		n, err = num(1, 10000)
-		s.numPartitions = int32(n)
+		s.NumPartitions = int32(n)
 	case "auto.create.topics.enable":
-		s.autoCreate, err = strconv.ParseBool(v)
+		s.AutoCreateTopics, err = strconv.ParseBool(v)
 	case "num.io.threads":
 		n, err = num(1, 1024)
-		s.shards = int(n)
+		s.Shards = int(n)
 	case "num.network.threads":
 		n, err = num(1, 1024)
-		s.loops = int(n)
+		s.NetworkLoops = int(n)
 	case "socket.request.max.bytes":
 		n, err = num(1024, math.MaxInt32)
-		s.maxFrameBytes = int32(n)
+		s.MaxFrameBytes = int32(n)
 	case "log.retention.check.interval.ms":
 		n, err = num(1, math.MaxInt64)
-		s.retentionTick = time.Duration(n) * time.Millisecond
+		s.RetentionCheckInterval = time.Duration(n) * time.Millisecond
 	case "producer.id.expiration.ms":
 		n, err = num(1, math.MaxInt64)
-		s.producerExp = time.Duration(n) * time.Millisecond
+		s.ProducerIDExpiration = time.Duration(n) * time.Millisecond
 	case "log.retention.hours", "log.retention.minutes":
 		n, err = num(-1, math.MaxInt32)
 		if err == nil {
@@ -244,15 +203,15 @@ func (s *settings) set(k, v string) error {
 			if n > 0 {
 				n *= unit
 			}
-			s.topic.Log.RetentionMs = n
+			s.Topic.Log.RetentionMs = n
 		}
 	case "log.roll.hours":
 		n, err = num(1, math.MaxInt32)
-		s.topic.Log.SegmentMs = n * 3600_000
+		s.Topic.Log.SegmentMs = n * 3600_000
 	case "log.cleaner.enable":
 		var on bool
 		on, err = strconv.ParseBool(v)
-		s.cleaner.Disabled = !on
+		s.Cleaner.Disabled = !on
 	case "log.cleaner.threads":
 		// One cleaner goroutine per broker; more would only contend for
 		// the same two cores and the same disk.
@@ -261,78 +220,78 @@ func (s *settings) set(k, v string) error {
 		}
 	case "log.cleaner.backoff.ms":
 		n, err = num(1, math.MaxInt32)
-		s.cleaner.Backoff = time.Duration(n) * time.Millisecond
+		s.Cleaner.Backoff = time.Duration(n) * time.Millisecond
 	case "log.cleaner.dedupe.buffer.size":
 		n, err = num(1<<20, math.MaxInt64)
-		s.cleaner.DedupeBufferSize = n
+		s.Cleaner.DedupeBufferSize = n
 	case "log.cleaner.io.max.bytes.per.second":
 		var f float64
 		f, err = strconv.ParseFloat(v, 64)
 		if err == nil && f < 0 {
 			err = fmt.Errorf("negative rate %v", f)
 		}
-		s.cleaner.IOMaxBytesPerSecond = f
-	case "offsets.topic.num.partitions":
+		s.Cleaner.IOMaxBytesPerSecond = f
+	case "offsets.Topic.num.partitions":
 		n, err = num(1, 1000)
-		s.groups.OffsetsTopicPartitions = int32(n)
-	case "offsets.topic.replication.factor":
+		s.Groups.OffsetsTopicPartitions = int32(n)
+	case "offsets.Topic.replication.factor":
 		n, err = num(1, math.MaxInt16)
-		s.groups.OffsetsTopicReplicationFactor = int16(n)
-	case "offsets.topic.segment.bytes":
+		s.Groups.OffsetsTopicReplicationFactor = int16(n)
+	case "offsets.Topic.segment.bytes":
 		n, err = num(1<<20, math.MaxInt32)
-		s.groups.OffsetsTopicSegmentBytes = n
+		s.Groups.OffsetsTopicSegmentBytes = n
 	case "group.min.session.timeout.ms":
 		n, err = num(1, math.MaxInt32)
-		s.groups.MinSessionTimeout = time.Duration(n) * time.Millisecond
+		s.Groups.MinSessionTimeout = time.Duration(n) * time.Millisecond
 	case "group.max.session.timeout.ms":
 		n, err = num(1, math.MaxInt32)
-		s.groups.MaxSessionTimeout = time.Duration(n) * time.Millisecond
+		s.Groups.MaxSessionTimeout = time.Duration(n) * time.Millisecond
 	case "group.initial.rebalance.delay.ms":
 		n, err = num(0, math.MaxInt32)
-		s.groups.InitialRebalanceDelay = time.Duration(n) * time.Millisecond
+		s.Groups.InitialRebalanceDelay = time.Duration(n) * time.Millisecond
 	case "group.consumer.heartbeat.interval.ms":
 		n, err = num(1, math.MaxInt32)
-		s.groups.ConsumerHeartbeatInterval = time.Duration(n) * time.Millisecond
+		s.Groups.ConsumerHeartbeatInterval = time.Duration(n) * time.Millisecond
 	case "group.consumer.session.timeout.ms":
 		n, err = num(1, math.MaxInt32)
-		s.groups.ConsumerSessionTimeout = time.Duration(n) * time.Millisecond
+		s.Groups.ConsumerSessionTimeout = time.Duration(n) * time.Millisecond
 	case "group.max.size":
 		n, err = num(1, math.MaxInt32)
-		s.groups.MaxSize = int(n)
+		s.Groups.MaxSize = int(n)
 	case "offsets.retention.minutes":
 		n, err = num(1, math.MaxInt32)
-		s.groups.OffsetsRetention = time.Duration(n) * time.Minute
+		s.Groups.OffsetsRetention = time.Duration(n) * time.Minute
 	case "offsets.retention.check.interval.ms":
 		n, err = num(1, math.MaxInt32)
-		s.groups.OffsetsRetentionCheckInterval = time.Duration(n) * time.Millisecond
+		s.Groups.OffsetsRetentionCheckInterval = time.Duration(n) * time.Millisecond
 	case "offset.metadata.max.bytes":
 		n, err = num(0, math.MaxInt32)
-		s.groups.OffsetMetadataMaxBytes = int(n)
+		s.Groups.OffsetMetadataMaxBytes = int(n)
 	case "ringlog.group.member.metadata.max.bytes":
 		n, err = num(1024, 1<<30)
-		s.groups.MemberMetadataMaxBytes = int(n)
+		s.Groups.MemberMetadataMaxBytes = int(n)
 	case "ringlog.group.metadata.max.bytes":
 		n, err = num(1024, 1<<30)
-		s.groups.GroupMetadataMaxBytes = int(n)
+		s.Groups.GroupMetadataMaxBytes = int(n)
 	case "ringlog.io":
-		s.io, err = ioring.ParseMode(v)
+		s.IO, err = ioring.ParseMode(v)
 	case "controller.quorum.voters":
-		s.cluster.voters = v
+		s.Cluster.Voters = v
 	case "replica.lag.time.max.ms":
 		n, err = num(1, math.MaxInt32)
-		s.cluster.lagTimeMax = time.Duration(n) * time.Millisecond
+		s.Cluster.LagTimeMax = time.Duration(n) * time.Millisecond
 	case "broker.session.timeout.ms":
 		n, err = num(1, math.MaxInt32)
-		s.cluster.sessionTimeout = time.Duration(n) * time.Millisecond
+		s.Cluster.SessionTimeout = time.Duration(n) * time.Millisecond
 	case "broker.heartbeat.interval.ms":
 		n, err = num(1, math.MaxInt32)
-		s.cluster.heartbeatInterval = time.Duration(n) * time.Millisecond
+		s.Cluster.HeartbeatInterval = time.Duration(n) * time.Millisecond
 	case "default.replication.factor":
 		n, err = num(1, math.MaxInt16)
-		s.cluster.replicationFactor = int16(n)
+		s.Cluster.ReplicationFactor = int16(n)
 	case "ringlog.replica.fetch.slots":
 		n, err = num(1, 32)
-		s.cluster.fetchSlots = int(n)
+		s.Cluster.FetchSlots = int(n)
 	default:
 		return fmt.Errorf("%w %q: ringlog does not support it (remove it from the file)", errUnknownKey, k)
 	}

@@ -34,17 +34,17 @@ ringlog.io=portable
 		t.Fatal(err)
 	}
 	switch {
-	case s.listen != "127.0.0.1:19092", s.advertise != "broker.local:19092", s.dataDir != "/var/lib/ringlog":
+	case s.Listen != "127.0.0.1:19092", s.Advertise != "broker.local:19092", s.DataDir != "/var/lib/ringlog":
 		t.Fatalf("addresses: %+v", s)
-	case s.numPartitions != 6 || s.autoCreate || s.nodeID != 3 || s.shards != 4 || s.io != ioring.ModePortable:
+	case s.NumPartitions != 6 || s.AutoCreateTopics || s.NodeID != 3 || s.Shards != 4 || s.IO != ioring.ModePortable:
 		t.Fatalf("broker settings: %+v", s)
-	case s.topic.Log.RetentionMs != 60000: // ms wins over hours whatever the order
-		t.Fatalf("retention.ms %d", s.topic.Log.RetentionMs)
-	case s.topic.Log.RetentionBytes != 1<<30 || s.topic.Log.SegmentBytes != 100<<20 || s.topic.Log.MaxMessageBytes != 2000000:
-		t.Fatalf("topic defaults: %+v", s.topic.Log)
-	case s.topic.Log.Flush != segment.FlushAlways:
-		t.Fatalf("flush policy %v", s.topic.Log.Flush)
-	case !s.cleaner.Disabled:
+	case s.Topic.Log.RetentionMs != 60000: // ms wins over hours whatever the order
+		t.Fatalf("retention.ms %d", s.Topic.Log.RetentionMs)
+	case s.Topic.Log.RetentionBytes != 1<<30 || s.Topic.Log.SegmentBytes != 100<<20 || s.Topic.Log.MaxMessageBytes != 2000000:
+		t.Fatalf("topic defaults: %+v", s.Topic.Log)
+	case s.Topic.Log.Flush != segment.FlushAlways:
+		t.Fatalf("flush policy %v", s.Topic.Log.Flush)
+	case !s.Cleaner.Disabled:
 		t.Fatalf("log.cleaner.enable=false ignored")
 	}
 	if c, _ := engineTopicEntry(s, "min.cleanable.dirty.ratio"); c != "0.25" {
@@ -76,8 +76,8 @@ func TestServerPropertiesErrors(t *testing.T) {
 func TestFlushFlag(t *testing.T) {
 	for policy, want := range map[string]segment.FlushPolicy{"always": segment.FlushAlways, "interval": segment.FlushInterval, "never": segment.FlushNever} {
 		s := defaultSettings()
-		if err := s.applyFlush(policy); err != nil || s.topic.Log.Flush != want {
-			t.Fatalf("%s: %v %v", policy, s.topic.Log.Flush, err)
+		if err := s.applyFlush(policy); err != nil || s.Topic.Log.Flush != want {
+			t.Fatalf("%s: %v %v", policy, s.Topic.Log.Flush, err)
 		}
 	}
 	s := defaultSettings()
@@ -87,7 +87,7 @@ func TestFlushFlag(t *testing.T) {
 }
 
 func engineTopicEntry(s settings, name string) (string, bool) {
-	for _, e := range s.topic.Entries(nil) {
+	for _, e := range s.Topic.Entries(nil) {
 		if e.Name == name {
 			return e.Value, true
 		}

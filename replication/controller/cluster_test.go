@@ -60,7 +60,7 @@ func testOneVoterRestart(t *testing.T, local bool) {
 		t.Fatal(err)
 	}
 	_, err = nd.c.CreateTopic(ctx, CreateTopicRequest{Name: "wide", Partitions: 1, ReplicationFactor: 2})
-	if !errors.Is(err, ErrInvalidReplicationFactor) || !strings.Contains(err.Error(), "1 available") {
+	if !errors.Is(err, ErrInvalidReplicationFactor) || !strings.Contains(err.Error(), "only 1 broker(s) are registered") {
 		t.Fatalf("rf 2 on one broker: %v", err)
 	}
 	if _, err := nd.c.CreateTopic(ctx, CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: 1}); !errors.Is(err, ErrTopicExists) {

@@ -24,8 +24,9 @@ import (
 func assignReplicas(brokers []Broker, n, rf, first int, rng *rand.Rand) ([][]int32, error) {
 	nb := len(brokers)
 	if rf < 1 || rf > nb {
+		// Kafka's words (its clients and tools show them as they are).
 		return nil, errf(ErrInvalidReplicationFactor,
-			"replication factor %d: must be at least 1 and at most the %d available (unfenced) brokers", rf, nb)
+			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, nb)
 	}
 	if n < 1 || first+n > maxPartitions {
 		return nil, errf(ErrInvalidPartitions, "%d partitions from %d, at most %d in all", n, first, maxPartitions)

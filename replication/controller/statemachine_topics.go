@@ -62,21 +62,24 @@ func (t *tx) newPartitions(as [][]int32, rf int, first int) ([]Partition, error)
 	}
 	parts := make([]Partition, len(as))
 	for i, a := range as {
-		if len(a) == 0 || len(a) > maxReplicas {
-			return nil, errf(ErrInvalidReplicaAssignment, "partition %d has %d replicas", first+i, len(a))
+		if len(a) == 0 {
+			return nil, errf(ErrInvalidReplicaAssignment, "The manual partition assignment includes an empty replica list (partition %d).", first+i)
+		}
+		if len(a) > maxReplicas {
+			return nil, errf(ErrInvalidReplicaAssignment, "partition %d has %d replicas, at most %d", first+i, len(a), maxReplicas)
 		}
 		if len(a) != rf {
 			return nil, errf(ErrInvalidReplicaAssignment,
 				"partition %d has %d replicas, the others %d", first+i, len(a), rf)
 		}
 		if hasDuplicates(a) {
-			return nil, errf(ErrInvalidReplicaAssignment, "partition %d lists a broker twice: %v", first+i, a)
+			return nil, errf(ErrInvalidReplicaAssignment, "The manual partition assignment includes a broker more than once (partition %d: %v).", first+i, a)
 		}
 		var isr []int32
 		for _, r := range a {
 			b, ok := t.broker(r)
 			if !ok {
-				return nil, errf(ErrInvalidReplicaAssignment, "partition %d: broker %d is not registered", first+i, r)
+				return nil, errf(ErrInvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered (partition %d).", r, first+i)
 			}
 			if !b.Fenced {
 				isr = append(isr, r)

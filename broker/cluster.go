@@ -1,4 +1,4 @@
-package main
+package broker
 
 import (
 	"context"
@@ -20,7 +20,8 @@ import (
 // cluster is a broker's membership of a cluster: the metadata quorum's
 // node (controller) and the replication (node).
 type cluster struct {
-	s    settings
+	cfg  *Config
+	addr string // the advertised host:port of the Kafka listener
 	log  *slog.Logger
 	node *node.Node
 	ctl  *controller.Controller
@@ -33,11 +34,11 @@ type cluster struct {
 // -controller-voters, or without it of a local quorum whose only voter it
 // is (a single broker runs the same metadata, replication and
 // coordination code as a cluster, with one replica per partition).
-func newCluster(s settings, logger *slog.Logger) (*cluster, error) {
-	c := &cluster{s: s, log: logger}
-	c.node = node.New(node.Config{NodeID: s.nodeID, Addr: s.advertise, Rack: s.rack, LagTimeMax: s.cluster.lagTimeMax, Logger: logger,
-		Fetch: fetcher.Config{Slots: s.cluster.fetchSlots}, OnLeadership: c.onLeadership})
-	return c, nil
+func newCluster(cfg *Config, addr string) *cluster {
+	c := &cluster{cfg: cfg, addr: addr, log: cfg.Logger}
+	c.node = node.New(node.Config{NodeID: cfg.NodeID, Addr: addr, Rack: cfg.Rack, LagTimeMax: cfg.Cluster.LagTimeMax, Logger: cfg.Logger,
+		Fetch: fetcher.Config{Slots: cfg.Cluster.FetchSlots}, OnLeadership: c.onLeadership})
+	return c
 }
 
 // onLeadership hands the leadership changes of __consumer_offsets'
@@ -83,14 +84,14 @@ func (c *cluster) offsetsPartitions(def int32) int32 {
 }
 
 // local reports whether the broker runs alone, its own one-voter quorum.
-func (c *cluster) local() bool { return c.s.cluster.voters == "" }
+func (c *cluster) local() bool { return c.cfg.local() }
 
 // voters is the quorum.
 func (c *cluster) voters() ([]controller.Voter, error) {
 	if c.local() {
-		return controller.LocalQuorum(c.s.nodeID), nil
+		return controller.LocalQuorum(c.cfg.NodeID), nil
 	}
-	return controller.ParseVoters(c.s.cluster.voters)
+	return controller.ParseVoters(c.cfg.Cluster.Voters)
 }
 
 // clusterID is cluster.id, or without one the id derived from the voter
@@ -99,10 +100,10 @@ func (c *cluster) voters() ([]controller.Voter, error) {
 // its own keeps the id its data directory recorded, or records a random
 // one (empty here: the engine's choice).
 func (c *cluster) clusterID() (string, error) {
-	if c.s.clusterID != "" || c.local() {
-		return c.s.clusterID, nil
+	if c.cfg.ClusterID != "" || c.local() {
+		return c.cfg.ClusterID, nil
 	}
-	voters, err := controller.ParseVoters(c.s.cluster.voters)
+	voters, err := controller.ParseVoters(c.cfg.Cluster.Voters)
 	if err != nil {
 		return "", fmt.Errorf("controller voters: %w", err)
 	}
@@ -114,13 +115,13 @@ func (c *cluster) clusterID() (string, error) {
 // no two brokers give one id to two producers. It runs on an
 // InitProducerId request's goroutine, after start.
 func (c *cluster) producerIDBlock(floor int64) (start, end int64, err error) {
-	b, ok := c.ctl.Image().Broker(c.s.nodeID)
+	b, ok := c.ctl.Image().Broker(c.cfg.NodeID)
 	if !ok {
-		return 0, 0, fmt.Errorf("broker %d is not registered with the quorum yet", c.s.nodeID)
+		return 0, 0, fmt.Errorf("broker %d is not registered with the quorum yet", c.cfg.NodeID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	start, n, err := c.ctl.AllocateProducerIDs(ctx, c.s.nodeID, b.Epoch, floor)
+	start, n, err := c.ctl.AllocateProducerIDs(ctx, c.cfg.NodeID, b.Epoch, floor)
 	return start, start + n, err
 }
 
@@ -131,10 +132,10 @@ func (c *cluster) start(eng *engine.Engine) error {
 	if err != nil {
 		return fmt.Errorf("controller voters: %w", err)
 	}
-	ctlDir := filepath.Join(c.s.dataDir, "controller")
-	pending := filepath.Join(c.s.dataDir, adoptPendingFile)
+	ctlDir := filepath.Join(c.cfg.DataDir, "controller")
+	pending := filepath.Join(c.cfg.DataDir, AdoptPendingFile)
 	markPending := func() error {
-		return fsutil.WriteFileAtomic(c.s.dataDir, adoptPendingFile, []byte("adopt local topics into the local quorum\n"))
+		return fsutil.WriteFileAtomic(c.cfg.DataDir, AdoptPendingFile, []byte("adopt local topics into the local quorum\n"))
 	}
 	if c.local() && len(eng.Topics()) > 0 {
 		if _, err := os.Stat(filepath.Join(ctlDir, controller.StoreFile)); os.IsNotExist(err) {
@@ -148,9 +149,9 @@ func (c *cluster) start(eng *engine.Engine) error {
 		}
 	}
 	ctl, err := controller.Open(controller.Config{
-		NodeID: c.s.nodeID, Voters: voters, Dir: ctlDir,
-		BrokerSessionTimeout: c.s.cluster.sessionTimeout, BrokerHeartbeatInterval: c.s.cluster.heartbeatInterval,
-		DefaultPartitions: c.s.numPartitions, DefaultReplicationFactor: c.s.cluster.replicationFactor, Logger: c.log,
+		NodeID: c.cfg.NodeID, Voters: voters, Dir: ctlDir,
+		BrokerSessionTimeout: c.cfg.Cluster.SessionTimeout, BrokerHeartbeatInterval: c.cfg.Cluster.HeartbeatInterval,
+		DefaultPartitions: c.cfg.NumPartitions, DefaultReplicationFactor: c.cfg.Cluster.ReplicationFactor, Logger: c.log,
 	})
 	if err != nil {
 		return err
@@ -184,7 +185,7 @@ func (c *cluster) start(eng *engine.Engine) error {
 			ctl.Close()
 			return err
 		}
-		if err := fsutil.SyncDir(c.s.dataDir); err != nil {
+		if err := fsutil.SyncDir(c.cfg.DataDir); err != nil {
 			ctl.Close()
 			return err
 		}
@@ -194,16 +195,16 @@ func (c *cluster) start(eng *engine.Engine) error {
 		return err
 	}
 	if c.local() {
-		c.log.Info("metadata quorum: local, this broker its only voter", "node_id", c.s.nodeID)
+		c.log.Info("metadata quorum: local, this broker its only voter", "node_id", c.cfg.NodeID)
 	} else {
-		c.log.Info("cluster member", "node_id", c.s.nodeID, "voters", c.s.cluster.voters)
+		c.log.Info("cluster member", "node_id", c.cfg.NodeID, "voters", c.cfg.Cluster.Voters)
 	}
 	return nil
 }
 
-// adoptPendingFile marks a data directory whose topics are being adopted
+// AdoptPendingFile marks a data directory whose topics are being adopted
 // by its new local quorum.
-const adoptPendingFile = "adopt-pending"
+const AdoptPendingFile = "adopt-pending"
 
 // adopt registers the topics of eng in a new local quorum, with their ids,
 // partition counts and configs, every partition on this broker alone. A
@@ -214,7 +215,7 @@ func (c *cluster) adopt(eng *engine.Engine) error {
 	defer cancel()
 	// The image fills as raft replays its log: current only after a Sync.
 	if err := c.ctl.Sync(ctx); err != nil {
-		return fmt.Errorf("adopting the topics of %s: %w", c.s.dataDir, err)
+		return fmt.Errorf("adopting the topics of %s: %w", c.cfg.DataDir, err)
 	}
 	var topics []engine.TopicInfo
 	for _, t := range eng.Topics() {
@@ -227,18 +228,18 @@ func (c *cluster) adopt(eng *engine.Engine) error {
 	}
 	// Partitions are placed on registered brokers only; the node registers
 	// again when it starts (a new epoch, which changes nothing here).
-	if _, err := c.ctl.RegisterBroker(ctx, controller.BrokerInfo{ID: c.s.nodeID, Addr: c.s.advertise, Rack: c.s.rack}); err != nil {
-		return fmt.Errorf("adopting the topics of %s: %w", c.s.dataDir, err)
+	if _, err := c.ctl.RegisterBroker(ctx, controller.BrokerInfo{ID: c.cfg.NodeID, Addr: c.addr, Rack: c.cfg.Rack}); err != nil {
+		return fmt.Errorf("adopting the topics of %s: %w", c.cfg.DataDir, err)
 	}
 	for _, t := range topics {
 		as := make([][]int32, t.Partitions)
 		for i := range as {
-			as[i] = []int32{c.s.nodeID}
+			as[i] = []int32{c.cfg.NodeID}
 		}
 		_, err := c.ctl.CreateTopic(ctx, controller.CreateTopicRequest{Name: t.Name, Partitions: -1, ReplicationFactor: -1,
 			Assignments: as, Configs: t.Overrides, ID: controller.TopicID(t.ID)})
 		if err != nil {
-			return fmt.Errorf("adopting topic %q of %s: %w", t.Name, c.s.dataDir, err)
+			return fmt.Errorf("adopting topic %q of %s: %w", t.Name, c.cfg.DataDir, err)
 		}
 	}
 	c.log.Info("topics adopted by the new local metadata quorum", "topics", len(topics))
@@ -246,27 +247,23 @@ func (c *cluster) adopt(eng *engine.Engine) error {
 }
 
 // waitReady waits until the node caught up with the metadata quorum (a
-// majority of the voters must be up), logging every 5 s, or until a signal
-// asks to stop (false).
-func (c *cluster) waitReady(sig <-chan os.Signal) bool {
+// majority of the voters must be up), logging every 5 s, or until ctx
+// ends.
+func (c *cluster) waitReady(ctx context.Context) error {
 	start := time.Now()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		done := make(chan error, 1)
-		go func() { done <- c.node.WaitReady(ctx) }()
-		select {
-		case err := <-done:
-			cancel()
-			if err == nil {
-				c.log.Info("caught up with the metadata quorum", "took", time.Since(start).Round(time.Millisecond))
-				return true
-			}
-			c.log.Warn("waiting for the metadata quorum (a majority of -controller-voters must be up)", "waited", time.Since(start).Round(time.Second))
-		case s := <-sig:
-			cancel()
-			c.log.Info("stopping before the metadata quorum was reached", "signal", s.String())
-			return false
+		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.node.WaitReady(wait)
+		cancel()
+		switch {
+		case err == nil:
+			c.log.Info("caught up with the metadata quorum", "took", time.Since(start).Round(time.Millisecond))
+			return nil
+		case ctx.Err() != nil:
+			c.log.Info("stopping before the metadata quorum was reached")
+			return fmt.Errorf("broker: waiting for the metadata quorum: %w", ctx.Err())
 		}
+		c.log.Warn("waiting for the metadata quorum (a majority of -controller-voters must be up)", "waited", time.Since(start).Round(time.Second))
 	}
 }
 

@@ -1,0 +1,209 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync/atomic"
+
+	"ringlog/engine"
+	"ringlog/engine/group"
+	"ringlog/ioring"
+	"ringlog/kafka"
+	"ringlog/netpoll"
+)
+
+// Broker is one running broker: its engine, its part in the (possibly
+// local) cluster, its group coordinator and its Kafka listener.
+type Broker struct {
+	cfg    Config
+	log    *slog.Logger
+	addr   string // the listener's bound address
+	eng    *engine.Engine
+	cl     *cluster
+	groups *group.Coordinator
+	srv    *kafka.Server
+	net    *netpoll.Server
+
+	// stack holds what Start opened, in order; Close (or a failed Start)
+	// closes it in reverse.
+	stack  []closer
+	closed atomic.Bool
+}
+
+// closer is one step of the shutdown.
+type closer struct {
+	name string
+	fn   func(context.Context) error
+}
+
+func (b *Broker) push(name string, fn func(context.Context) error) {
+	b.stack = append(b.stack, closer{name, fn})
+}
+
+// unwind closes what is on the stack, last opened first.
+func (b *Broker) unwind(ctx context.Context) error {
+	var errs []error
+	for i := len(b.stack) - 1; i >= 0; i-- {
+		if err := b.stack[i].fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("broker: close %s: %w", b.stack[i].name, err))
+		}
+	}
+	b.stack = nil
+	return errors.Join(errs...)
+}
+
+// Start opens a broker: the engine recovers its logs, the broker joins
+// its quorum (the local one when Cluster.Voters is empty) and catches up
+// with it, the group coordinator starts, and last the listener binds, so
+// that clients find the broker ready or not at all (a connection refused is
+// retried by every client; one accepted and closed is not, by all). ctx
+// bounds the start: a quorum that cannot be reached waits until ctx ends.
+// A Listen port of 0 takes a free port, chosen before the start so that the
+// broker can register its address; if another process takes it meanwhile
+// the start fails with an error wrapping syscall.EADDRINUSE.
+func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Broker{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			b.unwind(context.Background())
+		}
+	}()
+	if b.cfg.Listen, err = freePort(cfg.Listen); err != nil {
+		return nil, err
+	}
+	advHost, advPort, err := b.cfg.advertised()
+	if err != nil {
+		return nil, err
+	}
+	advertise := net.JoinHostPort(advHost, strconv.Itoa(int(advPort)))
+
+	b.cl = newCluster(&b.cfg, advertise)
+	clusterID, err := b.cl.clusterID()
+	if err != nil {
+		return nil, err
+	}
+	b.eng, err = engine.Open(engine.Config{
+		Dir: cfg.DataDir, Shards: cfg.Shards, IO: cfg.IO, Topic: cfg.Topic, NumPartitions: cfg.NumPartitions,
+		RetentionCheckInterval: cfg.RetentionCheckInterval, ProducerIDExpiration: cfg.ProducerIDExpiration,
+		Cleaner: cfg.Cleaner, NodeID: cfg.NodeID, Logger: cfg.Logger, ClusterID: clusterID,
+		// Producer ids come from the quorum, in blocks per incarnation.
+		ProducerIDBlock: b.cl.producerIDBlock,
+		Replicated:      true, OnAppended: b.cl.node.OnAppended,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.push("engine", func(context.Context) error { return b.eng.Close() })
+	if err := b.cl.start(b.eng); err != nil {
+		return nil, err
+	}
+	b.push("cluster", func(context.Context) error { return b.cl.close() })
+	if err := b.cl.waitReady(ctx); err != nil {
+		return nil, err
+	}
+
+	gcfg := cfg.Groups
+	gcfg.Logger = cfg.Logger
+	// __consumer_offsets is the cluster's: created through the controller
+	// when first needed, its partitions coordinated by their leaders.
+	gcfg.Replicated = true
+	gcfg.OffsetsTopicPartitions = b.cl.offsetsPartitions(gcfg.OffsetsTopicPartitions)
+	if b.groups, err = group.Start(b.eng, gcfg); err != nil {
+		return nil, err
+	}
+	b.push("groups", func(context.Context) error { b.groups.Close(); return nil })
+	b.cl.hostGroups(b.groups)
+
+	var metrics *kafka.Metrics
+	if cfg.Metrics != nil {
+		metrics = kafka.NewMetrics(cfg.Metrics)
+		registerEngineMetrics(cfg.Metrics, b.eng)
+	}
+	b.srv = kafka.NewServer(kafka.Config{
+		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
+		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
+		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node,
+	}, b.eng)
+	ns, err := netpoll.Listen(netpoll.Config{
+		Addr: b.cfg.Listen, Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
+		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger,
+	}, b.srv)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
+	}
+	b.net, b.addr = ns, ns.Addr().String()
+	b.push("network", ns.Close)
+	if cfg.Metrics != nil {
+		registerNetMetrics(cfg.Metrics, ns)
+	}
+	network := "gnet"
+	if cfg.IO == ioring.ModePortable {
+		network = "portable"
+	}
+	b.log.Info("ringlog started", "listen", b.addr, "advertise", advertise, "data_dir", cfg.DataDir,
+		"node_id", cfg.NodeID, "cluster_id", b.eng.ClusterID(), "io", b.eng.IOChoice().Kind, "io_reason", b.eng.IOChoice().Reason,
+		"network", network, "flush", cfg.Topic.Log.Flush, "portable_disk", b.eng.IOChoice().Kind == ioring.Portable)
+	return b, nil
+}
+
+// freePort returns addr with a free port in place of port 0 (addr itself
+// otherwise).
+func freePort(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("broker: listen address %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("broker: listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return net.JoinHostPort(host, port), nil
+}
+
+// Close stops the broker: a cluster member hands its leaderships over
+// first (controlled shutdown), parked requests are answered, the network
+// drains what is in flight (bounded by ctx), then replication, the quorum
+// and the engine close; the logs are flushed and marked cleanly shut down.
+// Close is idempotent.
+func (b *Broker) Close(ctx context.Context) error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	// Leaderships first, while clients can still be told where they went
+	// (NOT_LEADER_OR_FOLLOWER, then Metadata naming the new leaders).
+	b.cl.handOver()
+	// Parked long-poll fetches are answered now rather than after their
+	// max_wait_ms, and the coordinator answers its parked joins and syncs,
+	// so that the network can drain at once; then the stack: network,
+	// coordinator (closed already), replication and quorum, engine.
+	b.srv.StopLongPolls()
+	b.groups.Close()
+	return b.unwind(ctx)
+}
+
+// Addr is the address the Kafka listener is bound to.
+func (b *Broker) Addr() string { return b.addr }
+
+// Engine is the broker's engine (its partitions, for metrics and tests).
+func (b *Broker) Engine() *engine.Engine { return b.eng }
+
+// Groups is the broker's group coordinator.
+func (b *Broker) Groups() *group.Coordinator { return b.groups }
+
+// Server is the broker's Kafka protocol handler.
+func (b *Broker) Server() *kafka.Server { return b.srv }
+
+// Network is the broker's listener (its counters: Stats).
+func (b *Broker) Network() *netpoll.Server { return b.net }

@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"ringlog/engine"
+	"ringlog/engine/group"
+	"ringlog/ioring"
+)
+
+// Config is everything a broker is configured with. cmd/ringlog fills it
+// from flags and server.properties (Kafka's names are given beside each
+// field); tests fill it directly. DefaultConfig has Kafka's defaults.
+type Config struct {
+	// Listen is the host:port of the Kafka listener (listeners); port 0
+	// takes a free port, which Broker.Addr reports.
+	Listen string
+	// Advertise is the host:port clients are told (advertised.listeners);
+	// empty: Listen's host and the port actually bound.
+	Advertise string
+	// DataDir holds the partition logs and the quorum (log.dirs).
+	DataDir string
+	// NodeID is node.id; Rack is broker.rack; ClusterID is cluster.id
+	// (empty: derived from the voters in a cluster, else the data
+	// directory's own).
+	NodeID    int32
+	Rack      string
+	ClusterID string
+	// Shards is the engine's shard count (num.io.threads; 0: GOMAXPROCS);
+	// NetworkLoops the event loops (num.network.threads; 0: GOMAXPROCS).
+	Shards       int
+	NetworkLoops int
+	// IO chooses the I/O path (ringlog.io): ModePortable forces the
+	// portable disk and network paths.
+	IO ioring.Mode
+	// AutoCreateTopics is auto.create.topics.enable; AutoCreateMax bounds
+	// the topics one Metadata request may create (0: 100).
+	AutoCreateTopics bool
+	AutoCreateMax    int
+	// NumPartitions is num.partitions, for auto-created topics and
+	// CreateTopics without a count.
+	NumPartitions int32
+	// MaxFrameBytes is socket.request.max.bytes; MaxRequestBytes bounds
+	// every request but Produce (0: kafka's default).
+	MaxFrameBytes   int32
+	MaxRequestBytes int
+	// RetentionCheckInterval is log.retention.check.interval.ms;
+	// ProducerIDExpiration is producer.id.expiration.ms.
+	RetentionCheckInterval time.Duration
+	ProducerIDExpiration   time.Duration
+	Cleaner                engine.CleanerConfig
+	Groups                 group.Config
+	// Topic is the default configuration of topics (log.* settings).
+	Topic   engine.TopicConfig
+	Cluster ClusterConfig
+	// Logger receives the broker's log; nil: slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, receives the broker's metrics (requests, network,
+	// partition offsets).
+	Metrics prometheus.Registerer
+}
+
+// ClusterConfig is the broker's part in a cluster. Without Voters the
+// broker is the only voter of a local quorum: the same metadata,
+// replication and coordination code, one replica per partition.
+type ClusterConfig struct {
+	// Voters is controller.quorum.voters: "id@host:port,..." of each
+	// voter's controller listener, this broker's included.
+	Voters string
+	// LagTimeMax is replica.lag.time.max.ms; SessionTimeout is
+	// broker.session.timeout.ms; HeartbeatInterval is
+	// broker.heartbeat.interval.ms.
+	LagTimeMax        time.Duration
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	// ReplicationFactor is default.replication.factor.
+	ReplicationFactor int16
+	// FetchSlots is ringlog.replica.fetch.slots: requests in flight per
+	// follower stream (0: the fetcher's default).
+	FetchSlots int
+}
+
+// DefaultConfig is Kafka's defaults, with the listener and data directory
+// the README promises (127.0.0.1:9092, ./data).
+func DefaultConfig() Config {
+	return Config{
+		Listen:                 "127.0.0.1:9092",
+		DataDir:                "./data",
+		IO:                     ioring.ModeAuto,
+		AutoCreateTopics:       true,
+		NumPartitions:          1,
+		MaxFrameBytes:          100 << 20,
+		RetentionCheckInterval: 5 * time.Minute,
+		ProducerIDExpiration:   24 * time.Hour,
+		Groups:                 group.DefaultConfig(),
+		Topic:                  engine.DefaultTopicConfig(),
+		Cluster: ClusterConfig{LagTimeMax: 30 * time.Second, SessionTimeout: 9 * time.Second,
+			HeartbeatInterval: 2 * time.Second, ReplicationFactor: 1},
+	}
+}
+
+// local reports whether the broker is its own one-voter quorum.
+func (c *Config) local() bool { return c.Cluster.Voters == "" }
+
+// advertised is the host and port clients are told.
+func (c *Config) advertised() (string, int32, error) {
+	adv := c.Advertise
+	if adv == "" {
+		adv = c.Listen
+	}
+	host, portStr, err := net.SplitHostPort(adv)
+	if err != nil {
+		return "", 0, fmt.Errorf("broker: advertised address %q: %w", adv, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("broker: advertised port %q", portStr)
+	}
+	return host, int32(port), nil
+}

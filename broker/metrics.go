@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"ringlog/engine"
+	"ringlog/netpoll"
+)
+
+// registerNetMetrics exposes the network layer's counters.
+func registerNetMetrics(reg prometheus.Registerer, ns *netpoll.Server) {
+	counter := func(name, help string, get func(netpoll.Stats) int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ringlog", Name: name, Help: help},
+			func() float64 { return float64(get(ns.Stats())) }))
+	}
+	counter("network_bytes_in_total", "Bytes received from clients.", func(s netpoll.Stats) int64 { return s.BytesIn })
+	counter("network_bytes_out_total", "Bytes sent to clients.", func(s netpoll.Stats) int64 { return s.BytesOut })
+	counter("fetch_sendfile_bytes_total", "Record bytes sent to clients with sendfile (zero-copy).", func(s netpoll.Stats) int64 { return s.SendfileBytes })
+	counter("fetch_copied_bytes_total", "Record bytes that had to be copied instead of sent with sendfile.", func(s netpoll.Stats) int64 { return s.CopiedBytes })
+	counter("connections_accepted_total", "Connections accepted.", func(s netpoll.Stats) int64 { return s.Accepted })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ringlog", Name: "connections", Help: "Open connections."},
+		func() float64 { return float64(ns.Stats().Conns) }))
+}
+
+// engineCollector reports each partition's offsets.
+type engineCollector struct {
+	eng     *engine.Engine
+	leo, hw *prometheus.Desc
+	start   *prometheus.Desc
+}
+
+func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Engine) {
+	labels := []string{"topic", "partition"}
+	reg.MustRegister(&engineCollector{eng: eng,
+		leo:   prometheus.NewDesc("ringlog_log_end_offset", "Log end offset of each partition.", labels, nil),
+		hw:    prometheus.NewDesc("ringlog_high_watermark", "High watermark of each partition.", labels, nil),
+		start: prometheus.NewDesc("ringlog_log_start_offset", "Log start offset of each partition.", labels, nil),
+	})
+}
+
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.leo
+	ch <- c.hw
+	ch <- c.start
+}
+
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, tp := range c.eng.Partitions() {
+		st, err := c.eng.State(tp)
+		if err != nil {
+			continue
+		}
+		p := strconv.Itoa(int(tp.Partition))
+		ch <- prometheus.MustNewConstMetric(c.leo, prometheus.GaugeValue, float64(st.LEO), tp.Topic, p)
+		ch <- prometheus.MustNewConstMetric(c.hw, prometheus.GaugeValue, float64(st.HW), tp.Topic, p)
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(st.LogStartOffset), tp.Topic, p)
+	}
+}
