@@ -224,29 +224,25 @@ func (c *cluster) mkBatch(n int) []byte {
 
 func (c *cluster) live(id int32) bool { return !c.ctl.fenced[id] }
 
-// elect replaces a leader that is gone (or nobody); when force is false
-// and nobody can be elected, nothing changes. A change of leader, to
-// nobody included, bumps both epochs.
+// elect replaces a leader that is gone (or nobody) as the controller does
+// (ElectLeader); when force is false and nobody can be elected, nothing
+// changes. A change of leader, to nobody included, bumps both epochs.
 func (c *cluster) elect(force bool) {
-	e, ok := ElectLeader(-1, c.replicas, c.ctl.isr, c.live, c.unclean)
+	e, ok := ElectLeader(c.replicas, c.ctl.isr, c.live, c.unclean)
 	if !ok && !force {
 		return
 	}
-	c.ctl.leader = e.Leader
-	if ok && e.Unclean {
-		c.ctl.isr = []int32{e.Leader}
-	}
+	c.ctl.leader, c.ctl.isr = e.Leader, e.ISR
 	c.ctl.leaderEpoch++
 	c.ctl.partitionEpoch++
 }
 
 // fence is the controller losing a broker's heartbeats: it leaves the ISR
-// (unless it is the last member, which KRaft keeps), and if it led, a new
-// leader is elected from the ISR.
+// (FencedISR), and if it led, a new leader is elected from the ISR.
 func (c *cluster) fence(id int32) {
 	c.ctl.fenced[id] = true
-	if i := slices.Index(c.ctl.isr, id); i >= 0 && len(c.ctl.isr) > 1 {
-		c.ctl.isr = slices.Delete(c.ctl.isr, i, i+1)
+	if isr := FencedISR(c.ctl.isr, id); !slices.Equal(isr, c.ctl.isr) {
+		c.ctl.isr = isr
 		c.ctl.partitionEpoch++
 	}
 	if c.ctl.leader == id {
