@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"ringlog/engine/acks"
 	"ringlog/segment"
 	"ringlog/segment/batch"
 )
@@ -113,7 +114,7 @@ func (e *Engine) newAppend(tp TP, records []byte, opts AppendOptions, done func(
 		}
 		isr = p.isr.Load()
 	}
-	if opts.RequireISR && cfg.MinInsyncReplicas > isr {
+	if opts.RequireISR && !acks.Enough(isr, cfg.MinInsyncReplicas) {
 		done(AppendResult{}, fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicas, isr, cfg.MinInsyncReplicas))
 		return nil
 	}
@@ -273,7 +274,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 				// The original may not be committed yet: the retry
 				// waits for it as the original would have (Kafka's
 				// DelayedProduce does the same).
-				p.parkAck(pendingAck{end: dup.lastOffset + 1, res: res, done: r.done})
+				p.parkAck(dup.lastOffset+1, pendingAck{res: res, done: r.done})
 			} else {
 				r.done(res, nil)
 			}
@@ -371,7 +372,7 @@ func (s *shard) finish(t *segment.Task) {
 			r.replica(r.end, nil)
 		case s.e.cfg.Replicated && r.opts.RequireISR:
 			res.BaseOffset = r.base
-			p.parkAck(pendingAck{end: r.end, res: res, done: r.done})
+			p.parkAck(r.end, pendingAck{res: res, done: r.done})
 			parked = true
 		default:
 			res.BaseOffset = r.base

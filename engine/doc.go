@@ -40,7 +40,10 @@
 // appends, the producer state learning from them). Appends do not move the
 // high watermark: SetHW does, and Config.OnAppended tells the layer each
 // partition's LEO after every write so that a leader recomputes it without
-// polling. acks=all is answered once the high watermark covers the batch.
+// polling. acks=all is refused while SetISR's count is below
+// min.insync.replicas and otherwise answered once the high watermark covers
+// the batch: the rule is engine/acks, a pure package below the engine that
+// the simulation of the replication layer runs too.
 // Truncate and TruncateFullyAndStartAt cut a follower's log where it and
 // its leader's agree (KIP-101). ReadReplica serves a follower's fetch up to
 // the LEO. Without Config.Replicated nothing of this applies: every

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"ringlog/engine/acks"
 	"ringlog/segment"
 )
 
@@ -47,8 +48,8 @@ type partition struct {
 	snapshotBase int64 // active segment base at the last producer snapshot
 	// acks are acks=all appends written by a leader and waiting for the
 	// high watermark to reach their end (replicated engine).
-	acks []pendingAck
-	// acksMin is the smallest end offset in acks (MaxInt64 when none), so
+	acks acks.Queue[pendingAck]
+	// acksMin is acks.Min() as of the shard's last change of acks, so
 	// that SetHW knows without the shard whether an ack is due; acksDue is
 	// set while p is on its shard's list of partitions with acks due.
 	acksMin atomic.Int64

@@ -2,8 +2,9 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"slices"
+
+	"ringlog/engine/acks"
 )
 
 // The engine's side of replication. A replicated engine (Config.Replicated)
@@ -42,10 +43,10 @@ func (r Role) String() string {
 	return fmt.Sprintf("Role(%d)", int32(r))
 }
 
-// pendingAck is an acks=all append that a leader wrote and that waits for
-// the high watermark to reach end.
+// pendingAck is an acks=all append that a leader wrote and that waits in
+// its partition's acks.Queue for the high watermark: what to answer, and
+// to whom.
 type pendingAck struct {
-	end  int64
 	res  AppendResult
 	done func(AppendResult, error)
 }
@@ -176,7 +177,7 @@ func (p *partition) setHW(hw int64) {
 	p.notify()
 	// Either this load sees an ack the shard just parked, or the shard,
 	// which parks before it loads hw, sees the new hw (parkAck).
-	if hw >= p.acksMin.Load() && p.acksDue.CompareAndSwap(false, true) {
+	if acks.Covered(p.acksMin.Load(), hw) && p.acksDue.CompareAndSwap(false, true) {
 		p.shard.acksDue(p)
 	}
 }
@@ -197,16 +198,19 @@ func (e *Engine) SetISR(tp TP, inSync int32) error {
 	return nil
 }
 
-// parkAck keeps an acks=all answer until the high watermark reaches end
-// (shard only).
-func (p *partition) parkAck(a pendingAck) {
-	if a.end <= p.hw.Load() {
+// parkAck keeps an acks=all answer until the high watermark covers end,
+// the offset after the append's last record (shard only). The rule (when
+// an append is covered, which ones a truncation fails) is engine/acks's,
+// which the simulation of replication runs too; this is its wiring to the
+// shard and to SetHW on other goroutines.
+func (p *partition) parkAck(end int64, a pendingAck) {
+	if acks.Covered(end, p.hw.Load()) {
 		a.done(a.res, nil)
 		return
 	}
-	p.acks = append(p.acks, a)
-	p.acksMin.Store(min(p.acksMin.Load(), a.end))
-	if a.end <= p.hw.Load() {
+	p.acks.Park(end, a)
+	p.acksMin.Store(p.acks.Min())
+	if acks.Covered(end, p.hw.Load()) {
 		// SetHW moved past end between the two loads and may have missed
 		// the ack; answering now is safe, a later due mark finds nothing.
 		p.answerAcks()
@@ -216,21 +220,10 @@ func (p *partition) parkAck(a pendingAck) {
 // answerAcks answers the pending acks the high watermark covers (shard
 // only).
 func (p *partition) answerAcks() {
-	hw := p.hw.Load()
-	var due []pendingAck
-	keep := p.acks[:0]
-	for _, a := range p.acks {
-		if a.end <= hw {
-			due = append(due, a)
-		} else {
-			keep = append(keep, a)
-		}
-	}
-	clear(p.acks[len(keep):])
-	p.acks = keep
-	p.resetAcksMin()
+	due := p.acks.Due(p.hw.Load())
+	p.acksMin.Store(p.acks.Min())
 	// Callbacks last: one may append again (AppendOnShard), which must
-	// find the list consistent.
+	// find the queue consistent.
 	for _, a := range due {
 		a.done(a.res, nil)
 	}
@@ -239,31 +232,10 @@ func (p *partition) answerAcks() {
 // failAcks fails the pending acks whose end is above from (-1: all) with
 // err (shard only).
 func (p *partition) failAcks(from int64, err error) {
-	var failed []pendingAck
-	keep := p.acks[:0]
-	for _, a := range p.acks {
-		if a.end > from {
-			failed = append(failed, a)
-		} else {
-			keep = append(keep, a)
-		}
-	}
-	clear(p.acks[len(keep):])
-	p.acks = keep
-	p.resetAcksMin()
+	failed := p.acks.Fail(from)
+	p.acksMin.Store(p.acks.Min())
 	for _, a := range failed {
 		a.done(AppendResult{}, err)
-	}
-}
-
-func (p *partition) resetAcksMin() {
-	m := int64(math.MaxInt64)
-	for _, a := range p.acks {
-		m = min(m, a.end)
-	}
-	p.acksMin.Store(m)
-	if len(p.acks) == 0 {
-		p.acks = nil
 	}
 }
 

@@ -1,119 +1,101 @@
 package replication
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"ringlog/engine/acks"
 )
 
-// acks renders Ready's answers for comparison.
-func acks(as []Ack) []string {
-	out := make([]string, len(as))
-	for i, a := range as {
-		out[i] = fmt.Sprint(a.Token)
-		if a.Err != nil {
-			out[i] += ":" + a.Err.Error()
-		}
-	}
-	return out
-}
+// acks=all is two production rules working together: the leader's HW
+// (Leader, here) and the engine's rule for the requests waiting on it
+// (engine/acks). These tests drive both as the broker does: the node hands
+// the leader's HW and committed ISR to the engine (engine.SetHW,
+// engine.SetISR), which checks and answers with acks.Enough and acks.Queue.
 
-func wantReady(t *testing.T, l *Leader, now time.Time, want ...string) {
-	t.Helper()
-	if got := acks(l.Ready(now)); !slices.Equal(got, want) && (len(got) != 0 || len(want) != 0) {
-		t.Fatalf("ready %q, want %q", got, want)
-	}
+// inSyncEnough is the engine's check of an acks=all produce against the
+// count of the committed ISR that the node gives it.
+func inSyncEnough(l *Leader, cfg Config) bool {
+	return acks.Enough(int32(len(l.ISR())), int32(cfg.MinISR))
 }
 
 func TestAcksAllCompletesInOrderExactlyWhenHWCovers(t *testing.T) {
 	cfg := testConfig()
 	cfg.MinISR = 2
 	l := mustLeader(t, LeaderState{ID: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, LEO: 0}, cfg, t0)
-	deadline := t0.Add(time.Second)
+	var q acks.Queue[string]
 	// Three produce requests: offsets 0-2, 3-4 and 5-8.
 	for _, p := range []struct {
 		name string
 		leo  int64
 	}{{"A", 3}, {"B", 5}, {"C", 9}} {
-		if err := l.CanAppendAcksAll(); err != nil {
-			t.Fatal(err)
+		if !inSyncEnough(l, cfg) {
+			t.Fatalf("%s refused with ISR %v", p.name, l.ISR())
 		}
 		appendTo(t, l, p.leo, t0)
-		if err := l.WaitHW(p.leo, deadline, p.name); err != nil {
-			t.Fatal(err)
+		q.Park(p.leo, p.name)
+	}
+	wantDue := func(want ...string) {
+		t.Helper()
+		if got := q.Due(l.HW()); !slices.Equal(got, want) {
+			t.Fatalf("HW %d: due %q, want %q", l.HW(), got, want)
 		}
 	}
-	wantReady(t, l, t0)
+	wantDue()
 	fetch(t, l, 2, 9, t0)
 	fetch(t, l, 3, 2, t0)
 	wantHW(t, l, 2)
-	wantReady(t, l, t0) // A ends at offset 2: HW 2 does not cover it
+	wantDue() // A ends at offset 2: HW 2 does not cover it
 	fetch(t, l, 3, 3, t0)
-	wantReady(t, l, t0, "A")
+	wantDue("A")
 	fetch(t, l, 3, 4, t0)
-	wantReady(t, l, t0)
+	wantDue()
 	fetch(t, l, 3, 5, t0)
-	wantReady(t, l, t0, "B")
-	if l.Waiting() != 1 {
-		t.Fatalf("%d waiting", l.Waiting())
+	wantDue("B")
+	if q.Len() != 1 {
+		t.Fatalf("%d waiting", q.Len())
 	}
-	wantReady(t, l, deadline.Add(-time.Nanosecond))
-	wantReady(t, l, deadline, "C:"+ErrRequestTimedOut.Error())
-
-	// Requests are queued in append order, never for what is not appended.
-	if err := l.WaitHW(10, deadline, "D"); !errors.Is(err, ErrInvalidOffsets) {
-		t.Fatalf("wait beyond the LEO: %v", err)
-	}
-	l.WaitHW(9, deadline, "E")
-	if err := l.WaitHW(8, deadline, "F"); !errors.Is(err, ErrInvalidOffsets) {
-		t.Fatalf("wait going back: %v", err)
-	}
-	if got := l.DrainWaiters(); !slices.Equal(got, []any{"E"}) || l.Waiting() != 0 {
-		t.Fatalf("drained %v, %d left", got, l.Waiting())
+	// The leader loses its role: what waits fails (engine.BecomeFollower).
+	if got := q.Fail(-1); !slices.Equal(got, []string{"C"}) || q.Len() != 0 {
+		t.Fatalf("failed %q, %d left", got, q.Len())
 	}
 }
 
-func TestNotEnoughReplicas(t *testing.T) {
-	for _, tc := range []struct {
-		isr    []int32
-		minISR int
-		err    error
-	}{
-		{[]int32{1, 2, 3}, 2, nil},
-		{[]int32{1, 2}, 2, nil},
-		{[]int32{1}, 2, ErrNotEnoughReplicas},
-		{[]int32{1}, 1, nil},
-		{[]int32{1}, 0, nil},
-		// min.insync.replicas above the replication factor is capped.
-		{[]int32{1, 2, 3}, 5, nil},
-		{[]int32{1, 2}, 5, ErrNotEnoughReplicas},
-	} {
-		cfg := testConfig()
-		cfg.MinISR = tc.minISR
-		l := mustLeader(t, LeaderState{ID: 1, Replicas: []int32{1, 2, 3}, ISR: tc.isr, LEO: 0}, cfg, t0)
-		if err := l.CanAppendAcksAll(); !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
-			t.Errorf("ISR %v min %d: %v, want %v", tc.isr, tc.minISR, err, tc.err)
-		}
-	}
-}
-
-// The ISR shrank below min.insync.replicas after the append: the produce
-// is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when the HW covers it, and
-// the next acks=all produce is refused before it is appended.
-func TestNotEnoughReplicasAfterAppend(t *testing.T) {
+// acks=all is refused once the committed ISR is below min.insync.replicas,
+// and a pending expansion does not count (Kafka checks the committed ISR:
+// the controller may yet refuse the expansion); it is taken again once the
+// controller commits the expansion.
+func TestAcksAllRefusedBelowMinISR(t *testing.T) {
 	cfg := testConfig()
 	cfg.MinISR = 2
 	l := mustLeader(t, LeaderState{ID: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, LEO: 0}, cfg, t0)
-	appendTo(t, l, 3, t0)
-	l.WaitHW(3, t0.Add(time.Second), "A")
-	fetch(t, l, 2, 3, t0)
-	// The controller fences broker 2 before the waiter is looked at.
-	l.UpdateISR(PartitionState{PartitionEpoch: 1, ISR: []int32{1}}, t0)
-	wantReady(t, l, t0, "A:"+ErrNotEnoughReplicasAfterAppend.Error())
-	if err := l.CanAppendAcksAll(); !errors.Is(err, ErrNotEnoughReplicas) {
-		t.Fatalf("acks=all with ISR %v: %v", l.ISR(), err)
+	if !inSyncEnough(l, cfg) {
+		t.Fatalf("refused with ISR %v", l.ISR())
+	}
+	// The controller fences broker 2.
+	if _, err := l.UpdateISR(PartitionState{PartitionEpoch: 1, ISR: []int32{1}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if inSyncEnough(l, cfg) {
+		t.Fatalf("acks=all taken with ISR %v, min.insync.replicas 2", l.ISR())
+	}
+	fetch(t, l, 3, 0, t0)
+	c, ok := l.ExpandProposal()
+	if !ok {
+		t.Fatal("no expansion")
+	}
+	if err := l.ProposalSent(c); err != nil {
+		t.Fatal(err)
+	}
+	if inSyncEnough(l, cfg) {
+		t.Fatalf("acks=all taken on a pending expansion: ISR %v, maximal %v", l.ISR(), l.MaximalISR())
+	}
+	if _, err := l.ISRCommitted(c, PartitionState{PartitionEpoch: 2, ISR: c.ISR}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if !inSyncEnough(l, cfg) {
+		t.Fatalf("refused with ISR %v", l.ISR())
 	}
 }
 
@@ -142,20 +124,4 @@ func TestHWHoldsUnderMinISR(t *testing.T) {
 		t.Fatalf("commit: moved %v err %v", moved, err)
 	}
 	wantHW(t, l, 10)
-}
-
-func TestWaitersAreBounded(t *testing.T) {
-	l := mustLeader(t, LeaderState{ID: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, LEO: 1}, testConfig(), t0)
-	for i := range maxWaiters {
-		if err := l.WaitHW(1, t0.Add(time.Second), i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.WaitHW(1, t0.Add(time.Second), "one more"); !errors.Is(err, ErrTooManyWaiters) {
-		t.Fatalf("wait past the limit: %v", err)
-	}
-	fetch(t, l, 2, 1, t0)
-	if got := l.Ready(t0); len(got) != maxWaiters || got[0].Token != 0 || got[maxWaiters-1].Token != maxWaiters-1 {
-		t.Fatalf("ready %d", len(got))
-	}
 }

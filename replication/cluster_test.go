@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/engine/acks"
 	"ringlog/segment"
 	"ringlog/segment/batch"
 )
@@ -17,9 +18,12 @@ import (
 // simulations: brokers whose logs are real segment logs, a model of the
 // controller, and the protocol's messages (Fetch, OffsetForLeaderEpoch,
 // AlterPartition, metadata) as method calls that the tests order. Every
-// decision is taken by the package under test; the cluster only carries
-// bytes and checks the promise: no offset below an HW the leader ever
-// exposed is lost or changed on a replica the controller could elect.
+// decision is taken by the production code: this package's (the leader's
+// HW and ISR, truncation, the controller's election) and the engine's
+// acks=all rule (engine/acks), called where the broker calls them; the
+// cluster only carries bytes and checks the promise: no offset below an HW
+// the leader ever exposed, and no acknowledged acks=all batch, is lost or
+// changed on a replica the controller could elect.
 
 // policy is how followers truncate after a leader change. kafkaPolicy is the
 // package's; the others are the historical rules the simulations must be
@@ -67,10 +71,13 @@ type broker struct {
 	leaderID    int32
 	leaderEpoch int32
 	leader      *Leader // set while this broker leads
-	truncating  bool
-	ask         int32 // the epoch to ask about next while truncating
-	hw          int64 // a follower's HW (its checkpoint survives restarts)
-	asks        int   // OffsetForLeaderEpoch requests sent
+	// acks are the acks=all produces appended here and waiting for the
+	// HW, as the engine keeps them per partition.
+	acks       acks.Queue[ackedBatch]
+	truncating bool
+	ask        int32 // the epoch to ask about next while truncating
+	hw         int64 // a follower's HW (its checkpoint survives restarts)
+	asks       int   // OffsetForLeaderEpoch requests sent
 }
 
 func (b *broker) up() bool { return b.log != nil }
@@ -224,29 +231,25 @@ func (c *cluster) mkBatch(n int) []byte {
 
 func (c *cluster) live(id int32) bool { return !c.ctl.fenced[id] }
 
-// elect replaces a leader that is gone (or nobody); when force is false
-// and nobody can be elected, nothing changes. A change of leader, to
-// nobody included, bumps both epochs.
+// elect replaces a leader that is gone (or nobody) as the controller does
+// (ElectLeader); when force is false and nobody can be elected, nothing
+// changes. A change of leader, to nobody included, bumps both epochs.
 func (c *cluster) elect(force bool) {
-	e, ok := ElectLeader(-1, c.replicas, c.ctl.isr, c.live, c.unclean)
+	e, ok := ElectLeader(c.replicas, c.ctl.isr, c.live, c.unclean)
 	if !ok && !force {
 		return
 	}
-	c.ctl.leader = e.Leader
-	if ok && e.Unclean {
-		c.ctl.isr = []int32{e.Leader}
-	}
+	c.ctl.leader, c.ctl.isr = e.Leader, e.ISR
 	c.ctl.leaderEpoch++
 	c.ctl.partitionEpoch++
 }
 
 // fence is the controller losing a broker's heartbeats: it leaves the ISR
-// (unless it is the last member, which KRaft keeps), and if it led, a new
-// leader is elected from the ISR.
+// (FencedISR), and if it led, a new leader is elected from the ISR.
 func (c *cluster) fence(id int32) {
 	c.ctl.fenced[id] = true
-	if i := slices.Index(c.ctl.isr, id); i >= 0 && len(c.ctl.isr) > 1 {
-		c.ctl.isr = slices.Delete(c.ctl.isr, i, i+1)
+	if isr := FencedISR(c.ctl.isr, id); !slices.Equal(isr, c.ctl.isr) {
+		c.ctl.isr = isr
 		c.ctl.partitionEpoch++
 	}
 	if c.ctl.leader == id {
@@ -334,6 +337,12 @@ func (c *cluster) deliver(id int32) {
 		c.resign(b)
 		b.leaderEpoch, b.leaderID = st.leaderEpoch, st.leader
 		b.truncating = false
+		if st.leader != id {
+			// engine.BecomeFollower (for no leader too): the waiting
+			// produces are answered NOT_LEADER_OR_FOLLOWER, not acked. A
+			// leader elected again keeps them (engine.BecomeLeader).
+			b.acks.Fail(-1)
+		}
 		switch {
 		case st.leader == id:
 			c.becomeLeader(b, st)
@@ -362,7 +371,6 @@ func (c *cluster) resign(b *broker) {
 	if b.leader == nil {
 		return
 	}
-	b.leader.DrainWaiters() // answered NOT_LEADER_OR_FOLLOWER: not acked
 	b.hw = b.leader.HW()
 	b.leader = nil
 }
@@ -402,6 +410,7 @@ func (c *cluster) applyTruncation(b *broker, t Truncation) {
 	if err := b.log.TruncateTo(t.TruncateTo); err != nil {
 		c.t.Fatal(err)
 	}
+	b.acks.Fail(b.log.LEO()) // engine.Truncate
 	b.hw = min(b.hw, b.log.LEO())
 	b.truncating = !t.Done
 	b.ask = t.Ask
@@ -512,7 +521,9 @@ func (c *cluster) produce(id int32, n int, acksAll bool) bool {
 	if !b.up() || b.leader == nil {
 		return false
 	}
-	if acksAll && b.leader.CanAppendAcksAll() != nil {
+	// The node gives the engine the committed ISR's size (engine.SetISR),
+	// which checks it against min.insync.replicas.
+	if acksAll && !acks.Enough(int32(len(b.leader.ISR())), int32(c.cfg.MinISR)) {
 		return false
 	}
 	res, err := b.log.Append([][]byte{c.mkBatch(n)}, segment.AppendOptions{LeaderEpoch: b.leaderEpoch})
@@ -528,9 +539,7 @@ func (c *cluster) produce(id int32, n int, acksAll bool) bool {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		if err := b.leader.WaitHW(res.LastOffset+1, c.now.Add(time.Second), ackedBatch{res.BaseOffset, stored}); err != nil {
-			c.t.Fatal(err)
-		}
+		b.acks.Park(res.LastOffset+1, ackedBatch{res.BaseOffset, stored})
 	}
 	if moved || acksAll {
 		c.onHW(b)
@@ -551,11 +560,10 @@ func (c *cluster) onHW(b *broker) {
 	case hw > c.maxExposed:
 		c.exposed, c.maxExposed = cur, hw
 	}
-	for _, a := range b.leader.Ready(c.now) {
-		if a.Err == nil {
-			c.acked = append(c.acked, a.Token.(ackedBatch))
-			c.stats.acked++
-		}
+	// engine.SetHW answers what the HW covers.
+	for _, a := range b.acks.Due(hw) {
+		c.acked = append(c.acked, a)
+		c.stats.acked++
 	}
 }
 
@@ -591,6 +599,7 @@ func (c *cluster) crash(id int32) {
 		return
 	}
 	c.resign(b)
+	b.acks.Fail(-1) // the process is gone, and its produce requests with it
 	if err := b.log.Close(); err != nil {
 		c.t.Fatal(err)
 	}

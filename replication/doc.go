@@ -1,12 +1,43 @@
 // Package replication holds the decisions of Kafka's replication protocol
 // for one partition, as code that runs without sockets, goroutines or a
 // clock: the leader's view of its followers (LEO, last caught-up time),
-// the high watermark, ISR shrink and expansion through the controller,
-// acks=all and min.insync.replicas, the follower's truncation after a
-// leader change (KIP-101, KIP-279), and leader election. Tests drive it
-// step by step, and replay fault schedules from a seed, as etcd's raft is
-// driven; the fetcher, the produce path and the controller call it and do
-// the I/O.
+// the high watermark, ISR shrink and expansion through the controller, the
+// follower's truncation after a leader change (KIP-101, KIP-279), and the
+// controller's choice of a leader. Tests drive it step by step, and replay
+// fault schedules from a seed, as etcd's raft is driven. The simulation
+// (cluster_test.go, sim_test.go, scenarios_test.go) takes every decision
+// with the functions production calls, listed below, not with copies of
+// them; what it models is the rest: the messages between brokers, and the
+// controller's bookkeeping (its epochs, AlterPartition's checks).
+//
+// # Who calls what
+//
+//   - replication/node, for each partition this broker leads: a Leader
+//     (NewLeader; FollowerFetch and BrokerEpoch from the Fetch handler;
+//     LeaderAppended from the engine's OnAppended; MaybeIncrementHW,
+//     ShrinkProposal, ExpandProposal, ProposalSent and Pending on its ISR
+//     ticker; ISRCommitted, ISRRejected and UpdateISR with the
+//     controller's answers and metadata; SetFenced). It hands the HW and
+//     the committed ISR's size to the engine (engine.SetHW, engine.SetISR).
+//   - replication/node, for each partition this broker follows:
+//     StartTruncation, TruncationStep (which reads the follower's own
+//     cache with EndOffsetForEpoch), OutOfRange and FollowerHW.
+//   - replication/controller's state machine: ElectLeader and FencedISR,
+//     when it fences a broker or gives a leaderless partition a leader
+//     (its election.go adds the epochs).
+//
+// Two rules live below this package. acks=all is the engine's (engine/acks:
+// whether a produce may be appended, and when a parked one is answered),
+// because the engine applies it and must not import this package; the
+// simulation parks and answers its produces with it. The leader's answer
+// to OffsetForLeaderEpoch is the segment's ((*segment.Log).EndOffsetForEpoch,
+// through engine.EndOffsetForEpoch); the simulation answers with
+// EndOffsetForEpoch here and checks every answer against the segment's:
+// the two are one algorithm written twice, held together by
+// TestEndOffsetForEpochMatchesSegment. DivergingEpoch (truncation on
+// fetch, Fetch v12+) is called by tests only: the Fetch handler does not
+// check a follower's last fetched epoch, and followers always ask
+// OffsetForLeaderEpoch.
 //
 // # The protocol, as this package sees it
 //
@@ -20,16 +51,22 @@
 //	       ◀──ISRCommitted / ISRRejected / UpdateISR (metadata)────────────────┘
 //
 //	new leader epoch: follower ──StartTruncation──▶ OffsetForLeaderEpoch(Ask)
-//	                  leader answers EndOffsetForEpoch(its cache, LEO, Ask)
+//	                  leader answers (*segment.Log).EndOffsetForEpoch(Ask)
 //	                  follower ──TruncationStep──▶ truncate; ask again or fetch
+//
+//	producer, acks=all ──engine/acks: Enough(committed ISR)?──▶ append, Park(end)
+//	       ◀── answered when engine.SetHW(Leader.HW()) covers end (Due)
+//
+//	broker fenced, or partition offline: controller ──FencedISR, ElectLeader──▶ new leader, ISR
 //
 // # Concurrency contract
 //
-// Nothing here is safe for concurrent use, and nothing needs to be: a
-// Leader belongs to the goroutine that owns the partition (its shard), which
-// feeds it fetches, appends, controller answers and the time, one call at a
-// time. The functions (EndOffsetForEpoch, TruncationStep, ElectLeader, ...)
-// are pure and may be called from anywhere.
+// A Leader is not safe for concurrent use: its owner serialises every call
+// (replication/node holds the partition's mutex around each; the Fetch
+// handler, the engine's OnAppended, the ISR ticker and the controller's
+// answers all come through it) and feeds it the time. The functions
+// (EndOffsetForEpoch, TruncationStep, ElectLeader, FencedISR, ...) are
+// pure and may be called from anywhere.
 //
 // # Non-obvious invariants
 //

@@ -2,23 +2,7 @@ package replication
 
 import "errors"
 
-// The errors a leader's decisions return. The protocol layer maps the first
-// three to Kafka's codes: NOT_ENOUGH_REPLICAS (19),
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) and REQUEST_TIMED_OUT (7).
-var (
-	// ErrNotEnoughReplicas refuses an acks=all produce before it is
-	// appended: the committed ISR is smaller than min.insync.replicas.
-	ErrNotEnoughReplicas = errors.New("replication: not enough replicas")
-	// ErrNotEnoughReplicasAfterAppend answers an acks=all produce whose
-	// batch the HW covers, but whose ISR shrank below min.insync.replicas
-	// while it waited. The batch is committed; the producer is told the
-	// durability it asked for was not there.
-	ErrNotEnoughReplicasAfterAppend = errors.New("replication: not enough replicas after append")
-	// ErrRequestTimedOut answers an acks=all produce whose deadline passed
-	// before the HW covered it.
-	ErrRequestTimedOut = errors.New("replication: request timed out")
-)
-
+// The errors of the leader's and the follower's decisions.
 var (
 	// ErrNotReplica means a fetch came from a broker outside the
 	// partition's assignment (Kafka answers NOT_LEADER_OR_FOLLOWER).
@@ -30,8 +14,8 @@ var (
 	// empty or oversized list, duplicates, negative ids, an ISR member
 	// outside the replicas, or an ISR without the leader.
 	ErrInvalidAssignment = errors.New("replication: invalid replicas or ISR")
-	// ErrInvalidOffsets means a LEO, HW or wait offset that contradicts the
-	// leader's state (a LEO going backwards, an HW above the LEO).
+	// ErrInvalidOffsets means a LEO or HW that contradicts the leader's
+	// state (a LEO going backwards, an HW above the LEO).
 	ErrInvalidOffsets = errors.New("replication: invalid offsets")
 	// ErrProposalInFlight means an ISR change was about to be sent while
 	// another is pending; Kafka allows one AlterPartition at a time.
@@ -43,8 +27,6 @@ var (
 	// ErrLeaderEpoch means an update for another leader epoch: this leader
 	// is deposed (or not yet installed) and the caller must rebuild it.
 	ErrLeaderEpoch = errors.New("replication: leader epoch mismatch")
-	// ErrTooManyWaiters means the acks=all wait queue is full.
-	ErrTooManyWaiters = errors.New("replication: too many produce requests waiting")
 	// ErrStaleBrokerEpoch means a fetch from an earlier incarnation of a
 	// follower (its broker epoch is older than one already seen): the
 	// process that sent it is gone, and what it fetched says nothing about

@@ -17,8 +17,11 @@ type Config struct {
 	// LagTimeMax is replica.lag.time.max.ms: a follower that has not
 	// caught up with the leader's LEO for longer than this leaves the ISR.
 	LagTimeMax time.Duration
-	// MinISR is min.insync.replicas. The effective value is capped at the
-	// replication factor, as Kafka does since 3.7 (KAFKA-15583).
+	// MinISR is min.insync.replicas, below which the HW does not move.
+	// The effective value is capped at the replication factor, as Kafka
+	// does since 3.7 (KAFKA-15583). (Whether an acks=all produce may be
+	// appended is the engine's check, engine/acks, against the same
+	// setting, uncapped.)
 	MinISR int
 }
 
@@ -71,7 +74,8 @@ type follower struct {
 }
 
 // Leader is one partition's leader-side replication state: the followers'
-// LEOs, the ISR (committed and pending), the HW and the acks=all waiters.
+// LEOs, the ISR (committed and pending) and the HW. The acks=all requests
+// waiting for the HW are the engine's (engine/acks).
 // It makes every decision Kafka's Partition makes as leader, and performs
 // none of them: it reads no clock (time comes in as arguments), sends no
 // request and starts no goroutine. The caller serialises all calls.
@@ -87,12 +91,11 @@ type Leader struct {
 	isr        []int32    // committed, in replicas order
 	// pending is the ISR change sent to the controller and not yet
 	// answered; maximal is the union of isr and pending.ISR, the set the HW
-	// and the acks=all check are computed over (KIP-497).
+	// is computed over (KIP-497).
 	pending *ISRChange
 	maximal []int32
 	leo, hw int64
 	cfg     Config
-	waiters []waiter
 }
 
 // NewLeader builds the state of a broker that has just become leader at
@@ -362,7 +365,8 @@ func (l *Leader) Replicas() []int32 { return slices.Clone(l.replicas) }
 func (l *Leader) ISR() []int32 { return slices.Clone(l.isr) }
 
 // MaximalISR is the committed ISR together with the members of a pending
-// change (KIP-497): the set the HW and acks=all are computed over.
+// change (KIP-497): the set the HW is computed over. acks=all checks the
+// committed ISR (ISR) instead.
 func (l *Leader) MaximalISR() []int32 { return slices.Clone(l.maximal) }
 
 // FollowerLEO is the leader's view of follower id's LEO, -1 until it has

@@ -141,32 +141,3 @@ func TestFollowerHW(t *testing.T) {
 		}
 	}
 }
-
-func TestElectLeader(t *testing.T) {
-	replicas := []int32{3, 1, 2}
-	up := func(ids ...int32) func(int32) bool { return func(id int32) bool { return slices.Contains(ids, id) } }
-	for _, tc := range []struct {
-		name    string
-		current int32
-		isr     []int32
-		live    func(int32) bool
-		unclean bool
-		want    Election
-		ok      bool
-	}{
-		{"preferred replica first", -1, []int32{1, 2, 3}, up(1, 2, 3), false, Election{Leader: 3}, true},
-		{"current leader kept", 2, []int32{1, 2, 3}, up(1, 2, 3), false, Election{Leader: 2}, true},
-		{"dead current leader replaced", 2, []int32{1, 2, 3}, up(1, 3), false, Election{Leader: 3}, true},
-		{"first live ISR member in replicas order", -1, []int32{2, 1}, up(1, 2, 3), false, Election{Leader: 1}, true},
-		{"no live ISR member, clean", -1, []int32{2}, up(1, 3), false, Election{Leader: -1}, false},
-		{"no live ISR member, unclean", -1, []int32{2}, up(1, 3), true, Election{Leader: 3, Unclean: true}, true},
-		{"unclean not needed", -1, []int32{2}, up(1, 2), true, Election{Leader: 2}, true},
-		{"nobody live", -1, []int32{2}, up(), true, Election{Leader: -1}, false},
-		{"ISR member outside the replicas", -1, []int32{7}, up(7), false, Election{Leader: -1}, false},
-	} {
-		got, ok := ElectLeader(tc.current, replicas, tc.isr, tc.live, tc.unclean)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: %+v %v, want %+v %v", tc.name, got, ok, tc.want, tc.ok)
-		}
-	}
-}

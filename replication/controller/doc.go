@@ -60,9 +60,11 @@
 //     tail of its logs, so it must catch up and rejoin ISRs through
 //     AlterPartition. KRaft instead refuses the registration until the old
 //     session expires; this reaches the same state without the wait.
-//   - Leader election follows KRaft's PartitionChangeBuilder (election.go):
-//     leader from the live ISR in replica order; a fenced broker leaves every
-//     ISR except as its last member; the leader epoch grows only when the
+//   - Leader election follows KRaft's PartitionChangeBuilder (election.go,
+//     which takes the choice from replication.ElectLeader and
+//     replication.FencedISR, the functions the simulation of replication
+//     checks): leader from the live ISR in replica order; a fenced broker
+//     leaves every ISR except as its last member; the leader epoch grows only when the
 //     leader changes, the partition epoch on every change; unclean election
 //     only when the topic sets unclean.leader.election.enable=true (there is
 //     no cluster-wide default: it would be node configuration inside the

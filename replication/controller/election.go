@@ -1,6 +1,10 @@
 package controller
 
-import "slices"
+import (
+	"slices"
+
+	"ringlog/replication"
+)
 
 // Partition state changes, each a pure function of a partition and the
 // liveness of brokers. They follow KRaft's PartitionChangeBuilder:
@@ -15,6 +19,10 @@ import "slices"
 //   - a fenced broker leaves every ISR but stays as its last member, so that
 //     the partition can be led again by the only replica known to have all
 //     of its committed records when that broker returns.
+//
+// The choice of leader and the ISR that goes with it are the replication
+// package's (replication.ElectLeader, replication.FencedISR), which the
+// simulation of replication also calls; this file adds the epochs.
 
 const configUncleanLeaderElection = "unclean.leader.election.enable"
 
@@ -22,9 +30,7 @@ const configUncleanLeaderElection = "unclean.leader.election.enable"
 // reports id as not live).
 func partitionFenced(p Partition, id int32, live func(int32) bool, unclean bool) (Partition, bool) {
 	np := p.clone()
-	if len(np.ISR) > 1 {
-		np.ISR = slices.DeleteFunc(np.ISR, func(r int32) bool { return r == id })
-	}
+	np.ISR = replication.FencedISR(np.ISR, id)
 	if np.Leader == id {
 		np.Leader = -1
 		np = electInto(np, live, unclean)
@@ -57,24 +63,12 @@ func partitionPreferred(p Partition, live func(int32) bool) (Partition, error) {
 	return np, nil
 }
 
-// electInto sets np.Leader (which is -1) to the first live ISR member in
-// replica order, or under unclean election to the first live replica.
+// electInto sets np.Leader (which is -1) and np.ISR as
+// replication.ElectLeader chooses them; np stays leaderless when nobody
+// can lead.
 func electInto(np Partition, live func(int32) bool, unclean bool) Partition {
-	for _, r := range np.Replicas {
-		if slices.Contains(np.ISR, r) && live(r) {
-			np.Leader = r
-			return np
-		}
-	}
-	if unclean {
-		for _, r := range np.Replicas {
-			if live(r) {
-				np.Leader = r
-				np.ISR = []int32{r}
-				return np
-			}
-		}
-	}
+	e, _ := replication.ElectLeader(np.Replicas, np.ISR, live, unclean)
+	np.Leader, np.ISR = e.Leader, e.ISR
 	return np
 }
 
