@@ -4,16 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"ringlog/segment/batch"
 )
 
 // mkBatch returns a batch-shaped byte run: a header with base, length and
 // magic set, and n bytes of records.
 func mkBatch(base int64, n int) []byte {
-	b := make([]byte, batchHeaderLen+n)
-	binary.BigEndian.PutUint64(b, uint64(base))
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
-	b[batchMagicOffset] = batchMagic
-	return b
+	b := batch.AppendHeader(nil, batch.Header{BaseOffset: base, Length: int32(batch.LengthMin + n), Magic: batch.MagicV2})
+	return append(b, make([]byte, n)...)
 }
 
 func cat(bs ...[]byte) []byte {
@@ -27,11 +26,11 @@ func cat(bs ...[]byte) []byte {
 func TestWholeBatches(t *testing.T) {
 	a, b := mkBatch(0, 10), mkBatch(5, 100)
 	badLen := mkBatch(9, 0)
-	binary.BigEndian.PutUint32(badLen[8:], 20)
+	binary.BigEndian.PutUint32(badLen[batch.LengthPos:], 20)
 	badMagic := mkBatch(9, 0)
-	badMagic[batchMagicOffset] = 1
+	badMagic[batch.MagicPos] = 1
 	negLen := mkBatch(9, 0)
-	binary.BigEndian.PutUint32(negLen[8:], 0xffffff00)
+	binary.BigEndian.PutUint32(negLen[batch.LengthPos:], 0xffffff00)
 	for _, tc := range []struct {
 		name string
 		in   []byte
@@ -45,7 +44,7 @@ func TestWholeBatches(t *testing.T) {
 		{"cut in header", cat(a, b[:30]), len(a), nil},
 		{"cut in length", cat(a, b[:10]), len(a), nil},
 		{"only a cut batch", b[:len(b)-1], 0, nil},
-		{"header only, no records", mkBatch(1, 0), batchHeaderLen, nil},
+		{"header only, no records", mkBatch(1, 0), batch.HeaderSize, nil},
 		{"length below the header", cat(a, badLen), len(a), ErrCorruptBatch},
 		{"negative length", cat(a, negLen), len(a), ErrCorruptBatch},
 		{"bad magic", cat(a, badMagic, b), len(a), ErrCorruptBatch},
@@ -63,22 +62,4 @@ func TestWholeBatches(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzWholeBatches: never panics, returns a prefix made of whole batches,
-// and trimming that prefix again changes nothing.
-func FuzzWholeBatches(f *testing.F) {
-	f.Add(cat(mkBatch(0, 3), mkBatch(4, 9)[:40]))
-	f.Add(mkBatch(7, 0))
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := wholeBatches(data)
-		if len(got) > len(data) || string(got) != string(data[:len(got)]) {
-			t.Fatalf("not a prefix")
-		}
-		again, err2 := wholeBatches(got)
-		if len(again) != len(got) || err2 != nil {
-			t.Fatalf("whole prefix trimmed again to %d (%v), first %d (%v)", len(again), err2, len(got), err)
-		}
-	})
 }
