@@ -12,6 +12,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/kwire"
 	"ringlog/segment/batch"
 )
 
@@ -309,183 +310,55 @@ const (
 // by the bytes left: 100 MiB of two-byte topic entries would cost gigabytes
 // of structures. The structures of a Produce request are held to
 // MaxRequestBytes, the limit every other request has for its whole size;
-// the records themselves are not copied (kmsg aliases them).
+// the records themselves are not copied (kmsg aliases them). kwire reads
+// by kmsg's rules, so the walk and the decoding agree on every count.
 func checkProduceShape(s *Server, version int16, body []byte) error {
 	budget := s.cfg.MaxRequestBytes
 	flexible := version >= 9
-	r := wireReader{b: body}
-	spend := func(count int32, cost int) bool {
-		n := max(int(count), 0)
+	r := kwire.NewReader(body, flexible)
+	spend := func(count, cost int) bool {
+		n := max(count, 0)
 		if n > budget/cost {
 			return false
 		}
 		budget -= n * cost
 		return true
 	}
-	tags := func() bool { return spend(int32(r.tags()), tagCost) }
+	tags := func() bool { return !flexible || spend(r.Tags(), tagCost) }
 	if version >= 3 {
-		r.nullableString(flexible)
+		r.NullableStr() // transactional_id
 	}
-	r.skip(2 + 4) // acks, timeout
-	topics := r.arrayLen(flexible)
-	if !spend(topics, produceTopicCost) {
+	r.Skip(2 + 4) // acks, timeout
+	topics := r.ArrayLen()
+	if !spend(int(topics), produceTopicCost) {
 		return fmt.Errorf("%w: produce with %d topics", errBadRequest, topics)
 	}
-	for i := int32(0); i < topics && !r.bad; i++ {
+	for i := int32(0); i < topics && !r.Bad(); i++ {
 		if version >= 13 {
-			r.skip(16)
+			r.UUID()
 		} else {
-			r.string(flexible)
+			r.Str()
 		}
-		parts := r.arrayLen(flexible)
-		if !spend(parts, producePartitionCost) {
+		parts := r.ArrayLen()
+		if !spend(int(parts), producePartitionCost) {
 			return fmt.Errorf("%w: produce with %d partitions in one topic", errBadRequest, parts)
 		}
-		for j := int32(0); j < parts && !r.bad; j++ {
-			r.skip(4)
-			r.nullableBytes(flexible)
-			if flexible && !tags() {
+		for j := int32(0); j < parts && !r.Bad(); j++ {
+			r.Skip(4) // partition
+			r.NullableBytes()
+			if !tags() {
 				return fmt.Errorf("%w: produce with too many tagged fields", errBadRequest)
 			}
 		}
-		if flexible && !tags() {
+		if !tags() {
 			return fmt.Errorf("%w: produce with too many tagged fields", errBadRequest)
 		}
 	}
-	if flexible && !tags() {
+	if !tags() {
 		return fmt.Errorf("%w: produce with too many tagged fields", errBadRequest)
 	}
-	if r.bad {
+	if r.Bad() {
 		return fmt.Errorf("%w: malformed produce v%d", errBadRequest, version)
 	}
 	return nil
-}
-
-// wireReader walks Kafka's primitive types without decoding them, with
-// kmsg's reading rules (a sticky bad flag, as kbin has: after the first
-// short read every read returns zero, and the caller checks bad once).
-type wireReader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *wireReader) fail() {
-	r.bad = true
-	r.b = nil
-}
-
-func (r *wireReader) skip(n int) {
-	if n < 0 || n > len(r.b) {
-		r.fail()
-		return
-	}
-	r.b = r.b[n:]
-}
-
-func (r *wireReader) int16() int16 {
-	if len(r.b) < 2 {
-		r.fail()
-		return 0
-	}
-	v := int16(uint16(r.b[0])<<8 | uint16(r.b[1]))
-	r.b = r.b[2:]
-	return v
-}
-
-func (r *wireReader) int32() int32 {
-	if len(r.b) < 4 {
-		r.fail()
-		return 0
-	}
-	v := int32(uint32(r.b[0])<<24 | uint32(r.b[1])<<16 | uint32(r.b[2])<<8 | uint32(r.b[3]))
-	r.b = r.b[4:]
-	return v
-}
-
-// uvarint reads an unsigned varint of at most 32 bits (five bytes, the
-// last holding four bits), as Kafka's compact lengths are.
-func (r *wireReader) uvarint() uint32 {
-	var x uint32
-	for i := 0; i < 5; i++ {
-		if i >= len(r.b) {
-			r.fail()
-			return 0
-		}
-		c := r.b[i]
-		if i == 4 {
-			if c > 0x0f {
-				r.fail()
-				return 0
-			}
-			r.b = r.b[5:]
-			return x | uint32(c)<<28
-		}
-		x |= uint32(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			r.b = r.b[i+1:]
-			return x
-		}
-	}
-	return x
-}
-
-// length reads a string or bytes length: a compact (length+1) varint in
-// flexible versions, else an int16 (strings) or int32 (bytes). -1 is null.
-func (r *wireReader) length(flexible, bytes bool) int {
-	switch {
-	case flexible:
-		return int(r.uvarint()) - 1
-	case bytes:
-		return int(r.int32())
-	}
-	return int(r.int16())
-}
-
-func (r *wireReader) string(flexible bool) {
-	n := r.length(flexible, false)
-	if n < 0 {
-		r.fail() // null where a string is required
-		return
-	}
-	r.skip(n)
-}
-
-func (r *wireReader) nullableString(flexible bool) {
-	if n := r.length(flexible, false); n >= 0 {
-		r.skip(n)
-	}
-}
-
-func (r *wireReader) nullableBytes(flexible bool) {
-	if n := r.length(flexible, true); n >= 0 {
-		r.skip(n)
-	}
-}
-
-// arrayLen reads an array count; a negative count (null) means no
-// elements. A count larger than the bytes left is bad, as kbin has it
-// (every element takes at least one byte).
-func (r *wireReader) arrayLen(flexible bool) int32 {
-	var n int32
-	if flexible {
-		n = int32(r.uvarint()) - 1
-	} else {
-		n = r.int32()
-	}
-	if int(n) > len(r.b) {
-		r.fail()
-		return 0
-	}
-	return n
-}
-
-// tags skips a tagged-fields section and returns how many fields it held.
-func (r *wireReader) tags() int {
-	n := 0
-	for num := r.uvarint(); num > 0 && !r.bad; num-- {
-		r.uvarint() // tag
-		r.skip(int(r.uvarint()))
-		n++
-	}
-	return n
 }

@@ -1,8 +1,7 @@
 package kafka
 
 import (
-	"encoding/binary"
-
+	"ringlog/internal/kwire"
 	"ringlog/netpoll"
 	"ringlog/segment"
 )
@@ -105,81 +104,83 @@ func (f *fetch) encode() fetchFrame {
 	for i := range f.topics {
 		size += len(f.topics[i].name) + 24 + 64*len(f.topics[i].parts)
 	}
-	e := frameEncoder{flexible: flexible, buf: make([]byte, 0, size)}
+	e := kwire.Encoder{Flexible: flexible, Buf: make([]byte, 0, size)}
+	var cuts []fetchCut
 
-	e.int32(f.cx.correlationID)
+	e.Int32(f.cx.correlationID)
 	if flexible {
-		e.tags0() // response header v1
+		e.EmptyTags() // response header v1
 	}
-	e.int32(0) // throttle_time_ms: no quotas
+	e.Int32(0) // throttle_time_ms: no quotas
 	if v >= 7 {
-		e.int16(f.errCode)
-		e.int32(0) // session_id: no sessions are kept (see newFetch)
+		e.Int16(f.errCode)
+		e.Int32(0) // session_id: no sessions are kept (see newFetch)
 	}
 	leaders := false
 	if f.errCode != 0 {
-		e.arrayLen(0)
+		e.ArrayLen(0)
 	} else {
-		e.arrayLen(len(f.topics))
+		e.ArrayLen(len(f.topics))
 		for i := range f.topics {
 			t := &f.topics[i]
 			if v >= 13 {
-				e.buf = append(e.buf, t.id[:]...)
+				e.UUID(t.id)
 			} else {
-				e.string(t.name)
+				e.Str(t.name)
 			}
-			e.arrayLen(len(t.parts))
+			e.ArrayLen(len(t.parts))
 			for j := range t.parts {
 				p := &t.parts[j]
-				e.int32(p.tp.Partition)
-				e.int16(p.errCode)
-				e.int64(p.hw)
-				e.int64(p.lso)
+				e.Int32(p.tp.Partition)
+				e.Int16(p.errCode)
+				e.Int64(p.hw)
+				e.Int64(p.lso)
 				if v >= 5 {
-					e.int64(p.logStart)
+					e.Int64(p.logStart)
 				}
 				// Kafka sends a list (empty: no transactions yet) to
 				// read_committed consumers, who drop aborted records with
 				// it, and null to the others.
 				if f.readCommitted {
-					e.arrayLen(0)
+					e.ArrayLen(0)
 				} else {
-					e.nullArray()
+					e.NullArray()
 				}
 				if v >= 11 {
 					// preferred_read_replica (KIP-392), -1: this broker.
 					if p.preferredSet {
-						e.int32(p.preferred)
+						e.Int32(p.preferred)
 					} else {
-						e.int32(-1)
+						e.Int32(-1)
 					}
 				}
 				// Never null, even for an error: librdkafka takes a null
-				// record set for a malformed one.
+				// record set for a malformed one. The length is below
+				// 2 GiB: a response is.
 				var n int64
 				if p.res != nil {
 					n = p.res.Bytes
 				}
-				e.bytesLen(n)
+				e.BytesLen(n)
 				if n > 0 {
-					e.cuts = append(e.cuts, fetchCut{at: len(e.buf), res: p.res})
+					cuts = append(cuts, fetchCut{at: len(e.Buf), res: p.res})
 				}
 				if flexible {
 					if p.currentLeader && v >= 16 {
 						leaders = true
-						e.uvarint(1) // one tagged field
-						e.uvarint(1) // tag 1: current_leader
-						e.uvarint(4 + 4 + 1)
-						e.int32(f.s.cfg.NodeID)
-						e.int32(p.epochNow)
-						e.tags0()
+						e.Uvarint(1) // one tagged field
+						e.Uvarint(1) // tag 1: current_leader
+						e.Uvarint(4 + 4 + 1)
+						e.Int32(f.s.cfg.NodeID)
+						e.Int32(p.epochNow)
+						e.EmptyTags()
 					} else {
-						e.tags0()
+						e.EmptyTags()
 					}
 				}
 			}
 			if flexible {
-				e.tags0()
+				e.EmptyTags()
 			}
 		}
 	}
@@ -187,78 +188,24 @@ func (f *fetch) encode() fetchFrame {
 		if leaders {
 			// Tag 0, node_endpoints: the brokers named in current_leader
 			// fields, here only this one.
-			e.uvarint(1)
-			e.uvarint(0)
-			var ne frameEncoder
-			ne.flexible = true
-			ne.arrayLen(1)
-			ne.int32(f.s.cfg.NodeID)
-			ne.string(f.s.cfg.AdvertisedHost)
-			ne.int32(f.s.cfg.AdvertisedPort)
+			e.Uvarint(1)
+			e.Uvarint(0)
+			ne := kwire.Encoder{Flexible: true}
+			ne.ArrayLen(1)
+			ne.Int32(f.s.cfg.NodeID)
+			ne.Str(f.s.cfg.AdvertisedHost)
+			ne.Int32(f.s.cfg.AdvertisedPort)
 			if f.s.cfg.Rack == "" {
-				ne.uvarint(0) // null rack
+				ne.NullableStr(nil)
 			} else {
-				ne.string(f.s.cfg.Rack)
+				ne.Str(f.s.cfg.Rack)
 			}
-			ne.tags0()
-			e.uvarint(uint64(len(ne.buf)))
-			e.buf = append(e.buf, ne.buf...)
+			ne.EmptyTags()
+			e.Uvarint(uint32(len(ne.Buf)))
+			e.Buf = append(e.Buf, ne.Buf...)
 		} else {
-			e.tags0()
+			e.EmptyTags()
 		}
 	}
-	return fetchFrame{buf: e.buf, cuts: e.cuts}
-}
-
-// frameEncoder appends Kafka's primitive types; flexible selects the compact
-// (KIP-482) forms of lengths.
-type frameEncoder struct {
-	flexible bool
-	buf      []byte
-	cuts     []fetchCut
-}
-
-func (e *frameEncoder) int16(v int16) { e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(v)) }
-func (e *frameEncoder) int32(v int32) { e.buf = binary.BigEndian.AppendUint32(e.buf, uint32(v)) }
-func (e *frameEncoder) int64(v int64) { e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(v)) }
-func (e *frameEncoder) uvarint(v uint64) {
-	e.buf = binary.AppendUvarint(e.buf, v)
-}
-
-// tags0 is an empty tagged-field section.
-func (e *frameEncoder) tags0() { e.buf = append(e.buf, 0) }
-
-func (e *frameEncoder) arrayLen(n int) {
-	if e.flexible {
-		e.uvarint(uint64(n) + 1)
-	} else {
-		e.int32(int32(n))
-	}
-}
-
-func (e *frameEncoder) nullArray() {
-	if e.flexible {
-		e.uvarint(0)
-	} else {
-		e.int32(-1)
-	}
-}
-
-func (e *frameEncoder) string(s string) {
-	if e.flexible {
-		e.uvarint(uint64(len(s)) + 1)
-	} else {
-		e.int16(int16(len(s)))
-	}
-	e.buf = append(e.buf, s...)
-}
-
-// bytesLen writes the length prefix of a non-null bytes field whose n bytes
-// follow elsewhere (file regions). n fits: a response is below 2 GiB.
-func (e *frameEncoder) bytesLen(n int64) {
-	if e.flexible {
-		e.uvarint(uint64(n) + 1)
-	} else {
-		e.int32(int32(n))
-	}
+	return fetchFrame{buf: e.Buf, cuts: cuts}
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/kwire"
 	"ringlog/netpoll"
 	"ringlog/replication/node"
 )
@@ -249,63 +249,51 @@ func (s *Server) Closed(c *netpoll.Conn) { s.waits.connClosed(c) }
 // knows the version's flexibility). The body is not copied.
 func parseHeader(b []byte) (header, []byte, error) {
 	var h header
-	if len(b) < 10 {
-		return h, nil, fmt.Errorf("%w: %d-byte frame", errBadRequest, len(b))
+	r := kwire.NewReader(b, false) // a header's client id is never compact
+	h.key = r.Int16()
+	h.version = r.Int16()
+	h.correlationID = r.Int32()
+	n := r.Int16()
+	if r.Bad() {
+		return header{}, nil, fmt.Errorf("%w: %d-byte frame", errBadRequest, len(b))
 	}
-	h.key = int16(binary.BigEndian.Uint16(b))
-	h.version = int16(binary.BigEndian.Uint16(b[2:]))
-	h.correlationID = int32(binary.BigEndian.Uint32(b[4:]))
-	n := int16(binary.BigEndian.Uint16(b[8:]))
-	b = b[10:]
 	switch {
 	case n > 0:
-		if int(n) > len(b) {
-			return h, nil, fmt.Errorf("%w: client id of %d bytes in %d", errBadRequest, n, len(b))
+		if int(n) > r.Remaining() {
+			return h, nil, fmt.Errorf("%w: client id of %d bytes in %d", errBadRequest, n, r.Remaining())
 		}
-		h.clientID, b = string(b[:n]), b[n:]
+		h.clientID = string(r.Span(int(n)))
 	case n < -1:
+		// kmsg would read any negative length as null; a header with
+		// one is refused, as it always was here.
 		return h, nil, fmt.Errorf("%w: client id length %d", errBadRequest, n)
 	}
-	return h, b, nil
+	return h, r.Rest(), nil
 }
 
 // skipTags skips a tagged-fields section (KIP-482).
 func skipTags(b []byte) ([]byte, error) {
-	n, l := binary.Uvarint(b)
-	if l <= 0 || n > uint64(len(b)) {
+	rest, ok := kwire.SkipTags(b)
+	if !ok {
 		return nil, fmt.Errorf("%w: bad tagged fields", errBadRequest)
 	}
-	b = b[l:]
-	for range n {
-		_, l := binary.Uvarint(b) // tag
-		if l <= 0 {
-			return nil, fmt.Errorf("%w: bad tag", errBadRequest)
-		}
-		b = b[l:]
-		size, l := binary.Uvarint(b)
-		if l <= 0 || size > uint64(len(b)-l) {
-			return nil, fmt.Errorf("%w: bad tag size", errBadRequest)
-		}
-		b = b[l+int(size):]
-	}
-	return b, nil
+	return rest, nil
 }
 
 // reply encodes resp with the response header and sends it. Exactly one of
 // reply, replyRaw and noReply is called per request.
 func (cx *reqCtx) reply(resp kmsg.Response) {
 	resp.SetVersion(cx.version)
-	buf := make([]byte, 0, 256)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(cx.correlationID))
+	e := kwire.Encoder{Buf: make([]byte, 0, 256)}
+	e.Int32(cx.correlationID)
 	// Flexible responses carry an empty tag section in their header, except
 	// ApiVersions, whose response header stays v0 so that a client that
 	// sent too new a version can still read it.
 	if resp.IsFlexible() && cx.key != int16(kmsg.ApiVersions) {
-		buf = append(buf, 0)
+		e.EmptyTags()
 	}
-	buf = resp.AppendTo(buf)
 	r := &netpoll.Response{}
-	r.AppendBytes(buf)
+	r.AppendBytes(resp.AppendTo(e.Buf))
 	cx.replyRaw(r)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ringlog/internal/framepool"
+	"ringlog/internal/kwire"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -256,23 +257,24 @@ func (c *conn) send(r result) bool {
 // (array counts larger than the bytes left fail), so a frame allowed by
 // FrameBytesMax cannot make them allocate much more than its own size.
 func decodeResponse(rq *request, frame []byte) (kmsg.Response, error) {
-	if len(frame) < 4 {
-		return nil, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, len(frame))
-	}
-	if corr := int32(binary.BigEndian.Uint32(frame)); corr != rq.corr {
-		return nil, fmt.Errorf("%w: correlation id %d, expected %d", ErrProtocol, corr, rq.corr)
-	}
-	body := frame[4:]
 	resp := rq.kind.ResponseKind()
 	resp.SetVersion(rq.version)
+	r := kwire.NewReader(frame, true)
+	corr := r.Int32()
+	if r.Bad() {
+		return nil, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, len(frame))
+	}
+	if corr != rq.corr {
+		return nil, fmt.Errorf("%w: correlation id %d, expected %d", ErrProtocol, corr, rq.corr)
+	}
 	// Response header v1 (flexible versions) carries tags, except for
 	// ApiVersions, whose response header is always v0 (KIP-511).
 	if resp.IsFlexible() && rq.kind.Key() != kmsg.ApiVersions.Int16() {
-		var err error
-		if body, err = skipTags(body); err != nil {
-			return nil, err
+		if r.Tags(); r.Bad() {
+			return nil, fmt.Errorf("%w: bad header tags", ErrProtocol)
 		}
 	}
+	body := r.Rest()
 	if err := resp.ReadFrom(body); err != nil {
 		// A KIP-511 UNSUPPORTED_VERSION answer comes as a v0 body.
 		if rq.kind.Key() == kmsg.ApiVersions.Int16() && rq.version > 0 {
@@ -284,28 +286,6 @@ func decodeResponse(rq *request, frame []byte) (kmsg.Response, error) {
 		return nil, fmt.Errorf("%w: %s v%d response: %w", ErrProtocol, kmsg.NameForKey(rq.kind.Key()), rq.version, err)
 	}
 	return resp, nil
-}
-
-// skipTags skips a tagged-fields section: a uvarint count of (uvarint tag,
-// uvarint size, bytes) entries.
-func skipTags(b []byte) ([]byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: bad header tags", ErrProtocol)
-	}
-	b = b[k:]
-	for ; n > 0; n-- {
-		_, k1 := binary.Uvarint(b)
-		if k1 <= 0 {
-			return nil, fmt.Errorf("%w: bad header tags", ErrProtocol)
-		}
-		size, k2 := binary.Uvarint(b[k1:])
-		if k2 <= 0 || size > uint64(len(b)-k1-k2) {
-			return nil, fmt.Errorf("%w: bad header tags", ErrProtocol)
-		}
-		b = b[k1+k2+int(size):]
-	}
-	return b, nil
 }
 
 // Frame buffers start at frameChunk and grow by frameGrowth as bytes

@@ -60,23 +60,34 @@ func TestReadFrameLyingLength(t *testing.T) {
 	}
 }
 
-func TestSkipTags(t *testing.T) {
+// TestDecodeResponseHeader: a response header that is cut, answers another
+// request or has malformed tags is a protocol error. (The tag sections
+// themselves are tested with internal/kwire, which reads them.)
+func TestDecodeResponseHeader(t *testing.T) {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 12
+	body := resp.AppendTo(nil)
+	frame := func(corr uint32, tags ...byte) []byte {
+		return append(append(binary.BigEndian.AppendUint32(nil, corr), tags...), body...)
+	}
 	for _, tc := range []struct {
-		name string
-		in   []byte
-		rest int
-		ok   bool
+		name  string
+		frame []byte
+		ok    bool
 	}{
-		{"none", []byte{0, 9, 9}, 2, true},
-		{"one", []byte{1, 5, 2, 0xa, 0xb, 9}, 1, true},
-		{"size past the end", []byte{1, 5, 9, 0xa}, 0, false},
-		{"count past the end", []byte{0x7f}, 0, false},
-		{"empty", nil, 0, false},
+		{"good", frame(1, 0), true},
+		{"an unknown header tag", frame(1, 1, 5, 2, 0xa, 0xb), true},
+		{"cut in the correlation id", []byte{0, 0, 1}, false},
+		{"another correlation id", frame(2, 0), false},
+		{"tag size past the end", frame(1, 1, 5, 0x7f), false},
+		{"no header tags", frame(1)[:4], false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rest, err := skipTags(tc.in)
-			if (err == nil) != tc.ok || (tc.ok && len(rest) != tc.rest) {
-				t.Errorf("skipTags: %d left, %v; want %d, ok %v", len(rest), err, tc.rest, tc.ok)
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 12
+			_, err := decodeResponse(&request{kind: req, corr: 1, version: 12}, tc.frame)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrProtocol)) {
+				t.Errorf("decodeResponse: %v, want ok %v", err, tc.ok)
 			}
 		})
 	}

@@ -32,6 +32,7 @@
 // Records come as the leader's raw RecordBatch bytes. A leader cuts the last
 // batch of a partition where a byte limit falls; the stream trims every
 // partition's bytes to whole batches by walking the batch headers
+// (batch.WholePrefix, segment/batch being the one reader of the format)
 //
 //	int64 baseOffset | int32 batchLength | int32 partitionLeaderEpoch | int8 magic (2) | ...
 //	<------------------------- 12 + batchLength bytes -------------------------------->

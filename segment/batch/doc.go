@@ -9,7 +9,9 @@
 // place (SetBaseOffset, SetPartitionLeaderEpoch, SetMaxTimestamp) and
 // appends; after a crash, recovery walks the tail segment and cuts it at the
 // first batch that Validate rejects under Stored. The fetch path walks
-// headers only (ParseHeader) to find byte ranges. Log compaction will read
+// headers only (ParseHeader) to find byte ranges, and a follower keeps the
+// whole batches of what it fetched (WholePrefix: a byte limit may cut the
+// last one). Log compaction will read
 // records (Records) and write new batches (Build, Compress).
 //
 // # Format

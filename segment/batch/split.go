@@ -69,3 +69,35 @@ func (it *Iter) Pos() int { return it.pos }
 // Err returns the error that ended the walk, or nil if it reached the end of
 // the input.
 func (it *Iter) Err() error { return it.err }
+
+// WholePrefix returns the length of the longest prefix of b made of whole
+// batches: b is a run of batches whose last one may be cut, as a read
+// that a byte limit ended inside a batch is (KIP-74; Kafka's clients drop
+// the partial batch, and a follower must append whole batches only).
+//
+// It frames by the length field as soon as the 12 bytes of LengthPrefix
+// are there, so that a cut batch is told from a damaged one without its
+// header: a batchLength below LengthMin is ErrLength, a batch that extends
+// past the end of b is the cut (no error), and a whole batch must pass
+// ParseHeader (ErrMagic, ErrLength). On an error, the whole batches before
+// the one that cannot be framed are still counted. Like Split it checks
+// nothing else (not the CRC, not the records) and allocates nothing.
+func WholePrefix(b []byte) (int, error) {
+	pos := 0
+	for len(b)-pos >= LengthPrefix {
+		rest := b[pos:]
+		n := int64(int32(be.Uint32(rest[LengthPos:])))
+		if n < LengthMin {
+			return pos, fmt.Errorf("batch at byte %d: %w: batchLength %d below %d", pos, ErrLength, n, LengthMin)
+		}
+		if LengthPrefix+n > int64(len(rest)) {
+			break // the cut batch
+		}
+		h, err := ParseHeader(rest)
+		if err != nil {
+			return pos, fmt.Errorf("batch at byte %d: %w", pos, err)
+		}
+		pos += h.Size()
+	}
+	return pos, nil
+}
