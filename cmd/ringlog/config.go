@@ -231,13 +231,13 @@ func (s *settings) set(k, v string) error {
 			err = fmt.Errorf("negative rate %v", f)
 		}
 		s.Cleaner.IOMaxBytesPerSecond = f
-	case "offsets.Topic.num.partitions":
+	case "offsets.topic.num.partitions":
 		n, err = num(1, 1000)
 		s.Groups.OffsetsTopicPartitions = int32(n)
-	case "offsets.Topic.replication.factor":
+	case "offsets.topic.replication.factor":
 		n, err = num(1, math.MaxInt16)
 		s.Groups.OffsetsTopicReplicationFactor = int16(n)
-	case "offsets.Topic.segment.bytes":
+	case "offsets.topic.segment.bytes":
 		n, err = num(1<<20, math.MaxInt32)
 		s.Groups.OffsetsTopicSegmentBytes = n
 	case "group.min.session.timeout.ms":

@@ -52,6 +52,37 @@ ringlog.io=portable
 	}
 }
 
+// TestServerPropertiesGroupsAndCluster: the group coordinator's and the
+// cluster's keys reach their settings (a rename of the settings once
+// turned offsets.topic.* into unknown keys, and only the benchmark's
+// cluster, which writes them, noticed).
+func TestServerPropertiesGroupsAndCluster(t *testing.T) {
+	s := defaultSettings()
+	err := s.loadProperties(strings.NewReader(`
+offsets.topic.num.partitions=4
+offsets.topic.replication.factor=3
+offsets.topic.segment.bytes=1048576
+group.initial.rebalance.delay.ms=0
+group.max.size=7
+controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095
+replica.lag.time.max.ms=5000
+broker.session.timeout.ms=3000
+default.replication.factor=2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, c := s.Groups, s.Cluster
+	if g.OffsetsTopicPartitions != 4 || g.OffsetsTopicReplicationFactor != 3 || g.OffsetsTopicSegmentBytes != 1<<20 ||
+		g.InitialRebalanceDelay != 0 || g.MaxSize != 7 {
+		t.Fatalf("group settings: %+v", g)
+	}
+	if c.Voters != "1@127.0.0.1:9093,2@127.0.0.1:9095" || c.LagTimeMax.Milliseconds() != 5000 ||
+		c.SessionTimeout.Milliseconds() != 3000 || c.ReplicationFactor != 2 {
+		t.Fatalf("cluster settings: %+v", c)
+	}
+}
+
 func TestServerPropertiesErrors(t *testing.T) {
 	for text, want := range map[string]string{
 		"zookeeper.connect=localhost:2181": `unknown config key "zookeeper.connect"`,
