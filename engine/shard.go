@@ -95,22 +95,67 @@ func newShard(e *Engine, id int) (*shard, error) {
 		parts: map[*partition]struct{}{}, done: make(chan struct{})}, nil
 }
 
-// call runs fn on the shard goroutine. If the shard has stopped, fn does
-// not run; errc (if not nil and an error channel) gets ErrClosed.
-func (s *shard) call(fn func(), errc any) {
+// post queues fn to run on the shard goroutine between two rounds and
+// returns without waiting for it. It fails with ErrClosed, and fn does not
+// run, when the shard has stopped. A full inbox makes it wait for room
+// (back-pressure), so it must not be called from a shard goroutine, which
+// may be the one that would make room. A shard that stops with fn still in
+// its inbox drops fn: whoever waits for fn's effect must also watch the
+// shard stop (do does).
+func (s *shard) post(fn func()) error {
 	select {
 	case <-s.done:
-		if c, ok := errc.(chan error); ok {
-			c <- ErrClosed
-		}
-		return
+		return ErrClosed
 	default:
 	}
 	select {
 	case s.inbox <- callReq{fn}:
+		return nil
 	case <-s.done:
-		if c, ok := errc.(chan error); ok {
-			c <- ErrClosed
+		return ErrClosed
+	}
+}
+
+// do runs fn on the shard goroutine between two rounds, waits for it and
+// returns its error, or ErrClosed when the shard stopped first (fn then did
+// not run). It must not be called from a shard goroutine: it would wait
+// for itself.
+func (s *shard) do(fn func() error) error {
+	return s.start(fn).wait()
+}
+
+// start queues fn as do does but returns at once; the call's wait returns
+// fn's error. It lets one goroutine keep calls on several shards in flight
+// (opening a topic's partitions) and still learn when a shard stopped
+// before running its call.
+func (s *shard) start(fn func() error) shardCall {
+	c := shardCall{s: s, res: make(chan error, 1)}
+	if err := s.post(func() { c.res <- fn() }); err != nil {
+		c.res <- err
+	}
+	return c
+}
+
+// shardCall is a call queued by start.
+type shardCall struct {
+	s   *shard
+	res chan error // buffered: the shard never waits for the caller
+}
+
+// wait returns the call's error, or ErrClosed when the shard stopped
+// without running it.
+func (c shardCall) wait() error {
+	select {
+	case err := <-c.res:
+		return err
+	case <-c.s.done:
+		// The shard ran every call it took before closing done, so a
+		// result not there now will never come.
+		select {
+		case err := <-c.res:
+			return err
+		default:
+			return ErrClosed
 		}
 	}
 }
