@@ -274,7 +274,7 @@ func (s *shard) acksDue(p *partition) {
 	s.due = append(s.due, p)
 	s.dueMu.Unlock()
 	select {
-	case s.inbox <- wakeReq{}:
+	case s.inbox <- shardMsg{}:
 	default:
 	}
 }

@@ -27,7 +27,7 @@ type shard struct {
 	id     int
 	io     ioring.IO
 	choice ioring.Choice
-	inbox  chan any
+	inbox  chan shardMsg
 	parts  map[*partition]struct{}
 	done   chan struct{}
 	broken error // the ring failed: appends on this shard fail from now on
@@ -79,19 +79,21 @@ func (r *appendReq) fail(err error) {
 	}
 }
 
-type callReq struct{ fn func() }
-
-// wakeReq only wakes the shard (acksDue).
-type wakeReq struct{}
-
-type stopReq struct{ errc chan error }
+// shardMsg is one entry of a shard's inbox. At most one field is set; an
+// empty message only wakes the shard (acksDue).
+type shardMsg struct {
+	append  *appendReq   // Append, AppendReplica
+	appends []*appendReq // AppendBatch: the items bound for this shard
+	call    func()       // post, do, start
+	stop    chan error   // stop: gets the shutdown's error
+}
 
 func newShard(e *Engine, id int) (*shard, error) {
 	io, choice, err := ioring.Open(e.cfg.IO, ioring.Config{Writes: e.cfg.IOWrites})
 	if err != nil {
 		return nil, err
 	}
-	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan any, inboxSize),
+	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan shardMsg, inboxSize),
 		parts: map[*partition]struct{}{}, done: make(chan struct{})}, nil
 }
 
@@ -109,7 +111,7 @@ func (s *shard) post(fn func()) error {
 	default:
 	}
 	select {
-	case s.inbox <- callReq{fn}:
+	case s.inbox <- shardMsg{call: fn}:
 		return nil
 	case <-s.done:
 		return ErrClosed
@@ -167,7 +169,7 @@ func (s *shard) stop() error {
 	default:
 	}
 	errc := make(chan error, 1)
-	s.inbox <- stopReq{errc}
+	s.inbox <- shardMsg{stop: errc}
 	err := <-errc
 	<-s.done
 	return err
@@ -190,9 +192,9 @@ func (s *shard) run() {
 		if s.io.InFlight() > 0 {
 			idle = time.After(5 * time.Millisecond)
 		}
-		var req any
+		var m shardMsg
 		select {
-		case req = <-s.inbox:
+		case m = <-s.inbox:
 		case <-retention.C:
 			s.enforceRetention()
 			continue
@@ -203,34 +205,34 @@ func (s *shard) run() {
 			s.reap(0)
 			continue
 		}
-		var calls []callReq
-		var stop *stopReq
+		var calls []func()
+		var stop chan error
 		for n := 0; ; n++ {
-			switch r := req.(type) {
-			case *appendReq:
-				s.enqueue(r)
-			case []*appendReq:
-				for _, x := range r {
-					s.enqueue(x)
+			switch {
+			case m.append != nil:
+				s.enqueue(m.append)
+			case m.appends != nil:
+				for _, r := range m.appends {
+					s.enqueue(r)
 				}
-			case callReq:
-				calls = append(calls, r)
-			case stopReq:
-				stop = &r
+			case m.call != nil:
+				calls = append(calls, m.call)
+			case m.stop != nil:
+				stop = m.stop
 			}
 			if stop != nil || n >= maxRound {
 				break
 			}
 			select {
-			case req = <-s.inbox:
+			case m = <-s.inbox:
 				continue
 			default:
 			}
 			break
 		}
 		s.round()
-		for _, c := range calls {
-			c.fn()
+		for _, fn := range calls {
+			fn()
 		}
 		s.answerDue()
 		// Control work may have queued appends of its own (AppendOnShard):
@@ -239,7 +241,7 @@ func (s *shard) run() {
 			s.round()
 		}
 		if stop != nil {
-			stop.errc <- s.shutdown()
+			stop <- s.shutdown()
 			return
 		}
 	}

@@ -69,7 +69,7 @@ func TestShardCallsAfterStop(t *testing.T) {
 // waiting forever, and a call waiting for room in a full inbox gives up
 // when the shard stops. Neither shard here ever runs.
 func TestShardCallQueuedBehindStop(t *testing.T) {
-	s := &shard{inbox: make(chan any, 1), done: make(chan struct{})}
+	s := &shard{inbox: make(chan shardMsg, 1), done: make(chan struct{})}
 	queued := s.start(func() error { return nil }) // takes the only slot
 	blocked := make(chan error, 1)
 	go func() { blocked <- s.post(func() {}) }()
