@@ -43,8 +43,9 @@ type shard struct {
 	queued []*partition
 }
 
-// inboxSize bounds the requests waiting for a shard; a full inbox pushes
-// back on the network layer (ErrBusy) rather than growing memory.
+// inboxSize bounds the requests waiting for a shard. A full inbox makes
+// the sender wait for room (send, post), which holds the network loop that
+// sent it: back-pressure rather than growing memory, and never an error.
 const inboxSize = 8192
 
 // maxRound bounds the requests one round takes, so that control work and
