@@ -38,10 +38,10 @@ func drain(t *testing.T, w *cursor, data []byte, step int64) ([]byte, int) {
 }
 
 // TestCursor walks responses with a 4-byte prefix (LengthPrefixed) and
-// without one, where an empty response is no bytes at all and must still
-// finish.
+// without one (Lines), where an empty response is no bytes at all and must
+// still finish.
 func TestCursor(t *testing.T) {
-	for _, sp := range []Splitter{LengthPrefixed{}, badSplitter(nil)} {
+	for _, sp := range []Splitter{LengthPrefixed{}, Lines{}} {
 		testCursor(t, sp)
 	}
 }

@@ -139,6 +139,14 @@ func TestFramerAllocatesWithArrivals(t *testing.T) {
 	if !fr.midFrame() {
 		t.Fatal("midFrame = false inside a frame")
 	}
+	// A line protocol's frame grows with its bytes too.
+	fr = newFramer(Lines{}, 100<<20)
+	if _, err := feed(t, &fr, []byte(strings.Repeat("x", 1000)), 1<<30, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(fr.buf); c > 4*1000 {
+		t.Fatalf("%d bytes allocated for 1000 received", c)
+	}
 }
 
 // badSplitter answers whatever its function says, to check that the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -116,5 +117,17 @@ func FuzzFrames(f *testing.F) {
 			}
 		}
 		fuzzSplitter(t, LengthPrefixed{}, chunk, maxFrame, stream)
+	})
+}
+
+// FuzzLines: Lines.
+func FuzzLines(f *testing.F) {
+	seedFuzz(f, 1, 10, []byte("hello\nworld\r\n"))
+	seedFuzz(f, 3, 4, []byte("\n\r\n\r\r\nabcd\r\nabcde\n"))
+	seedFuzz(f, 255, 20, []byte(strings.Repeat("x", 3000)+"\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if chunk, maxFrame, stream, ok := fuzzInput(in); ok {
+			fuzzSplitter(t, Lines{}, chunk, maxFrame, stream)
+		}
 	})
 }
