@@ -131,3 +131,16 @@ func FuzzLines(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRESP: RESP.
+func FuzzRESP(f *testing.F) {
+	seedFuzz(f, 1, 10, []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n"))
+	seedFuzz(f, 5, 10, []byte("PING\r\n*1\r\n$4\r\nPING\r\n*0\r\n"))
+	seedFuzz(f, 2, 6, []byte("*2\r\n$40\r\n"))
+	seedFuzz(f, 9, 20, []byte("*1\r\n$-1\r\n*99999999999\r\n$x\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if chunk, maxFrame, stream, ok := fuzzInput(in); ok {
+			fuzzSplitter(t, RESP{}, chunk, maxFrame, stream)
+		}
+	})
+}

@@ -164,3 +164,57 @@ func TestLineProtocol(t *testing.T) {
 		}
 	})
 }
+
+// respHandler answers every RESP command with the command itself as a bulk
+// string, so that the client sees exactly the frame the handler got.
+type respHandler struct{}
+
+func (respHandler) Serve(c *Conn, seq uint64, frame []byte) {
+	if _, ok := ours.Load(c.RemoteAddr().String()); !ok {
+		c.Close()
+		return
+	}
+	r := &Response{}
+	r.AppendBytes([]byte(fmt.Sprintf("$%d\r\n", len(frame))))
+	r.AppendBytes(frame)
+	r.AppendBytes([]byte("\r\n"))
+	c.Reply(seq, r)
+}
+
+func (respHandler) Closed(*Conn) {}
+
+// TestRESPProtocol: redis-cli's commands, pipelined and in pieces, and
+// inline commands reach the handler whole, over each path.
+func TestRESPProtocol(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		s := serveHandler(t, portable, Config{Splitter: RESP{}}, respHandler{}, nil)
+		c := dialLines(t, s)
+		cmds := []string{
+			command("SET", "k", "v"),
+			"PING\r\n",
+			command("SET", "big", strings.Repeat("z", 150<<10)),
+			command("GET", "k"),
+			"*0\r\n",
+		}
+		all := strings.Join(cmds, "")
+		for len(all) > 0 { // in pieces that cut lines and strings anywhere
+			n := min(len(all), 7777)
+			c.write(all[:n])
+			all = all[n:]
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for _, want := range cmds {
+			var n int
+			if _, err := fmt.Fscanf(c.br, "$%d\r\n", &n); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, n+2)
+			if _, err := io.ReadFull(c.br, got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got[:n]) != want {
+				t.Fatalf("handler got %.60q, want %.60q", got[:n], want)
+			}
+		}
+	})
+}
