@@ -44,8 +44,9 @@ type shard struct {
 }
 
 // inboxSize bounds the requests waiting for a shard. A full inbox makes
-// the sender wait for room (send, post), which holds the network loop that
-// sent it: back-pressure rather than growing memory, and never an error.
+// the sender wait for room (send, post), holding the network loop or the
+// goroutine that sent it: back-pressure rather than growing memory, and
+// never an error.
 const inboxSize = 8192
 
 // maxRound bounds the requests one round takes, so that control work and
