@@ -51,7 +51,7 @@ const maxDecompressed = 64 << 20
 // a replicated engine only a leader takes appends (ErrNotLeader).
 func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
 	if r := e.newAppend(tp, records, opts, done); r != nil && keyed(r) {
-		r.p.shard.send(r)
+		r.p.shard.send(shardMsg{append: r})
 	}
 }
 
@@ -86,7 +86,7 @@ func (e *Engine) AppendBatch(items []AppendItem, opts AppendOptions) {
 	}
 	for id, reqs := range byShard {
 		if len(reqs) > 0 {
-			e.shards[id].send(reqs)
+			e.shards[id].send(shardMsg{appends: reqs})
 		}
 	}
 }
@@ -159,26 +159,24 @@ func (e *Engine) newAppend(tp TP, records []byte, opts AppendOptions, done func(
 	return r
 }
 
-// send queues a request (an *appendReq or a []*appendReq) for the shard.
-// A full inbox waits rather than fails: the network layer bounds the
-// requests in flight per connection, so this blocks only under a flood,
-// which is back-pressure working.
-func (s *shard) send(req any) {
+// send queues appends (m.append or m.appends) for the shard. A full inbox
+// waits rather than fails: the network layer bounds the requests in flight
+// per connection, so this blocks only under a flood, which is
+// back-pressure working. A stopped shard fails them with ErrClosed.
+func (s *shard) send(m shardMsg) {
 	select {
-	case s.inbox <- req:
+	case s.inbox <- m:
 		return
 	default:
 	}
 	select {
-	case s.inbox <- req:
+	case s.inbox <- m:
 	case <-s.done:
-		switch r := req.(type) {
-		case *appendReq:
+		if m.append != nil {
+			m.append.fail(ErrClosed)
+		}
+		for _, r := range m.appends {
 			r.fail(ErrClosed)
-		case []*appendReq:
-			for _, x := range r {
-				x.fail(ErrClosed)
-			}
 		}
 	}
 }

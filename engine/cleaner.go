@@ -136,15 +136,7 @@ func (c *cleaner) run() {
 // cleaner's stop: fn may create a plan, which must not be left to nobody.
 // The shards outlive the cleaner (Close stops it first), so this returns.
 func (c *cleaner) onShard(s *shard, fn func()) bool {
-	done := make(chan struct{})
-	errc := make(chan error, 1)
-	s.call(func() { fn(); close(done) }, errc)
-	select {
-	case <-done:
-		return true
-	case <-errc:
-		return false
-	}
+	return s.do(func() error { fn(); return nil }) == nil
 }
 
 type cleanCandidate struct {

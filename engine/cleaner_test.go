@@ -131,13 +131,12 @@ func cleanStatus(t testing.TB, e *Engine, tp TP) segment.CleanStatus {
 		t.Fatal(err)
 	}
 	var st segment.CleanStatus
-	done := make(chan error, 1)
-	p.shard.call(func() {
+	err = p.shard.do(func() error {
 		var err error
 		st, err = p.log.CleanStatus(p.hw.Load())
-		done <- err
-	}, done)
-	if err := <-done; err != nil {
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return st

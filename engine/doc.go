@@ -62,6 +62,13 @@
 // BecomeFollower, Truncate and TruncateFullyAndStartAt do a round trip
 // through the shard, so they must not be called from a shard goroutine (a
 // done callback, OnAppended, an OnShard function): that would deadlock.
+// OnShard does not wait for its function but waits for room in the
+// shard's bounded inbox, so it must not be called from a shard goroutine
+// either; code already on the shard appends with AppendOnShard, which
+// bypasses the inbox. Inside the package, work reaches a shard through
+// typed calls (shard.go): post queues a function, do runs one and waits
+// for its error, start and wait do the same for several shards at once;
+// all of them answer ErrClosed once the shard has stopped.
 //
 // # Files in the data directory
 //

@@ -22,7 +22,6 @@ var (
 	ErrInvalidTimestamp        = errors.New("engine: timestamp out of the accepted range")
 	ErrStorage                 = errors.New("engine: storage error")
 	ErrClosed                  = errors.New("engine: closed")
-	ErrBusy                    = errors.New("engine: shard inbox full")
 	ErrInvalidRequest          = errors.New("engine: invalid request")
 
 	// Replication (replication.go, replica.go).

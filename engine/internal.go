@@ -30,21 +30,17 @@ func (e *Engine) EnsureTopic(name string, partitions int32, overrides map[string
 }
 
 // OnShard runs fn on the goroutine of the shard that owns tp, between two
-// rounds. fn must not block. It fails when tp does not exist or the engine
-// stopped; fn then does not run.
+// rounds, and returns without waiting for it. fn must not block. It fails
+// when tp does not exist or the engine stopped; fn then does not run. A
+// shard that stops after OnShard returned may drop fn. OnShard waits while
+// the shard's inbox is full, so it must not be called from a shard
+// goroutine (inside fn, a done callback, OnAppended).
 func (e *Engine) OnShard(tp TP, fn func()) error {
 	p, err := e.partition(tp)
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
-	p.shard.call(fn, errc)
-	select {
-	case err := <-errc:
-		return err
-	default:
-		return nil
-	}
+	return p.shard.post(fn)
 }
 
 // AppendOnShard queues records for tp from the goroutine of the shard that

@@ -95,12 +95,11 @@ func (e *Engine) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpo
 		return -1, -1, -1, nil
 	case MaxTimestamp:
 		var maxTs int64 = -1
-		done := make(chan error, 1)
-		p.shard.call(func() {
+		err := p.shard.do(func() error {
 			maxTs, _ = p.log.MaxTimestamp()
-			done <- nil
-		}, done)
-		if err := <-done; err != nil {
+			return nil
+		})
+		if err != nil {
 			return 0, 0, 0, err
 		}
 		if maxTs < 0 {
@@ -148,30 +147,20 @@ func (e *Engine) DeleteRecords(tp TP, offset int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	type result struct {
-		low int64
-		err error
-	}
-	done := make(chan result, 1)
-	errc := make(chan error, 1)
-	p.shard.call(func() {
+	var low int64
+	err = p.shard.do(func() error {
 		hw := p.hw.Load()
 		if offset == -1 {
 			offset = hw
 		}
 		if offset < 0 || offset > hw {
-			done <- result{err: fmt.Errorf("%w: delete before %d, high watermark %d", segment.ErrOutOfRange, offset, hw)}
-			return
+			return fmt.Errorf("%w: delete before %d, high watermark %d", segment.ErrOutOfRange, offset, hw)
 		}
-		low, err := p.log.DeleteRecordsBefore(offset)
-		done <- result{low, storageError(err)}
-	}, errc)
-	select {
-	case r := <-done:
-		return r.low, r.err
-	case err := <-errc:
-		return 0, err
-	}
+		var err error
+		low, err = p.log.DeleteRecordsBefore(offset)
+		return storageError(err)
+	})
+	return low, err
 }
 
 // PartitionSize is one partition's size on disk (DescribeLogDirs).

@@ -48,7 +48,7 @@ func (e *Engine) AppendReplica(tp TP, records []byte, done func(leo int64, err e
 		// Nothing whole to write (an empty fetch): no trip to the shard.
 		done(p.log.LEO(), nil)
 	default:
-		p.shard.send(r)
+		p.shard.send(shardMsg{append: r})
 	}
 }
 

@@ -63,18 +63,16 @@ func (e *Engine) replicated(tp TP) (*partition, error) {
 }
 
 // callSync runs fn on p's shard, between two rounds, and returns its
-// error, or ErrClosed when the engine stopped (fn then did not run). It
-// waits for the shard, so it must not be called from a shard goroutine.
+// error, or ErrClosed when the engine stopped (fn then did not run), or
+// ErrUnknownTopicOrPartition when p was deleted. It waits for the shard,
+// so it must not be called from a shard goroutine.
 func (p *partition) callSync(fn func() error) error {
-	res := make(chan error, 1)
-	p.shard.call(func() {
+	return p.shard.do(func() error {
 		if p.deleted.Load() || p.log == nil {
-			res <- unknownPartition(p.tp)
-			return
+			return unknownPartition(p.tp)
 		}
-		res <- fn()
-	}, res)
-	return <-res
+		return fn()
+	})
 }
 
 // BecomeLeader makes this broker tp's leader at leaderEpoch: the epoch is
@@ -248,7 +246,7 @@ func (s *shard) acksDue(p *partition) {
 	s.due = append(s.due, p)
 	s.dueMu.Unlock()
 	select {
-	case s.inbox <- wakeReq{}:
+	case s.inbox <- shardMsg{}:
 	default:
 	}
 }

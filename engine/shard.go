@@ -27,7 +27,7 @@ type shard struct {
 	id     int
 	io     ioring.IO
 	choice ioring.Choice
-	inbox  chan any
+	inbox  chan shardMsg
 	parts  map[*partition]struct{}
 	done   chan struct{}
 	broken error // the ring failed: appends on this shard fail from now on
@@ -43,8 +43,10 @@ type shard struct {
 	queued []*partition
 }
 
-// inboxSize bounds the requests waiting for a shard; a full inbox pushes
-// back on the network layer (ErrBusy) rather than growing memory.
+// inboxSize bounds the requests waiting for a shard. A full inbox makes
+// the sender wait for room (send, post), holding the network loop or the
+// goroutine that sent it: back-pressure rather than growing memory, and
+// never an error.
 const inboxSize = 8192
 
 // maxRound bounds the requests one round takes, so that control work and
@@ -79,38 +81,85 @@ func (r *appendReq) fail(err error) {
 	}
 }
 
-type callReq struct{ fn func() }
-
-// wakeReq only wakes the shard (acksDue).
-type wakeReq struct{}
-
-type stopReq struct{ errc chan error }
+// shardMsg is one entry of a shard's inbox. At most one field is set; an
+// empty message only wakes the shard (acksDue).
+type shardMsg struct {
+	append  *appendReq   // Append, AppendReplica
+	appends []*appendReq // AppendBatch: the items bound for this shard
+	call    func()       // post, do, start
+	stop    chan error   // stop: gets the shutdown's error
+}
 
 func newShard(e *Engine, id int) (*shard, error) {
 	io, choice, err := ioring.Open(e.cfg.IO, ioring.Config{Writes: e.cfg.IOWrites})
 	if err != nil {
 		return nil, err
 	}
-	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan any, inboxSize),
+	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan shardMsg, inboxSize),
 		parts: map[*partition]struct{}{}, done: make(chan struct{})}, nil
 }
 
-// call runs fn on the shard goroutine. If the shard has stopped, fn does
-// not run; errc (if not nil and an error channel) gets ErrClosed.
-func (s *shard) call(fn func(), errc any) {
+// post queues fn to run on the shard goroutine between two rounds and
+// returns without waiting for it. It fails with ErrClosed, and fn does not
+// run, when the shard has stopped. A full inbox makes it wait for room
+// (back-pressure), so it must not be called from a shard goroutine, which
+// may be the one that would make room. A shard that stops with fn still in
+// its inbox drops fn: whoever waits for fn's effect must also watch the
+// shard stop (do does).
+func (s *shard) post(fn func()) error {
 	select {
 	case <-s.done:
-		if c, ok := errc.(chan error); ok {
-			c <- ErrClosed
-		}
-		return
+		return ErrClosed
 	default:
 	}
 	select {
-	case s.inbox <- callReq{fn}:
+	case s.inbox <- shardMsg{call: fn}:
+		return nil
 	case <-s.done:
-		if c, ok := errc.(chan error); ok {
-			c <- ErrClosed
+		return ErrClosed
+	}
+}
+
+// do runs fn on the shard goroutine between two rounds, waits for it and
+// returns its error, or ErrClosed when the shard stopped first (fn then did
+// not run). It must not be called from a shard goroutine: it would wait
+// for itself.
+func (s *shard) do(fn func() error) error {
+	return s.start(fn).wait()
+}
+
+// start queues fn as do does but returns at once; the call's wait returns
+// fn's error. It lets one goroutine keep calls on several shards in flight
+// (opening a topic's partitions) and still learn when a shard stopped
+// before running its call.
+func (s *shard) start(fn func() error) shardCall {
+	c := shardCall{s: s, res: make(chan error, 1)}
+	if err := s.post(func() { c.res <- fn() }); err != nil {
+		c.res <- err
+	}
+	return c
+}
+
+// shardCall is a call queued by start.
+type shardCall struct {
+	s   *shard
+	res chan error // buffered: the shard never waits for the caller
+}
+
+// wait returns the call's error, or ErrClosed when the shard stopped
+// without running it.
+func (c shardCall) wait() error {
+	select {
+	case err := <-c.res:
+		return err
+	case <-c.s.done:
+		// The shard ran every call it took before closing done, so a
+		// result not there now will never come.
+		select {
+		case err := <-c.res:
+			return err
+		default:
+			return ErrClosed
 		}
 	}
 }
@@ -122,7 +171,7 @@ func (s *shard) stop() error {
 	default:
 	}
 	errc := make(chan error, 1)
-	s.inbox <- stopReq{errc}
+	s.inbox <- shardMsg{stop: errc}
 	err := <-errc
 	<-s.done
 	return err
@@ -145,9 +194,9 @@ func (s *shard) run() {
 		if s.io.InFlight() > 0 {
 			idle = time.After(5 * time.Millisecond)
 		}
-		var req any
+		var m shardMsg
 		select {
-		case req = <-s.inbox:
+		case m = <-s.inbox:
 		case <-retention.C:
 			s.enforceRetention()
 			continue
@@ -158,34 +207,34 @@ func (s *shard) run() {
 			s.reap(0)
 			continue
 		}
-		var calls []callReq
-		var stop *stopReq
+		var calls []func()
+		var stop chan error
 		for n := 0; ; n++ {
-			switch r := req.(type) {
-			case *appendReq:
-				s.enqueue(r)
-			case []*appendReq:
-				for _, x := range r {
-					s.enqueue(x)
+			switch {
+			case m.append != nil:
+				s.enqueue(m.append)
+			case m.appends != nil:
+				for _, r := range m.appends {
+					s.enqueue(r)
 				}
-			case callReq:
-				calls = append(calls, r)
-			case stopReq:
-				stop = &r
+			case m.call != nil:
+				calls = append(calls, m.call)
+			case m.stop != nil:
+				stop = m.stop
 			}
 			if stop != nil || n >= maxRound {
 				break
 			}
 			select {
-			case req = <-s.inbox:
+			case m = <-s.inbox:
 				continue
 			default:
 			}
 			break
 		}
 		s.round()
-		for _, c := range calls {
-			c.fn()
+		for _, fn := range calls {
+			fn()
 		}
 		s.answerDue()
 		// Control work may have queued appends of its own (AppendOnShard):
@@ -194,7 +243,7 @@ func (s *shard) run() {
 			s.round()
 		}
 		if stop != nil {
-			stop.errc <- s.shutdown()
+			stop <- s.shutdown()
 			return
 		}
 	}

@@ -222,7 +222,7 @@ const maxPartitions = 10000
 // openPartitions creates (fresh) or opens partitions [from, to) of t on
 // their shards, in parallel across shards.
 func (e *Engine) openPartitions(t *topic, from, to int32, fresh bool) error {
-	errc := make(chan error, to-from)
+	calls := make([]shardCall, 0, to-from)
 	for i := from; i < to; i++ {
 		tp := TP{t.name, i}
 		p := &partition{tp: tp, topic: t, dir: filepath.Join(e.cfg.Dir, fmt.Sprintf("%s-%d", t.name, i))}
@@ -232,17 +232,22 @@ func (e *Engine) openPartitions(t *topic, from, to int32, fresh bool) error {
 		t.partitions = append(t.partitions, p)
 		s := e.shardFor(tp)
 		p.shard = s
-		s.call(func() { errc <- s.openPartition(p, fresh) }, errc)
+		calls = append(calls, s.start(func() error { return s.openPartition(p, fresh) }))
 	}
 	var errs []error
-	for range to - from {
-		errs = append(errs, <-errc)
+	for _, c := range calls {
+		errs = append(errs, c.wait())
 	}
 	if err := errors.Join(errs...); err != nil {
 		// Close what did open; the files stay for an operator to inspect.
+		// A shard that stopped meanwhile closed its partitions itself.
 		for _, p := range t.partitions[from:] {
 			if p.log != nil {
-				p.shard.call(func() { p.shard.closePartition(p) }, nil)
+				_ = p.shard.post(func() {
+					if err := p.shard.closePartition(p); err != nil {
+						e.log.Error("close partition after a failed open", "partition", p.dir, "err", err)
+					}
+				})
 			}
 		}
 		t.partitions = t.partitions[:from]
@@ -299,9 +304,7 @@ func (e *Engine) DeleteTopic(name string) error {
 	var errs []error
 	for _, p := range t.partitions {
 		p.deleted.Store(true)
-		done := make(chan error, 1)
-		p.shard.call(func() { done <- p.shard.deletePartition(p) }, done)
-		errs = append(errs, <-done)
+		errs = append(errs, p.shard.do(func() error { return p.shard.deletePartition(p) }))
 	}
 	if e.hwCkpt != nil {
 		// Without the deleted partitions at once: a topic created again
@@ -393,12 +396,10 @@ func (e *Engine) changeConfig(name string, validateOnly bool, change func(map[st
 	}
 	var errs []error
 	for _, p := range nt.partitions {
-		done := make(chan error, 1)
-		p.shard.call(func() {
+		errs = append(errs, p.shard.do(func() error {
 			p.topic = nt
-			done <- p.log.SetConfig(cfg.Log)
-		}, done)
-		errs = append(errs, <-done)
+			return p.log.SetConfig(cfg.Log)
+		}))
 	}
 	return errors.Join(errs...)
 }

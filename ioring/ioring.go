@@ -120,10 +120,12 @@ type IO interface {
 	// Kind tells which implementation this is.
 	Kind() Kind
 	// Submit hands ops to the kernel, all in one submission when they fit
-	// in the ring, and returns without waiting for them. Ops without a
-	// linked relation may complete in any order; a write and its Sync are
-	// ordered. The error is for the submission as a whole (the ring is
-	// broken); individual failures arrive in Op.Err.
+	// in the ring, and returns without waiting for them to complete, except
+	// that with the ring full it first waits for earlier ops to make room
+	// (back-pressure: a full ring is never an error). Ops without a linked
+	// relation may complete in any order; a write and its Sync are ordered.
+	// The error is for the submission as a whole (the ring is broken);
+	// individual failures arrive in Op.Err.
 	Submit(ops ...*Op) error
 	// Wait appends completed ops to out and returns it. It waits until at
 	// least min ops have completed (min is capped at InFlight), or until
@@ -214,10 +216,6 @@ var ErrUnavailable = errors.New("ioring: io_uring unavailable")
 
 // ErrClosed is returned when an IO is used after Close.
 var ErrClosed = errors.New("ioring: closed")
-
-// ErrBusy is returned by Submit when more ops are in flight than the
-// completion queue can hold and waiting for some of them did not help.
-var ErrBusy = errors.New("ioring: completion queue full")
 
 // Open returns the IO that mode asks for, probing io_uring when needed.
 // The Choice says what was picked and why; log it at start-up.

@@ -28,9 +28,15 @@ type Config struct {
 	Portable bool
 	// Loops is the number of gnet event loops; 0 means GOMAXPROCS.
 	Loops int
-	// MaxFrameBytes bounds a request frame's body (socket.request.max.bytes).
-	// A length prefix above it, or negative, closes the connection before
-	// any of the body is read or allocated.
+	// Splitter cuts request frames out of each connection's stream and
+	// says what goes before each response; nil means LengthPrefixed,
+	// Kafka's framing. Lines and RESP are ready-made for other protocols.
+	Splitter Splitter
+	// MaxFrameBytes bounds a request frame's body, the bytes the handler
+	// gets (socket.request.max.bytes). A frame the Splitter finds above it
+	// closes the connection: with LengthPrefixed, a length prefix above
+	// it, or negative, does so before any of the body is read or
+	// allocated.
 	MaxFrameBytes int32
 	// MaxInFlight bounds the requests of one connection handed to the handler
 	// and not yet answered (or, when answered out of order, not yet
@@ -63,6 +69,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Loops < 0 || cfg.MaxFrameBytes < 0 || cfg.MaxInFlight < 0 || cfg.MaxQueuedBytes < 0 || cfg.MaxConns < 0 {
 		return cfg, fmt.Errorf("%w: negative limit in %+v", ErrConfig, cfg)
+	}
+	if cfg.Splitter == nil {
+		cfg.Splitter = LengthPrefixed{}
 	}
 	if cfg.Loops == 0 {
 		cfg.Loops = runtime.GOMAXPROCS(0)

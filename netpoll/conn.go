@@ -133,14 +133,16 @@ func (c *Conn) Close() { c.t.close() }
 // order of the Reply calls; r belongs to netpoll from now on. A nil r is
 // NoReply. After the connection closed, r is released (OnDone) and dropped.
 //
-// A response that cannot be framed (larger than 2 GiB - 1, or with a bad
-// region) closes the connection: the client would wait for it forever.
+// A response that cannot be framed (with a bad region, or one the
+// Splitter's prefix cannot describe: larger than 2 GiB - 1 with
+// LengthPrefixed) closes the connection: the client would wait for it
+// forever.
 func (c *Conn) Reply(seq uint64, r *Response) {
 	if r == nil {
 		c.NoReply(seq)
 		return
 	}
-	if err := r.seal(); err != nil {
+	if err := r.seal(c.srv.cfg.Splitter); err != nil {
 		c.srv.log.Error("netpoll: handler reply cannot be framed; closing the connection",
 			"remote", c.remote, "seq", seq, "err", err)
 		r.release()

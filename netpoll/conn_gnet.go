@@ -32,7 +32,7 @@ type loopConn struct {
 	c  *Conn
 	fd int
 
-	sp        splitter
+	fr        framer
 	w         cursor
 	watched   bool  // registered with the drain watcher
 	pausedNow bool  // reading stopped on a limit (counted once per pause)
@@ -134,7 +134,7 @@ func (lc *loopConn) readFrames() error {
 		if lc.closeReq.Load() || s.closing.Load() {
 			return lc.checkInbound()
 		}
-		if lc.sp.nhdr == 0 { // between frames: may the next one be served?
+		if !lc.fr.midFrame() { // between frames: may the next one be served?
 			if lc.c.paused(int64(lc.gc.OutboundBuffered())) {
 				if !lc.pausedNow {
 					lc.pausedNow = true
@@ -153,38 +153,52 @@ func (lc *loopConn) readFrames() error {
 			lc.pausedNow = false
 		}
 		var n int
-		if lc.gc.InboundBuffered() > 0 {
-			n, _ = lc.gc.Read(lc.sp.need())
-		} else {
+		var frame []byte
+		var err error
+		switch buffered := lc.gc.InboundBuffered(); {
+		case buffered > 0 && lc.fr.announced():
+			// The rest of a frame of known length: copied out of gnet's
+			// buffer straight into the body, never past its end.
+			n, _ = lc.gc.Read(lc.fr.need())
+			frame, err = lc.fr.advance(n)
+		case buffered > 0:
+			// The splitter looks at what gnet holds; what the frame
+			// used is discarded, what follows it stays for the next.
+			p, _ := lc.gc.Peek(min(buffered, peekBytesMax))
+			n, frame, err = lc.fr.offer(p)
+			if n > 0 { // (gnet's Discard(0) discards everything)
+				_, _ = lc.gc.Discard(n)
+			}
+		default:
 			// gnet holds nothing more. The rest of a frame body already
 			// under way is read from the socket straight into the body,
 			// as bufio does for a large read: it skips the copy out of
 			// gnet's buffer and the 64 KiB bound of gnet's reads. Only
 			// what this frame still lacks is asked for, so the stream
 			// after it stays in the socket for gnet, in order.
-			room := lc.sp.bodyRoom()
+			room := lc.fr.bodyRoom()
 			if len(room) < directReadMin || direct >= directReadBudget {
-				return nil // (before need, which may allocate a body chunk)
-			}
-			k, err := readSocket(lc.fd, room)
-			if err == errWouldBlock {
 				return nil
 			}
-			if err != nil {
-				return err
+			k, rerr := readSocket(lc.fd, room)
+			if rerr == errWouldBlock {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
 			}
 			n = k
 			direct += k
+			frame, err = lc.fr.advance(n)
 		}
 		s.st.bytesIn.Add(int64(n))
-		frame, err := lc.sp.advance(n)
 		if err != nil {
 			return err
 		}
 		if frame == nil {
 			continue
 		}
-		buf := lc.sp.takeDone()
+		buf := lc.fr.takeDone()
 		seq, ok := lc.c.begin()
 		if !ok {
 			return nil
@@ -195,6 +209,11 @@ func (lc *loopConn) readFrames() error {
 		s.h.Serve(lc.c, seq, frame)
 	}
 }
+
+// peekBytesMax bounds what readFrames shows the splitter of gnet's inbound
+// buffer at once: gnet copies a peek that wraps around its ring buffer, and
+// a frame longer than this is gathered in the framer's own buffer anyway.
+const peekBytesMax = 64 << 10
 
 // Direct reads into a frame body (readFrames): only for at least
 // directReadMin bytes of room (for less, gnet's one 64 KiB read may bring
@@ -268,7 +287,11 @@ func (lc *loopConn) flush() error {
 			lc.budget -= int64(n)
 			continue
 		}
-		f, pos, n, _ := lc.w.region()
+		f, pos, n, ok := lc.w.region()
+		if !ok { // empty segments: nothing to write
+			lc.w.advance(0, lc.c.done)
+			continue
+		}
 		var k int64
 		var err error
 		if buffered { // copyRemainder: gnet's buffer holds earlier bytes
@@ -383,7 +406,7 @@ func (lc *loopConn) closed(err error) {
 	reason := lc.reason
 	if reason == nil {
 		reason = err
-		if lc.sp.midFrame() {
+		if lc.fr.midFrame() {
 			reason = ErrFrameTruncated
 		}
 	}

@@ -85,20 +85,36 @@ func (pc *pconn) exit() {
 func (pc *pconn) readLoop() {
 	s := pc.p.s
 	br := bufio.NewReaderSize(pc.nc, portableReadBufferBytes)
-	sp := newSplitter(s.cfg.MaxFrameBytes)
+	fr := newFramer(s.cfg.Splitter, s.cfg.MaxFrameBytes)
 	var err error
 	for err == nil {
-		n, rerr := br.Read(sp.need())
-		if n > 0 {
-			s.st.bytesIn.Add(int64(n))
-			var frame []byte
-			if frame, err = sp.advance(n); err == nil && frame != nil {
-				err = pc.serve(frame, sp.takeDone())
+		var n int
+		var frame []byte
+		var rerr error
+		if fr.announced() && (br.Buffered() > 0 || fr.bodyRoom() != nil) {
+			// The rest of a frame of known length, read into its body:
+			// a read as large as bufio's buffer skips it and goes from
+			// the socket straight into the frame.
+			n, rerr = br.Read(fr.need())
+			frame, err = fr.advance(n)
+		} else {
+			// The splitter looks at what bufio holds (waiting for a byte
+			// if it holds none); what the frame used is discarded, what
+			// follows it stays for the next.
+			if br.Buffered() == 0 {
+				_, rerr = br.Peek(1)
 			}
+			p, _ := br.Peek(br.Buffered())
+			n, frame, err = fr.offer(p)
+			_, _ = br.Discard(n)
+		}
+		s.st.bytesIn.Add(int64(n))
+		if err == nil && frame != nil {
+			err = pc.serve(frame, fr.takeDone())
 		}
 		if err == nil && rerr != nil {
 			err = rerr
-			if errors.Is(rerr, io.EOF) && sp.midFrame() {
+			if errors.Is(rerr, io.EOF) && fr.midFrame() {
 				err = ErrFrameTruncated
 			}
 		}
@@ -173,7 +189,11 @@ func (pc *pconn) writeSome(w *cursor) error {
 		w.advance(k, pc.c.done)
 		return err
 	}
-	f, pos, n, _ := w.region()
+	f, pos, n, ok := w.region()
+	if !ok { // empty segments: nothing to write
+		w.advance(0, pc.c.done)
+		return nil
+	}
 	k, err := writeRegion(pc, f, pos, n)
 	pc.c.wrote(k)
 	w.advance(k, pc.c.done)
@@ -189,6 +209,11 @@ func (pc *pconn) writeSome(w *cursor) error {
 func logClose(s *Server, c *Conn, reason error) {
 	if reason == nil || errors.Is(reason, io.EOF) || errors.Is(reason, net.ErrClosed) || errors.Is(reason, ErrClosed) {
 		s.log.Debug("netpoll: connection closed", "remote", c.remote)
+		return
+	}
+	if errors.Is(reason, ErrSplitter) {
+		// A bug in the Splitter, not the client's doing.
+		s.log.Error("netpoll: connection closed", "remote", c.remote, "err", reason)
 		return
 	}
 	if errors.Is(reason, ErrFrameTooLarge) || errors.Is(reason, ErrInboundOverflow) {

@@ -12,7 +12,8 @@ const (
 )
 
 // cursor walks the responses of one connection in the order they go on the
-// wire. Segment 0 of a response is its size prefix, segment i+1 its part i.
+// wire. Segment 0 of a response is its prefix (empty for some Splitters),
+// segment i+1 its part i.
 // It belongs to the connection's writer (the event loop for gnet, the writer
 // goroutine for the portable path), never shared.
 type cursor struct {
@@ -38,7 +39,7 @@ func (w *cursor) push(rs []*Response) {
 // segment returns segment i of r.
 func segment(r *Response, i int) (b []byte, f *os.File, pos, n int64) {
 	if i == 0 {
-		return r.prefix[:], nil, 0, 4
+		return r.head, nil, 0, int64(len(r.head))
 	}
 	p := &r.parts[i-1]
 	if p.f == nil {
@@ -68,8 +69,10 @@ func (w *cursor) gather() (iov [][]byte, n int) {
 		if room := gatherBytesMax - n; len(b) > room {
 			b = b[:room]
 		}
-		iov = append(iov, b)
-		n += len(b)
+		if len(b) > 0 {
+			iov = append(iov, b)
+			n += len(b)
+		}
 		seg, off = seg+1, 0
 	}
 	w.iov = iov
@@ -77,7 +80,9 @@ func (w *cursor) gather() (iov [][]byte, n int) {
 }
 
 // region returns the rest of the file region at the cursor, if the cursor is
-// at one.
+// at one. When neither gather nor region finds anything to write, the
+// cursor is at empty segments (a response without prefix or parts):
+// advance(0) moves past them.
 func (w *cursor) region() (f *os.File, pos, n int64, ok bool) {
 	if w.empty() {
 		return nil, 0, 0, false

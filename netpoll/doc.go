@@ -1,27 +1,42 @@
 // Package netpoll is ringlog's connection layer: it accepts TCP connections,
-// cuts each byte stream into length-prefixed frames, hands every frame to a
+// cuts each byte stream into frames with a Splitter, hands every frame to a
 // Handler, and writes the handler's responses back in request order. A
 // response is a sequence of byte slices and file regions; file regions go
 // out with sendfile, from the page cache to the socket without a copy
-// through user space. netpoll knows no protocol beyond the framing: the
-// kafka package imports it, never the reverse.
+// through user space. netpoll knows no protocol: a Splitter says where a
+// frame ends and what precedes a response, and the kafka package, which
+// imports netpoll (never the reverse), uses the default, Kafka's framing.
 //
 // # Framing
 //
-// Requests and responses are Kafka frames:
+// Config.Splitter cuts requests. The default, LengthPrefixed, is Kafka's
+// framing, for requests and responses:
 //
 //	+------------------------+---------------------------------+
 //	| length: int32, BE      | body: length bytes              |
 //	+------------------------+---------------------------------+
 //
-// A request length above Config.MaxFrameBytes (socket.request.max.bytes),
-// or negative, closes the connection before any of the body is read; the
-// body buffer then grows with the bytes that arrive (64 KiB, then at most 4x
-// what was received), so a client announcing 100 MiB and sending nothing
-// costs 64 KiB, not 100 MiB. A response's length prefix is written by
-// netpoll: the sum of its parts.
+// Lines (a line per request, "\n" or "\r\n") and RESP (Redis clients' arrays
+// of bulk strings, and inline commands) are ready-made for other protocols;
+// their responses get no prefix, the handler frames them itself. A
+// Splitter answers, for the bytes at the start of a frame: complete, with
+// the frame's length and the framing bytes at its head and tail that the
+// handler does not get; length known but not all here (a length prefix);
+// more bytes needed, with a Resume so that it need not scan again what it
+// saw; or an error, which closes the connection.
 //
-//	response on the wire:  [size][bytes part][file region ...][bytes part] ...
+// A frame's body is bounded by Config.MaxFrameBytes (socket.request.max.bytes).
+// With LengthPrefixed a length above it, or negative, closes the connection
+// before any of the body is read; a body whose length is known grows with
+// the bytes that arrive (64 KiB, then at most 4x what was received), so a
+// client announcing 100 MiB and sending nothing costs 64 KiB, not 100 MiB.
+// A frame whose end is not found yet is kept in a buffer that grows by
+// powers of two from 512 bytes, to at most 4x what was received and never
+// beyond MaxFrameBytes + MaxFramingBytes, whatever the Splitter says. A
+// response's prefix is written by netpoll (LengthPrefixed: the sum of its
+// parts).
+//
+//	response on the wire:  [prefix][bytes part][file region ...][bytes part] ...
 //	                        ^ netpoll  ^ writev     ^ sendfile     ^ writev
 //
 // # Two implementations, one API
@@ -85,6 +100,12 @@
 //     goroutine (portable), once per frame, in arrival order, never
 //     concurrently for one connection. It must not block: on gnet it holds
 //     up every connection of its loop.
+//   - Splitter.Split: on the same goroutine as Serve, before the frame is
+//     served, and for every connection of the server at once, so one
+//     Splitter value must be safe for concurrent use (the ready-made ones
+//     are stateless). It must not block nor keep the bytes it is shown.
+//   - Splitter.AppendResponsePrefix: inside Conn.Reply, on the handler's
+//     goroutine.
 //   - Handler.Closed: once per connection, on the same goroutine as Serve,
 //     after the last Serve.
 //   - Conn.Reply, Conn.NoReply: any goroutine, exactly one of them per
@@ -157,15 +178,28 @@
 //     it, a broker restarted on its port cannot bind while the connections
 //     it closed sit in TIME_WAIT.
 //   - A frame body of 64 KiB or more sits in a pooled buffer rounded up to
-//     a power of two: the splitter never offers the room past the frame's
+//     a power of two: the framer never offers the room past the frame's
 //     end (those bytes are the next frame's), and hands the frame out cut
-//     to its exact length and capacity. The buffer goes back to the pool
+//     to its exact length and capacity.
+//   - Bytes are taken from the inbound buffer (gnet's, bufio's) only as
+//     far as the frame under way goes: the Splitter is shown them with a
+//     peek, and only what it says the frame used is discarded, so the
+//     start of the next frame stays where the next look finds it. gnet's
+//     Discard(0) discards everything, so it is never called with 0.
+//   - The framer checks every Splitter answer (lengths, framing within
+//     MaxFramingBytes, a frame's end never inside bytes it said were not
+//     enough): a broken Splitter closes the connection with ErrSplitter,
+//     logged as an error, instead of misframing, looping or growing.
+//   - A response may be no bytes at all (no prefix, no parts): the writers
+//     move past empty segments (cursor.advance(0)) so that it still
+//     finishes, in order. The buffer goes back to the pool
 //     only on the handler's Recycle for that very sequence number; teardown
 //     recycles nothing, since the handler (a shard writing the records) may
 //     still be reading a closed connection's frames.
-//   - The gnet path reads a frame body straight from the socket only while
-//     gnet's inbound buffer is empty (its bytes come first) and asks for no
-//     more than the frame still lacks: the next frame's bytes stay in the
+//   - The gnet path reads a frame body straight from the socket only when
+//     its length is known (announced by the Splitter), only while gnet's
+//     inbound buffer is empty (its bytes come first), and asks for no more
+//     than the frame still lacks: the next frame's bytes stay in the
 //     socket for gnet. End of stream there is a frame cut short.
 //   - gnet's Accept errors other than a reset (EMFILE included) stop the
 //     whole engine (a gnet behaviour); keep the process's descriptor limit

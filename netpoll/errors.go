@@ -10,6 +10,8 @@ var (
 	ErrClosed           = errors.New("netpoll: server closed")
 	ErrFrameTooLarge    = errors.New("netpoll: frame length above MaxFrameBytes")
 	ErrFrameNegative    = errors.New("netpoll: negative frame length")
+	ErrMalformedFrame   = errors.New("netpoll: malformed frame")
+	ErrSplitter         = errors.New("netpoll: splitter answer breaks the Splitter contract")
 	ErrFrameTruncated   = errors.New("netpoll: connection closed inside a frame")
 	ErrShortRegion      = errors.New("netpoll: file region shorter than promised")
 	ErrBadRegion        = errors.New("netpoll: negative file region position or length")

@@ -181,6 +181,13 @@ var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Le
 // filled in) and closes it, then audits OnDone, when the test ends.
 func serve(t *testing.T, portable bool, cfg Config, h *testHandler) *Server {
 	t.Helper()
+	return serveHandler(t, portable, cfg, h, func() { h.checkDone(t) })
+}
+
+// serveHandler is serve for any handler; after, if set, runs once the
+// server is closed.
+func serveHandler(t *testing.T, portable bool, cfg Config, h Handler, after func()) *Server {
+	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Portable = portable
 	if cfg.Loops == 0 {
@@ -197,7 +204,9 @@ func serve(t *testing.T, portable bool, cfg Config, h *testHandler) *Server {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = s.Close(ctx)
-		h.checkDone(t)
+		if after != nil {
+			after()
+		}
 	})
 	return s
 }

@@ -1,15 +1,12 @@
 package netpoll
 
-import (
-	"encoding/binary"
-	"math"
-	"os"
-)
+import "os"
 
 // Response is one reply frame, built by the handler from byte slices and
-// file regions and handed to Conn.Reply. netpoll writes the 4-byte size
-// prefix itself (the sum of the parts' lengths), then the parts in order;
-// file regions go out with sendfile where the platform allows.
+// file regions and handed to Conn.Reply. netpoll writes the prefix the
+// Splitter asks for (LengthPrefixed: the 4-byte size, the sum of the parts'
+// lengths; Lines and RESP: none), then the parts in order; file regions go
+// out with sendfile where the platform allows.
 //
 // A Response belongs to the handler until Reply, and to netpoll afterwards:
 // the handler must not touch it, nor change the bytes or file regions it
@@ -20,7 +17,8 @@ type Response struct {
 	size   int64 // sum of the parts' lengths, without the prefix
 	bad    bool  // a region had a negative position or length
 	onDone []func()
-	prefix [4]byte // the size prefix, filled in by seal
+	head   []byte  // the prefix, filled in by seal (usually in prefix)
+	prefix [8]byte // room for head without an allocation
 }
 
 // part is a byte slice (f == nil) or a file region [pos, pos+n) of f.
@@ -76,24 +74,26 @@ func (r *Response) OnDone(fn func()) {
 	}
 }
 
-// Len reports the response's size without its 4-byte prefix.
+// Len reports the response's size without its prefix.
 func (r *Response) Len() int64 { return r.size }
 
-// seal fills in the size prefix. A response too large for the prefix, or
-// with a bad region, cannot be framed.
-func (r *Response) seal() error {
+// seal fills in the prefix sp asks for. A response with a bad region, or
+// one the prefix cannot describe (too large for LengthPrefixed's 4 bytes),
+// cannot be framed.
+func (r *Response) seal(sp Splitter) error {
 	if r.bad {
 		return ErrBadRegion
 	}
-	if r.size > math.MaxInt32 {
-		return ErrResponseTooLarge
+	head, err := sp.AppendResponsePrefix(r.prefix[:0], r.size)
+	if err != nil {
+		return err
 	}
-	binary.BigEndian.PutUint32(r.prefix[:], uint32(r.size))
+	r.head = head
 	return nil
 }
 
 // wireLen is the number of bytes the response occupies on the wire.
-func (r *Response) wireLen() int64 { return r.size + 4 }
+func (r *Response) wireLen() int64 { return int64(len(r.head)) + r.size }
 
 // release runs the OnDone functions. It is called exactly once per replied
 // response, by whoever owns it at that moment (see Conn).

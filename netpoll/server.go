@@ -16,9 +16,10 @@ type Handler interface {
 	// Serve is called once per request frame, in arrival order for a
 	// connection, on that connection's event loop (gnet) or reader goroutine
 	// (portable); never concurrently for one connection. frame is the body
-	// without its length prefix, owned by the handler (it may keep slices
-	// of it after Serve returns) until it gives it back with
-	// c.Recycle(seq), if ever. Serve must not block.
+	// the Splitter cut (with LengthPrefixed, the frame without its length
+	// prefix), owned by the handler (it may keep slices of it after Serve
+	// returns) until it gives it back with c.Recycle(seq), if ever. Serve
+	// must not block.
 	// The handler later calls exactly one of c.Reply(seq, r) or
 	// c.NoReply(seq), from any goroutine, or closes the connection.
 	Serve(c *Conn, seq uint64, frame []byte)

@@ -155,7 +155,7 @@ func (g *gnetEngine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if !g.s.admit() {
 		return nil, gnet.Close
 	}
-	lc := &loopConn{g: g, gc: gc, fd: gc.Fd(), sp: newSplitter(g.s.cfg.MaxFrameBytes)}
+	lc := &loopConn{g: g, gc: gc, fd: gc.Fd(), fr: newFramer(g.s.cfg.Splitter, g.s.cfg.MaxFrameBytes)}
 	lc.c = newConn(g.s, lc, gc.RemoteAddr())
 	gc.SetContext(lc)
 	return nil, gnet.None

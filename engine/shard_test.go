@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"ringlog/ioring"
+)
+
+// TestShardCalls: do returns its function's error from the shard
+// goroutine, start keeps calls on every shard in flight at once, and post
+// runs its function without waiting for it.
+func TestShardCalls(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModePortable)
+	defer e.Close()
+	want := errors.New("from the shard")
+	s := e.shards[0]
+	if err := s.do(func() error { return want }); err != want {
+		t.Fatalf("do: %v, want %v", err, want)
+	}
+	var calls []shardCall
+	for i, s := range e.shards {
+		calls = append(calls, s.start(func() error {
+			if i == 1 {
+				return want
+			}
+			return nil
+		}))
+	}
+	if err := calls[0].wait(); err != nil {
+		t.Fatalf("start on shard 0: %v", err)
+	}
+	if err := calls[1].wait(); err != want {
+		t.Fatalf("start on shard 1: %v, want %v", err, want)
+	}
+	ran := make(chan struct{})
+	if err := s.post(func() { close(ran) }); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+}
+
+// TestShardCallsAfterStop: once the engine closed, every kind of call
+// answers ErrClosed and its function does not run.
+func TestShardCallsAfterStop(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModePortable)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := e.shards[0]
+	ran := false
+	if err := s.post(func() { ran = true }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("post: %v", err)
+	}
+	if err := s.do(func() error { ran = true; return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("do: %v", err)
+	}
+	if err := s.start(func() error { ran = true; return nil }).wait(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("start: %v", err)
+	}
+	if ran {
+		t.Fatal("a call ran on a stopped shard")
+	}
+}
+
+// TestShardCallQueuedBehindStop: a call that entered the inbox but that
+// the shard never took (it stopped first) answers ErrClosed instead of
+// waiting forever, and a call waiting for room in a full inbox gives up
+// when the shard stops. Neither shard here ever runs.
+func TestShardCallQueuedBehindStop(t *testing.T) {
+	s := &shard{inbox: make(chan shardMsg, 1), done: make(chan struct{})}
+	queued := s.start(func() error { return nil }) // takes the only slot
+	blocked := make(chan error, 1)
+	go func() { blocked <- s.post(func() {}) }()
+	select {
+	case err := <-blocked:
+		t.Fatalf("post into a full inbox returned %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(s.done)
+	if err := queued.wait(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued call: %v", err)
+	}
+	if err := <-blocked; !errors.Is(err, ErrClosed) {
+		t.Fatalf("blocked post: %v", err)
+	}
+}
