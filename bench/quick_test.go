@@ -15,25 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// buildRinglog builds cmd/ringlog into dir: the suite runs as
-// `ringlog bench`, and its brokers are that same binary.
-func buildRinglog(t *testing.T, dir string) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "ringlog")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "ringlog/cmd/ringlog").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/ringlog: %v\n%s", err, out)
-	}
-	return bin
-}
+	"ringlog/internal/testkit"
+)
 
 // processesOf lists the pids of running processes whose executable is bin.
 func processesOf(bin string) []string {
@@ -96,7 +80,7 @@ func TestQuickReport(t *testing.T) {
 		t.Skip("the suite measures brokers through /proc")
 	}
 	dir := t.TempDir()
-	bin := buildRinglog(t, dir)
+	bin := testkit.Binary(t)
 	out := filepath.Join(dir, "results")
 	readme := filepath.Join(dir, "README.md")
 	if err := os.WriteFile(readme, []byte("# x\n\nintro\n\n## Layout\n\nfolders\n"), 0o644); err != nil {
@@ -448,7 +432,7 @@ func TestInterruptStopsEveryChild(t *testing.T) {
 		t.Skip("looks for leftover processes in /proc")
 	}
 	dir := t.TempDir()
-	bin := buildRinglog(t, dir)
+	bin := testkit.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", filepath.Join(dir, "results"),

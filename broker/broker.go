@@ -22,7 +22,7 @@ type Broker struct {
 	cfg    Config
 	log    *slog.Logger
 	addr   string // the listener's bound address
-	eng    *engine.Engine
+	eng    *engine.Core
 	cl     *cluster
 	groups *group.Coordinator
 	srv    *kafka.Server
@@ -89,13 +89,13 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b.eng, err = engine.Open(engine.Config{
+	b.eng, err = engine.OpenCore(engine.Config{
 		Dir: cfg.DataDir, Shards: cfg.Shards, IO: cfg.IO, Topic: cfg.Topic, NumPartitions: cfg.NumPartitions,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, ProducerIDExpiration: cfg.ProducerIDExpiration,
 		Cleaner: cfg.Cleaner, NodeID: cfg.NodeID, Logger: cfg.Logger, ClusterID: clusterID,
 		// Producer ids come from the quorum, in blocks per incarnation.
 		ProducerIDBlock: b.cl.producerIDBlock,
-		Replicated:      true, OnAppended: b.cl.node.OnAppended,
+		OnAppended:      b.cl.node.OnAppended,
 	})
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (b *Broker) Close(ctx context.Context) error {
 func (b *Broker) Addr() string { return b.addr }
 
 // Engine is the broker's engine (its partitions, for metrics and tests).
-func (b *Broker) Engine() *engine.Engine { return b.eng }
+func (b *Broker) Engine() *engine.Core { return b.eng }
 
 // Groups is the broker's group coordinator.
 func (b *Broker) Groups() *group.Coordinator { return b.groups }

@@ -127,7 +127,7 @@ func (c *cluster) producerIDBlock(floor int64) (start, end int64, err error) {
 
 // start opens the controller (raft under <data-dir>/controller) and starts
 // replication on eng.
-func (c *cluster) start(eng *engine.Engine) error {
+func (c *cluster) start(eng *engine.Core) error {
 	voters, err := c.voters()
 	if err != nil {
 		return fmt.Errorf("controller voters: %w", err)
@@ -210,7 +210,7 @@ const AdoptPendingFile = "adopt-pending"
 // partition counts and configs, every partition on this broker alone. A
 // topic the quorum has with that id already (adopted by a start that died
 // half way) is left as it is.
-func (c *cluster) adopt(eng *engine.Engine) error {
+func (c *cluster) adopt(eng *engine.Core) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The image fills as raft replays its log: current only after a Sync.

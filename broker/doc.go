@@ -6,7 +6,7 @@
 // its own process starts one the same way, so that tests run the code the
 // binary runs.
 //
-//	Start:  engine.Open (recover the logs)
+//	Start:  engine.OpenCore (recover the logs)
 //	        -> quorum (open raft, adopt a data directory written without
 //	           it, start replication) -> caught up with the quorum
 //	        -> group coordinator -> Kafka server -> bind the listener

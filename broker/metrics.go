@@ -26,12 +26,12 @@ func registerNetMetrics(reg prometheus.Registerer, ns *netpoll.Server) {
 
 // engineCollector reports each partition's offsets.
 type engineCollector struct {
-	eng     *engine.Engine
+	eng     *engine.Core
 	leo, hw *prometheus.Desc
 	start   *prometheus.Desc
 }
 
-func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Engine) {
+func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Core) {
 	labels := []string{"topic", "partition"}
 	reg.MustRegister(&engineCollector{eng: eng,
 		leo:   prometheus.NewDesc("ringlog_log_end_offset", "Log end offset of each partition.", labels, nil),

@@ -49,7 +49,7 @@ const maxDecompressed = 64 << 20
 // flush policy always; on a replicated engine with RequireISR, once the
 // high watermark covers them), or with the error. done must not block. On
 // a replicated engine only a leader takes appends (ErrNotLeader).
-func (e *Engine) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
+func (e *Core) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
 	if r := e.newAppend(tp, records, opts, done); r != nil && keyed(r) {
 		r.p.shard.send(shardMsg{append: r})
 	}
@@ -67,7 +67,7 @@ type AppendItem struct {
 // Append, but the items bound for one shard travel to it together, so that
 // a request over many partitions wakes each shard once instead of once per
 // partition.
-func (e *Engine) AppendBatch(items []AppendItem, opts AppendOptions) {
+func (e *Core) AppendBatch(items []AppendItem, opts AppendOptions) {
 	if len(items) == 1 {
 		e.Append(items[0].TP, items[0].Records, opts, items[0].Done)
 		return
@@ -93,7 +93,7 @@ func (e *Engine) AppendBatch(items []AppendItem, opts AppendOptions) {
 
 // newAppend validates an append and returns the request to queue, or nil
 // when it was refused (done has then been called).
-func (e *Engine) newAppend(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) *appendReq {
+func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) *appendReq {
 	if e.closed.Load() {
 		done(AppendResult{}, ErrClosed)
 		return nil
@@ -104,16 +104,13 @@ func (e *Engine) newAppend(tp TP, records []byte, opts AppendOptions, done func(
 		return nil
 	}
 	cfg := &p.topic.config
-	isr := int32(1) // a single node is its own ISR
-	if e.cfg.Replicated {
-		// Checked again on the shard, where roles change; this spares a
-		// follower's shard the requests of producers with stale metadata.
-		if Role(p.role.Load()) != RoleLeader {
-			done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrNotLeader, tp.Topic, tp.Partition))
-			return nil
-		}
-		isr = p.isr.Load()
+	// Checked again on the shard, where roles change; this spares a
+	// follower's shard the requests of producers with stale metadata.
+	if Role(p.role.Load()) != RoleLeader {
+		done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrNotLeader, tp.Topic, tp.Partition))
+		return nil
 	}
+	isr := p.isr.Load()
 	if opts.RequireISR && !acks.Enough(isr, cfg.MinInsyncReplicas) {
 		done(AppendResult{}, fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicas, isr, cfg.MinInsyncReplicas))
 		return nil
@@ -239,15 +236,13 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 		}
 		return nil
 	}
-	if s.e.cfg.Replicated {
-		// The role is settled here, on the shard that changes it: a
-		// request queued before a role change is judged by the new role.
-		if reqs = p.admit(reqs); len(reqs) == 0 {
-			return nil
-		}
-		if reqs[0].replica != nil {
-			return s.prepareReplica(p, reqs)
-		}
+	// The role is settled here, on the shard that changes it: a request
+	// queued before a role change is judged by the new role.
+	if reqs = p.admit(reqs); len(reqs) == 0 {
+		return nil
+	}
+	if reqs[0].replica != nil {
+		return s.prepareReplica(p, reqs)
 	}
 	leo := p.log.LEO()
 	next := leo
@@ -268,7 +263,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			continue
 		case dup != nil:
 			res := AppendResult{BaseOffset: dup.firstOffset, LogAppendTime: -1, LogStartOffset: logStart, Duplicate: true}
-			if s.e.cfg.Replicated && r.opts.RequireISR {
+			if r.opts.RequireISR {
 				// The original may not be committed yet: the retry
 				// waits for it as the original would have (Kafka's
 				// DelayedProduce does the same).
@@ -353,14 +348,14 @@ func (s *shard) finish(t *segment.Task) {
 	}
 	p.producers.commit()
 	leo := p.log.LEO()
-	if !s.e.cfg.Replicated {
-		// A single node is its own ISR: what is written is committed.
-		p.advanceHW(leo)
-	} else {
-		// Followers long-poll for what the leader wrote, committed or
-		// not: wake the waiters. A consumer's finds nothing new below the
-		// high watermark and waits on.
-		p.notify()
+	// Followers long-poll for what the leader wrote, committed or not:
+	// wake the waiters. A consumer's finds nothing new below the high
+	// watermark and waits on.
+	p.notify()
+	if s.e.cfg.OnAppended == nil {
+		// No replication layer: the partition is alone in its ISR, so
+		// what is written is committed, before anyone is answered.
+		p.setHW(leo)
 	}
 	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
 	parked := false
@@ -368,7 +363,7 @@ func (s *shard) finish(t *segment.Task) {
 		switch {
 		case r.replica != nil:
 			r.replica(r.end, nil)
-		case s.e.cfg.Replicated && r.opts.RequireISR:
+		case r.opts.RequireISR:
 			res.BaseOffset = r.base
 			p.parkAck(r.end, pendingAck{res: res, done: r.done})
 			parked = true

@@ -65,7 +65,7 @@ type CleanerStats struct {
 }
 
 // CleanerStats returns the cleaner's counters.
-func (e *Engine) CleanerStats() CleanerStats {
+func (e *Core) CleanerStats() CleanerStats {
 	c := e.cleaner
 	if c == nil {
 		return CleanerStats{}
@@ -75,7 +75,7 @@ func (e *Engine) CleanerStats() CleanerStats {
 }
 
 type cleaner struct {
-	e        *Engine
+	e        *Core
 	cfg      CleanerConfig
 	stop     chan struct{}
 	done     chan struct{}
@@ -91,7 +91,7 @@ type cleaner struct {
 	running atomic.Bool
 }
 
-func startCleaner(e *Engine) *cleaner {
+func startCleaner(e *Core) *cleaner {
 	c := &cleaner{e: e, cfg: e.cfg.Cleaner, stop: make(chan struct{}), done: make(chan struct{}),
 		failed: map[*partition]time.Time{}}
 	if c.cfg.Disabled {

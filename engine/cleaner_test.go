@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/testkit"
 	"ringlog/segment"
 	"ringlog/segment/batch"
 )
@@ -38,7 +39,7 @@ type engineRec struct {
 }
 
 // readRecords reads every record of tp below its high watermark.
-func readRecords(t testing.TB, e *Engine, tp TP) map[int64]engineRec {
+func readRecords(t testing.TB, e *Core, tp TP) map[int64]engineRec {
 	t.Helper()
 	out := map[int64]engineRec{}
 	err := e.ReadAll(tp, func(b []byte) error {
@@ -60,14 +61,14 @@ func readRecords(t testing.TB, e *Engine, tp TP) map[int64]engineRec {
 // keyedWriter appends keyed batches to tp and remembers every record.
 type keyedWriter struct {
 	t       testing.TB
-	e       *Engine
+	e       *Core
 	tp      TP
 	r       *rand.Rand
 	written map[int64]engineRec
 	latest  map[string]int64
 }
 
-func newKeyedWriter(t testing.TB, e *Engine, tp TP, seed uint64) *keyedWriter {
+func newKeyedWriter(t testing.TB, e *Core, tp TP, seed uint64) *keyedWriter {
 	return &keyedWriter{t: t, e: e, tp: tp, r: rand.New(rand.NewPCG(seed, 1)), written: map[int64]engineRec{}, latest: map[string]int64{}}
 }
 
@@ -124,7 +125,7 @@ func (w *keyedWriter) check(got map[int64]engineRec, firstDirty int64) {
 	}
 }
 
-func cleanStatus(t testing.TB, e *Engine, tp TP) segment.CleanStatus {
+func cleanStatus(t testing.TB, e *Core, tp TP) segment.CleanStatus {
 	t.Helper()
 	p, err := e.partition(tp)
 	if err != nil {
@@ -142,21 +143,10 @@ func cleanStatus(t testing.TB, e *Engine, tp TP) segment.CleanStatus {
 	return st
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestCleanerCompactsWhileAppending(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Dir: dir, Shards: 2, Cleaner: CleanerConfig{Backoff: 20 * time.Millisecond, IOMaxBytesPerSecond: 2 << 20}}
-	e, err := Open(cfg)
+	e, err := OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +193,7 @@ func TestCleanerCompactsWhileAppending(t *testing.T) {
 	t.Logf("cleaner %+v; %d appends during cleans, the slowest %v", e.CleanerStats(), during, slowest)
 
 	// The cleaner catches up once appends stop.
-	waitFor(t, "the cleaner to catch up", func() bool { return !cleanStatus(t, e, tp).Due })
+	testkit.WaitFor(t, 20*time.Second, "the cleaner to catch up", func() bool { return !cleanStatus(t, e, tp).Due })
 	st := cleanStatus(t, e, tp)
 	got := readRecords(t, e, tp)
 	w.check(got, st.FirstDirty)
@@ -219,7 +209,7 @@ func TestCleanerCompactsWhileAppending(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Cleaner.Disabled = true
-	e, err = Open(cfg)
+	e, err = OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +227,7 @@ func TestCleanerCompactsWhileAppending(t *testing.T) {
 func TestCleanerStopsOnClose(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Dir: dir, Shards: 1, Cleaner: CleanerConfig{Disabled: true}}
-	e, err := Open(cfg)
+	e, err := OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +246,11 @@ func TestCleanerStopsOnClose(t *testing.T) {
 
 	// A cleaner slow enough to be caught in the middle of its clean.
 	cfg.Cleaner = CleanerConfig{Backoff: 10 * time.Millisecond, IOMaxBytesPerSecond: 64 << 10}
-	e, err = Open(cfg)
+	e, err = OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a clean to start", e.cleaner.running.Load)
+	testkit.WaitFor(t, 20*time.Second, "a clean to start", e.cleaner.running.Load)
 	var closed atomic.Bool
 	start := time.Now()
 	go func() {
@@ -286,7 +276,7 @@ func TestCleanerStopsOnClose(t *testing.T) {
 		}
 	}
 	cfg.Cleaner.Disabled = true
-	e, err = Open(cfg)
+	e, err = OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

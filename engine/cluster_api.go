@@ -6,7 +6,7 @@ import "ringlog/segment"
 // ascending order), as a follower needs it to decide where to truncate
 // after a leader change (KIP-101, KIP-279). It is a copy; any goroutine may
 // call it.
-func (e *Engine) LeaderEpochs(tp TP) ([]segment.EpochEntry, error) {
+func (e *Core) LeaderEpochs(tp TP) ([]segment.EpochEntry, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,33 @@
-// Package engine is ringlog's broker core without any protocol: topics,
-// partitions pinned to shards, produce and fetch semantics, idempotent
-// producers. The Kafka layer drives it; so can any Go program that wants a
-// durable partitioned log behind a protocol of its own (see the example).
+// Package engine is ringlog's log store without any protocol: topics of
+// partitions, each an append-only log of records with offsets, on disk in
+// Kafka's layout, served by shards pinned to their threads. The Kafka
+// layer drives it (Core); so can any Go program that wants a durable
+// partitioned log behind a protocol of its own (Engine).
+//
+// # Getting started
+//
+//	e, err := engine.Open("./data", nil) // or &engine.Options{Flush: engine.FlushAlways}
+//	if err != nil { ... }
+//	defer e.Close()
+//	err = e.CreateTopic("events", engine.TopicOptions{Partitions: 4})
+//	tp := engine.TP{Topic: "events", Partition: 0}
+//	first, err := e.Produce(ctx, tp, engine.Record{Key: k, Value: v})
+//	res, err := e.Fetch(ctx, tp, first, 100)   // res.Records, res.Next
+//	sub, err := e.Subscribe(tp, res.Next)      // waits for what comes next
+//	r, err := sub.Next(ctx)
+//
+// Produce returns once the records are written (and synced, under
+// FlushAlways) and readable; each record gets the next offset of its
+// partition. Fetch never waits; a Subscription does. Errors are the
+// package's own, for errors.Is: ErrUnknownTopicOrPartition, ErrTopicExists,
+// ErrOffsetOutOfRange, ErrDirLocked, ErrClosed (every method after Close).
+// The example of this package serves a line protocol of its own with it;
+// examples/redis-streams serves Redis streams over RESP.
+//
+// Core is the engine as a broker drives it: raw record batches (Append,
+// Read's file regions for sendfile), replication roles and high
+// watermarks, offsets by time, configs. An embedder rarely needs it
+// (Engine.Core).
 //
 // # Shards
 //
@@ -29,8 +55,8 @@
 //
 // # Replication
 //
-// An engine opened with Config.Replicated is driven by a replication layer
-// (replication.go, replica.go): every partition of every topic is hosted,
+// An engine is driven by a replication layer (Config.OnAppended;
+// replication.go, replica.go): every partition of every topic is hosted,
 // and each has a role. With none (after a start or a creation) it takes no
 // appends. A leader (BecomeLeader) takes producer appends and stamps them
 // with its epoch, which the leader-epoch checkpoint records as starting at
@@ -46,13 +72,15 @@
 // the simulation of the replication layer runs too.
 // Truncate and TruncateFullyAndStartAt cut a follower's log where it and
 // its leader's agree (KIP-101). ReadReplica serves a follower's fetch up to
-// the LEO. Without Config.Replicated nothing of this applies: every
-// partition leads, its high watermark follows its LEO, and the replication
-// methods answer ErrNotReplicated.
+// the LEO. Without a replication layer (OnAppended nil) the engine is its
+// own, of one replica: every partition leads from the moment it opens,
+// alone in its ISR, and its high watermark follows its LEO; the semantics
+// (roles, acks=all answered once the high watermark covers the append)
+// are the same code.
 //
 // # Concurrency contract
 //
-// Every exported method of Engine may be called from any goroutine. done
+// Every exported method of Core may be called from any goroutine. done
 // callbacks of Append and AppendReplica, and Config.OnAppended, run on a
 // shard goroutine and must not block (encode the answer and hand it to the
 // network layer). Read, ReadReplica, State, ListOffset and

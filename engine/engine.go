@@ -20,7 +20,7 @@ import (
 	"ringlog/ioring"
 )
 
-// Config sets up an Engine.
+// Config sets up a Core.
 type Config struct {
 	// Dir holds one folder per partition (Kafka's log.dirs, one dir).
 	Dir string
@@ -62,17 +62,20 @@ type Config struct {
 	// producer-ids file says this directory handed out before it had a
 	// quorum (0: none).
 	ProducerIDBlock func(floor int64) (start, end int64, err error)
-	// Replicated hands the partitions to a replication layer (replication.go):
-	// appends no longer move the high watermark (SetHW does), producer
-	// appends need the leader role (BecomeLeader), and the high watermarks
-	// are checkpointed for restarts. Without it every partition is its own
-	// single-node leader and its high watermark follows its LEO.
-	Replicated bool
-	// OnAppended, when set, is called on a partition's shard goroutine
-	// after each write to it completed (and was synced, under the flush
-	// policy always), producer or replica, with the LEO after it: how a
-	// leader learns its own LEO without polling. It must be cheap and must
-	// not block; it may call SetHW, but nothing that waits for a shard.
+	// OnAppended is the replication layer (replication.go): it is called
+	// on a partition's shard goroutine after each write to it completed
+	// (and was synced, under the flush policy always), producer or
+	// replica, with the LEO after it: how a leader learns its own LEO
+	// without polling, to move the high watermark (SetHW). It must be cheap
+	// and must not block; it may call SetHW, but nothing that waits for a
+	// shard. The layer also gives partitions their roles (BecomeLeader,
+	// BecomeFollower); until then they take no appends.
+	//
+	// Nil means no replication layer: every partition leads itself from
+	// the moment it opens, alone in its ISR, and its high watermark follows
+	// its LEO (an embedded engine, engine.Open). The semantics are the
+	// same either way (roles, acks=all answered once the high watermark
+	// covers the append): only who moves the high watermark differs.
 	OnAppended func(tp TP, leo int64)
 	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms
 	// (5 s): how often a replicated engine persists its high watermarks.
@@ -113,9 +116,9 @@ func (c *Config) setDefaults() {
 	c.Cleaner.setDefaults()
 }
 
-// Engine owns the partitions of one broker, spread over shards. All its
+// Core owns the partitions of one broker, spread over shards. All its
 // exported methods may be called from any goroutine.
-type Engine struct {
+type Core struct {
 	cfg       Config
 	log       *slog.Logger
 	shards    []*shard
@@ -153,7 +156,7 @@ type Engine struct {
 // and recovers every partition log on its shard. The directory is locked
 // until Close: a second engine on it fails with fsutil.ErrDirLocked before
 // it reads anything.
-func Open(cfg Config) (_ *Engine, err error) {
+func OpenCore(cfg Config) (_ *Core, err error) {
 	cfg.setDefaults()
 	if err := fsutil.MkdirAllDurable(cfg.Dir, 0o755); err != nil {
 		return nil, err
@@ -162,7 +165,7 @@ func Open(cfg Config) (_ *Engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, unlock: unlock}
+	e := &Core{cfg: cfg, log: cfg.Logger, unlock: unlock}
 	defer func() {
 		if err != nil && !e.closed.Load() {
 			unlock() // (Close, on the later error paths, released it)
@@ -193,22 +196,18 @@ func Open(cfg Config) (_ *Engine, err error) {
 	for _, s := range e.shards {
 		go s.run()
 	}
-	if cfg.Replicated {
-		hws, err := loadHWCheckpoint(cfg.Dir)
-		if err != nil {
-			e.Close()
-			return nil, err
-		}
-		e.hwAtOpen = hws
+	hws, err := loadHWCheckpoint(cfg.Dir)
+	if err != nil {
+		e.Close()
+		return nil, err
 	}
+	e.hwAtOpen = hws
 	if err := e.loadTopics(); err != nil {
 		e.Close()
 		return nil, err
 	}
 	e.hwAtOpen = nil
-	if cfg.Replicated {
-		e.hwCkpt = startHWCheckpointer(e)
-	}
+	e.hwCkpt = startHWCheckpointer(e)
 	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load())
 	e.cleaner = startCleaner(e)
 	return e, nil
@@ -216,32 +215,32 @@ func Open(cfg Config) (_ *Engine, err error) {
 
 // OpenStats says how many logs opened cleanly (clean-shutdown marker) and
 // how many were recovered (scanned) when the engine started.
-func (e *Engine) OpenStats() (clean, recovered int64) {
+func (e *Core) OpenStats() (clean, recovered int64) {
 	return e.opensClean.Load(), e.opensRecovered.Load()
 }
 
 // IOChoice says which I/O path the shards use and why.
-func (e *Engine) IOChoice() ioring.Choice { return e.choice }
+func (e *Core) IOChoice() ioring.Choice { return e.choice }
 
 // ClusterID is the id recorded in the data directory's meta.properties.
-func (e *Engine) ClusterID() string { return e.clusterID }
+func (e *Core) ClusterID() string { return e.clusterID }
 
 // NodeID is this broker's id.
-func (e *Engine) NodeID() int32 { return e.cfg.NodeID }
+func (e *Core) NodeID() int32 { return e.cfg.NodeID }
 
 // Dir is the data directory.
-func (e *Engine) Dir() string { return e.cfg.Dir }
+func (e *Core) Dir() string { return e.cfg.Dir }
 
 // Defaults returns the broker's default topic configuration.
-func (e *Engine) Defaults() TopicConfig { return e.cfg.Topic }
+func (e *Core) Defaults() TopicConfig { return e.cfg.Topic }
 
 // NumPartitions is the default partition count.
-func (e *Engine) NumPartitions() int32 { return e.cfg.NumPartitions }
+func (e *Core) NumPartitions() int32 { return e.cfg.NumPartitions }
 
 // Close stops the shards after the appends already queued, and closes every
 // log cleanly (clean-shutdown markers, producer snapshots), so that the
 // next Open skips recovery.
-func (e *Engine) Close() error {
+func (e *Core) Close() error {
 	if !e.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -254,6 +253,11 @@ func (e *Engine) Close() error {
 		e.hwCkpt.close()
 	}
 	err := e.stopShards()
+	// Waiters wake to find the engine closed, rather than wait for data
+	// that will not come.
+	for _, p := range *e.parts.Load() {
+		p.notify()
+	}
 	if e.hwCkpt != nil {
 		// The last high watermarks, now that no shard moves them.
 		err = errors.Join(err, e.hwCkpt.write())
@@ -264,7 +268,7 @@ func (e *Engine) Close() error {
 	return err
 }
 
-func (e *Engine) stopShards() error {
+func (e *Core) stopShards() error {
 	var errs []error
 	for _, s := range e.shards {
 		errs = append(errs, s.stop())
@@ -273,13 +277,17 @@ func (e *Engine) stopShards() error {
 }
 
 // shardFor spreads a topic's partitions over consecutive shards.
-func (e *Engine) shardFor(tp TP) *shard {
+func (e *Core) shardFor(tp TP) *shard {
 	h := fnv.New32a()
 	h.Write([]byte(tp.Topic))
 	return e.shards[(int(h.Sum32()%uint32(len(e.shards)))+int(tp.Partition))%len(e.shards)]
 }
 
-func (e *Engine) partition(tp TP) (*partition, error) {
+func (e *Core) partition(tp TP) (*partition, error) {
+	if e.closed.Load() {
+		// Every call after Close says so (the logs under it are closed).
+		return nil, ErrClosed
+	}
 	if p := (*e.parts.Load())[tp]; p != nil {
 		return p, nil
 	}
@@ -297,7 +305,7 @@ var ErrInconsistentClusterID = errors.New("engine: inconsistent cluster id")
 // loadMeta reads meta.properties, checks it against the configuration and
 // writes it at first start. The cluster id recorded wins over none
 // configured; a configured one must match it.
-func (e *Engine) loadMeta() error {
+func (e *Core) loadMeta() error {
 	if id := e.cfg.ClusterID; id != "" && !validClusterID(id) {
 		return fmt.Errorf("engine: cluster id %q: want Kafka's form, 22 characters of base64url (16 bytes)", id)
 	}
@@ -352,7 +360,7 @@ func validClusterID(id string) bool {
 }
 
 // removeDeletedDirs finishes deletions of topics that a crash interrupted.
-func (e *Engine) removeDeletedDirs() error {
+func (e *Core) removeDeletedDirs() error {
 	ents, err := os.ReadDir(e.cfg.Dir)
 	if err != nil {
 		return err
@@ -384,7 +392,7 @@ const (
 // COORDINATOR_LOAD_IN_PROGRESS while they wait for a block.
 var ErrNoProducerIDBlock = errors.New("engine: no producer id block available")
 
-func (e *Engine) loadProducerIDs() error {
+func (e *Core) loadProducerIDs() error {
 	b, err := os.ReadFile(filepath.Join(e.cfg.Dir, producerIDFile))
 	if err != nil && !os.IsNotExist(err) {
 		return err
@@ -401,7 +409,7 @@ func (e *Engine) loadProducerIDs() error {
 
 // AllocateProducerID returns a new producer id (InitProducerId for an
 // idempotent producer).
-func (e *Engine) AllocateProducerID() (int64, error) {
+func (e *Core) AllocateProducerID() (int64, error) {
 	e.pidMu.Lock()
 	defer e.pidMu.Unlock()
 	if e.pidNext >= e.pidEnd {

@@ -34,9 +34,9 @@ func mkBatch(t testing.TB, n int, value string, ts int64, pid int64, epoch int16
 	return b
 }
 
-func openEngine(t testing.TB, dir string, mode ioring.Mode) *Engine {
+func openEngine(t testing.TB, dir string, mode ioring.Mode) *Core {
 	t.Helper()
-	e, err := Open(Config{Dir: dir, Shards: 2, IO: mode})
+	e, err := OpenCore(Config{Dir: dir, Shards: 2, IO: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func openEngine(t testing.TB, dir string, mode ioring.Mode) *Engine {
 func modes() []ioring.Mode { return []ioring.Mode{ioring.ModeAuto, ioring.ModePortable} }
 
 // appendSync appends and waits.
-func appendSync(e *Engine, tp TP, records []byte) (AppendResult, error) {
+func appendSync(e *Core, tp TP, records []byte) (AppendResult, error) {
 	type res struct {
 		r   AppendResult
 		err error
@@ -57,7 +57,7 @@ func appendSync(e *Engine, tp TP, records []byte) (AppendResult, error) {
 	return r.r, r.err
 }
 
-func readAll(t testing.TB, e *Engine, tp TP) []batch.Header {
+func readAll(t testing.TB, e *Core, tp TP) []batch.Header {
 	t.Helper()
 	st, err := e.State(tp)
 	if err != nil {

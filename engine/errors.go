@@ -25,7 +25,6 @@ var (
 	ErrInvalidRequest          = errors.New("engine: invalid request")
 
 	// Replication (replication.go, replica.go).
-	ErrNotReplicated    = errors.New("engine: not a replicated engine (Config.Replicated)")
 	ErrNotLeader        = errors.New("engine: not the leader of the partition")
 	ErrNotFollower      = errors.New("engine: not a follower of the partition")
 	ErrStaleEpoch       = errors.New("engine: leader epoch older than the partition's")

@@ -2,25 +2,22 @@ package engine_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"ringlog/engine"
-	"ringlog/segment/batch"
 )
 
 // A protocol of our own, with no Kafka in it: one command per line.
 //
 //	PUT <topic> <partition> <value>   -> OK <offset>
 //	GET <topic> <partition> <offset>  -> VAL <offset> <value> | NONE | ERR <text>
-//
-// The engine is used as a library: batches are built with package batch,
-// appended through a shard, and read back as file regions.
 func serveLines(e *engine.Engine, ln net.Listener) {
 	for {
 		c, err := ln.Accept()
@@ -49,61 +46,28 @@ func handleLine(e *engine.Engine, line string) string {
 	tp := engine.TP{Topic: f[1], Partition: int32(p)}
 	switch f[0] {
 	case "PUT":
-		now := time.Now().UnixMilli()
-		b, err := batch.Build(nil, batch.Header{BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-			batch.None, []batch.Record{{Value: []byte(f[3])}})
+		off, err := e.Produce(context.Background(), tp, engine.Record{Value: []byte(f[3])})
 		if err != nil {
 			return "ERR " + err.Error()
 		}
-		done := make(chan string, 1)
-		e.Append(tp, b, engine.AppendOptions{}, func(r engine.AppendResult, err error) {
-			if err != nil {
-				done <- "ERR " + err.Error()
-				return
-			}
-			done <- fmt.Sprintf("OK %d", r.BaseOffset)
-		})
-		return <-done
+		return fmt.Sprintf("OK %d", off)
 	case "GET":
 		off, err := strconv.ParseInt(f[3], 10, 64)
 		if err != nil {
 			return "ERR bad offset"
 		}
-		res, err := e.Read(tp, off, 1<<20, true)
-		if err != nil {
+		res, err := e.Fetch(context.Background(), tp, off, 1)
+		switch {
+		case errors.Is(err, engine.ErrOffsetOutOfRange):
+			return "NONE"
+		case err != nil:
 			return "ERR " + err.Error()
-		}
-		defer res.Release()
-		if res.Bytes == 0 {
+		case len(res.Records) == 0:
 			return "NONE"
 		}
-		// The regions are what a server would sendfile; here they are read.
-		buf := make([]byte, res.Regions[0].Len)
-		if _, err := res.Regions[0].File.ReadAt(buf, res.Regions[0].Pos); err != nil {
-			return "ERR " + err.Error()
-		}
-		h, err := batch.Validate(buf[:min(len(buf), int(batchSize(buf)))], batch.Stored)
-		if err != nil {
-			return "ERR " + err.Error()
-		}
-		out := "NONE"
-		batch.Records(h, buf, 1<<20, func(r *batch.Record) error {
-			if o := h.BaseOffset + int64(r.OffsetDelta); o == off {
-				out = fmt.Sprintf("VAL %d %s", o, r.Value)
-			}
-			return nil
-		})
-		return out
+		return fmt.Sprintf("VAL %d %s", res.Records[0].Offset, res.Records[0].Value)
 	}
 	return "ERR unknown command"
-}
-
-func batchSize(b []byte) int64 {
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return int64(len(b))
-	}
-	return int64(h.Size())
 }
 
 // Example embeds the engine behind the line protocol above, on a real
@@ -111,12 +75,12 @@ func batchSize(b []byte) int64 {
 func Example() {
 	dir, _ := os.MkdirTemp("", "ringlog-example")
 	defer os.RemoveAll(dir)
-	e, err := engine.Open(engine.Config{Dir: dir, Shards: 2})
+	e, err := engine.Open(dir, nil)
 	if err != nil {
 		panic(err)
 	}
 	defer e.Close()
-	if _, err := e.CreateTopic("notes", 2, -1, nil, false); err != nil {
+	if err := e.CreateTopic("notes", engine.TopicOptions{Partitions: 2}); err != nil {
 		panic(err)
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -139,25 +103,108 @@ func Example() {
 	// ERR engine: unknown topic or partition: nope-0
 }
 
+// ExampleOpen opens a store, creates a topic, and writes and reads a record.
+func ExampleOpen() {
+	dir, _ := os.MkdirTemp("", "ringlog-example")
+	defer os.RemoveAll(dir)
+	e, err := engine.Open(dir, &engine.Options{Flush: engine.FlushAlways})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	if err := e.CreateTopic("events", engine.TopicOptions{Partitions: 4}); err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	tp := engine.TP{Topic: "events", Partition: 3}
+	if _, err := e.Produce(ctx, tp, engine.Record{Key: []byte("user-7"), Value: []byte("signed in")}); err != nil {
+		panic(err)
+	}
+	res, err := e.Fetch(ctx, tp, 0, 10)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%d record(s), next offset %d: %s %s\n", len(res.Records), res.Next, res.Records[0].Key, res.Records[0].Value)
+	// Output: 1 record(s), next offset 1: user-7 signed in
+}
+
+// ExampleEngine_Produce writes records as one batch: they get consecutive
+// offsets, the first returned.
+func ExampleEngine_Produce() {
+	dir, _ := os.MkdirTemp("", "ringlog-example")
+	defer os.RemoveAll(dir)
+	e, _ := engine.Open(dir, nil)
+	defer e.Close()
+	e.CreateTopic("log", engine.TopicOptions{})
+	tp := engine.TP{Topic: "log"}
+	first, err := e.Produce(context.Background(), tp,
+		engine.Record{Value: []byte("a")}, engine.Record{Value: []byte("b")}, engine.Record{Value: []byte("c")})
+	fmt.Println(first, err)
+	next, err := e.Produce(context.Background(), tp, engine.Record{Value: []byte("d")})
+	fmt.Println(next, err)
+	// Output:
+	// 0 <nil>
+	// 3 <nil>
+}
+
+// ExampleEngine_Fetch reads a partition from the start, a page at a time.
+func ExampleEngine_Fetch() {
+	dir, _ := os.MkdirTemp("", "ringlog-example")
+	defer os.RemoveAll(dir)
+	e, _ := engine.Open(dir, nil)
+	defer e.Close()
+	e.CreateTopic("log", engine.TopicOptions{})
+	tp := engine.TP{Topic: "log"}
+	for i := range 5 {
+		e.Produce(context.Background(), tp, engine.Record{Value: []byte(strconv.Itoa(i))})
+	}
+	for offset := int64(0); ; {
+		res, err := e.Fetch(context.Background(), tp, offset, 2)
+		if err != nil || len(res.Records) == 0 {
+			break
+		}
+		for _, r := range res.Records {
+			fmt.Print(r.Offset, "=", string(r.Value), " ")
+		}
+		offset = res.Next
+	}
+	fmt.Println()
+	// Output: 0=0 1=1 2=2 3=3 4=4
+}
+
+// ExampleEngine_Subscribe receives records as they are produced.
+func ExampleEngine_Subscribe() {
+	dir, _ := os.MkdirTemp("", "ringlog-example")
+	defer os.RemoveAll(dir)
+	e, _ := engine.Open(dir, nil)
+	defer e.Close()
+	e.CreateTopic("chat", engine.TopicOptions{})
+	tp := engine.TP{Topic: "chat"}
+	_, end, _ := e.Offsets(tp)
+	sub, err := e.Subscribe(tp, end) // only what comes from now on
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	go e.Produce(context.Background(), tp, engine.Record{Value: []byte("hello")})
+	r, err := sub.Next(context.Background()) // waits for it
+	fmt.Println(r.Offset, string(r.Value), err)
+	// Output: 0 hello <nil>
+}
+
 // TestLineProtocolSurvivesRestart: what the custom protocol stored is there
 // after the engine is reopened.
 func TestLineProtocolSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	e, err := engine.Open(engine.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.CreateTopic("k", 1, -1, nil, false)
+	e := openStore(t, dir, nil)
+	e.CreateTopic("k", engine.TopicOptions{})
 	for i := range 100 {
 		if got := handleLine(e, fmt.Sprintf("PUT k 0 v%d", i)); got != fmt.Sprintf("OK %d", i) {
 			t.Fatalf("PUT %d: %s", i, got)
 		}
 	}
 	e.Close()
-	e, err = engine.Open(engine.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e = openStore(t, dir, nil)
 	defer e.Close()
 	for _, i := range []int{0, 57, 99} {
 		if got := handleLine(e, fmt.Sprintf("GET k 0 %d", i)); got != fmt.Sprintf("VAL %d v%d", i, i) {

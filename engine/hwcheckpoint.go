@@ -118,14 +118,14 @@ func loadHWCheckpoint(dir string) (map[TP]int64, error) {
 
 // hwCheckpointer writes the checkpoint of a replicated engine.
 type hwCheckpointer struct {
-	e    *Engine
+	e    *Core
 	mu   sync.Mutex // serialises writes
 	last map[TP]int64
 	stop chan struct{}
 	done chan struct{}
 }
 
-func startHWCheckpointer(e *Engine) *hwCheckpointer {
+func startHWCheckpointer(e *Core) *hwCheckpointer {
 	c := &hwCheckpointer{e: e, stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c

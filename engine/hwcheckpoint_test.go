@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -64,7 +63,7 @@ func TestHWSurvivesRestart(t *testing.T) {
 	for _, mode := range modes() {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := t.TempDir()
-			e, err := Open(Config{Dir: dir, Shards: 2, IO: mode, Replicated: true, HWCheckpointInterval: 10 * time.Millisecond})
+			e, err := OpenCore(Config{Dir: dir, Shards: 2, IO: mode, OnAppended: func(TP, int64) {}, HWCheckpointInterval: 10 * time.Millisecond})
 			mustOK(t, err)
 			defer func() { e.Close() }()
 			e.CreateTopic("h", 2, -1, nil, false)
@@ -122,7 +121,7 @@ func TestHWSurvivesRestart(t *testing.T) {
 
 			// A damaged checkpoint stops the start rather than guess.
 			mustOK(t, os.WriteFile(filepath.Join(dir, hwCheckpointFile), []byte("0\n2\nh 0 1\n"), 0o644))
-			if e2, err := Open(Config{Dir: dir, Shards: 1, IO: mode, Replicated: true}); err == nil {
+			if e2, err := OpenCore(Config{Dir: dir, Shards: 1, IO: mode, OnAppended: func(TP, int64) {}}); err == nil {
 				e2.Close()
 				t.Fatal("a damaged checkpoint was accepted")
 			}
@@ -130,20 +129,22 @@ func TestHWSurvivesRestart(t *testing.T) {
 	}
 }
 
-// TestSingleNodeWritesNoHWCheckpoint: an engine that is not replicated
-// keeps its behaviour: the HW is the LEO after a restart, no file.
-func TestSingleNodeWritesNoHWCheckpoint(t *testing.T) {
+// TestNoReplicationLayerHWAfterRestart: an engine without a replication
+// layer checkpoints its high watermarks as every engine does (one code
+// path), and after a restart its HW is its LEO, whatever the checkpoint
+// says.
+func TestNoReplicationLayerHWAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, ioring.ModeAuto)
 	e.CreateTopic("s", 1, -1, nil, false)
 	appendSync(e, TP{"s", 0}, mkBatch(t, 3, "x", 1, -1, 0, 0))
 	mustOK(t, e.Close())
-	if _, err := os.Stat(filepath.Join(dir, hwCheckpointFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("single node wrote %s: %v", hwCheckpointFile, err)
+	if _, err := os.Stat(filepath.Join(dir, hwCheckpointFile)); err != nil {
+		t.Fatalf("no %s after a clean close: %v", hwCheckpointFile, err)
 	}
 	e = openEngine(t, dir, ioring.ModeAuto)
 	defer e.Close()
 	if st, _ := e.State(TP{"s", 0}); st.HW != 3 {
-		t.Fatalf("single node HW after restart: %+v", st)
+		t.Fatalf("HW after restart: %+v", st)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // EnsureTopic creates the topic unless it exists, and returns it. It is
 // for the broker's internal topics (__consumer_offsets).
-func (e *Engine) EnsureTopic(name string, partitions int32, overrides map[string]string) (TopicInfo, error) {
+func (e *Core) EnsureTopic(name string, partitions int32, overrides map[string]string) (TopicInfo, error) {
 	if info, ok := e.Topic(name); ok {
 		return info, nil
 	}
@@ -35,7 +35,7 @@ func (e *Engine) EnsureTopic(name string, partitions int32, overrides map[string
 // shard that stops after OnShard returned may drop fn. OnShard waits while
 // the shard's inbox is full, so it must not be called from a shard
 // goroutine (inside fn, a done callback, OnAppended).
-func (e *Engine) OnShard(tp TP, fn func()) error {
+func (e *Core) OnShard(tp TP, fn func()) error {
 	p, err := e.partition(tp)
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func (e *Engine) OnShard(tp TP, fn func()) error {
 // on a replicated engine, RequireISR answers once the high watermark
 // covers the records (a service writing as Kafka writes its internal
 // topics, with acks=all).
-func (e *Engine) AppendOnShard(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
+func (e *Core) AppendOnShard(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
 	r := e.newAppend(tp, records, opts, done)
 	if r == nil {
 		return
@@ -62,7 +62,7 @@ func (e *Engine) AppendOnShard(tp TP, records []byte, opts AppendOptions, done f
 // to its high watermark, in order, as the log holds it (replaying an
 // internal topic). The slice passed to fn is valid only during the call.
 // Any goroutine may call it.
-func (e *Engine) ReadAll(tp TP, fn func(b []byte) error) error {
+func (e *Core) ReadAll(tp TP, fn func(b []byte) error) error {
 	return e.readAll(tp, false, fn)
 }
 
@@ -73,11 +73,11 @@ func (e *Engine) ReadAll(tp TP, fn func(b []byte) error) error {
 // (Kafka's group coordinator loads its partitions to the log end too),
 // and a new leader's high watermark may still lag what its predecessor
 // acknowledged.
-func (e *Engine) ReadAllToLEO(tp TP, fn func(b []byte) error) error {
+func (e *Core) ReadAllToLEO(tp TP, fn func(b []byte) error) error {
 	return e.readAll(tp, true, fn)
 }
 
-func (e *Engine) readAll(tp TP, toLEO bool, fn func(b []byte) error) error {
+func (e *Core) readAll(tp TP, toLEO bool, fn func(b []byte) error) error {
 	p, err := e.partition(tp)
 	if err != nil {
 		return err

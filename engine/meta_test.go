@@ -20,8 +20,8 @@ const (
 	clusterB = "AAAAAAAAAAAAAAAAAAAAAA"
 )
 
-func openMeta(dir, clusterID string, hook func(floor int64) (int64, int64, error)) (*Engine, error) {
-	return Open(Config{Dir: dir, Shards: 1, NodeID: 1, ClusterID: clusterID, ProducerIDBlock: hook})
+func openMeta(dir, clusterID string, hook func(floor int64) (int64, int64, error)) (*Core, error) {
+	return OpenCore(Config{Dir: dir, Shards: 1, NodeID: 1, ClusterID: clusterID, ProducerIDBlock: hook})
 }
 
 // TestClusterIDRecordedAndChecked: a configured cluster id is recorded at

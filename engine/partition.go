@@ -72,7 +72,7 @@ type Waiter struct {
 // NewWaiter watches the partitions in tps that exist on this broker; C
 // receives (at most one pending signal) whenever one of them gets new data.
 // Stop releases it.
-func (e *Engine) NewWaiter(tps []TP) *Waiter {
+func (e *Core) NewWaiter(tps []TP) *Waiter {
 	w := &Waiter{C: make(chan struct{}, 1)}
 	for _, tp := range tps {
 		p, err := e.partition(tp)

@@ -27,7 +27,7 @@ func (p *partition) state() PartitionState {
 }
 
 // State returns tp's offsets.
-func (e *Engine) State(tp TP) (PartitionState, error) {
+func (e *Core) State(tp TP) (PartitionState, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return PartitionState{}, err
@@ -48,7 +48,7 @@ type ReadResult struct {
 // high watermark. An offset below the log start or above the high
 // watermark is segment.ErrOutOfRange. Any goroutine may call it; it never
 // waits for the shard.
-func (e *Engine) Read(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, error) {
+func (e *Core) Read(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return ReadResult{}, err
@@ -60,6 +60,9 @@ func (e *Engine) Read(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, e
 		return ReadResult{ReadResult: &segment.ReadResult{}, State: st}, nil
 	}
 	res, err := p.log.Read(offset, maxBytes, st.HW, minOne)
+	if errors.Is(err, segment.ErrClosed) {
+		err = ErrClosed // Close came between the check and the read
+	}
 	if err != nil {
 		return ReadResult{State: st}, err
 	}
@@ -79,7 +82,7 @@ const (
 // timestamp, -1 for the special queries) for timestamp. When no record is
 // at or after timestamp the offset is -1. leaderEpoch is the epoch of the
 // batch holding the offset.
-func (e *Engine) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch int32, err error) {
+func (e *Core) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch int32, err error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return 0, 0, 0, err
@@ -130,7 +133,7 @@ func (e *Engine) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpo
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101/KIP-279): the
 // largest epoch at most epoch and where it ends.
-func (e *Engine) EndOffsetForEpoch(tp TP, epoch int32) (int32, int64, error) {
+func (e *Core) EndOffsetForEpoch(tp TP, epoch int32) (int32, int64, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return 0, 0, err
@@ -142,7 +145,7 @@ func (e *Engine) EndOffsetForEpoch(tp TP, epoch int32) (int32, int64, error) {
 // DeleteRecords moves tp's log start offset to offset (-1: the high
 // watermark) and returns the new low watermark. offset above the high
 // watermark is segment.ErrOutOfRange.
-func (e *Engine) DeleteRecords(tp TP, offset int64) (int64, error) {
+func (e *Core) DeleteRecords(tp TP, offset int64) (int64, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return 0, err
@@ -170,7 +173,7 @@ type PartitionSize struct {
 }
 
 // Sizes lists every partition's size on disk.
-func (e *Engine) Sizes() []PartitionSize {
+func (e *Core) Sizes() []PartitionSize {
 	var out []PartitionSize
 	for tp, p := range *e.parts.Load() {
 		out = append(out, PartitionSize{TP: tp, Size: p.log.Size()})
@@ -179,7 +182,7 @@ func (e *Engine) Sizes() []PartitionSize {
 }
 
 // Partitions lists the partitions this broker holds.
-func (e *Engine) Partitions() []TP {
+func (e *Core) Partitions() []TP {
 	var out []TP
 	for tp := range *e.parts.Load() {
 		out = append(out, tp)

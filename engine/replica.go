@@ -34,7 +34,7 @@ import (
 // once, on the shard goroutine once written, or on the caller's when
 // refused before reaching it, with the LEO after the append (or at the
 // time of the error). The partition must be a follower (ErrNotFollower).
-func (e *Engine) AppendReplica(tp TP, records []byte, done func(leo int64, err error)) {
+func (e *Core) AppendReplica(tp TP, records []byte, done func(leo int64, err error)) {
 	p, err := e.replicated(tp)
 	if err != nil {
 		done(0, err)
@@ -133,7 +133,7 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 // ErrNotLeader, and the producer state is rebuilt for the shorter log. The
 // truncation is synced before Truncate returns. It runs on tp's shard and
 // waits for it (not from a shard goroutine).
-func (e *Engine) Truncate(tp TP, offset int64) error {
+func (e *Core) Truncate(tp TP, offset int64) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (e *Engine) Truncate(tp TP, offset int64) error {
 // start, LEO and high watermark), as a follower does whose LEO is below
 // its leader's log start offset. The leader-epoch checkpoint and the
 // producer state are emptied too. Same rules as Truncate otherwise.
-func (e *Engine) TruncateFullyAndStartAt(tp TP, offset int64) error {
+func (e *Core) TruncateFullyAndStartAt(tp TP, offset int64) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err
@@ -214,7 +214,7 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 // the LEO instead of the high watermark, so that the follower can copy
 // what is not committed yet. It does not check the role; the caller
 // answers a fetch for a partition it does not lead.
-func (e *Engine) ReadReplica(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, error) {
+func (e *Core) ReadReplica(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return ReadResult{}, err

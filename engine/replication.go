@@ -7,8 +7,10 @@ import (
 	"ringlog/engine/acks"
 )
 
-// The engine's side of replication. A replicated engine (Config.Replicated)
-// leaves three decisions to the replication layer above it: which role each
+// The engine's side of replication. The engine leaves three decisions to
+// the replication layer above it (Config.OnAppended; without one, every
+// partition leads itself alone in its ISR and its high watermark follows
+// its LEO): which role each
 // partition has (BecomeLeader, BecomeFollower), where its high watermark is
 // (SetHW: min LEO over the ISR on a leader, the leader's HW capped by the
 // local LEO on a follower), and how many replicas are in sync (SetISR, for
@@ -21,11 +23,12 @@ import (
 type Role int32
 
 const (
-	// RoleNone is a replicated engine's partition that has no role yet
-	// (after a start or its creation): it takes no appends of either kind.
+	// RoleNone is a partition that the replication layer has not given a
+	// role yet (after a start or its creation): it takes no appends of
+	// either kind.
 	RoleNone Role = iota
-	// RoleLeader takes producer appends. Every partition of an engine that
-	// is not replicated is a leader.
+	// RoleLeader takes producer appends. Every partition of an engine
+	// without a replication layer is a leader.
 	RoleLeader
 	// RoleFollower takes its leader's batches (AppendReplica).
 	RoleFollower
@@ -51,11 +54,8 @@ type pendingAck struct {
 	done func(AppendResult, error)
 }
 
-// replicated returns tp's partition when the engine is replicated.
-func (e *Engine) replicated(tp TP) (*partition, error) {
-	if !e.cfg.Replicated {
-		return nil, ErrNotReplicated
-	}
+// replicated returns tp's partition for a call of the replication layer.
+func (e *Core) replicated(tp TP) (*partition, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -84,7 +84,7 @@ func (p *partition) callSync(fn func() error) error {
 // when the partition was not a leader: call SetISR after. It runs on tp's
 // shard and waits for it, so it must not be called from a shard goroutine
 // (a done callback, OnAppended, an OnShard function).
-func (e *Engine) BecomeLeader(tp TP, leaderEpoch int32) error {
+func (e *Core) BecomeLeader(tp TP, leaderEpoch int32) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func (e *Engine) BecomeLeader(tp TP, leaderEpoch int32) error {
 // producer retries against the new leader, which deduplicates an
 // idempotent retry), and AppendReplica is accepted. An epoch below the
 // partition's is ErrStaleEpoch. Same goroutine rules as BecomeLeader.
-func (e *Engine) BecomeFollower(tp TP, leaderEpoch int32) error {
+func (e *Core) BecomeFollower(tp TP, leaderEpoch int32) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (p *partition) checkEpoch(epoch int32) error {
 // lowers it). Waiters are woken and acks=all appends that hw covers are
 // answered (on the shard). It does not wait for the shard: any goroutine
 // may call it, OnAppended included.
-func (e *Engine) SetHW(tp TP, hw int64) error {
+func (e *Core) SetHW(tp TP, hw int64) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func (p *partition) setHW(hw int64) {
 // which an acks=all append needs to be at least the topic's
 // min.insync.replicas (ErrNotEnoughReplicas otherwise, as Kafka answers).
 // Any goroutine may call it.
-func (e *Engine) SetISR(tp TP, inSync int32) error {
+func (e *Core) SetISR(tp TP, inSync int32) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err

@@ -14,16 +14,20 @@ import (
 	"ringlog/segment/batch"
 )
 
-func openReplicated(t testing.TB, dir string, mode ioring.Mode, onAppended func(TP, int64)) *Engine {
+func openReplicated(t testing.TB, dir string, mode ioring.Mode, onAppended func(TP, int64)) *Core {
 	t.Helper()
-	e, err := Open(Config{Dir: dir, Shards: 2, IO: mode, Replicated: true, OnAppended: onAppended})
+	if onAppended == nil {
+		// A replication layer that only gives roles (the test's calls).
+		onAppended = func(TP, int64) {}
+	}
+	e, err := OpenCore(Config{Dir: dir, Shards: 2, IO: mode, OnAppended: onAppended})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func appendReplicaSync(e *Engine, tp TP, records []byte) (int64, error) {
+func appendReplicaSync(e *Core, tp TP, records []byte) (int64, error) {
 	type res struct {
 		leo int64
 		err error
@@ -52,7 +56,7 @@ func regionBytes(t testing.TB, res ReadResult) []byte {
 // replicate copies tp from leader to follower as a fetcher does: from the
 // follower's LEO, at most maxBytes per fetch (so fetches end inside a
 // batch), the follower's high watermark following the leader's.
-func replicate(t testing.TB, leader, follower *Engine, tp TP, maxBytes int64) {
+func replicate(t testing.TB, leader, follower *Core, tp TP, maxBytes int64) {
 	t.Helper()
 	for range 10000 {
 		fst, err := follower.State(tp)
@@ -85,7 +89,7 @@ func replicate(t testing.TB, leader, follower *Engine, tp TP, maxBytes int64) {
 }
 
 // logHeaders lists every batch of tp up to its LEO.
-func logHeaders(t testing.TB, e *Engine, tp TP) []batch.Header {
+func logHeaders(t testing.TB, e *Core, tp TP) []batch.Header {
 	t.Helper()
 	st, err := e.State(tp)
 	if err != nil {
@@ -264,28 +268,34 @@ func TestProducerAppendQueuedBeforeRoleChange(t *testing.T) {
 	}
 }
 
-func TestNotReplicatedEngine(t *testing.T) {
-	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
-	defer e.Close()
+// TestNoReplicationLayer: an engine without a replication layer (no
+// OnAppended) is its own, of one replica: its partitions lead from the
+// moment they open, and every append, acks=all included, is committed
+// (the high watermark at the LEO) before it is answered.
+func TestNoReplicationLayer(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, ioring.ModeAuto)
 	e.CreateTopic("s", 1, -1, nil, false)
 	tp := TP{"s", 0}
-	for name, err := range map[string]error{
-		"BecomeLeader":   e.BecomeLeader(tp, 1),
-		"BecomeFollower": e.BecomeFollower(tp, 1),
-		"SetHW":          e.SetHW(tp, 0),
-		"SetISR":         e.SetISR(tp, 1),
-		"Truncate":       e.Truncate(tp, 0),
-		"TruncateFully":  e.TruncateFullyAndStartAt(tp, 0),
-	} {
-		if !errors.Is(err, ErrNotReplicated) {
-			t.Fatalf("%s on a single node: %v", name, err)
+	if st, _ := e.State(tp); st.Role != RoleLeader || st.LeaderEpoch != 0 {
+		t.Fatalf("state of a new partition: %+v", st)
+	}
+	for _, all := range []bool{false, true} {
+		done := make(chan error, 1)
+		var res AppendResult
+		e.Append(tp, mkBatch(t, 2, "v", time.Now().UnixMilli(), -1, -1, -1), AppendOptions{RequireISR: all}, func(r AppendResult, err error) { res = r; done <- err })
+		if err := <-done; err != nil {
+			t.Fatalf("acks=all %v: %v", all, err)
+		}
+		if st, _ := e.State(tp); st.HW != st.LEO || st.HW != res.BaseOffset+2 {
+			t.Fatalf("acks=all %v: answered with the high watermark at %d, LEO %d, batch at %d", all, st.HW, st.LEO, res.BaseOffset)
 		}
 	}
-	if _, err := appendReplicaSync(e, tp, replicaBatch(t, 1, 0, 0, -1, 0)); !errors.Is(err, ErrNotReplicated) {
-		t.Fatalf("AppendReplica on a single node: %v", err)
-	}
-	if st, _ := e.State(tp); st.Role != RoleLeader || st.LeaderEpoch != 0 {
-		t.Fatalf("single-node state: %+v", st)
+	e.Close()
+	e = openEngine(t, dir, ioring.ModeAuto)
+	defer e.Close()
+	if st, _ := e.State(tp); st.Role != RoleLeader || st.HW != 4 || st.LEO != 4 {
+		t.Fatalf("state after a restart: %+v", st)
 	}
 }
 
@@ -459,7 +469,7 @@ func TestAcksAllWaitsForHW(t *testing.T) {
 // TestAcksAllWithOnAppendedSetHW: a leader alone in its ISR moves its HW
 // from OnAppended, and acks=all is answered in the same round.
 func TestAcksAllWithOnAppendedSetHW(t *testing.T) {
-	var e *Engine
+	var e *Core
 	ready := make(chan struct{})
 	e = openReplicated(t, t.TempDir(), ioring.ModeAuto, func(tp TP, leo int64) {
 		<-ready
@@ -526,7 +536,7 @@ func TestAppendReplicaKeepsOffsetsAndEpochs(t *testing.T) {
 			follower := openReplicated(t, fdir, mode, nil)
 			defer func() { follower.Close() }()
 			tp := TP{"c", 0}
-			for _, e := range []*Engine{leader, follower} {
+			for _, e := range []*Core{leader, follower} {
 				if _, err := e.CreateTopic("c", 1, -1, nil, false); err != nil {
 					t.Fatal(err)
 				}
@@ -685,7 +695,7 @@ func TestFollowerBecomesLeaderDeduplicates(t *testing.T) {
 			appendSync(leader, tp, mkBatch(t, 2, "b", 1, pid, 2, 3))    // 4..5
 			replicate(t, leader, follower, tp, 1<<20)
 
-			check := func(e *Engine) {
+			check := func(e *Core) {
 				t.Helper()
 				r, err := appendSync(e, tp, mkBatch(t, 2, "b", 1, pid, 2, 3))
 				if err != nil || !r.Duplicate || r.BaseOffset != 4 {

@@ -23,7 +23,7 @@ import (
 // for the round, then answer; between rounds it runs control work (opening
 // and deleting partitions, retention, flushes).
 type shard struct {
-	e      *Engine
+	e      *Core
 	id     int
 	io     ioring.IO
 	choice ioring.Choice
@@ -90,7 +90,7 @@ type shardMsg struct {
 	stop    chan error   // stop: gets the shutdown's error
 }
 
-func newShard(e *Engine, id int) (*shard, error) {
+func newShard(e *Core, id int) (*shard, error) {
 	io, choice, err := ioring.Open(e.cfg.IO, ioring.Config{Writes: e.cfg.IOWrites})
 	if err != nil {
 		return nil, err
@@ -318,19 +318,20 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.snapshotBase = l.ActiveBase()
-	if s.e.cfg.Replicated {
-		// No role until the replication layer gives one. The epoch is the
-		// latest the log knows, so that a stale role change is refused.
-		p.role.Store(int32(RoleNone))
-		if eps := l.Epochs(); len(eps) > 0 {
-			p.leaderEpoch.Store(eps[len(eps)-1].Epoch)
-		}
-		hw := l.LogStartOffset()
-		if v, ok := s.e.hwAtOpen[p.tp]; ok && !fresh {
-			hw = min(max(v, hw), l.LEO())
-		}
-		p.hw.Store(hw)
-	} else {
+	// No role until the replication layer gives one. The epoch is the
+	// latest the log knows, so that a stale role change is refused.
+	p.role.Store(int32(RoleNone))
+	if eps := l.Epochs(); len(eps) > 0 {
+		p.leaderEpoch.Store(eps[len(eps)-1].Epoch)
+	}
+	hw := l.LogStartOffset()
+	if v, ok := s.e.hwAtOpen[p.tp]; ok && !fresh {
+		hw = min(max(v, hw), l.LEO())
+	}
+	p.hw.Store(hw)
+	if s.e.cfg.OnAppended == nil {
+		// No replication layer: the partition leads itself, alone in its
+		// ISR, and everything in its log is committed.
 		p.role.Store(int32(RoleLeader))
 		p.hw.Store(l.LEO())
 	}

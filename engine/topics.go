@@ -42,7 +42,7 @@ func (t *topic) info() TopicInfo {
 }
 
 // Topics lists the topics, sorted by name.
-func (e *Engine) Topics() []TopicInfo {
+func (e *Core) Topics() []TopicInfo {
 	ts := *e.topics.Load()
 	out := make([]TopicInfo, 0, len(ts))
 	for _, t := range ts {
@@ -53,7 +53,7 @@ func (e *Engine) Topics() []TopicInfo {
 }
 
 // Topic describes one topic.
-func (e *Engine) Topic(name string) (TopicInfo, bool) {
+func (e *Core) Topic(name string) (TopicInfo, bool) {
 	t := (*e.topics.Load())[name]
 	if t == nil {
 		return TopicInfo{}, false
@@ -67,10 +67,10 @@ func (e *Engine) Topic(name string) (TopicInfo, bool) {
 // resolve their subscriptions to topic ids and partition counts) compares
 // it with the version it last derived from, which costs one atomic load,
 // rather than being called back from inside a topic change.
-func (e *Engine) TopicsVersion() uint64 { return e.topicsVersion.Load() }
+func (e *Core) TopicsVersion() uint64 { return e.topicsVersion.Load() }
 
 // TopicByID finds a topic by its id (Fetch v13+, Metadata by id).
-func (e *Engine) TopicByID(id [16]byte) (TopicInfo, bool) {
+func (e *Core) TopicByID(id [16]byte) (TopicInfo, bool) {
 	for _, t := range *e.topics.Load() {
 		if t.id == id {
 			return t.info(), true
@@ -96,7 +96,7 @@ func ValidateTopicName(name string) error {
 // CreateTopic creates a topic with partitions partitions (-1: the broker's
 // num.partitions) and config overrides. replication is -1 or the number of
 // replicas; a single node has one. With validateOnly nothing is created.
-func (e *Engine) CreateTopic(name string, partitions int32, replication int16, overrides map[string]string, validateOnly bool) (TopicInfo, error) {
+func (e *Core) CreateTopic(name string, partitions int32, replication int16, overrides map[string]string, validateOnly bool) (TopicInfo, error) {
 	if e.closed.Load() {
 		return TopicInfo{}, ErrClosed
 	}
@@ -142,7 +142,7 @@ func (e *Engine) CreateTopic(name string, partitions int32, replication int16, o
 // another id (a former topic of the name, deleted and created again while
 // this broker was away), or another topic has this id, the error is
 // ErrTopicIDMismatch: the caller deletes the stale topic first.
-func (e *Engine) CreateTopicWithID(name string, id [16]byte, partitions int32, overrides map[string]string) (TopicInfo, error) {
+func (e *Core) CreateTopicWithID(name string, id [16]byte, partitions int32, overrides map[string]string) (TopicInfo, error) {
 	if e.closed.Load() {
 		return TopicInfo{}, ErrClosed
 	}
@@ -187,7 +187,7 @@ func (e *Engine) CreateTopicWithID(name string, id [16]byte, partitions int32, o
 
 // createTopicLocked creates a topic whose name is not taken. Called with
 // e.mu held.
-func (e *Engine) createTopicLocked(name string, id [16]byte, partitions int32, overrides map[string]string, cfg TopicConfig, validateOnly bool) (TopicInfo, error) {
+func (e *Core) createTopicLocked(name string, id [16]byte, partitions int32, overrides map[string]string, cfg TopicConfig, validateOnly bool) (TopicInfo, error) {
 	ts := *e.topics.Load()
 	// Kafka refuses names that differ only by '.' versus '_': they collide
 	// in metric names.
@@ -221,7 +221,7 @@ const maxPartitions = 10000
 
 // openPartitions creates (fresh) or opens partitions [from, to) of t on
 // their shards, in parallel across shards.
-func (e *Engine) openPartitions(t *topic, from, to int32, fresh bool) error {
+func (e *Core) openPartitions(t *topic, from, to int32, fresh bool) error {
 	calls := make([]shardCall, 0, to-from)
 	for i := from; i < to; i++ {
 		tp := TP{t.name, i}
@@ -258,7 +258,7 @@ func (e *Engine) openPartitions(t *topic, from, to int32, fresh bool) error {
 
 // publishTopic installs t (new or replaced) and persists the topic list.
 // Called with e.mu held.
-func (e *Engine) publishTopic(t *topic) error {
+func (e *Core) publishTopic(t *topic) error {
 	ts := maps.Clone(*e.topics.Load())
 	ts[t.name] = t
 	if err := e.saveTopics(ts); err != nil {
@@ -270,7 +270,7 @@ func (e *Engine) publishTopic(t *topic) error {
 	return nil
 }
 
-func (e *Engine) rebuildPartitionMap(ts map[string]*topic) {
+func (e *Core) rebuildPartitionMap(ts map[string]*topic) {
 	parts := make(map[TP]*partition)
 	for _, t := range ts {
 		for _, p := range t.partitions {
@@ -283,7 +283,7 @@ func (e *Engine) rebuildPartitionMap(ts map[string]*topic) {
 // DeleteTopic removes a topic and its data. Its partition folders are
 // renamed out of the way first (Kafka's topic-N.<id>-delete), so a crash
 // midway finishes the deletion at the next start.
-func (e *Engine) DeleteTopic(name string) error {
+func (e *Core) DeleteTopic(name string) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -316,7 +316,7 @@ func (e *Engine) DeleteTopic(name string) error {
 }
 
 // CreatePartitions grows a topic to total partitions.
-func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) error {
+func (e *Core) CreatePartitions(name string, total int32, validateOnly bool) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -340,7 +340,7 @@ func (e *Engine) CreatePartitions(name string, total int32, validateOnly bool) e
 }
 
 // growLocked adds partitions to t up to total. Called with e.mu held.
-func (e *Engine) growLocked(t *topic, total int32) error {
+func (e *Core) growLocked(t *topic, total int32) error {
 	nt := &topic{name: t.name, id: t.id, overrides: t.overrides, config: t.config, partitions: slices.Clone(t.partitions)}
 	if err := e.openPartitions(nt, int32(len(t.partitions)), total, true); err != nil {
 		return err
@@ -352,7 +352,7 @@ func (e *Engine) growLocked(t *topic, total int32) error {
 }
 
 // AlterTopicConfig replaces the topic's overrides (AlterConfigs).
-func (e *Engine) AlterTopicConfig(name string, overrides map[string]string, validateOnly bool) error {
+func (e *Core) AlterTopicConfig(name string, overrides map[string]string, validateOnly bool) error {
 	return e.changeConfig(name, validateOnly, func(map[string]string, TopicConfig) (map[string]string, error) {
 		return maps.Clone(overrides), nil
 	})
@@ -360,13 +360,13 @@ func (e *Engine) AlterTopicConfig(name string, overrides map[string]string, vali
 
 // IncrementalAlterTopicConfig applies ops to the topic's overrides
 // (IncrementalAlterConfigs).
-func (e *Engine) IncrementalAlterTopicConfig(name string, ops []ConfigOp, validateOnly bool) error {
+func (e *Core) IncrementalAlterTopicConfig(name string, ops []ConfigOp, validateOnly bool) error {
 	return e.changeConfig(name, validateOnly, func(cur map[string]string, base TopicConfig) (map[string]string, error) {
 		return applyOps(cur, base, ops)
 	})
 }
 
-func (e *Engine) changeConfig(name string, validateOnly bool, change func(map[string]string, TopicConfig) (map[string]string, error)) error {
+func (e *Core) changeConfig(name string, validateOnly bool, change func(map[string]string, TopicConfig) (map[string]string, error)) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -418,7 +418,7 @@ type topicRecord struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
-func (e *Engine) saveTopics(ts map[string]*topic) error {
+func (e *Core) saveTopics(ts map[string]*topic) error {
 	recs := make([]topicRecord, 0, len(ts))
 	for _, t := range ts {
 		recs = append(recs, topicRecord{Name: t.name, ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.partitions)), Configs: t.overrides})
@@ -435,7 +435,7 @@ func (e *Engine) saveTopics(ts map[string]*topic) error {
 }
 
 // loadTopics reads topics.json and opens every partition.
-func (e *Engine) loadTopics() error {
+func (e *Core) loadTopics() error {
 	b, err := os.ReadFile(filepath.Join(e.cfg.Dir, topicsFile))
 	if os.IsNotExist(err) {
 		return nil

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/testkit"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,11 +48,11 @@ type testCluster struct {
 // and racks[i] as broker i+1's rack when given.
 func startCluster(t *testing.T, n int, props string, racks ...string) *testCluster {
 	t.Helper()
-	bin := e2eBuildRinglog(t)
+	bin := testkit.Binary(t)
 	c := &testCluster{t: t, racks: racks}
 	var vs []string
 	for i := range n {
-		vs = append(vs, fmt.Sprintf("%d@%s", i+1, e2eFreeAddr(t)))
+		vs = append(vs, fmt.Sprintf("%d@%s", i+1, testkit.FreeAddr(t)))
 	}
 	c.voters = strings.Join(vs, ",")
 	c.conf = filepath.Join(t.TempDir(), "server.properties")

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/testkit"
 	"ringlog/kafka"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -322,34 +321,9 @@ func (l *e2eLog) String() string {
 	return l.b.String()
 }
 
-// e2eBuildRinglog builds cmd/ringlog into a temporary directory.
-func e2eBuildRinglog(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ringlog")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "ringlog/cmd/ringlog")
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/ringlog: %v\n%s", err, out)
-	}
-	t.Logf("built cmd/ringlog in %v", time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
-func e2eFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // start runs the broker and waits until it answers a metadata request; a
-// binary that does not serve Kafka (yet) skips the test. The port is
+// broker that does not start or does not answer fails the test (it never
+// skips: a broker that crashes at start must show red). The port is
 // chosen free and then handed to the broker, so another process may take
 // it in between: a start that fails on "address already in use" is tried
 // again on a new port.
@@ -373,7 +347,7 @@ func (p *ringlogProc) startOnce(extra ...string) bool {
 	// A new port for every start: the gnet listener does not set
 	// SO_REUSEADDR (yet), so the port of a killed broker stays taken while
 	// its connections sit in TIME_WAIT.
-	p.addr = e2eFreeAddr(t)
+	p.addr = testkit.FreeAddr(t)
 	args := append([]string{"-listen", p.addr, "-data-dir", p.dir}, extra...)
 	p.cmd = exec.Command(p.bin, args...)
 	p.out = &e2eLog{}
@@ -408,21 +382,17 @@ func (p *ringlogProc) startOnce(extra ...string) bool {
 			p.served = true
 			return true
 		}
-		skip := t.Skipf
-		if p.served {
-			skip = t.Fatalf
-		}
 		select {
 		case werr := <-p.done:
 			p.done <- werr
 			if strings.Contains(p.out.String(), "address already in use") {
 				return false
 			}
-			skip("cmd/ringlog %v exited (%v) without serving Kafka; this test needs the broker binary (issue 3, section 4):\n%s", args, werr, p.out)
+			t.Fatalf("cmd/ringlog %v exited (%v) without serving Kafka:\n%s", args, werr, p.out)
 		default:
 		}
 		if time.Now().After(deadline) {
-			skip("cmd/ringlog %v does not answer a metadata request after 10 s (%v); this test needs the broker binary (issue 3, section 4):\n%s", args, err, p.out)
+			t.Fatalf("cmd/ringlog %v does not answer a metadata request after 10 s (%v):\n%s", args, err, p.out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -487,7 +457,7 @@ func countLogDirs(t *testing.T, dir string) int {
 // SIGTERM stops it cleanly, and the next start opens every log without a
 // recovery scan.
 func TestDurabilityAcrossKill(t *testing.T) {
-	p := &ringlogProc{t: t, bin: e2eBuildRinglog(t), dir: t.TempDir()}
+	p := &ringlogProc{t: t, bin: testkit.Binary(t), dir: t.TempDir()}
 	p.start("-flush", "always")
 	const topic, parts = "durable", 4
 

@@ -142,7 +142,7 @@ func fetchTestTopic(t testing.TB, b *testBroker, topic string, partitions int32,
 // shared; partition limits; the first batch of the first partition with data
 // whole, KIP-74), with the records read into memory from the engine's
 // regions.
-func expectedFetch(t testing.TB, e *engine.Engine, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+func expectedFetch(t testing.TB, e *engine.Core, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	t.Helper()
 	resp := &kmsg.FetchResponse{Version: req.Version}
 	resp.Default()

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine/group"
+	"ringlog/internal/testkit"
 )
 
 // KIP-848 groups of kgo clients (ServerSideBalancer) against a real
@@ -87,17 +88,6 @@ func (c *consumer848) stats() (records map[string]int, changes int) {
 	return maps.Clone(c.records), c.changes
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func produceN(t *testing.T, cl *kgo.Client, topic string, partitions int32, n int) {
 	t.Helper()
 	var rs []*kgo.Record
@@ -140,7 +130,7 @@ func TestGroup848Restart(t *testing.T) {
 	for range 3 {
 		cs = append(cs, startConsumer848(t, b, "g", kgo.ConsumeTopics("t")))
 	}
-	waitUntil(t, 20*time.Second, "600 records and a stable group", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "600 records and a stable group", func() bool {
 		d := describe848(t, b, "g")
 		return sumRecords(cs...)["t"] == 600 && d.State == "Stable" && len(d.Members) == 3
 	})
@@ -162,7 +152,7 @@ func TestGroup848Restart(t *testing.T) {
 	// coordinator loads), then consume what comes next.
 	time.Sleep(time.Second)
 	produceN(t, b.client(kgo.RecordPartitioner(kgo.ManualPartitioner())), "t", 6, 300)
-	waitUntil(t, 20*time.Second, "300 more records", func() bool { return sumRecords(cs...)["t"] >= 900 })
+	testkit.WaitFor(t, 20*time.Second, "300 more records", func() bool { return sumRecords(cs...)["t"] >= 900 })
 
 	after := describe848(t, b, "g")
 	if after.Epoch != before.Epoch || after.AssignmentEpoch != before.AssignmentEpoch || after.State != "Stable" || len(after.Members) != 3 {
@@ -194,13 +184,13 @@ func TestGroup848TopicChanges(t *testing.T) {
 	prod := b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceN(t, prod, "events-a", 2, 20)
 	c := startConsumer848(t, b, "rx", kgo.ConsumeRegex(), kgo.ConsumeTopics("^events-.*"))
-	waitUntil(t, 15*time.Second, "events-a consumed", func() bool { return sumRecords(c)["events-a"] == 20 })
+	testkit.WaitFor(t, 15*time.Second, "events-a consumed", func() bool { return sumRecords(c)["events-a"] == 20 })
 
 	// A new topic matching the regex: the broker assigns it.
 	e2eCreateTopic(t, b, "events-b", 3, nil)
 	e2eCreateTopic(t, b, "unrelated", 1, nil)
 	produceN(t, prod, "events-b", 3, 30)
-	waitUntil(t, 15*time.Second, "events-b consumed", func() bool { return sumRecords(c)["events-b"] == 30 })
+	testkit.WaitFor(t, 15*time.Second, "events-b consumed", func() bool { return sumRecords(c)["events-b"] == 30 })
 
 	// events-a grows to 4 partitions: the new ones are assigned.
 	if _, err := adm.CreatePartitions(context.Background(), 2, "events-a"); err != nil {
@@ -213,7 +203,7 @@ func TestGroup848TopicChanges(t *testing.T) {
 	if err := b.client(kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 15*time.Second, "the new partitions consumed", func() bool { return sumRecords(c)["events-a"] == 40 })
+	testkit.WaitFor(t, 15*time.Second, "the new partitions consumed", func() bool { return sumRecords(c)["events-a"] == 40 })
 	d := describe848(t, b, "rx")
 	if len(d.Members) != 1 || d.Members[0].SubscribedTopicRegex == nil {
 		t.Fatalf("group: %+v", d)
@@ -229,14 +219,14 @@ func TestGroup848TopicChanges(t *testing.T) {
 	// A topic subscribed by name is deleted: it leaves the assignment.
 	e2eCreateTopic(t, b, "named", 2, nil)
 	named := startConsumer848(t, b, "byname", kgo.ConsumeTopics("named", "events-b"))
-	waitUntil(t, 15*time.Second, "named assigned", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "named assigned", func() bool {
 		d := describe848(t, b, "byname")
 		return d.State == "Stable" && len(d.Members) == 1 && len(d.Members[0].Assignment.TopicPartitions) == 2
 	})
 	if _, err := adm.DeleteTopics(context.Background(), "named"); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 15*time.Second, "the deleted topic unassigned", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the deleted topic unassigned", func() bool {
 		d := describe848(t, b, "byname")
 		return d.State == "Stable" && len(d.Members) == 1 && len(d.Members[0].Assignment.TopicPartitions) == 1 &&
 			d.Members[0].Assignment.TopicPartitions[0].Topic == "events-b"
@@ -254,7 +244,7 @@ func TestGroup848StaticRestart(t *testing.T) {
 	e2eCreateTopic(t, b, "t", 4, nil)
 	other := startConsumer848(t, b, "g", kgo.ConsumeTopics("t"), kgo.InstanceID("other"))
 	first := startConsumer848(t, b, "g", kgo.ConsumeTopics("t"), kgo.InstanceID("bouncing"))
-	waitUntil(t, 15*time.Second, "a stable group", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "a stable group", func() bool {
 		d := describe848(t, b, "g")
 		return d.State == "Stable" && len(d.Members) == 2
 	})
@@ -273,7 +263,7 @@ func TestGroup848StaticRestart(t *testing.T) {
 		t.Fatalf("after the static member closed: %+v", d)
 	}
 	again := startConsumer848(t, b, "g", kgo.ConsumeTopics("t"), kgo.InstanceID("bouncing"))
-	waitUntil(t, 15*time.Second, "the new instance's partitions", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the new instance's partitions", func() bool {
 		again.mu.Lock()
 		defer again.mu.Unlock()
 		return len(again.assigned["t"]) == 2

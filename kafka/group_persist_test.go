@@ -8,7 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine/group"
+	"ringlog/internal/testkit/testbroker"
 	"ringlog/kafka"
 )
 
@@ -80,11 +82,10 @@ func TestGroupPersistence(t *testing.T) {
 		// A stable consumer group keeps the offsets of topics it subscribes
 		// to ("t") but not of others ("u", KIP-496); empty groups lose them
 		// all once they have been empty for the retention.
-		b.opts.Groups = func(c *group.Config) {
-			c.OffsetsRetention = 300 * time.Millisecond
-			c.OffsetsRetentionCheckInterval = 50 * time.Millisecond
-		}
-		b.Restart()
+		b.Restart(func(c *broker.Config) {
+			c.Groups.OffsetsRetention = 300 * time.Millisecond
+			c.Groups.OffsetsRetentionCheckInterval = 50 * time.Millisecond
+		})
 		a = dialAdmin(t, b.Addr)
 		wantCode(t, "heartbeat", a.heartbeat(3, "g", id, gen, nil), nil)
 		waitOffset(t, a, "g", "u", 0, -1)
@@ -96,8 +97,7 @@ func TestGroupPersistence(t *testing.T) {
 		if len(listed.Groups) != 0 {
 			t.Fatalf("groups after expiry: %+v", listed.Groups)
 		}
-		b.opts.Groups = nil
-		b.Restart()
+		b.Restart(func(c *broker.Config) { c.Groups = testbroker.Config(b.dir).Groups })
 		a = dialAdmin(t, b.Addr)
 		for _, g := range []string{"g", "simple"} {
 			if d := a.describe(5, g).Groups[0]; d.State != "Dead" {

@@ -3,9 +3,6 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,25 +13,23 @@ import (
 	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/testkit/testbroker"
 	"ringlog/ioring"
 	"ringlog/kafka"
 	"ringlog/netpoll"
 )
 
 // testBroker is a broker started in the test's process with broker.Start,
-// the wiring the binary runs: engine, local one-voter quorum, replication,
-// group coordinator, Kafka protocol, network.
+// the wiring the binary runs (testkit.Broker), and its parts.
 type testBroker struct {
-	t    testing.TB
-	Addr string
+	*testbroker.Broker
+	t testing.TB
 	// Engine, Server, Net and Groups are the running broker's parts.
-	Engine *engine.Engine
+	Engine *engine.Core
 	Server *kafka.Server
 	Net    *netpoll.Server
 	Groups *group.Coordinator
 	dir    string
-	opts   brokerOpts
-	b      *broker.Broker
 	nodeID int32
 }
 
@@ -52,65 +47,46 @@ type brokerOpts struct {
 // startBroker starts a broker and stops it at the end of the test.
 func startBroker(t testing.TB, opts brokerOpts) *testBroker {
 	t.Helper()
-	b := &testBroker{t: t, opts: opts, dir: opts.Dir}
-	if b.dir == "" {
-		b.dir = t.TempDir()
+	dir := opts.Dir
+	if dir == "" {
+		dir = t.TempDir()
 	}
-	b.start()
-	t.Cleanup(b.Stop)
+	cfg := testbroker.Config(dir)
+	if opts.Portable {
+		cfg.IO = ioring.ModePortable
+	}
+	if opts.Groups != nil {
+		opts.Groups(&cfg.Groups)
+	}
+	if opts.Config != nil {
+		opts.Config(&cfg)
+	}
+	b := &testBroker{Broker: testbroker.StartBroker(t, cfg), t: t, dir: dir, nodeID: cfg.NodeID}
+	b.ready()
 	return b
 }
 
-// testConfig is the configuration of a test broker: the binary's defaults
-// with a few changes for speed.
-func testConfig(dir string) broker.Config {
-	cfg := broker.DefaultConfig()
-	cfg.Listen, cfg.DataDir, cfg.Shards, cfg.IO = "127.0.0.1:0", dir, 2, ioring.ModeAuto
-	cfg.Logger = quietLogger()
-	// Kafka's group defaults but for the initial rebalance delay, which
-	// would add 3 s to every test's first rebalance.
-	cfg.Groups.InitialRebalanceDelay = 0
-	// 4 partitions of __consumer_offsets rather than 50: a broker starts
-	// in a tenth of the time, and the tests start hundreds.
-	cfg.Groups.OffsetsTopicPartitions = 4
-	return cfg
-}
-
-func (b *testBroker) start() {
-	t := b.t
-	t.Helper()
-	cfg := testConfig(b.dir)
-	if b.opts.Portable {
-		cfg.IO = ioring.ModePortable
-	}
-	if b.Addr != "" {
-		cfg.Listen = b.Addr // a restart keeps the port
-	}
-	if b.opts.Groups != nil {
-		b.opts.Groups(&cfg.Groups)
-	}
-	if b.opts.Config != nil {
-		b.opts.Config(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	br, err := broker.Start(ctx, cfg)
-	for attempt := 0; err != nil && b.Addr == "" && attempt < 3 && strings.Contains(err.Error(), "address already in use"); attempt++ {
-		// The free port the broker picked was taken before it bound it
-		// (another package's test): pick again.
-		br, err = broker.Start(ctx, cfg)
-	}
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	b.b, b.nodeID = br, cfg.NodeID
-	b.Addr, b.Engine, b.Server, b.Net, b.Groups = br.Addr(), br.Engine(), br.Server(), br.Network(), br.Groups()
+// ready takes the running broker's parts and waits until it coordinates
+// groups.
+func (b *testBroker) ready() {
+	br := b.B
+	b.Engine, b.Server, b.Net, b.Groups = br.Engine(), br.Server(), br.Network(), br.Groups()
 	// Tests that send raw group requests want exact codes: have
 	// __consumer_offsets created, as a client's first FindCoordinator
 	// does, and every partition of it coordinated here before they start
 	// (clients would retry COORDINATOR_LOAD_IN_PROGRESS and
 	// NOT_COORDINATOR; engine/group tests those codes).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	b.waitCoordinating(ctx)
+}
+
+// Restart stops and starts the broker on the same port and data; tweak,
+// when given, changes its configuration from this start on.
+func (b *testBroker) Restart(tweak ...func(*broker.Config)) {
+	b.t.Helper()
+	b.Broker.Restart(tweak...)
+	b.ready()
 }
 
 // waitCoordinating waits until the broker coordinates the groups of every
@@ -147,25 +123,6 @@ func (b *testBroker) waitCoordinating(ctx context.Context) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-}
-
-// Stop closes the broker as the binary does on SIGTERM.
-func (b *testBroker) Stop() {
-	if b.b == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.b.Close(ctx); err != nil {
-		b.t.Errorf("close broker: %v", err)
-	}
-	b.b, b.Net, b.Engine = nil, nil, nil
-}
-
-// Restart stops and starts the broker on the same port and data.
-func (b *testBroker) Restart() {
-	b.Stop()
-	b.start()
 }
 
 // client returns a kgo client for the broker, closed at the end of the test.
@@ -235,14 +192,4 @@ func userTopics(ts []engine.TopicInfo) []engine.TopicInfo {
 		}
 	}
 	return out
-}
-
-// quietLogger keeps the test brokers' logs out of the test output, but for
-// warnings and errors; RINGLOG_TEST_LOG=1 shows everything.
-func quietLogger() *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("RINGLOG_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -55,7 +55,7 @@ type Config struct {
 // netpoll.Handler.
 type Server struct {
 	cfg Config
-	eng *engine.Engine
+	eng *engine.Core
 	log *slog.Logger
 
 	inflightSync atomic.Int64 // blocking handlers running on their own goroutines
@@ -64,7 +64,7 @@ type Server struct {
 }
 
 // NewServer returns the protocol handler for eng.
-func NewServer(cfg Config, eng *engine.Engine) *Server {
+func NewServer(cfg Config, eng *engine.Core) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -296,18 +296,6 @@ func (c *client) expectClosed(timeout time.Duration) {
 	}
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func dialRaw(s *Server) (net.Conn, error) {
 	nc, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
 	if err == nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"ringlog/internal/testkit"
 )
 
 // TestSendfileShare measures how many file-region bytes go by sendfile on
@@ -65,7 +67,7 @@ func TestSendfileShare(t *testing.T) {
 				}
 			}
 			total := int64(regions) * size
-			waitFor(t, "the region counters", func() bool {
+			testkit.WaitFor(t, 5*time.Second, "the region counters", func() bool {
 				st := s.Stats()
 				return st.SendfileBytes+st.CopiedBytes == total
 			})

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ringlog/internal/testkit"
 )
 
 func TestEcho(t *testing.T) {
@@ -104,7 +106,7 @@ func TestPipelinedOutOfOrder(t *testing.T) {
 				t.Fatalf("response %d: %q, want %q", i, b, want[i])
 			}
 		}
-		waitFor(t, "in-flight to drain", func() bool { return s.Stats().InFlight == 0 })
+		testkit.WaitFor(t, 5*time.Second, "in-flight to drain", func() bool { return s.Stats().InFlight == 0 })
 	})
 }
 
@@ -157,7 +159,7 @@ func TestFileRegions(t *testing.T) {
 		}
 		// The counters move just after the bytes leave: the client can be
 		// faster than the loop's next instruction.
-		waitFor(t, "the region counters", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "the region counters", func() bool {
 			st := s.Stats()
 			return st.SendfileBytes+st.CopiedBytes == regionBytes
 		})
@@ -193,7 +195,7 @@ func TestShortRegionClosesConnection(t *testing.T) {
 		c := dial(t, s)
 		c.send(fileReq(cmdFile, int64(len(data))-1000, 5000))
 		c.expectClosed(5 * time.Second)
-		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 })
+		testkit.WaitFor(t, 5*time.Second, "Closed", func() bool { return h.closed.Load() == 1 })
 		_ = s
 	})
 }
@@ -222,7 +224,7 @@ func TestSlowReaderIsBounded(t *testing.T) {
 		}
 
 		var peak int64
-		waitFor(t, "a pause", func() bool { return s.Stats().Pauses > 0 })
+		testkit.WaitFor(t, 5*time.Second, "a pause", func() bool { return s.Stats().Pauses > 0 })
 		for range 100 {
 			peak = max(peak, s.Stats().QueuedBytes)
 			time.Sleep(2 * time.Millisecond)
@@ -293,13 +295,13 @@ func TestTruncatedFrame(t *testing.T) {
 		if _, err := c.nc.Write(wire); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the bytes to be read", func() bool { return s.Stats().BytesIn == int64(len(wire)) })
+		testkit.WaitFor(t, 5*time.Second, "the bytes to be read", func() bool { return s.Stats().BytesIn == int64(len(wire)) })
 		runtime.ReadMemStats(&after)
 		if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 {
 			t.Fatalf("%d bytes allocated for a frame announced at 90 MiB", grown)
 		}
 		_ = c.nc.Close()
-		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 })
+		testkit.WaitFor(t, 5*time.Second, "Closed", func() bool { return h.closed.Load() == 1 })
 		if h.served.Load() != 0 {
 			t.Fatal("a truncated frame was served")
 		}
@@ -321,7 +323,7 @@ func TestMaxConns(t *testing.T) {
 			t.Fatalf("stats %+v", st)
 		}
 		_ = a.nc.Close()
-		waitFor(t, "a to close", func() bool { return s.Stats().Conns == 1 })
+		testkit.WaitFor(t, 5*time.Second, "a to close", func() bool { return s.Stats().Conns == 1 })
 		again := dial(t, s)
 		again.send(echoReq("y"))
 		if got := string(again.recv()); got != "ey" {
@@ -343,7 +345,7 @@ func TestMaxInFlight(t *testing.T) {
 		if _, err := c.nc.Write(wire); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "4 served", func() bool { return h.served.Load() == 4 })
+		testkit.WaitFor(t, 5*time.Second, "4 served", func() bool { return h.served.Load() == 4 })
 		time.Sleep(20 * time.Millisecond)
 		if n := h.served.Load(); n != 4 {
 			t.Fatalf("%d served with MaxInFlight 4", n)
@@ -373,7 +375,7 @@ func TestHandlerCloses(t *testing.T) {
 		c := dial(t, s)
 		c.send([]byte{cmdClose})
 		c.expectClosed(5 * time.Second)
-		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 && s.Stats().Conns == 0 })
+		testkit.WaitFor(t, 5*time.Second, "Closed", func() bool { return h.closed.Load() == 1 && s.Stats().Conns == 0 })
 	})
 }
 
@@ -384,7 +386,7 @@ func TestGracefulClose(t *testing.T) {
 		s := serve(t, portable, Config{}, h)
 		c := dial(t, s)
 		c.send(delayReq(150, "answered before close"))
-		waitFor(t, "serve", func() bool { return h.served.Load() == 1 })
+		testkit.WaitFor(t, 5*time.Second, "serve", func() bool { return h.served.Load() == 1 })
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -429,9 +431,9 @@ func TestCloseTimeoutReleasesEverything(t *testing.T) {
 		// Dropped with its connection: the reply comes after the client left.
 		gone := dial(t, s)
 		gone.send(delayReq(50, "nobody reads this"))
-		waitFor(t, "serve", func() bool { return h.served.Load() == 2 })
+		testkit.WaitFor(t, 5*time.Second, "serve", func() bool { return h.served.Load() == 2 })
 		_ = gone.nc.Close()
-		waitFor(t, "the connection to close", func() bool { return h.closed.Load() == 1 })
+		testkit.WaitFor(t, 5*time.Second, "the connection to close", func() bool { return h.closed.Load() == 1 })
 
 		// Dropped with the server: a client that never reads holds queued
 		// responses, and one request is never answered.
@@ -440,7 +442,7 @@ func TestCloseTimeoutReleasesEverything(t *testing.T) {
 		for range 8 {
 			stuck.send(fileReq(cmdFile, 0, 1<<20))
 		}
-		waitFor(t, "queued responses", func() bool { return s.Stats().QueuedBytes > 0 })
+		testkit.WaitFor(t, 5*time.Second, "queued responses", func() bool { return s.Stats().QueuedBytes > 0 })
 
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -497,7 +499,7 @@ func TestPausedClientKeepsSending(t *testing.T) {
 			t.Fatalf("%d served while paused", n)
 		}
 		hd.c.NoReply(hd.seq)
-		waitFor(t, "reading to resume", func() bool { return h.served.Load() > 1 })
+		testkit.WaitFor(t, 5*time.Second, "reading to resume", func() bool { return h.served.Load() > 1 })
 	})
 }
 
@@ -596,7 +598,7 @@ func TestLimitCloseIsLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.expectClosed(5 * time.Second)
-		waitFor(t, "the warning", func() bool { return strings.Contains(logs.String(), "closed by a limit") })
+		testkit.WaitFor(t, 5*time.Second, "the warning", func() bool { return strings.Contains(logs.String(), "closed by a limit") })
 		if out := logs.String(); strings.Count(out, "closed by a limit") != 1 || !strings.Contains(out, "level=WARN msg=\"netpoll: connection closed by a limit\"") || !strings.Contains(out, "max_frame_bytes=1024") {
 			t.Fatalf("want one warning naming max_frame_bytes=1024:\n%s", out)
 		}

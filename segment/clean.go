@@ -285,7 +285,12 @@ func (l *Log) PlanClean(upper int64, producers map[int64]int64) (*CleanPlan, err
 	if !l.cleaner.busy.CompareAndSwap(false, true) {
 		return nil, nil
 	}
-	p := &CleanPlan{Status: st, log: l, set: l.acquire(), cfg: l.cfg, now: l.opts.Now().UnixMilli(),
+	set := l.acquire()
+	if set == nil {
+		l.cleaner.busy.Store(false)
+		return nil, ErrClosed
+	}
+	p := &CleanPlan{Status: st, log: l, set: set, cfg: l.cfg, now: l.opts.Now().UnixMilli(),
 		producers: producers, truncations: l.cleaner.truncations}
 	segs := p.set.segs
 	for _, s := range segs[:len(segs)-1] {

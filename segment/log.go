@@ -111,10 +111,14 @@ func (s *segSet) release() {
 	}
 }
 
-// acquire pins the current segment set.
+// acquire pins the current segment set; nil once the log is closed (a
+// reader racing Close gets ErrClosed, not a nil dereference).
 func (l *Log) acquire() *segSet {
 	for {
 		s := l.set.Load()
+		if s == nil {
+			return nil
+		}
 		if s.tryAcquire() {
 			return s
 		}
@@ -191,6 +195,9 @@ func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
 // Size is the total committed size of the segments in bytes.
 func (l *Log) Size() int64 {
 	set := l.acquire()
+	if set == nil {
+		return 0
+	}
 	defer set.release()
 	var n int64
 	for _, s := range set.segs {
@@ -202,6 +209,9 @@ func (l *Log) Size() int64 {
 // Segments is the number of segments.
 func (l *Log) Segments() int {
 	set := l.acquire()
+	if set == nil {
+		return 0
+	}
 	defer set.release()
 	return len(set.segs)
 }

@@ -67,6 +67,9 @@ func segmentFor(segs []*segment, offset int64) int {
 // goroutine may call Read.
 func (l *Log) Read(offset, maxBytes, upper int64, minOne bool) (*ReadResult, error) {
 	set := l.acquire()
+	if set == nil {
+		return nil, ErrClosed
+	}
 	start, leo := l.logStart.Load(), l.leo.Load()
 	if offset < start || offset > leo {
 		set.release()
@@ -160,6 +163,9 @@ var ErrNotFound = errors.New("segment: no record at or after that timestamp")
 // Only records below upper are considered. Any goroutine may call it.
 func (l *Log) OffsetForTimestamp(ts int64, upper int64) (int64, int64, error) {
 	set := l.acquire()
+	if set == nil {
+		return 0, 0, ErrClosed
+	}
 	defer set.release()
 	start := l.logStart.Load()
 	upper = min(upper, l.leo.Load())
@@ -254,6 +260,9 @@ func (l *Log) MaxTimestamp() (int64, int64) {
 // goroutine may call it.
 func (l *Log) ScanHeaders(from, to int64, fn func(h batch.Header) error) error {
 	set := l.acquire()
+	if set == nil {
+		return ErrClosed
+	}
 	defer set.release()
 	to = min(to, l.leo.Load())
 	from = max(from, l.logStart.Load())

@@ -16,6 +16,7 @@ import (
 
 	"ringlog/broker"
 	"ringlog/engine"
+	"ringlog/internal/testkit"
 	"ringlog/segment/batch"
 )
 
@@ -26,7 +27,7 @@ import (
 // handed out before are not handed out again.
 func TestLocalQuorumAdoptsTopicsWrittenWithoutIt(t *testing.T) {
 	dir := t.TempDir()
-	eng, err := engine.Open(engine.Config{Dir: dir, Shards: 1, NodeID: 0})
+	eng, err := engine.OpenCore(engine.Config{Dir: dir, Shards: 1, NodeID: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestLocalQuorumAdoptsTopicsWrittenWithoutIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := freePort(t)
+	addr := testkit.FreeAddr(t)
 	p := start(t, "-listen", addr, "-data-dir", dir)
 	p.waitFor(t, "ringlog started")
 	p.waitFor(t, "topics adopted by the new local metadata quorum")
@@ -164,7 +165,7 @@ func initProducerID(ctx context.Context, cl *kgo.Client) (int64, int16, error) {
 // a fresh quorum.
 func TestLostQuorumStoreKeepsTopics(t *testing.T) {
 	dir := t.TempDir()
-	addr := freePort(t)
+	addr := testkit.FreeAddr(t)
 	p := start(t, "-listen", addr, "-data-dir", dir)
 	p.waitFor(t, "ringlog started")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("kept"), kgo.AllowAutoTopicCreation())

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,45 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/testkit"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// The binary is built once for every test of the package.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func brokerBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ringlog-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ringlog")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // syncBuffer collects a process's output safely for concurrent reads.
 type syncBuffer struct {
@@ -82,7 +46,7 @@ type proc struct {
 
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(brokerBinary(t), args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: exec.Command(testkit.Binary(t), args...), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -124,7 +88,7 @@ func (p *proc) stop(t *testing.T) error {
 }
 
 func TestBrokerLifecycle(t *testing.T) {
-	addr, admin := freePort(t), freePort(t)
+	addr, admin := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	dir := t.TempDir()
 	p := start(t, "-listen", addr, "-data-dir", dir, "-admin", admin, "-flush", "always")
 	p.waitFor(t, "ringlog started")
@@ -195,9 +159,9 @@ func TestBrokerRefusesBadConfig(t *testing.T) {
 // first one's logs (which would have been "recovered" under it).
 func TestSecondBrokerOnOneDirectory(t *testing.T) {
 	dir := t.TempDir()
-	first := start(t, "-listen", freePort(t), "-data-dir", dir)
+	first := start(t, "-listen", testkit.FreeAddr(t), "-data-dir", dir)
 	first.waitFor(t, "ringlog started")
-	second := start(t, "-listen", freePort(t), "-data-dir", dir)
+	second := start(t, "-listen", testkit.FreeAddr(t), "-data-dir", dir)
 	select {
 	case err := <-second.done:
 		if err == nil || !strings.Contains(second.out.String(), "in use by another process") {

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"ringlog/internal/powerfs"
+	"ringlog/internal/testkit"
 )
 
 // Power-loss tests: the broker runs on powerfs, a FUSE file system that
@@ -84,7 +85,7 @@ func newPowerRun(t *testing.T, flush string) *powerRun {
 
 // start starts the broker, on the io_uring and the portable path in turn.
 func (r *powerRun) start() (*proc, string) {
-	addr := freePort(r.t)
+	addr := testkit.FreeAddr(r.t)
 	r.starts++
 	io := []string{"uring", "portable"}[r.starts%2]
 	p := start(r.t, "-listen", addr, "-data-dir", r.dataDir, "-flush", r.flush, "-shards", "2", "-io", io)

@@ -19,9 +19,9 @@ import (
 
 var offsetsTP = engine.TP{Topic: OffsetsTopic, Partition: 0}
 
-func openReplicatedCluster(t *testing.T) (*engine.Engine, *Coordinator) {
+func openReplicatedCluster(t *testing.T) (*engine.Core, *Coordinator) {
 	t.Helper()
-	e, err := engine.Open(engine.Config{Dir: t.TempDir(), Shards: 2, IO: ioring.ModeAuto, Replicated: true})
+	e, err := engine.OpenCore(engine.Config{Dir: t.TempDir(), Shards: 2, IO: ioring.ModeAuto, OnAppended: func(engine.TP, int64) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func openReplicatedCluster(t *testing.T) (*engine.Engine, *Coordinator) {
 }
 
 // waitPartState waits until the partition's state is want.
-func waitPartState(t *testing.T, e *engine.Engine, c *Coordinator, want partState) {
+func waitPartState(t *testing.T, e *engine.Core, c *Coordinator, want partState) {
 	t.Helper()
 	p := c.parts[0]
 	deadline := time.Now().Add(10 * time.Second)
@@ -62,7 +62,7 @@ func waitPartState(t *testing.T, e *engine.Engine, c *Coordinator, want partStat
 // replicated moves the high watermark to the LEO, as the followers'
 // fetches would, until an answer comes (the write it waits for may not
 // be in the log yet), and returns it.
-func replicated[Resp any](t *testing.T, e *engine.Engine, got chan Resp) Resp {
+func replicated[Resp any](t *testing.T, e *engine.Core, got chan Resp) Resp {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -46,7 +46,7 @@ type cgEnv struct {
 	cfg    *Config
 }
 
-// topicSource is the part of *engine.Engine the groups read topics from.
+// topicSource is the part of *engine.Core the groups read topics from.
 type topicSource interface {
 	TopicsVersion() uint64
 	Topic(name string) (engine.TopicInfo, bool)

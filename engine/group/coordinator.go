@@ -154,7 +154,7 @@ func DefaultConfig() Config {
 // from any goroutine; each answers through its reply function exactly
 // once, from a shard goroutine or the caller's.
 type Coordinator struct {
-	eng   *engine.Engine
+	eng   *engine.Core
 	cfg   Config
 	log   *slog.Logger
 	parts []*partition // by partition of __consumer_offsets; fixed at Start
@@ -222,7 +222,7 @@ const maxParallelLoads = 4
 // partition is replayed its groups are answered
 // COORDINATOR_LOAD_IN_PROGRESS. In cluster mode it creates nothing and
 // coordinates nothing until Elected.
-func Start(eng *engine.Engine, cfg Config) (*Coordinator, error) {
+func Start(eng *engine.Core, cfg Config) (*Coordinator, error) {
 	cfg.setDefaults()
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
 		return nil, fmt.Errorf("group: group.min.session.timeout.ms %v above group.max.session.timeout.ms %v", cfg.MinSessionTimeout, cfg.MaxSessionTimeout)

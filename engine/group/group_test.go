@@ -17,16 +17,16 @@ import (
 // The coordinator over a real engine (files, shards, io_uring where the
 // machine has it), driven through its API without a network.
 
-func openEngine(t *testing.T, dir string) *engine.Engine {
+func openEngine(t *testing.T, dir string) *engine.Core {
 	t.Helper()
-	e, err := engine.Open(engine.Config{Dir: dir, Shards: 2, IO: ioring.ModeAuto})
+	e, err := engine.OpenCore(engine.Config{Dir: dir, Shards: 2, IO: ioring.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func startCoordinator(t *testing.T, e *engine.Engine, cfg Config) *Coordinator {
+func startCoordinator(t *testing.T, e *engine.Core, cfg Config) *Coordinator {
 	t.Helper()
 	if cfg.OffsetsTopicPartitions == 0 {
 		cfg.OffsetsTopicPartitions = 3

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
-	"ringlog/kafka"
-	"ringlog/netpoll"
+	"ringlog/internal/testkit/testbroker"
 	"ringlog/replication/fetcher"
 )
 
@@ -329,74 +325,15 @@ func newKfake(t testing.TB, topic string, n int32) (*kfake.Cluster, [16]byte) {
 	return c, c.TopicInfo(topic).TopicID
 }
 
-// testBroker is ringlog's own broker on 127.0.0.1: engine, protocol,
-// network, as kafka's tests start it (no group coordinator).
+// testBroker is ringlog's own broker on 127.0.0.1, as the binary runs it.
 type testBroker struct {
-	t      testing.TB
-	Addr   string
-	dir    string
-	Engine *engine.Engine
-	Server *kafka.Server
-	Net    *netpoll.Server
+	*testbroker.Broker
+	t testing.TB
 }
 
 func startBroker(t testing.TB) *testBroker {
 	t.Helper()
-	b := &testBroker{t: t, dir: t.TempDir()}
-	b.start()
-	t.Cleanup(b.Stop)
-	return b
-}
-
-func (b *testBroker) start() {
-	t := b.t
-	e, err := engine.Open(engine.Config{Dir: b.dir, Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:0"
-	if b.Addr != "" {
-		addr = b.Addr // a restart keeps the port
-	}
-	h := &lateHandler{}
-	var ns *netpoll.Server
-	for i := 0; ; i++ {
-		ns, err = netpoll.Listen(netpoll.Config{Addr: addr}, h)
-		if err == nil || i == 50 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the old listener's port may linger briefly
-	}
-	if err != nil {
-		e.Close()
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ns.Addr().String())
-	p, _ := strconv.Atoi(port)
-	srv := kafka.NewServer(kafka.Config{AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(p), AutoCreateTopics: true}, e)
-	h.srv.Store(srv)
-	b.Addr, b.Engine, b.Server, b.Net = ns.Addr().String(), e, srv, ns
-}
-
-func (b *testBroker) Stop() {
-	if b.Net == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b.Server.StopLongPolls()
-	if err := b.Net.Close(ctx); err != nil {
-		b.t.Errorf("close network: %v", err)
-	}
-	if err := b.Engine.Close(); err != nil {
-		b.t.Errorf("close engine: %v", err)
-	}
-	b.Net, b.Engine = nil, nil
-}
-
-func (b *testBroker) Restart() {
-	b.Stop()
-	b.start()
+	return &testBroker{Broker: testbroker.StartBroker(t, testbroker.Config(t.TempDir())), t: t}
 }
 
 // createTopic creates topic with n partitions and returns its id.
@@ -415,29 +352,13 @@ func (b *testBroker) createTopic(topic string, n int32) [16]byte {
 	if code := resp.Topics[0].ErrorCode; code != 0 {
 		b.t.Fatalf("create %s: error %d", topic, code)
 	}
-	for _, ti := range b.Engine.Topics() {
+	for _, ti := range b.Engine().Topics() {
 		if ti.Name == topic {
 			return ti.ID
 		}
 	}
 	b.t.Fatalf("topic %s not in the engine", topic)
 	return [16]byte{}
-}
-
-type lateHandler struct{ srv atomic.Pointer[kafka.Server] }
-
-func (h *lateHandler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
-	if s := h.srv.Load(); s != nil {
-		s.Serve(c, seq, frame)
-		return
-	}
-	c.Close()
-}
-
-func (h *lateHandler) Closed(c *netpoll.Conn) {
-	if s := h.srv.Load(); s != nil {
-		s.Closed(c)
-	}
 }
 
 // --- clients ---

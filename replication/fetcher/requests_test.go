@@ -170,7 +170,7 @@ func TestLeaderEpochFencingRinglog(t *testing.T) {
 	b := startBroker(t)
 	id := b.createTopic("fence", 1)
 	tp := engine.TP{Topic: "fence"}
-	st, err := b.Engine.State(tp)
+	st, err := b.Engine().State(tp)
 	if err != nil {
 		t.Fatal(err)
 	}

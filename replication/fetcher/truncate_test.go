@@ -22,7 +22,7 @@ func TestTruncateBeforeFetchRinglog(t *testing.T) {
 	cl := producer(t, b.Addr)
 	produce(t, cl, "trunc", []int32{0, 1}, 100, 50, 20)
 	p0, p1 := engine.TP{Topic: "trunc", Partition: 0}, engine.TP{Topic: "trunc", Partition: 1}
-	st, err := b.Engine.State(p0)
+	st, err := b.Engine().State(p0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func (c Config) withDefaults() Config {
 type Node struct {
 	cfg Config
 	log *slog.Logger
-	eng *engine.Engine
+	eng *engine.Core
 	ctl *controller.Controller
 
 	mu      sync.Mutex
@@ -136,7 +136,7 @@ func New(cfg Config) *Node {
 
 // Start registers the broker with the controller and applies its metadata
 // from now on, until Close.
-func (n *Node) Start(eng *engine.Engine, ctl *controller.Controller) error {
+func (n *Node) Start(eng *engine.Core, ctl *controller.Controller) error {
 	n.eng, n.ctl = eng, ctl
 	hb, stop := context.WithCancel(n.ctx)
 	n.stopHeartbeats = stop

@@ -1,0 +1,71 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary returns the path of the broker binary (cmd/ringlog), built once
+// per test binary into a temporary directory. A build that fails fails
+// the test: nothing that needs the binary is skipped.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ringlog-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "ringlog")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.CommandContext(ctx, goBin, "build", "-o", binPath, "ringlog/cmd/ringlog").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ringlog/cmd/ringlog: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// FreeAddr returns 127.0.0.1:port with a port free now. Another process
+// may take it before the caller binds it: a start that fails with
+// "address already in use" should pick again.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// WaitFor polls cond until it holds, failing the test with what after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
