@@ -3,11 +3,10 @@ package fetcher_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,9 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
-	"ringlog/kafka"
-	"ringlog/netpoll"
 	"ringlog/replication/fetcher"
 )
 
@@ -329,15 +327,15 @@ func newKfake(t testing.TB, topic string, n int32) (*kfake.Cluster, [16]byte) {
 	return c, c.TopicInfo(topic).TopicID
 }
 
-// testBroker is ringlog's own broker on 127.0.0.1: engine, protocol,
-// network, as kafka's tests start it (no group coordinator).
+// testBroker is ringlog's own broker on 127.0.0.1, started with
+// broker.Start as the binary starts it (engine, its one-voter quorum,
+// replication, groups, protocol, network).
 type testBroker struct {
 	t      testing.TB
 	Addr   string
 	dir    string
 	Engine *engine.Engine
-	Server *kafka.Server
-	Net    *netpoll.Server
+	b      *broker.Broker
 }
 
 func startBroker(t testing.TB) *testBroker {
@@ -350,48 +348,40 @@ func startBroker(t testing.TB) *testBroker {
 
 func (b *testBroker) start() {
 	t := b.t
-	e, err := engine.Open(engine.Config{Dir: b.dir, Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:0"
+	cfg := broker.DefaultConfig()
+	cfg.Listen, cfg.DataDir, cfg.Shards = "127.0.0.1:0", b.dir, 2
 	if b.Addr != "" {
-		addr = b.Addr // a restart keeps the port
+		cfg.Listen = b.Addr // a restart keeps the port
 	}
-	h := &lateHandler{}
-	var ns *netpoll.Server
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var br *broker.Broker
+	var err error
 	for i := 0; ; i++ {
-		ns, err = netpoll.Listen(netpoll.Config{Addr: addr}, h)
-		if err == nil || i == 50 {
+		br, err = broker.Start(ctx, cfg)
+		if err == nil || i == 50 || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond) // the old listener's port may linger briefly
+		// The old listener's port may linger briefly, or the free port
+		// picked was taken before the broker bound it.
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
-		e.Close()
-		t.Fatal(err)
+		t.Fatalf("start broker: %v", err)
 	}
-	_, port, _ := net.SplitHostPort(ns.Addr().String())
-	p, _ := strconv.Atoi(port)
-	srv := kafka.NewServer(kafka.Config{AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(p), AutoCreateTopics: true}, e)
-	h.srv.Store(srv)
-	b.Addr, b.Engine, b.Server, b.Net = ns.Addr().String(), e, srv, ns
+	b.b, b.Addr, b.Engine = br, br.Addr(), br.Engine()
 }
 
 func (b *testBroker) Stop() {
-	if b.Net == nil {
+	if b.b == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b.Server.StopLongPolls()
-	if err := b.Net.Close(ctx); err != nil {
-		b.t.Errorf("close network: %v", err)
+	if err := b.b.Close(ctx); err != nil {
+		b.t.Errorf("close broker: %v", err)
 	}
-	if err := b.Engine.Close(); err != nil {
-		b.t.Errorf("close engine: %v", err)
-	}
-	b.Net, b.Engine = nil, nil
+	b.b, b.Engine = nil, nil
 }
 
 func (b *testBroker) Restart() {
@@ -422,22 +412,6 @@ func (b *testBroker) createTopic(topic string, n int32) [16]byte {
 	}
 	b.t.Fatalf("topic %s not in the engine", topic)
 	return [16]byte{}
-}
-
-type lateHandler struct{ srv atomic.Pointer[kafka.Server] }
-
-func (h *lateHandler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
-	if s := h.srv.Load(); s != nil {
-		s.Serve(c, seq, frame)
-		return
-	}
-	c.Close()
-}
-
-func (h *lateHandler) Closed(c *netpoll.Conn) {
-	if s := h.srv.Load(); s != nil {
-		s.Closed(c)
-	}
 }
 
 // --- clients ---
