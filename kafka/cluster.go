@@ -201,37 +201,6 @@ func (s *Server) leaderCode(tp engine.TP) int16 {
 	return kerr.NotLeaderForPartition.Code
 }
 
-// followerServes reports whether this broker, not tp's leader, serves a
-// consumer's fetch for tp: as a follower, to a client that knows of
-// follower fetching (Fetch v11+, KIP-392), below its own high watermark.
-func (s *Server) followerServes(tp engine.TP, version int16) bool {
-	return s.cfg.Node != nil && version >= 11 && s.cfg.Node.Follows(tp)
-}
-
-// preferredReplica picks the replica a consumer in rack should fetch from
-// instead of this leader (KIP-392, Kafka's RackAwareReplicaSelector): an
-// in-sync replica on a live broker in the consumer's rack, when this
-// broker is not in it. -1: fetch here.
-func (s *Server) preferredReplica(tp engine.TP, rack string) int32 {
-	if s.cfg.Node == nil || rack == "" || rack == s.cfg.Rack {
-		return -1
-	}
-	img := s.cfg.Node.Image()
-	p, ok := img.Partition(tp.Topic, tp.Partition)
-	if !ok {
-		return -1
-	}
-	for _, r := range p.ISR {
-		if r == s.cfg.NodeID {
-			continue
-		}
-		if b, ok := img.Broker(r); ok && !b.Fenced && b.Rack == rack {
-			return r
-		}
-	}
-	return -1
-}
-
 // replicaOf reports whether broker id is one of tp's replicas.
 func (s *Server) replicaOf(tp engine.TP, id int32) bool {
 	p, ok := s.cfg.Node.Image().Partition(tp.Topic, tp.Partition)
