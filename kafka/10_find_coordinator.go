@@ -171,7 +171,7 @@ func (s *Server) offsetsTopic() (*controller.Topic, error) {
 				"registered_brokers", len(n.Image().Brokers()))
 		}
 	}
-	if err := s.clusterSync(ctx); err != nil {
+	if err := s.waitApplied(ctx); err != nil {
 		return nil, err
 	}
 	t := n.Image().Topic(group.OffsetsTopic)

@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -106,4 +108,16 @@ func (s *Server) validateAssignment(replicas []int32) error {
 		seen[id] = true
 	}
 	return nil
+}
+
+// adminTimeout bounds one controller request made for a client.
+const adminTimeout = 30 * time.Second
+
+// waitApplied waits until this broker's node applied everything the
+// controller applied here so far (a write just made included), so that a
+// client that changed the metadata through this broker and then asks it
+// for metadata sees the change.
+func (s *Server) waitApplied(ctx context.Context) error {
+	n := s.cfg.Node
+	return n.WaitApplied(ctx, n.Controller().Image().Index)
 }

@@ -62,7 +62,7 @@ func (s *Server) clusterCreateTopic(t *kmsg.CreateTopicsRequestTopic, overrides 
 	}
 	if !validateOnly {
 		rt.TopicID = [16]byte(topic.ID)
-		if err := s.clusterSync(ctx); err != nil {
+		if err := s.waitApplied(ctx); err != nil {
 			return fail(err)
 		}
 	}
@@ -96,7 +96,7 @@ func (s *Server) clusterDeleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTo
 	defer cancel()
 	err := s.cfg.Node.Controller().DeleteTopic(ctx, t.Name)
 	if err == nil {
-		err = s.clusterSync(ctx)
+		err = s.waitApplied(ctx)
 	}
 	return deleteAnswer(d.name, [16]byte(t.ID), err)
 }
@@ -117,7 +117,7 @@ func (s *Server) clusterCreatePartitions(t *kmsg.CreatePartitionsRequestTopic, v
 	if err := s.cfg.Node.Controller().CreatePartitions(ctx, t.Topic, t.Count, as); err != nil {
 		return err
 	}
-	return s.clusterSync(ctx)
+	return s.waitApplied(ctx)
 }
 
 // clusterAlterTopicConfig replaces a topic's overrides (AlterConfigs), or
@@ -151,5 +151,5 @@ func (s *Server) clusterAlterTopicConfig(name string, overrides map[string]strin
 	if err := s.cfg.Node.Controller().AlterConfigs(ctx, name, overrides, deletes); err != nil {
 		return err
 	}
-	return s.clusterSync(ctx)
+	return s.waitApplied(ctx)
 }
