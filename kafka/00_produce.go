@@ -53,7 +53,7 @@ type produce struct {
 	// failed is set when a partition failed: an acks=0 producer, which
 	// reads no response, learns of it by losing its connection.
 	failed atomic.Bool
-	// answered holds, for an acks=all request in a cluster, one flag per
+	// answered holds, for an acks=all request, one flag per
 	// partition sent to the engine: set by whichever of the engine's
 	// answer and the request's timeout comes first (see timeout).
 	answered []atomic.Bool
@@ -128,9 +128,9 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
-	if req.Acks == -1 && s.cfg.Node != nil {
-		// In a cluster an acks=all answer waits for the followers, at
-		// most the request's timeout.ms (Kafka's produce purgatory).
+	if req.Acks == -1 {
+		// An acks=all answer waits for the in-sync replicas, at most the
+		// request's timeout.ms (Kafka's produce purgatory).
 		n := 0
 		for i := range req.Topics {
 			n += len(req.Topics[i].Partitions)

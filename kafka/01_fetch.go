@@ -92,8 +92,8 @@ type fetchPart struct {
 	offset      int64
 	maxBytes    int64 // partition_max_bytes
 	leaderEpoch int32 // current_leader_epoch; -1 skips the check (KIP-320)
-	// fixedErr is an error decided from the request alone (unknown topic
-	// id, refused replica fetch); such a partition is never read.
+	// fixedErr is an error decided from the request alone (an unknown
+	// topic id); such a partition is never read.
 	fixedErr int16
 
 	// The answer of the last read pass.
@@ -164,30 +164,24 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		return f
 	}
 	// Followers fetch with their broker id (replica_id up to v14, the
-	// replica_state tag from v15, KIP-903). Replication arrives with the
-	// cluster issue; until then no broker is a follower of this one, and
-	// Kafka answers a fetch from a broker outside the replica set with
-	// NOT_LEADER_OR_FOLLOWER.
+	// replica_state tag from v15, KIP-903); a negative id is a consumer's.
+	// The node judges, partition by partition, whether the follower is a
+	// replica (readReplicaPart).
 	replicaID := req.ReplicaID
 	f.replicaEpoch = -1
 	if req.Version >= 15 {
 		replicaID, f.replicaEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
 	}
-	replicaErr := int16(0)
-	switch {
-	case replicaID >= 0 && s.cfg.Node != nil:
+	if replicaID >= 0 {
 		f.replica = replicaID
-	case replicaID >= 0:
-		replicaErr = kerr.NotLeaderForPartition.Code
-		s.warnReplicaFetch(cx, replicaID)
 	}
 	f.topics = make([]fetchTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := &f.topics[i]
 		t.name, t.id = rt.Topic, rt.TopicID
-		topicErr := replicaErr
-		if req.Version >= 13 && topicErr == 0 {
+		var topicErr int16
+		if req.Version >= 13 {
 			// KIP-516: v13+ names topics by id only.
 			if info, ok := s.eng.TopicByID(rt.TopicID); ok {
 				t.name = info.Name
@@ -209,20 +203,6 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		}
 	}
 	return f
-}
-
-// replicaFetchWarned rate-limits the warning about refused replica fetches:
-// a misconfigured follower retries every replica.fetch.backoff.ms.
-var replicaFetchWarned atomic.Int64
-
-func (s *Server) warnReplicaFetch(cx *reqCtx, replicaID int32) {
-	now := time.Now().UnixNano()
-	last := replicaFetchWarned.Load()
-	if now-last < int64(time.Minute) || !replicaFetchWarned.CompareAndSwap(last, now) {
-		return
-	}
-	s.log.Warn("refusing a replica fetch: this broker runs without replication, so no broker follows it",
-		"replica_id", replicaID, "client_id", cx.clientID, "remote", cx.c.RemoteAddr())
 }
 
 // empty reports whether the request asked for no partition at all (Kafka
@@ -329,6 +309,37 @@ func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) b
 	}
 	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne)
 	return s.readDone(p, res, err)
+}
+
+// followerServes reports whether this broker, not tp's leader, serves a
+// consumer's fetch for tp: as a follower, to a client that knows of
+// follower fetching (Fetch v11+, KIP-392), below its own high watermark.
+func (s *Server) followerServes(tp engine.TP, version int16) bool {
+	return version >= 11 && s.cfg.Node.Follows(tp)
+}
+
+// preferredReplica picks the replica a consumer in rack should fetch from
+// instead of this leader (KIP-392, Kafka's RackAwareReplicaSelector): an
+// in-sync replica on a live broker in the consumer's rack, when this
+// broker is not in it. -1: fetch here.
+func (s *Server) preferredReplica(tp engine.TP, rack string) int32 {
+	if rack == "" || rack == s.cfg.Rack {
+		return -1
+	}
+	img := s.cfg.Node.Image()
+	p, ok := img.Partition(tp.Topic, tp.Partition)
+	if !ok {
+		return -1
+	}
+	for _, r := range p.ISR {
+		if r == s.cfg.NodeID {
+			continue
+		}
+		if b, ok := img.Broker(r); ok && !b.Fenced && b.Rack == rack {
+			return r
+		}
+	}
+	return -1
 }
 
 // readReplicaPart reads one partition for a follower: the fetch offset is

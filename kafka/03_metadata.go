@@ -1,18 +1,28 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/replication/controller"
 )
 
-// Metadata, v0 to v13: this broker is the whole cluster. It is every
-// partition's leader, its only replica and its ISR, and the controller.
+// Metadata, v0 to v13, answered from the controller's image as this
+// broker's node last applied it: the brokers that are registered and not
+// fenced, each partition's leader, leader epoch, replicas and ISR, and the
+// quorum's leader as the controller. The engine has applied that image, so
+// what a client is told of this broker's own partitions is what it serves.
+// A topic created here (auto.create.topics.enable, or __consumer_offsets)
+// goes through the controller, and the answer waits until this broker
+// applied it.
 func init() {
 	register(api{key: kmsg.Metadata, min: 0, max: 13, sync: handleMetadata})
 }
@@ -34,9 +44,10 @@ const (
 )
 
 // autoCreateMaxDefault bounds the topics one Metadata request may create
-// (Config.AutoCreateMax). Each
-// creation makes folders and files and rewrites the topic list; a request
-// naming a million new topics must not stall the broker for minutes. The
+// (Config.AutoCreateMax). Each creation is a write to the metadata quorum,
+// waited for until this broker applied it (folders and files made); a
+// request naming a million new topics must not stall the broker for
+// minutes. The
 // topics beyond it are answered LEADER_NOT_AVAILABLE, which clients retry,
 // so a legitimate client gets its topics over a few rounds.
 const autoCreateMaxDefault = 100
@@ -44,20 +55,12 @@ const autoCreateMaxDefault = 100
 func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	if s.cfg.Node != nil {
-		return s.handleMetadataCluster(req, resp)
-	}
-
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
-	if s.cfg.Rack != "" {
-		rack := s.cfg.Rack
-		b.Rack = &rack
-	}
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	n := s.cfg.Node
+	img := n.Image()
+	resp.Brokers = liveBrokers(img)
 	clusterID := s.eng.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = n.Controller().LeaderID()
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterOperationsAll
 	} else {
@@ -67,8 +70,8 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	// v0 has no way to ask for no topics: an empty list means all of them.
 	// From v1 a null list means all, and an empty one none.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
-		for _, info := range s.eng.Topics() {
-			resp.Topics = append(resp.Topics, s.topicMetadata(req, info))
+		for _, name := range img.TopicNames() {
+			resp.Topics = append(resp.Topics, topicMetadata(req, img, img.Topic(name)))
 		}
 		return resp
 	}
@@ -82,15 +85,15 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 		rt := &req.Topics[i]
 		if rt.Topic == nil {
 			// By id (KIP-516), v10+: never created automatically.
-			info, ok := s.eng.TopicByID(rt.TopicID)
-			if !ok {
-				t := kmsg.NewMetadataResponseTopic()
-				t.TopicID = rt.TopicID
-				t.ErrorCode = kerr.UnknownTopicID.Code
-				resp.Topics = append(resp.Topics, t)
+			t := img.TopicByID(controller.TopicID(rt.TopicID))
+			if t == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, s.topicMetadata(req, info))
+			resp.Topics = append(resp.Topics, topicMetadata(req, img, t))
 			continue
 		}
 		name := *rt.Topic
@@ -98,19 +101,25 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 			continue // Kafka answers each topic once
 		}
 		seen[name] = true
-		info, ok := s.eng.Topic(name)
-		if !ok {
-			err := s.autoCreateRefusal(name, autoCreate, created)
-			if err == nil {
+		t := img.Topic(name)
+		if t == nil {
+			var err error
+			if name == group.OffsetsTopic && s.cfg.Groups != nil {
+				// As Kafka does, whatever allow_auto_topic_creation says:
+				// created with the coordinator's settings.
+				t, err = s.offsetsTopic()
+			} else if err = s.autoCreateRefusal(name, autoCreate, created); err == nil {
 				created++
-				info, err = s.autoCreate(name)
+				t, err = s.autoCreate(name)
 			}
 			if err != nil {
 				resp.Topics = append(resp.Topics, metadataTopicError(name, err))
 				continue
 			}
 		}
-		resp.Topics = append(resp.Topics, s.topicMetadata(req, info))
+		// The image this broker applied after the creation, which names
+		// the new topic's brokers.
+		resp.Topics = append(resp.Topics, topicMetadata(req, n.Image(), t))
 	}
 	return resp
 }
@@ -141,62 +150,103 @@ func metadataTopicError(name string, err error) kmsg.MetadataResponseTopic {
 var errAutoCreateLater = errors.New("kafka: too many topics to create in one request; retry")
 
 // autoCreate creates a topic with the broker's defaults
-// (auto.create.topics.enable, num.partitions). A topic created meanwhile by
-// another request is as good.
-func (s *Server) autoCreate(name string) (engine.TopicInfo, error) {
-	info, err := s.eng.CreateTopic(name, -1, -1, nil, false)
-	if errors.Is(err, engine.ErrTopicExists) {
-		if info, ok := s.eng.Topic(name); ok {
-			return info, nil
-		}
+// (auto.create.topics.enable, num.partitions, default.replication.factor)
+// through the controller, and waits until this broker applied it. A topic
+// created meanwhile by another request is as good.
+func (s *Server) autoCreate(name string) (*controller.Topic, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	n := s.cfg.Node
+	t, err := n.Controller().CreateTopic(ctx, controller.CreateTopicRequest{Name: name, Partitions: s.eng.NumPartitions(), ReplicationFactor: -1})
+	if err != nil && !errors.Is(err, controller.ErrTopicExists) {
+		return nil, err
 	}
-	if err == nil {
-		s.log.Info("topic auto-created", "topic", name, "partitions", info.Partitions)
+	if err := s.waitApplied(ctx); err != nil {
+		return nil, err
 	}
-	return info, err
+	if t = n.Image().Topic(name); t == nil {
+		return nil, fmt.Errorf("%w: %s", engine.ErrUnknownTopicOrPartition, name)
+	}
+	s.log.Info("topic auto-created", "topic", name, "partitions", len(t.Partitions))
+	return t, nil
 }
 
 // metadataErrorCode maps the errors a Metadata topic can carry.
 func metadataErrorCode(err error) int16 {
-	switch {
-	case errors.Is(err, errAutoCreateLater), errors.Is(err, engine.ErrTopicExists):
-		// Retriable: the topic exists or will, on the next round.
+	if errors.Is(err, errAutoCreateLater) {
+		// Retriable: the topic will exist on the next round.
 		return kerr.LeaderNotAvailable.Code
 	}
 	return errorCode(err)
 }
 
-// topicMetadata describes one topic: every partition led by this node,
-// with this node as the only replica and in-sync replica.
-func (s *Server) topicMetadata(req *kmsg.MetadataRequest, info engine.TopicInfo) kmsg.MetadataResponseTopic {
-	t := kmsg.NewMetadataResponseTopic()
-	name := info.Name
-	t.Topic = &name
-	t.TopicID = info.ID
+// topicMetadata describes one topic as img has it.
+func topicMetadata(req *kmsg.MetadataRequest, img *controller.Image, t *controller.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = [16]byte(t.ID)
 	// Clients leave internal topics out of regex subscriptions and tools
 	// hide them.
-	t.IsInternal = info.Name == group.OffsetsTopic
+	mt.IsInternal = name == group.OffsetsTopic
 	if req.IncludeTopicAuthorizedOperations {
-		t.AuthorizedOperations = topicOperationsAll
+		mt.AuthorizedOperations = topicOperationsAll
 	} else {
-		t.AuthorizedOperations = authorizedOperationsNone
+		mt.AuthorizedOperations = authorizedOperationsNone
 	}
-	// One slice serves as every partition's replicas and ISR: encoding
-	// only reads it.
-	node := []int32{s.cfg.NodeID}
-	t.Partitions = make([]kmsg.MetadataResponseTopicPartition, info.Partitions)
-	for i := range t.Partitions {
-		p := &t.Partitions[i]
-		p.Default()
-		p.Partition = int32(i)
-		p.Leader = s.cfg.NodeID
-		p.LeaderEpoch = 0
-		if st, err := s.eng.State(engine.TP{Topic: info.Name, Partition: int32(i)}); err == nil {
-			p.LeaderEpoch = st.LeaderEpoch
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		mp := &mt.Partitions[i]
+		mp.Default()
+		mp.Partition = int32(i)
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = p.Replicas
+		mp.ISR = p.ISR
+		mp.OfflineReplicas = []int32{}
+		for _, r := range p.Replicas {
+			if b, ok := img.Broker(r); !ok || b.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
 		}
-		p.Replicas = node
-		p.ISR = node
-		p.OfflineReplicas = []int32{}
+		if p.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 	}
-	return t
+	return mt
+}
+
+// liveBrokers lists the brokers of img that are not fenced, for Metadata
+// and DescribeCluster.
+func liveBrokers(img *controller.Image) []kmsg.MetadataResponseBroker {
+	var out []kmsg.MetadataResponseBroker
+	for _, b := range img.Brokers() {
+		if b.Fenced {
+			continue
+		}
+		host, port, ok := splitHostPort(b.Addr)
+		if !ok {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.ID, host, port
+		if b.Rack != "" {
+			rack := b.Rack
+			mb.Rack = &rack
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+func splitHostPort(addr string) (string, int32, bool) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	port, err := strconv.ParseInt(p, 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return host, int32(port), true
 }

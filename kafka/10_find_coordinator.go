@@ -15,17 +15,16 @@ import (
 )
 
 // FindCoordinator, v0 to v6: one key before v4, several from v4 (KIP-699).
-// On a single node this broker coordinates every group. In a cluster the
-// coordinator of a group is the leader of the group's partition of
-// __consumer_offsets, as in Kafka; the topic is created through the
-// controller by the first broker asked (offsetsTopic), so the handler may
-// wait on the controller and runs on a goroutine of its own. Transactions
-// are not implemented, so a TRANSACTION key is answered
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Produce and InitProducerId
-// answer a transactional id: that code is fatal to a transactional
-// producer in the Java client and franz-go, where COORDINATOR_NOT_AVAILABLE
-// would have it retry until its timeout. Other key types (share groups,
-// KIP-932) are INVALID_REQUEST.
+// The coordinator of a group is the leader of the group's partition of
+// __consumer_offsets, as in Kafka (a single broker leads them all); the
+// topic is created through the controller by the first broker asked
+// (offsetsTopic), so the handler may wait on the controller and runs on a
+// goroutine of its own. Transactions are not implemented, so a TRANSACTION
+// key is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Produce and
+// InitProducerId answer a transactional id: that code is fatal to a
+// transactional producer in the Java client and franz-go, where
+// COORDINATOR_NOT_AVAILABLE would have it retry until its timeout. Other
+// key types (share groups, KIP-932) are INVALID_REQUEST.
 func init() {
 	register(api{key: kmsg.FindCoordinator, min: 0, max: 6, sync: handleFindCoordinator})
 }
@@ -43,8 +42,8 @@ const offsetsTopicTimeout = 10 * time.Second
 func handleFindCoordinator(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	// In a cluster, the topic is looked up (or created) once per request,
-	// however many keys it has.
+	// The topic is looked up (or created) once per request, however many
+	// keys it has.
 	var offsets *controller.Topic
 	var offsetsErr error
 	looked := false
@@ -60,14 +59,12 @@ func handleFindCoordinator(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 			c.ErrorCode, msg = kerr.InvalidRequest.Code, "unknown coordinator type"
 		case s.cfg.Groups == nil:
 			c.ErrorCode, msg = kerr.CoordinatorNotAvailable.Code, "this broker has no group coordinator"
-		case s.cfg.Node != nil:
+		default:
 			if !looked {
 				looked = true
 				offsets, offsetsErr = s.offsetsTopic()
 			}
-			msg = s.clusterCoordinator(&c, offsets, offsetsErr)
-		default:
-			c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+			msg = s.groupCoordinator(&c, offsets, offsetsErr)
 		}
 		if msg != "" {
 			c.ErrorMessage = &msg
@@ -86,12 +83,13 @@ func handleFindCoordinator(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 	return resp
 }
 
-// clusterCoordinator names the coordinator of the group c.Key: the leader
-// of its partition of __consumer_offsets in the metadata this broker
-// applied, or COORDINATOR_NOT_AVAILABLE (with the reason) when there is
-// none. A leader that has not applied its election yet answers the
-// group's requests NOT_COORDINATOR, and the client asks again.
-func (s *Server) clusterCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, t *controller.Topic, err error) string {
+// groupCoordinator names the coordinator of the group c.Key: the leader
+// of its partition of __consumer_offsets (t, or err when offsetsTopic
+// failed) in the metadata this broker applied, or COORDINATOR_NOT_AVAILABLE
+// (with the reason) when there is none. A leader that has not applied its
+// election yet answers the group's requests NOT_COORDINATOR, and the
+// client asks again.
+func (s *Server) groupCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, t *controller.Topic, err error) string {
 	fail := func(msg string) string {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return msg
@@ -124,9 +122,9 @@ func (s *Server) clusterCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, 
 	return ""
 }
 
-// offsetsTopic returns the cluster's __consumer_offsets, creating it
-// through the controller when no broker has yet, as Kafka creates it at the
-// first FindCoordinator (or Metadata request naming it):
+// offsetsTopic returns __consumer_offsets, creating it through the
+// controller when no broker has yet, as Kafka creates it at the first
+// FindCoordinator (or Metadata request naming it):
 // offsets.topic.num.partitions partitions of
 // offsets.topic.replication.factor replicas, capped by the live brokers,
 // with the coordinator's configs (compacted). TOPIC_ALREADY_EXISTS means
@@ -171,7 +169,7 @@ func (s *Server) offsetsTopic() (*controller.Topic, error) {
 				"registered_brokers", len(n.Image().Brokers()))
 		}
 	}
-	if err := s.clusterSync(ctx); err != nil {
+	if err := s.waitApplied(ctx); err != nil {
 		return nil, err
 	}
 	t := n.Image().Topic(group.OffsetsTopic)

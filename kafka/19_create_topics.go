@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/replication/controller"
 )
 
 // CreateTopics v0-v7.
@@ -59,10 +61,13 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	return resp
 }
 
-// createTopic creates (or with validateOnly, checks) one topic. The checks
-// run in the order of Kafka's controller, so that a request with several
-// mistakes gets the same code: name, existence, configs, then counts and
-// assignments.
+// createTopic creates (or with validateOnly, checks) one topic through
+// the controller. The checks run in the order of Kafka's controller, so
+// that a request with several mistakes gets the same code: name,
+// existence, configs, then counts and assignments. Those that need no
+// state are made here; the controller makes the rest (the replication
+// factor against the live brokers, the brokers an assignment names). The
+// answer waits until this broker applied the new topic.
 func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool) kmsg.CreateTopicsResponseTopic {
 	rt := kmsg.NewCreateTopicsResponseTopic()
 	rt.Topic = t.Topic
@@ -73,7 +78,7 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err := engine.ValidateTopicName(t.Topic); err != nil {
 		return fail(err)
 	}
-	if s.topicExists(t.Topic) {
+	if s.cfg.Node.Image().Topic(t.Topic) != nil {
 		return fail(refuse(kerr.TopicAlreadyExists, "Topic '%s' already exists.", t.Topic))
 	}
 	overrides := make(map[string]string)
@@ -89,7 +94,8 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err != nil {
 		return fail(err)
 	}
-	partitions, replication := t.NumPartitions, t.ReplicationFactor
+	req := controller.CreateTopicRequest{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor,
+		Configs: overrides, ValidateOnly: validateOnly}
 	if len(t.ReplicaAssignment) > 0 {
 		if t.ReplicationFactor != -1 {
 			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1."))
@@ -97,43 +103,39 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 		if t.NumPartitions != -1 {
 			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1."))
 		}
-	} else {
-		if replication == 0 || replication < -1 {
-			return fail(refuse(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value."))
-		}
-		if partitions == 0 || partitions < -1 {
-			return fail(refuse(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."))
-		}
-	}
-	if s.cfg.Node != nil {
-		// The controller checks the counts against the live brokers.
-		return s.clusterCreateTopic(t, overrides, cfg, validateOnly)
-	}
-	if len(t.ReplicaAssignment) > 0 {
-		if err := s.validateTopicAssignment(t.ReplicaAssignment); err != nil {
+		if req.Assignments, err = manualAssignment(t.ReplicaAssignment); err != nil {
 			return fail(err)
 		}
-		partitions, replication = int32(len(t.ReplicaAssignment)), 1
 	} else {
-		if replication > 1 {
-			return fail(refuse(kerr.InvalidReplicationFactor,
-				"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.",
-				replication, replication))
+		if t.ReplicationFactor == 0 || t.ReplicationFactor < -1 {
+			return fail(refuse(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value."))
+		}
+		if t.NumPartitions == 0 || t.NumPartitions < -1 {
+			return fail(refuse(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value."))
+		}
+		if req.Partitions == -1 {
+			req.Partitions = s.eng.NumPartitions()
 		}
 	}
-	if partitions == -1 {
-		partitions = s.eng.NumPartitions()
-	}
-	info, err := s.eng.CreateTopic(t.Topic, partitions, replication, overrides, validateOnly)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	topic, err := s.cfg.Node.Controller().CreateTopic(ctx, req)
 	if err != nil {
 		return fail(err)
 	}
 	if !validateOnly {
 		// A validate-only create makes no topic, so it has no id (the
 		// zero UUID means none, KIP-516).
-		rt.TopicID = info.ID
+		rt.TopicID = [16]byte(topic.ID)
+		if err := s.waitApplied(ctx); err != nil {
+			return fail(err)
+		}
 	}
-	rt.NumPartitions, rt.ReplicationFactor = partitions, 1
+	rt.NumPartitions = int32(len(topic.Partitions))
+	rt.ReplicationFactor = 0
+	if len(topic.Partitions) > 0 {
+		rt.ReplicationFactor = int16(len(topic.Partitions[0].Replicas))
+	}
 	for _, c := range s.topicConfigs(cfg, overrides) {
 		rc := kmsg.NewCreateTopicsResponseTopicConfig()
 		rc.Name, rc.Value, rc.ReadOnly, rc.Source = c.name, c.value, c.readOnly, int8(c.source)
@@ -142,23 +144,19 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	return rt
 }
 
-// validateTopicAssignment checks CreateTopics' manual assignment: one
-// entry per partition, numbered 0 to n-1, each naming this broker only.
-func (s *Server) validateTopicAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) error {
-	seen := make(map[int32]bool)
+// manualAssignment reads CreateTopics' manual assignment into the
+// replicas of each partition: one entry per partition, numbered 0 to n-1,
+// none empty. The brokers it names are the controller's to check.
+func manualAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) ([][]int32, error) {
+	out := make([][]int32, len(as))
 	for _, a := range as {
-		if seen[a.Partition] {
-			return refuse(kerr.InvalidReplicaAssignment, "Found multiple manual partition assignments for partition %d", a.Partition)
+		if a.Partition < 0 || int(a.Partition) >= len(out) || out[a.Partition] != nil {
+			return nil, refuse(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
 		}
-		seen[a.Partition] = true
-		if err := s.validateAssignment(a.Replicas); err != nil {
-			return err
+		if len(a.Replicas) == 0 {
+			return nil, refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 		}
+		out[a.Partition] = a.Replicas
 	}
-	for i := range int32(len(as)) {
-		if !seen[i] {
-			return refuse(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
-		}
-	}
-	return nil
+	return out, nil
 }

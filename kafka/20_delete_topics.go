@@ -1,18 +1,22 @@
 package kafka
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
+	"ringlog/replication/controller"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // DeleteTopics v0-v6: by name, and from v6 by topic id too (KIP-516).
-// v4 is flexible, v5 adds error messages. A deleted topic's partition
-// folders are gone when the answer is sent (the engine renames them out of
-// the way first, so a crash midway finishes the deletion at the next
-// start).
+// v4 is flexible, v5 adds error messages. The controller deletes the
+// topic, and the answer waits until this broker applied the deletion: the
+// topic's partition folders here are gone when it is sent (the engine
+// renames them out of the way first, so a crash midway finishes the
+// deletion at the next start); other brokers delete theirs as they apply
+// it.
 func init() {
 	register(api{key: kmsg.DeleteTopics, min: 0, max: 6, sync: handleDeleteTopics})
 }
@@ -64,6 +68,8 @@ func handleDeleteTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	return resp
 }
 
+// deleteTopic deletes the topic d names, by name or id, through the
+// controller.
 func (s *Server) deleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTopic {
 	var zero [16]byte
 	switch {
@@ -71,20 +77,24 @@ func (s *Server) deleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTopic {
 		return deleteAnswer(nil, zero, refuse(kerr.InvalidRequest, "Neither topic name nor id were specified."))
 	case d.name != nil && d.id != zero:
 		return deleteAnswer(d.name, d.id, refuse(kerr.InvalidRequest, "You may not specify both topic name and topic id."))
-	case s.cfg.Node != nil:
-		return s.clusterDeleteTopic(d)
-	case d.name == nil:
-		info, ok := s.eng.TopicByID(d.id)
-		if !ok {
+	}
+	img := s.cfg.Node.Image()
+	var t *controller.Topic
+	if d.name == nil {
+		if t = img.TopicByID(controller.TopicID(d.id)); t == nil {
 			return deleteAnswer(nil, d.id, refuse(kerr.UnknownTopicID, "No topic with id %s", uuidString(d.id)))
 		}
-		d.name = &info.Name
-	}
-	info, ok := s.eng.Topic(*d.name)
-	if !ok {
+		d.name = &t.Name
+	} else if t = img.Topic(*d.name); t == nil {
 		return deleteAnswer(d.name, d.id, refuse(kerr.UnknownTopicOrPartition, "No topic named %s", *d.name))
 	}
-	return deleteAnswer(d.name, info.ID, s.eng.DeleteTopic(*d.name))
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	err := s.cfg.Node.Controller().DeleteTopic(ctx, t.Name)
+	if err == nil {
+		err = s.waitApplied(ctx)
+	}
+	return deleteAnswer(d.name, [16]byte(t.ID), err)
 }
 
 func deleteAnswer(name *string, id [16]byte, err error) kmsg.DeleteTopicsResponseTopic {

@@ -16,7 +16,7 @@ import (
 // Kafka hands an idempotent producer a new id even when it sends its
 // current id and epoch (v3+, KIP-360, bumping after an error): only a
 // transactional producer keeps its id across InitProducerId. So does this
-// broker. In a cluster the ids come in blocks from the metadata quorum
+// broker. The ids come in blocks from the metadata quorum
 // (engine.Config.ProducerIDBlock), so that no two brokers hand out one id.
 // Transactional ids are refused (see handleProduce for the choice of
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED).

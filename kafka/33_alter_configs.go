@@ -1,6 +1,9 @@
 package kafka
 
 import (
+	"context"
+	"maps"
+	"ringlog/engine"
 	"slices"
 	"strings"
 
@@ -57,10 +60,7 @@ func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if s.cfg.Node != nil {
-			return s.clusterAlterTopicConfig(rr.ResourceName, overrides, nil, false, validateOnly)
-		}
-		return s.eng.AlterTopicConfig(rr.ResourceName, overrides, validateOnly)
+		return s.alterTopicConfig(rr.ResourceName, overrides, nil, false, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		if err := s.checkBrokerResource(rr.ResourceName); err != nil {
 			return err
@@ -68,6 +68,41 @@ func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 		return refuseBrokerChange(names)
 	}
 	return refuse(kerr.InvalidRequest, "Unknown resource type %d (ringlog alters TOPIC configs)", int8(rr.ResourceType))
+}
+
+// alterTopicConfig replaces a topic's overrides (AlterConfigs), or with
+// incremental applies ops to them (IncrementalAlterConfigs), through the
+// controller, and waits until this broker applied the change.
+func (s *Server) alterTopicConfig(name string, overrides map[string]string, ops []engine.ConfigOp, incremental, validateOnly bool) error {
+	ct := s.cfg.Node.Image().Topic(name)
+	if ct == nil {
+		return refuse(kerr.UnknownTopicOrPartition, "Topic %s does not exist.", name)
+	}
+	if incremental {
+		var err error
+		if overrides, err = engine.ApplyConfigOps(maps.Clone(ct.Configs), s.eng.Defaults(), ops); err != nil {
+			return err
+		}
+	}
+	if _, err := engine.ParseTopicConfig(s.eng.Defaults(), overrides); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	var deletes []string
+	for k := range ct.Configs {
+		if _, ok := overrides[k]; !ok {
+			deletes = append(deletes, k)
+		}
+	}
+	slices.Sort(deletes)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	if err := s.cfg.Node.Controller().AlterConfigs(ctx, name, overrides, deletes); err != nil {
+		return err
+	}
+	return s.waitApplied(ctx)
 }
 
 // checkAlterNames applies Kafka's request checks shared by both alter APIs:

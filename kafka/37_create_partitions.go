@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,26 +38,18 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 	return resp
 }
 
-// createPartitions applies Kafka's controller checks, with its messages,
-// then grows the topic. A manual assignment is accepted when it is what
-// this single node would choose anyway (one replica, on this broker), as
-// Kafka accepts any assignment naming registered brokers; any other is
-// INVALID_REPLICA_ASSIGNMENT.
+// createPartitions applies the checks of Kafka's controller that need no
+// more than the topic's partition count, with its messages, then grows the
+// topic through the controller, which checks the brokers a manual
+// assignment names, and waits until this broker applied the new
+// partitions. A validate-only request is checked here only: the
+// controller's placement is not tried.
 func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
-	var have int32
-	if s.cfg.Node != nil {
-		ct := s.cfg.Node.Image().Topic(t.Topic)
-		if ct == nil {
-			return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
-		}
-		have = int32(len(ct.Partitions))
-	} else {
-		info, ok := s.eng.Topic(t.Topic)
-		if !ok {
-			return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
-		}
-		have = info.Partitions
+	ct := s.cfg.Node.Image().Topic(t.Topic)
+	if ct == nil {
+		return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
 	}
+	have := int32(len(ct.Partitions))
 	switch {
 	case t.Count == have:
 		return refuse(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
@@ -69,16 +63,17 @@ func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validate
 			return refuse(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(t.Assignment))
 		}
 	}
-	if s.cfg.Node != nil {
-		// The controller checks the brokers the assignment names.
-		return s.clusterCreatePartitions(t, validateOnly)
+	if validateOnly {
+		return nil
 	}
-	if t.Assignment != nil {
-		for _, a := range t.Assignment {
-			if err := s.validateAssignment(a.Replicas); err != nil {
-				return err
-			}
-		}
+	var as [][]int32
+	for _, a := range t.Assignment {
+		as = append(as, a.Replicas)
 	}
-	return s.eng.CreatePartitions(t.Topic, t.Count, validateOnly)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	if err := s.cfg.Node.Controller().CreatePartitions(ctx, t.Topic, t.Count, as); err != nil {
+		return err
+	}
+	return s.waitApplied(ctx)
 }

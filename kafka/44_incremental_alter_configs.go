@@ -64,10 +64,7 @@ func (s *Server) incrementalAlterConfigs(rr *kmsg.IncrementalAlterConfigsRequest
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if s.cfg.Node != nil {
-			return s.clusterAlterTopicConfig(rr.ResourceName, nil, ops, true, validateOnly)
-		}
-		return s.eng.IncrementalAlterTopicConfig(rr.ResourceName, ops, validateOnly)
+		return s.alterTopicConfig(rr.ResourceName, nil, ops, true, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		if err := s.checkBrokerResource(rr.ResourceName); err != nil {
 			return err

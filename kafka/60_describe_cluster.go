@@ -7,10 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeCluster v0-v2 (KIP-700): the cluster id, the controller and the
-// brokers. v1 adds the endpoint type (KIP-919), v2 fenced brokers
-// (KIP-1073). This single node is the whole cluster, its own controller,
-// and never fenced.
+// DescribeCluster v0-v2 (KIP-700): the cluster id, the controller (the
+// metadata quorum's leader) and the brokers, from the image this broker's
+// node applied, as Metadata answers them. v1 adds the endpoint type
+// (KIP-919), v2 fenced brokers (KIP-1073), which are left out as
+// Metadata leaves them out.
 func init() {
 	register(api{key: kmsg.DescribeCluster, min: 0, max: 2, sync: handleDescribeCluster})
 }
@@ -47,21 +48,10 @@ func handleDescribeCluster(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		return resp
 	}
 	resp.ClusterID = s.eng.ClusterID()
-	if s.cfg.Node != nil {
-		resp.ControllerID = s.cfg.Node.Controller().LeaderID()
-		for _, mb := range s.clusterBrokers(s.cfg.Node.Image()) {
-			b := kmsg.NewDescribeClusterResponseBroker()
-			b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
-			resp.Brokers = append(resp.Brokers, b)
-		}
-	} else {
-		resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = s.cfg.Node.Controller().LeaderID()
+	for _, mb := range liveBrokers(s.cfg.Node.Image()) {
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID = s.cfg.NodeID
-		b.Host, b.Port = s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
-		if s.cfg.Rack != "" {
-			b.Rack = kmsg.StringPtr(s.cfg.Rack)
-		}
+		b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	if req.IncludeClusterAuthorizedOperations {

@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -11,8 +13,15 @@ import (
 )
 
 // This file holds what the admin APIs (topics, partitions, configs,
-// records) share: errors decided in the protocol layer, and the checks
-// Kafka applies to a request before any resource is touched.
+// records) share: errors decided in the protocol layer, the checks Kafka
+// applies to a request before any resource is touched, and the wait for a
+// change made through the controller.
+//
+// Topic administration is the metadata quorum's: the checks that need no
+// state are made here (names, configs, the request's shape), the rest by
+// the controller (existence at the time of the write, the replication
+// factor against the live brokers, the brokers an assignment names), and
+// every change is waited for until this broker applied it (waitApplied).
 
 // protoError is an error the protocol layer decides on its own (a request
 // Kafka refuses before it reaches the engine), with the code it answers
@@ -87,23 +96,14 @@ func (s *Server) checkBrokerResource(name string) error {
 	return nil
 }
 
-// validateAssignment applies Kafka's checks to a manual replica assignment
-// of one partition (CreateTopics, CreatePartitions). This cluster has one
-// broker, so the only valid assignment is [this node]; anything else is
-// INVALID_REPLICA_ASSIGNMENT with the message Kafka's controller gives.
-func (s *Server) validateAssignment(replicas []int32) error {
-	if len(replicas) == 0 {
-		return refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
-	}
-	seen := make(map[int32]bool, 1)
-	for _, id := range replicas {
-		if id != s.eng.NodeID() {
-			return refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", id)
-		}
-		if seen[id] {
-			return refuse(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", id)
-		}
-		seen[id] = true
-	}
-	return nil
+// adminTimeout bounds one controller request made for a client.
+const adminTimeout = 30 * time.Second
+
+// waitApplied waits until this broker's node applied everything the
+// controller applied here so far (a write just made included), so that a
+// client that changed the metadata through this broker and then asks it
+// for metadata sees the change.
+func (s *Server) waitApplied(ctx context.Context) error {
+	n := s.cfg.Node
+	return n.WaitApplied(ctx, n.Controller().Image().Index)
 }

@@ -25,6 +25,24 @@
 // parseRequest is that path up to the handler, with no connection, which
 // is what FuzzRequest drives.
 //
+// # Metadata and leadership
+//
+// Every Server that serves has a Node (Config.Node): this broker's part in
+// its metadata quorum, a real one or, for a broker alone, a local quorum
+// whose only voter it is. There is one path, whatever the cluster's size:
+//
+//   - Metadata, DescribeCluster and FindCoordinator answer from the
+//     controller's image as the node last applied it (so the engine
+//     matches what clients are told);
+//   - Fetch, ListOffsets, DeleteRecords and OffsetForLeaderEpoch ask the
+//     node whether this broker leads the partition (leaderCode), Produce
+//     the engine, whose roles the node sets; a follower's Fetch is judged
+//     by the node;
+//   - topic administration (CreateTopics, DeleteTopics, CreatePartitions,
+//     AlterConfigs, IncrementalAlterConfigs, and the topics Metadata and
+//     FindCoordinator create) is a write to the controller, answered once
+//     this broker applied it (waitApplied).
+//
 // # Concurrency contract
 //
 // Server.Serve and Server.Closed run on a connection's network goroutine
@@ -60,6 +78,10 @@
 //     coordinator first (parked JoinGroup and SyncGroup requests are then
 //     answered NOT_COORDINATOR), or the network's drain would wait for
 //     them as it would for parked fetches without StopLongPolls.
+//   - Handlers assume Config.Node is set; a Server without one may only
+//     parse (FuzzRequest). A test broker once wired the protocol without
+//     a Node, and each of its Fetch requests panicked in leaderCode: test
+//     brokers are started with broker.Start, the binary's wiring.
 //   - A Server must be complete before it serves: its configuration is
 //     read by handlers on other goroutines without locks (the test helper
 //     once set the advertised port after Listen, a data race).

@@ -75,6 +75,21 @@ func errorCode(err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
+// leaderCode is the answer to a consumer's request for tp: 0 when this
+// broker leads tp; UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such
+// partition; NOT_LEADER_OR_FOLLOWER when another broker leads it (Kafka's
+// codes: either makes a client refresh its metadata, but only the second
+// says that the partition exists).
+func (s *Server) leaderCode(tp engine.TP) int16 {
+	if _, ok := s.cfg.Node.Leads(tp); ok {
+		return 0
+	}
+	if t := s.cfg.Node.Image().Topic(tp.Topic); t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	return kerr.NotLeaderForPartition.Code
+}
+
 // errorMessage is the text some responses carry beside the code.
 func errorMessage(err error) *string {
 	if err == nil {

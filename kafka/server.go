@@ -21,8 +21,9 @@ import (
 
 // Config describes the broker to its clients.
 type Config struct {
-	// NodeID, AdvertisedHost and AdvertisedPort are what Metadata returns
-	// for this broker; Rack is broker.rack.
+	// NodeID, AdvertisedHost and AdvertisedPort are this broker's id and
+	// the address it registered with its quorum, which Fetch names in
+	// node_endpoints (KIP-951); Rack is broker.rack.
 	NodeID         int32
 	AdvertisedHost string
 	AdvertisedPort int32
@@ -44,10 +45,12 @@ type Config struct {
 	// Groups is the group coordinator (engine/group) that the group and
 	// offset APIs use; without one they answer COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
-	// Node, when set, is this broker's part in a cluster (replication/
-	// node): metadata, leadership and topic administration come from the
-	// controller through it, and followers fetch from this broker. Without
-	// it the broker is a whole cluster alone, as an embedded engine is.
+	// Node is this broker's part in its metadata quorum (replication/
+	// node; a single broker is the only voter of a local quorum):
+	// metadata, leadership and topic administration come from the
+	// controller through it, and followers fetch from this broker.
+	// Required: handlers assume it is set. Only a Server that parses
+	// requests and never serves them (FuzzRequest) goes without one.
 	Node *node.Node
 }
 
@@ -63,7 +66,8 @@ type Server struct {
 	offsetsMu    sync.Mutex   // one creation of __consumer_offsets at a time (offsetsTopic)
 }
 
-// NewServer returns the protocol handler for eng.
+// NewServer returns the protocol handler for eng. cfg.Node must be set
+// for a Server that serves (see Config.Node).
 func NewServer(cfg Config, eng *engine.Core) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -14,7 +14,7 @@ import (
 type leader struct {
 	name      string
 	addr      string
-	replicaID int32 // ringlog refuses replica fetches until it replicates: fetch as a consumer
+	replicaID int32 // ringlog refuses a replica fetch from a broker outside the partition's replicas: fetch as a consumer
 	topic     string
 	topicID   [16]byte
 }

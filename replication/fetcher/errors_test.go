@@ -240,8 +240,8 @@ func TestOutOfRangeRinglog(t *testing.T) {
 }
 
 // TestReplicaFetchRefusedRinglog: ringlog refuses a replica fetch from a
-// broker outside the partition's replicas with NOT_LEADER_OR_FOLLOWER (all
-// of them, until it replicates); the stream pauses and reports.
+// broker outside the partition's replicas with NOT_LEADER_OR_FOLLOWER, as
+// Kafka does; the stream pauses and reports.
 func TestReplicaFetchRefusedRinglog(t *testing.T) {
 	b := startBroker(t)
 	id := b.createTopic("refused", 1)
