@@ -17,9 +17,6 @@ import (
 // (synced) is read back at its offset, through the indexes too; nothing
 // truncated comes back; no invalid batch is served.
 func TestPowerLossLog(t *testing.T) {
-	if err := powerfs.Available(); err != nil {
-		t.Fatal(err)
-	}
 	rounds := 60
 	if testing.Short() {
 		rounds = 20
@@ -48,15 +45,7 @@ func testPowerLossLog(t *testing.T, rounds int, openIO func() (ioring.IO, ioring
 		return x
 	}
 	{
-		pfs, err := powerfs.Mount(t.TempDir(), powerfs.Options{Seed: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := pfs.Unmount(); err != nil {
-				t.Error(err)
-			}
-		}()
+		pfs := powerfs.MountT(t, powerfs.Options{Seed: 7})
 		r := rand.New(rand.NewPCG(7, 8))
 		cfg := smallConfig() // 64 KiB segments, 4 KiB indexes: rolls of both kinds
 		cfg.Flush = FlushAlways
@@ -192,18 +181,7 @@ func checkAcked(t *testing.T, l *Log, acked map[int64]uint32, round int) {
 // completion, not on the roll's). Before issue 20's fix the new segment's
 // name was only synced with the background sync: the append was lost.
 func TestPowerLossAppendAfterRoll(t *testing.T) {
-	if err := powerfs.Available(); err != nil {
-		t.Fatal(err)
-	}
-	pfs, err := powerfs.Mount(t.TempDir(), powerfs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pfs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	}()
+	pfs := powerfs.MountT(t, powerfs.Options{})
 	cfg := smallConfig()
 	cfg.Flush = FlushAlways
 	dir := filepath.Join(pfs.Dir(), "topic-0")

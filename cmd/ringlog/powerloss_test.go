@@ -53,18 +53,14 @@ type powerRun struct {
 
 func newPowerRun(t *testing.T, flush string) *powerRun {
 	t.Helper()
-	if err := powerfs.Available(); err != nil {
-		t.Fatal(err)
-	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("RINGLOG_POWERLOSS_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Logf("seed %d (RINGLOG_POWERLOSS_SEED=%d repeats the choices of the test and of powerfs)", seed, seed)
-	fs, err := powerfs.Mount(t.TempDir(), powerfs.Options{Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Unmounted after the cleanups registered later: the brokers started
+	// on it are killed first.
+	fs := powerfs.MountT(t, powerfs.Options{Seed: seed})
 	r := &powerRun{
 		t: t, fs: fs, flush: flush, rng: rand.New(rand.NewPCG(seed, 1)),
 		// A data directory the broker creates itself: its creation must
@@ -73,13 +69,6 @@ func newPowerRun(t *testing.T, flush string) *powerRun {
 		acked:     map[int32]map[int64]string{},
 		committed: map[int32]int64{},
 	}
-	// Cleanups run last-registered first: the brokers started later are
-	// killed before the file system under them is unmounted.
-	t.Cleanup(func() {
-		if err := fs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
 	return r
 }
 

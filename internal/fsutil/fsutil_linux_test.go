@@ -14,18 +14,7 @@ import (
 // the same tree made with os.MkdirAll does not (which is what made every
 // topic vanish with -flush always, issue 20).
 func TestDurableAcrossPowerLoss(t *testing.T) {
-	if err := powerfs.Available(); err != nil {
-		t.Fatal(err)
-	}
-	pfs, err := powerfs.Mount(t.TempDir(), powerfs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pfs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	}()
+	pfs := powerfs.MountT(t, powerfs.Options{})
 	durable := filepath.Join(pfs.Dir(), "a", "b", "data")
 	plain := filepath.Join(pfs.Dir(), "c", "d", "data")
 	if err := fsutil.MkdirAllDurable(durable, 0o755); err != nil {

@@ -15,22 +15,7 @@ import (
 )
 
 // mount serves a fresh powerfs for one test; FUSE must work here.
-func mount(t *testing.T) *powerfs.FS {
-	t.Helper()
-	if err := powerfs.Available(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := powerfs.Mount(t.TempDir(), powerfs.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
-	return p
-}
+func mount(t *testing.T) *powerfs.FS { return powerfs.MountT(t, powerfs.Options{Seed: 1}) }
 
 func syncDir(t *testing.T, dir string) {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -220,4 +221,25 @@ func serverMain(dir string, in io.Reader, out io.Writer) int {
 		syscall.Unmount(dir, syscall.MNT_DETACH)
 	}
 	return 0
+}
+
+// MountT mounts a powerfs on a temporary directory of t for the test's
+// life: the machine must have FUSE (the test fails otherwise, it never
+// skips), and the file system is unmounted at the end of the test, after
+// the cleanups registered later (the processes using it are stopped first).
+func MountT(t testing.TB, opts Options) *FS {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Mount(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
 }

@@ -17,18 +17,7 @@ import (
 // snapshot taken (the log compacted behind it). Before issue 20's fix the
 // store's name was never synced: the quorum came back fresh and empty.
 func TestLocalQuorumSurvivesPowerLoss(t *testing.T) {
-	if err := powerfs.Available(); err != nil {
-		t.Fatal(err)
-	}
-	pfs, err := powerfs.Mount(t.TempDir(), powerfs.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pfs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
+	pfs := powerfs.MountT(t, powerfs.Options{Seed: 1})
 	nd := &testNode{cfg: Config{
 		NodeID: 1, Voters: LocalQuorum(1), Dir: filepath.Join(pfs.Dir(), "data", "controller"),
 		BrokerSessionTimeout: time.Minute, BrokerHeartbeatInterval: 100 * time.Millisecond, LeaderRebalanceInterval: -1,
