@@ -160,8 +160,7 @@ type Coordinator struct {
 	parts []*partition // by partition of __consumer_offsets; fixed at Start
 
 	closed  atomic.Bool
-	loaded  chan struct{} // closed once every partition is replayed (single broker)
-	loadErr atomic.Pointer[error]
+	loads   loads         // the elections not settled yet (WaitLoaded)
 	loadSem chan struct{} // bounds the replays running at once
 
 	mu     sync.Mutex // guards expiry
@@ -243,14 +242,14 @@ func Start(eng *engine.Core, cfg Config) (*Coordinator, error) {
 		}
 		partitions = info.Partitions
 	}
-	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loaded: make(chan struct{}), loadSem: make(chan struct{}, maxParallelLoads)}
+	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loadSem: make(chan struct{}, maxParallelLoads)}
 	for i := range partitions {
 		c.parts = append(c.parts, &partition{c: c, tp: engine.TP{Topic: OffsetsTopic, Partition: i}, groups: map[string]*group{}, epoch: -1})
 	}
-	if cfg.Replicated {
-		close(c.loaded)
-	} else {
-		c.loadAll()
+	if !cfg.Replicated {
+		for i := range partitions {
+			c.Elected(i, 0)
+		}
 	}
 	c.mu.Lock()
 	c.expiry = time.AfterFunc(cfg.OffsetsRetentionCheckInterval, c.expireAll)
@@ -293,20 +292,15 @@ func (c *Coordinator) PartitionOf(groupID string) int32 {
 	return PartitionFor(groupID, int32(len(c.parts)))
 }
 
-// WaitLoaded waits until every partition of __consumer_offsets is
-// replayed, and returns the first replay error. In cluster mode it
-// returns at once: partitions load when this broker is elected their
-// leader.
+// WaitLoaded waits until every election reported so far (Elected, and
+// those reported while it waits) has settled: its partition replayed and
+// serving its groups, or its term over (a newer election, a resignation,
+// Close). It returns the first replay error among them (that partition
+// answers COORDINATOR_NOT_AVAILABLE until its next election), and nil at
+// once when no election is pending. Partitions this broker was never
+// elected for are not waited for: they are coordinated elsewhere.
 func (c *Coordinator) WaitLoaded(ctx context.Context) error {
-	select {
-	case <-c.loaded:
-		if p := c.loadErr.Load(); p != nil {
-			return *p
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.loads.wait(ctx)
 }
 
 // Close stops the coordinator: parked JoinGroup and SyncGroup requests are
