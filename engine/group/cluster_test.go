@@ -14,7 +14,7 @@ import (
 	"ringlog/ioring"
 )
 
-// The coordinator in cluster mode over a replicated engine, without a
+// The coordinator over an engine with a replication layer, without a
 // network or a controller: the test plays replication/node, giving the
 // partition of __consumer_offsets its roles, moving its high watermark and
 // appending a leader's batches to it as a follower.
@@ -28,7 +28,7 @@ func openReplicatedCluster(t *testing.T) (*engine.Core, *Coordinator) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	c := startCoordinator(t, e, Config{Replicated: true, OffsetsTopicPartitions: 1})
+	c := startCoordinator(t, e, Config{OffsetsTopicPartitions: 1})
 	t.Cleanup(c.Close)
 	createOffsetsTopic(t, e, c)
 	if _, err := e.CreateTopicWithID("t", [16]byte{8}, 1, nil); err != nil {

@@ -37,7 +37,6 @@ func openCoordinator(t *testing.T, dir string, cfg Config) (*engine.Core, *Coord
 	if exists {
 		cfg.OffsetsTopicPartitions = info.Partitions
 	}
-	cfg.Replicated = true
 	c := startCoordinator(t, e, cfg)
 	t.Cleanup(c.Close)
 	if !exists {

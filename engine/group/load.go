@@ -174,8 +174,8 @@ func (p *partition) resign(epoch int32) {
 	}
 }
 
-// load replays one partition on the caller's goroutine (ReadAll works on
-// the log's published views, not on the shard) and installs its groups
+// load replays one partition on the caller's goroutine (ReadAllToLEO
+// works on the log's published views, not on the shard) and installs its groups
 // on its shard, unless the term moved on meanwhile. Nothing writes to a
 // partition before it is installed: its groups answer
 // COORDINATOR_LOAD_IN_PROGRESS and expiry skips it.
@@ -183,13 +183,9 @@ func (c *Coordinator) load(p *partition, gen uint64, epoch int32, finished func(
 	c.loadSem <- struct{}{}
 	start := time.Now()
 	st := newLoadState()
-	read := c.eng.ReadAll
-	if c.cfg.Replicated {
-		// The new leader's high watermark may lag what the old one
-		// acknowledged; its log has it all (it was in the ISR).
-		read = c.eng.ReadAllToLEO
-	}
-	err := read(p.tp, func(b []byte) error {
+	// Up to the LEO: the new leader's high watermark may lag what the old
+	// one acknowledged; its log has it all (it was in the ISR).
+	err := c.eng.ReadAllToLEO(p.tp, func(b []byte) error {
 		if c.closed.Load() {
 			return errClosed
 		}
@@ -220,9 +216,7 @@ func (c *Coordinator) load(p *partition, gen uint64, epoch int32, finished func(
 		default:
 			p.install(st)
 			p.state = partLoaded
-			if c.cfg.Replicated {
-				c.log.Info("group coordinator: loaded", "partition", p.tp.Partition, "epoch", epoch, "groups", len(p.groups), "took", time.Since(start).Round(time.Millisecond))
-			}
+			c.log.Info("group coordinator: loaded", "partition", p.tp.Partition, "epoch", epoch, "groups", len(p.groups), "took", time.Since(start).Round(time.Millisecond))
 		}
 		finished(err)
 	})
