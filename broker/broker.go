@@ -113,7 +113,6 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	gcfg.Logger = cfg.Logger
 	// __consumer_offsets is the cluster's: created through the controller
 	// when first needed, its partitions coordinated by their leaders.
-	gcfg.Replicated = true
 	gcfg.OffsetsTopicPartitions = b.cl.offsetsPartitions(gcfg.OffsetsTopicPartitions)
 	if b.groups, err = group.Start(b.eng, gcfg); err != nil {
 		return nil, err

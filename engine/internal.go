@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"ringlog/segment"
 	"ringlog/segment/batch"
@@ -13,21 +12,6 @@ import (
 // group coordinator keeps its state in the partitions of an internal topic
 // and its in-memory state on the shards that own them, so that a group's
 // state and its log are touched by one goroutine).
-
-// EnsureTopic creates the topic unless it exists, and returns it. It is
-// for the broker's internal topics (__consumer_offsets).
-func (e *Core) EnsureTopic(name string, partitions int32, overrides map[string]string) (TopicInfo, error) {
-	if info, ok := e.Topic(name); ok {
-		return info, nil
-	}
-	info, err := e.CreateTopic(name, partitions, -1, maps.Clone(overrides), false)
-	if errors.Is(err, ErrTopicExists) {
-		if info, ok := e.Topic(name); ok {
-			return info, nil
-		}
-	}
-	return info, err
-}
 
 // OnShard runs fn on the goroutine of the shard that owns tp, between two
 // rounds, and returns without waiting for it. fn must not block. It fails

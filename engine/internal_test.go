@@ -13,18 +13,14 @@ import (
 func TestShardHooks(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, ioring.ModeAuto)
-	info, err := e.EnsureTopic("__svc", 3, map[string]string{"cleanup.policy": "compact"})
-	if err != nil || info.Partitions != 3 {
-		t.Fatalf("EnsureTopic: %+v %v", info, err)
-	}
-	if again, err := e.EnsureTopic("__svc", 5, nil); err != nil || again.Partitions != 3 || again.ID != info.ID {
-		t.Fatalf("EnsureTopic twice: %+v %v", again, err)
+	if _, err := e.CreateTopic("__svc", 3, -1, map[string]string{"cleanup.policy": "compact"}, false); err != nil {
+		t.Fatal(err)
 	}
 	tp := TP{"__svc", 1}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	var offsets []int64
-	err = e.OnShard(tp, func() {
+	err := e.OnShard(tp, func() {
 		e.AppendOnShard(tp, mkBatch(t, 1, "first", 1, -1, 0, 0), AppendOptions{}, func(r AppendResult, err error) {
 			if err != nil {
 				t.Error(err)

@@ -121,9 +121,8 @@ func (p *partition) describe(id string, ops bool) kmsg.DescribeGroupsResponseGro
 // coordinates, filtered by state (v4+, KIP-518) and by type (v5+, KIP-848:
 // "classic" or "consumer"), case-insensitively as Kafka does. While some
 // partition is loading, the groups of the others are listed with
-// COORDINATOR_LOAD_IN_PROGRESS. In cluster mode the partitions led
-// elsewhere are left out, as Kafka lists only its own groups (clients ask
-// every broker).
+// COORDINATOR_LOAD_IN_PROGRESS. The partitions led elsewhere are left
+// out, as Kafka lists only its own groups (clients ask every broker).
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest, reply func(*kmsg.ListGroupsResponse)) {
 	resp := kmsg.NewPtrListGroupsResponse()
 	if c == nil {
@@ -141,7 +140,7 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest, reply func(*kmsg.L
 	gth := newGather(func() {
 		for i := range c.parts {
 			resp.Groups = append(resp.Groups, parts[i]...)
-			if codes[i] == kerr.NotCoordinator.Code && c.cfg.Replicated && !c.closed.Load() {
+			if codes[i] == kerr.NotCoordinator.Code && !c.closed.Load() {
 				continue // led by another broker
 			}
 			if codes[i] != 0 && (resp.ErrorCode == 0 || codes[i] == kerr.CoordinatorLoadInProgress.Code) {

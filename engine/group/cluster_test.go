@@ -1,7 +1,9 @@
 package group
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 	"ringlog/ioring"
 )
 
-// The coordinator in cluster mode over a replicated engine, without a
+// The coordinator over an engine with a replication layer, without a
 // network or a controller: the test plays replication/node, giving the
 // partition of __consumer_offsets its roles, moving its high watermark and
 // appending a leader's batches to it as a follower.
@@ -26,16 +28,12 @@ func openReplicatedCluster(t *testing.T) (*engine.Core, *Coordinator) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	cfg := Config{Replicated: true, OffsetsTopicPartitions: 1}
-	cfg.setDefaults()
-	if _, err := e.CreateTopicWithID(OffsetsTopic, [16]byte{7}, 1, topicConfigs(&cfg)); err != nil {
-		t.Fatal(err)
-	}
+	c := startCoordinator(t, e, Config{OffsetsTopicPartitions: 1})
+	t.Cleanup(c.Close)
+	createOffsetsTopic(t, e, c)
 	if _, err := e.CreateTopicWithID("t", [16]byte{8}, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	c := startCoordinator(t, e, Config{Replicated: true, OffsetsTopicPartitions: 1})
-	t.Cleanup(c.Close)
 	return e, c
 }
 
@@ -105,12 +103,12 @@ func answerWithin[Resp any](d time.Duration, fn func(reply func(Resp))) (got cha
 }
 
 // TestClusterElectedResigned: a partition this broker does not lead is
-// NOT_COORDINATOR; elected, it loads (COORDINATOR_LOAD_IN_PROGRESS) and
-// serves; a commit is answered only once the high watermark covers it;
-// on resignation, the commit still waiting and a parked join are answered
-// NOT_COORDINATOR, and so is everything after; elected again after
-// following, it replays its log up to the LEO (what the other leader
-// wrote, above the HW it learned) and serves that.
+// NOT_COORDINATOR; elected, it loads (COORDINATOR_LOAD_IN_PROGRESS, and
+// WaitLoaded waits for it) and serves; a commit is answered only once the
+// high watermark covers it; on resignation, the commit still waiting and
+// a parked join are answered NOT_COORDINATOR, and so is everything after;
+// elected again after following, it replays its log up to the LEO (what
+// the other leader wrote, above the HW it learned) and serves that.
 func TestClusterElectedResigned(t *testing.T) {
 	e, c := openReplicatedCluster(t)
 	join := func(member string) *kmsg.JoinGroupResponse {
@@ -124,6 +122,7 @@ func TestClusterElectedResigned(t *testing.T) {
 	if l := call(t, func(reply func(*kmsg.ListGroupsResponse)) { c.ListGroups(kmsg.NewPtrListGroupsRequest(), reply) }); l.ErrorCode != 0 || len(l.Groups) != 0 {
 		t.Fatalf("list with no partition led here: %v %v", kerr.ErrorForCode(l.ErrorCode), l.Groups)
 	}
+	waitLoaded(t, c) // nothing elected: nothing to wait for
 
 	// Elected at epoch 1, the replay held: loading.
 	release := make(chan struct{})
@@ -136,7 +135,13 @@ func TestClusterElectedResigned(t *testing.T) {
 	if r := join(""); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("join while loading: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.WaitLoaded(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitLoaded while the elected partition loads: %v", err)
+	}
 	close(release)
+	waitLoaded(t, c)
 	waitPartState(t, e, c, partLoaded)
 	c.Elected(0, 1) // a repeat: nothing happens
 

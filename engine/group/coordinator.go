@@ -25,22 +25,13 @@ const OffsetsTopic = "__consumer_offsets"
 // Config is the coordinator's configuration; the names in comments are
 // Kafka's broker settings.
 type Config struct {
-	// Replicated is cluster mode: __consumer_offsets is a replicated topic
-	// that the caller creates through the controller (TopicConfigs,
-	// ReplicationFactor), this broker coordinates only the partitions it
-	// leads (Elected, Resigned), and writes are answered once the
-	// partition's high watermark covers them (acks=all, as Kafka writes
-	// them). Without it the coordinator creates the topic in the engine
-	// and leads every partition from Start.
-	Replicated bool
-	// OffsetsTopicPartitions is offsets.topic.num.partitions (50). It
-	// applies when the topic is created; an existing topic keeps its count
-	// (in cluster mode the caller passes the count of the cluster's topic
-	// when it exists).
+	// OffsetsTopicPartitions is offsets.topic.num.partitions (50): the
+	// partition count groups are routed by (Partitions). The caller creates
+	// __consumer_offsets with it; an existing topic keeps its count, which
+	// the caller then passes instead.
 	OffsetsTopicPartitions int32
 	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
-	// (3), capped by the live brokers when the topic is created (cluster
-	// mode only).
+	// (3), capped by the live brokers when the topic is created.
 	OffsetsTopicReplicationFactor int16
 	// OffsetsTopicSegmentBytes is offsets.topic.segment.bytes (100 MiB).
 	OffsetsTopicSegmentBytes int64
@@ -160,8 +151,7 @@ type Coordinator struct {
 	parts []*partition // by partition of __consumer_offsets; fixed at Start
 
 	closed  atomic.Bool
-	loaded  chan struct{} // closed once every partition is replayed (single broker)
-	loadErr atomic.Pointer[error]
+	loads   loads         // the elections not settled yet (WaitLoaded)
 	loadSem chan struct{} // bounds the replays running at once
 
 	mu     sync.Mutex // guards expiry
@@ -202,9 +192,9 @@ type writeBarrier struct {
 type partState int8
 
 const (
-	// partUnloaded: not coordinated here. In cluster mode, a partition
-	// this broker does not lead (never elected, or resigned); on a single
-	// broker, after Close.
+	// partUnloaded: not coordinated here: a partition this broker does
+	// not lead (never elected, or resigned), and every partition after
+	// Close.
 	partUnloaded partState = iota
 	partLoading
 	partLoaded
@@ -216,12 +206,12 @@ const (
 // them a few at a time rather than all their logs at once.
 const maxParallelLoads = 4
 
-// Start starts the coordinator. On a single broker (Config.Replicated
-// unset) it creates __consumer_offsets unless it exists (compacted, as
-// Kafka creates it) and replays every partition in the background; until a
-// partition is replayed its groups are answered
-// COORDINATOR_LOAD_IN_PROGRESS. In cluster mode it creates nothing and
-// coordinates nothing until Elected.
+// Start starts the coordinator. It creates nothing and coordinates
+// nothing until Elected: the caller creates __consumer_offsets (through
+// the controller, with Partitions, ReplicationFactor and TopicConfigs, as
+// Kafka creates it at the first FindCoordinator) and reports each
+// partition this broker leads, which may be every one (a single broker)
+// or none.
 func Start(eng *engine.Core, cfg Config) (*Coordinator, error) {
 	cfg.setDefaults()
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
@@ -235,22 +225,9 @@ func Start(eng *engine.Core, cfg Config) (*Coordinator, error) {
 	if cfg.ConsumerHeartbeatInterval >= cfg.ConsumerSessionTimeout {
 		return nil, fmt.Errorf("group: group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v", cfg.ConsumerHeartbeatInterval, cfg.ConsumerSessionTimeout)
 	}
-	partitions := cfg.OffsetsTopicPartitions
-	if !cfg.Replicated {
-		info, err := eng.EnsureTopic(OffsetsTopic, cfg.OffsetsTopicPartitions, topicConfigs(&cfg))
-		if err != nil {
-			return nil, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)
-		}
-		partitions = info.Partitions
-	}
-	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loaded: make(chan struct{}), loadSem: make(chan struct{}, maxParallelLoads)}
-	for i := range partitions {
+	c := &Coordinator{eng: eng, cfg: cfg, log: cfg.Logger, loadSem: make(chan struct{}, maxParallelLoads)}
+	for i := range cfg.OffsetsTopicPartitions {
 		c.parts = append(c.parts, &partition{c: c, tp: engine.TP{Topic: OffsetsTopic, Partition: i}, groups: map[string]*group{}, epoch: -1})
-	}
-	if cfg.Replicated {
-		close(c.loaded)
-	} else {
-		c.loadAll()
 	}
 	c.mu.Lock()
 	c.expiry = time.AfterFunc(cfg.OffsetsRetentionCheckInterval, c.expireAll)
@@ -271,7 +248,7 @@ func topicConfigs(cfg *Config) map[string]string {
 }
 
 // TopicConfigs are the topic overrides to create __consumer_offsets with
-// (cluster mode: through the controller).
+// (compacted, as Kafka creates it).
 func (c *Coordinator) TopicConfigs() map[string]string { return topicConfigs(&c.cfg) }
 
 // ReplicationFactor is offsets.topic.replication.factor.
@@ -293,20 +270,15 @@ func (c *Coordinator) PartitionOf(groupID string) int32 {
 	return PartitionFor(groupID, int32(len(c.parts)))
 }
 
-// WaitLoaded waits until every partition of __consumer_offsets is
-// replayed, and returns the first replay error. In cluster mode it
-// returns at once: partitions load when this broker is elected their
-// leader.
+// WaitLoaded waits until every election reported so far (Elected, and
+// those reported while it waits) has settled: its partition replayed and
+// serving its groups, or its term over (a newer election, a resignation,
+// Close). It returns the first replay error among them (that partition
+// answers COORDINATOR_NOT_AVAILABLE until its next election), and nil at
+// once when no election is pending. Partitions this broker was never
+// elected for are not waited for: they are coordinated elsewhere.
 func (c *Coordinator) WaitLoaded(ctx context.Context) error {
-	select {
-	case <-c.loaded:
-		if p := c.loadErr.Load(); p != nil {
-			return *p
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.loads.wait(ctx)
 }
 
 // Close stops the coordinator: parked JoinGroup and SyncGroup requests are
@@ -425,12 +397,10 @@ func (p *partition) unavailable() int16 {
 }
 
 // shardErrorCode maps a failed OnShard: a stopped engine is a coordinator
-// going away; a missing partition is, in cluster mode, one this broker
-// hosts no replica of (the coordinator is elsewhere), and on a single
-// broker a coordinator that cannot work (someone deleted
-// __consumer_offsets).
+// going away, a missing partition one this broker hosts no replica of (the
+// coordinator is elsewhere, or __consumer_offsets is not created yet).
 func (c *Coordinator) shardErrorCode(err error) int16 {
-	if errors.Is(err, engine.ErrClosed) || (c.cfg.Replicated && errors.Is(err, engine.ErrUnknownTopicOrPartition)) {
+	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrUnknownTopicOrPartition) {
 		return kerr.NotCoordinator.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
@@ -451,11 +421,12 @@ func (p *partition) after(d time.Duration, fn func()) *time.Timer {
 }
 
 // appendRecords writes recs to p's partition; done runs on p's shard with
-// the result. It must be called on p's shard. In cluster mode the result
-// comes once the partition's high watermark covers the records (Kafka
-// writes its internal topics with acks=all): an acknowledged commit
-// survives the loss of this broker. If this broker stops leading first,
-// the engine fails the write with ErrNotLeader (NOT_COORDINATOR).
+// the result. It must be called on p's shard. The result comes once the
+// partition's high watermark covers the records (Kafka writes its
+// internal topics with acks=all): an acknowledged commit survives the loss
+// of this broker. If this broker stops leading first, the engine fails the
+// write with ErrNotLeader (NOT_COORDINATOR). On an engine without a
+// replication layer the high watermark covers a write once it is written.
 func (p *partition) appendRecords(recs []record, done func(error)) {
 	b, err := buildBatches(recs, time.Now())
 	if err != nil {
@@ -464,7 +435,7 @@ func (p *partition) appendRecords(recs []record, done func(error)) {
 	}
 	wb, prev := &writeBarrier{}, p.lastWrite
 	p.lastWrite = wb
-	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{RequireISR: p.c.cfg.Replicated}, func(_ engine.AppendResult, err error) {
+	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{RequireISR: true}, func(_ engine.AppendResult, err error) {
 		done(err)
 		wb.done, wb.err = true, err
 		for _, fn := range wb.waiters {

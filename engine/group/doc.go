@@ -7,8 +7,8 @@
 // and hands them to each member incrementally. It keeps the groups'
 // committed offsets for both. It is Kafka-specific by nature and speaks in
 // kmsg request and response types; the engine knows nothing of it (it
-// only offers the hooks this package runs on: OnShard, AppendOnShard,
-// ReadAll, ReadAllToLEO and EnsureTopic).
+// only offers the hooks this package runs on: OnShard, AppendOnShard and
+// ReadAllToLEO).
 //
 // # State on shards
 //
@@ -23,14 +23,17 @@
 // lock, and a shard never blocks on a group (a JoinGroup parked for a
 // whole rebalance is a stored reply function, not a waiting goroutine).
 //
-// # In a cluster (Config.Replicated)
+// # Leadership
 //
 // __consumer_offsets is a replicated topic like any other, created through
 // the controller by the first broker that needs it (the kafka package, at
-// a FindCoordinator), and the coordinator of a group is the leader of its
-// partition, as in Kafka. A broker coordinates only the partitions it
-// leads: replication/node reports each change of leadership (Elected at a
-// leader epoch, Resigned), and each partition goes through terms:
+// a FindCoordinator, with Partitions, ReplicationFactor and TopicConfigs),
+// and the coordinator of a group is the leader of its partition, as in
+// Kafka. The coordinator creates nothing itself and has one mode: a broker
+// coordinates the partitions it leads, which on a single broker (a
+// one-voter quorum) is every one. replication/node reports each change of
+// leadership (Elected at a leader epoch, Resigned), and each partition
+// goes through terms:
 //
 //	          Elected(e), e newer               replayed up to the LEO
 //	unloaded ─────────────────────────► loading ─────────────────────► loaded
@@ -144,16 +147,16 @@
 //
 // # Loading
 //
-// On a single broker every partition is elected at Start (epoch 0); in a
-// cluster, a partition when this broker becomes its leader. It is then
+// A partition is loaded when this broker is elected its leader: it is
 // replayed on a goroutine of the coordinator's (a few partitions at a
 // time) and installed on its shard; until then its groups are answered
 // COORDINATOR_LOAD_IN_PROGRESS (and heartbeats succeed, as in Kafka, since
-// members' sessions restart at the install). A single broker replays up
-// to the high watermark (engine.ReadAll), a new leader up to its LEO
-// (engine.ReadAllToLEO): its high watermark may still lag what the
-// previous leader acknowledged, which its log holds, and a leader never
-// truncates its own log.
+// members' sessions restart at the install). The replay reads up to the
+// LEO (engine.ReadAllToLEO): a new leader's high watermark may still lag
+// what the previous leader acknowledged, which its log holds, and a
+// leader never truncates its own log. WaitLoaded waits for the elections
+// reported so far to settle (their partitions serving, or their terms
+// over); partitions this broker was not elected for are not waited for.
 // A group with members comes back Stable with its generation and
 // assignment, and a consumer group with its epochs and every member's
 // reconciliation: a broker restart does not make its consumers rebalance
@@ -209,13 +212,18 @@
 //     from memory.
 //   - An election older than the last election or resignation seen is
 //     stale, one at the same epoch a repeat: the node's hook and the
-//     catch-up at start (cmd/ringlog hostGroups) may report the same
+//     catch-up at start (broker's hostGroups) may report the same
 //     change twice, in either order. A topic id that changed (the topic
 //     was deleted and created again) starts the epochs over.
+//   - Elected counts its election for WaitLoaded before it queues its
+//     work, so a WaitLoaded that follows waits for it, and every path an
+//     election takes (stale, a repeat, not queued, replayed, failed, its
+//     term over before the install) settles it exactly once: one path that
+//     forgot would keep WaitLoaded waiting until its context ends.
 //   - A heartbeat that writes nothing but waits for the writes in flight
 //     fails as the last of them did: after a lost leadership its answer
 //     would report state that no replica may keep.
-//   - In a cluster, the partition count is fixed at Start (the topic's, or
+//   - The partition count is fixed at Start (the topic's, or
 //     offsets.topic.num.partitions before the topic exists);
 //     FindCoordinator refuses to route groups while the topic has another
 //     count (COORDINATOR_NOT_AVAILABLE), rather than send them to the

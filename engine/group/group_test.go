@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"crypto/rand"
 	"slices"
 	"testing"
 	"time"
@@ -17,13 +18,47 @@ import (
 // The coordinator over a real engine (files, shards, io_uring where the
 // machine has it), driven through its API without a network.
 
-func openEngine(t *testing.T, dir string) *engine.Core {
+// openCoordinator opens an engine without a replication layer in dir, so
+// that every partition leads itself alone in its ISR, and runs a
+// coordinator on it as the broker does: it starts with the partition count
+// of __consumer_offsets when the topic exists; otherwise the topic is
+// created with the coordinator's partitions and configs, as the controller
+// creates it at the first FindCoordinator (engine.CreateTopicWithID is how
+// a broker applies it; the replication factor, capped by the live brokers,
+// is 1); and it is elected for every partition at the leader epoch the
+// engine reports, as replication/node reports a leadership. It does not
+// wait for the replays (waitLoaded). Both close when the test ends.
+func openCoordinator(t *testing.T, dir string, cfg Config) (*engine.Core, *Coordinator) {
 	t.Helper()
 	e, err := engine.OpenCore(engine.Config{Dir: dir, Shards: 2, IO: ioring.ModeAuto})
-	if err != nil {
-		t.Fatal(err)
+	mustOK(t, err)
+	t.Cleanup(func() { e.Close() })
+	info, exists := e.Topic(OffsetsTopic)
+	if exists {
+		cfg.OffsetsTopicPartitions = info.Partitions
 	}
-	return e
+	c := startCoordinator(t, e, cfg)
+	t.Cleanup(c.Close)
+	if !exists {
+		createOffsetsTopic(t, e, c)
+	}
+	for i := range c.Partitions() {
+		st, err := e.State(engine.TP{Topic: OffsetsTopic, Partition: i})
+		mustOK(t, err)
+		c.Elected(i, st.LeaderEpoch)
+	}
+	return e, c
+}
+
+// createOffsetsTopic creates __consumer_offsets as the controller has a
+// broker create it: the coordinator's partition count and configs, an id
+// of the controller's.
+func createOffsetsTopic(t *testing.T, e *engine.Core, c *Coordinator) {
+	t.Helper()
+	var id [16]byte
+	rand.Read(id[:])
+	_, err := e.CreateTopicWithID(OffsetsTopic, id, c.Partitions(), c.TopicConfigs())
+	mustOK(t, err)
 }
 
 func startCoordinator(t *testing.T, e *engine.Core, cfg Config) *Coordinator {
@@ -32,9 +67,7 @@ func startCoordinator(t *testing.T, e *engine.Core, cfg Config) *Coordinator {
 		cfg.OffsetsTopicPartitions = 3
 	}
 	c, err := Start(e, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustOK(t, err)
 	return c
 }
 
@@ -277,13 +310,11 @@ func TestSelectProtocol(t *testing.T) {
 // once replayed, requests proceed. After Close, NOT_COORDINATOR, and a
 // parked join is answered so.
 func TestCoordinatorLoading(t *testing.T) {
-	e := openEngine(t, t.TempDir())
-	defer e.Close()
 	release := make(chan struct{})
 	held := make(chan struct{}, 8)
 	beforeInstall = func(int32) { held <- struct{}{}; <-release }
 	defer func() { beforeInstall = nil }()
-	c := startCoordinator(t, e, Config{OffsetsTopicPartitions: 1})
+	e, c := openCoordinator(t, t.TempDir(), Config{OffsetsTopicPartitions: 1})
 	<-held
 	if _, err := e.CreateTopic("t", 1, -1, nil, false); err != nil {
 		t.Fatal(err)
@@ -337,10 +368,7 @@ func TestCoordinatorLoading(t *testing.T) {
 // TestRequireStable: a commit being written is UNSTABLE_OFFSET_COMMIT to a
 // fetch that requires stable offsets (KIP-447), and invisible to others.
 func TestRequireStable(t *testing.T) {
-	e := openEngine(t, t.TempDir())
-	defer e.Close()
-	c := startCoordinator(t, e, Config{})
-	defer c.Close()
+	e, c := openCoordinator(t, t.TempDir(), Config{})
 	waitLoaded(t, c)
 	if _, err := e.CreateTopic("t", 1, -1, nil, false); err != nil {
 		t.Fatal(err)
@@ -379,8 +407,7 @@ func TestRequireStable(t *testing.T) {
 // partition's groups load.
 func TestReplaySkipsForeignRecords(t *testing.T) {
 	dir := t.TempDir()
-	e := openEngine(t, dir)
-	c := startCoordinator(t, e, Config{OffsetsTopicPartitions: 1})
+	e, c := openCoordinator(t, dir, Config{OffsetsTopicPartitions: 1})
 	waitLoaded(t, c)
 	if _, err := e.CreateTopic("t", 1, -1, nil, false); err != nil {
 		t.Fatal(err)
@@ -398,10 +425,7 @@ func TestReplaySkipsForeignRecords(t *testing.T) {
 	c.Close()
 	e.Close()
 
-	e = openEngine(t, dir)
-	defer e.Close()
-	c = startCoordinator(t, e, Config{OffsetsTopicPartitions: 1})
-	defer c.Close()
+	_, c = openCoordinator(t, dir, Config{OffsetsTopicPartitions: 1})
 	waitLoaded(t, c)
 	f := call(t, func(reply func(*kmsg.OffsetFetchResponse)) { c.OffsetFetch(fetchRequest("g", false), reply) })
 	if p := f.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != 42 {

@@ -1,9 +1,10 @@
 package group
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -14,31 +15,60 @@ var beforeInstall func(partition int32)
 // errClosed stops a replay when the coordinator closes.
 var errClosed = errors.New("group: coordinator closed")
 
-// loadAll elects this broker for every partition (a single broker leads
-// them all, at epoch 0) and closes c.loaded once each is replayed.
-func (c *Coordinator) loadAll() {
-	var left atomic.Int32
-	left.Store(int32(len(c.parts)))
-	finished := func(err error) {
-		if err != nil {
-			c.loadErr.CompareAndSwap(nil, &err)
-		}
-		if left.Add(-1) == 0 {
-			close(c.loaded)
-		}
+// loads counts the elections whose replay has not settled, for
+// WaitLoaded. Elected counts one before it queues its work, so that a
+// WaitLoaded that follows it waits for it.
+type loads struct {
+	mu      sync.Mutex
+	pending int
+	round   *loadRound // nil while pending is 0
+}
+
+// loadRound is a stretch of time with elections pending: it ends when the
+// last of them settles, with the first replay error among them.
+type loadRound struct {
+	done chan struct{}
+	err  error
+}
+
+// begin counts an election; the function it returns settles it, and must
+// be called exactly once.
+func (l *loads) begin() func(error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == 0 {
+		l.round = &loadRound{done: make(chan struct{})}
 	}
-	if len(c.parts) == 0 {
-		close(c.loaded)
+	l.pending++
+	return l.settle
+}
+
+func (l *loads) settle(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.round
+	if err != nil && r.err == nil {
+		r.err = err
 	}
-	for _, p := range c.parts {
-		err := c.eng.OnShard(p.tp, func() {
-			if !p.elect(0, finished) {
-				finished(nil)
-			}
-		})
-		if err != nil {
-			finished(err)
-		}
+	l.pending--
+	if l.pending == 0 {
+		close(r.done)
+		l.round = nil
+	}
+}
+
+func (l *loads) wait(ctx context.Context) error {
+	l.mu.Lock()
+	r := l.round
+	l.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -52,7 +82,12 @@ func (c *Coordinator) loadAll() {
 // an older epoch than the partition's last is stale and ignored, one at
 // the same epoch a repeat. It only queues work to the partition's shard.
 func (c *Coordinator) Elected(part, leaderEpoch int32) {
-	c.onTerm(part, "elected", leaderEpoch, func(p *partition) { p.elect(leaderEpoch, nil) })
+	settled := c.loads.begin()
+	c.onTerm(part, "elected", leaderEpoch, settled, func(p *partition) {
+		if !p.elect(leaderEpoch, settled) {
+			settled(nil)
+		}
+	})
 }
 
 // Resigned tells the coordinator that this broker no longer leads
@@ -65,36 +100,42 @@ func (c *Coordinator) Elected(part, leaderEpoch int32) {
 // A resignation older than the partition's last election is stale. It
 // only queues work to the partition's shard.
 func (c *Coordinator) Resigned(part, leaderEpoch int32) {
-	c.onTerm(part, "resigned", leaderEpoch, func(p *partition) { p.resign(leaderEpoch) })
+	c.onTerm(part, "resigned", leaderEpoch, func(error) {}, func(p *partition) { p.resign(leaderEpoch) })
 }
 
 // onTerm runs fn on the shard of partition i, unless the coordinator
-// closed.
-func (c *Coordinator) onTerm(i int32, what string, epoch int32, fn func(p *partition)) {
+// closed; skipped is called instead when fn will not run.
+func (c *Coordinator) onTerm(i int32, what string, epoch int32, skipped func(error), fn func(p *partition)) {
 	if c.closed.Load() {
+		skipped(nil)
 		return
 	}
 	if i < 0 || int(i) >= len(c.parts) {
 		c.log.Error("group coordinator: leadership of a partition it does not know (offsets.topic.num.partitions differs from the topic's count?)",
 			"change", what, "partition", i, "partitions", len(c.parts))
+		skipped(nil)
 		return
 	}
 	p := c.parts[i]
 	err := c.eng.OnShard(p.tp, func() {
-		if !c.closed.Load() {
-			fn(p)
+		if c.closed.Load() {
+			skipped(nil)
+			return
 		}
+		fn(p)
 	})
 	if err != nil {
 		c.log.Warn("group coordinator: leadership change not applied", "change", what, "partition", i, "epoch", epoch, "err", err)
+		skipped(fmt.Errorf("group: %s for %s-%d: %w", what, p.tp.Topic, i, err))
 	}
 }
 
 // elect starts a term at epoch (shard only): unless the election is stale
 // or a repeat, the partition's groups are dropped and replayed, once the
 // previous term's writes have completed (they are in the log the replay
-// reads). finished, when set, is called when the replay is installed or
-// dropped; elect reports whether it will be.
+// reads). finished is called when the replay is installed, fails or is
+// dropped (with the replay's error when it failed); elect reports whether
+// it will be.
 func (p *partition) elect(epoch int32, finished func(error)) bool {
 	info, ok := p.c.eng.Topic(p.tp.Topic)
 	if !ok {
@@ -133,8 +174,8 @@ func (p *partition) resign(epoch int32) {
 	}
 }
 
-// load replays one partition on the caller's goroutine (ReadAll works on
-// the log's published views, not on the shard) and installs its groups
+// load replays one partition on the caller's goroutine (ReadAllToLEO
+// works on the log's published views, not on the shard) and installs its groups
 // on its shard, unless the term moved on meanwhile. Nothing writes to a
 // partition before it is installed: its groups answer
 // COORDINATOR_LOAD_IN_PROGRESS and expiry skips it.
@@ -142,13 +183,9 @@ func (c *Coordinator) load(p *partition, gen uint64, epoch int32, finished func(
 	c.loadSem <- struct{}{}
 	start := time.Now()
 	st := newLoadState()
-	read := c.eng.ReadAll
-	if c.cfg.Replicated {
-		// The new leader's high watermark may lag what the old one
-		// acknowledged; its log has it all (it was in the ISR).
-		read = c.eng.ReadAllToLEO
-	}
-	err := read(p.tp, func(b []byte) error {
+	// Up to the LEO: the new leader's high watermark may lag what the old
+	// one acknowledged; its log has it all (it was in the ISR).
+	err := c.eng.ReadAllToLEO(p.tp, func(b []byte) error {
 		if c.closed.Load() {
 			return errClosed
 		}
@@ -170,20 +207,20 @@ func (c *Coordinator) load(p *partition, gen uint64, epoch int32, finished func(
 	callErr := c.eng.OnShard(p.tp, func() {
 		switch {
 		case p.gen != gen || p.state != partLoading:
+			// The term is over: what its replay found, or failed to
+			// find, no longer matters.
+			finished(nil)
+			return
 		case err != nil:
 			p.state = partFailed
 		default:
 			p.install(st)
 			p.state = partLoaded
-			if c.cfg.Replicated {
-				c.log.Info("group coordinator: loaded", "partition", p.tp.Partition, "epoch", epoch, "groups", len(p.groups), "took", time.Since(start).Round(time.Millisecond))
-			}
+			c.log.Info("group coordinator: loaded", "partition", p.tp.Partition, "epoch", epoch, "groups", len(p.groups), "took", time.Since(start).Round(time.Millisecond))
 		}
-		if finished != nil {
-			finished(err)
-		}
+		finished(err)
 	})
-	if callErr != nil && finished != nil {
+	if callErr != nil {
 		finished(errors.Join(err, callErr))
 	}
 }
