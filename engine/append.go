@@ -161,6 +161,12 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 // per connection, so this blocks only under a flood, which is
 // back-pressure working. A stopped shard fails them with ErrClosed.
 func (s *shard) send(m shardMsg) {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.stopped {
+		m.fail()
+		return
+	}
 	select {
 	case s.inbox <- m:
 		return
@@ -169,12 +175,7 @@ func (s *shard) send(m shardMsg) {
 	select {
 	case s.inbox <- m:
 	case <-s.done:
-		if m.append != nil {
-			m.append.fail(ErrClosed)
-		}
-		for _, r := range m.appends {
-			r.fail(ErrClosed)
-		}
+		m.fail()
 	}
 }
 

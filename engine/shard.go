@@ -30,7 +30,15 @@ type shard struct {
 	inbox  chan shardMsg
 	parts  map[*partition]struct{}
 	done   chan struct{}
-	broken error // the ring failed: appends on this shard fail from now on
+	// gate orders senders against the stop: a sender holds it shared
+	// while it checks stopped and puts its message in the inbox; drain
+	// takes it whole after done is closed, so that every message that got
+	// into the inbox is found by the drain and answered (an append racing
+	// Close was left in the inbox, its caller waiting forever).
+	gate    sync.RWMutex
+	stopped bool
+	drained chan struct{} // closed once the inbox is drained after the stop
+	broken  error         // the ring failed: appends on this shard fail from now on
 
 	// Partitions whose pending acks=all appends the high watermark
 	// reached (SetHW, any goroutine).
@@ -96,7 +104,7 @@ func newShard(e *Core, id int) (*shard, error) {
 		return nil, err
 	}
 	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan shardMsg, inboxSize),
-		parts: map[*partition]struct{}{}, done: make(chan struct{})}, nil
+		parts: map[*partition]struct{}{}, done: make(chan struct{}), drained: make(chan struct{})}, nil
 }
 
 // post queues fn to run on the shard goroutine between two rounds and
@@ -107,10 +115,10 @@ func newShard(e *Core, id int) (*shard, error) {
 // its inbox drops fn: whoever waits for fn's effect must also watch the
 // shard stop (do does).
 func (s *shard) post(fn func()) error {
-	select {
-	case <-s.done:
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.stopped {
 		return ErrClosed
-	default:
 	}
 	select {
 	case s.inbox <- shardMsg{call: fn}:
@@ -173,7 +181,7 @@ func (s *shard) stop() error {
 	errc := make(chan error, 1)
 	s.inbox <- shardMsg{stop: errc}
 	err := <-errc
-	<-s.done
+	<-s.drained
 	return err
 }
 
@@ -181,7 +189,7 @@ func (s *shard) run() {
 	// The shard's state is touched by this goroutine alone; locking it to
 	// one thread also keeps the ring's submitter on one CPU's caches.
 	runtime.LockOSThread()
-	defer close(s.done)
+	defer s.drain()
 	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
 	defer retention.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
@@ -246,6 +254,39 @@ func (s *shard) run() {
 			stop <- s.shutdown()
 			return
 		}
+	}
+}
+
+// drain ends the shard: senders waiting for room in the inbox give up
+// (done), senders in the middle of a send finish it (gate), later ones
+// are refused (stopped), and what reached the inbox is answered: appends
+// fail with ErrClosed, calls are dropped (do and start watch done).
+func (s *shard) drain() {
+	close(s.done)
+	s.gate.Lock()
+	s.stopped = true
+	s.gate.Unlock()
+	for {
+		select {
+		case m := <-s.inbox:
+			m.fail()
+		default:
+			close(s.drained)
+			return
+		}
+	}
+}
+
+// fail answers a message the shard will not take.
+func (m shardMsg) fail() {
+	if m.append != nil {
+		m.append.fail(ErrClosed)
+	}
+	for _, r := range m.appends {
+		r.fail(ErrClosed)
+	}
+	if m.stop != nil {
+		m.stop <- nil
 	}
 }
 

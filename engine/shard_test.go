@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,5 +87,50 @@ func TestShardCallQueuedBehindStop(t *testing.T) {
 	}
 	if err := <-blocked; !errors.Is(err, ErrClosed) {
 		t.Fatalf("blocked post: %v", err)
+	}
+}
+
+// TestAppendRacingCloseIsAnswered: every Append made while the engine
+// closes gets its done callback (written, or ErrClosed). One sent into the
+// inbox after the shard stopped reading it was left there, its caller
+// waiting forever (found by a race run of TestEmbedAfterClose).
+func TestAppendRacingCloseIsAnswered(t *testing.T) {
+	batch := mkBatch(t, 1, "v", 1, -1, -1, -1)
+	for round := range 50 {
+		e := openEngine(t, t.TempDir(), ioring.ModePortable)
+		e.CreateTopic("t", 2, -1, nil, false)
+		var sent, answered atomic.Int64
+		var closed atomic.Bool
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Until an append is refused for the close: the last ones
+				// race the shards' stop.
+				for !closed.Load() {
+					sent.Add(1)
+					// Append rewrites the batch's header in place: each
+					// call gets its own copy.
+					e.Append(TP{"t", int32(g % 2)}, bytes.Clone(batch), AppendOptions{}, func(_ AppendResult, err error) {
+						answered.Add(1)
+						if errors.Is(err, ErrClosed) {
+							closed.Store(true)
+						}
+					})
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		e.Close()
+		closed.Store(true)
+		wg.Wait()
+		deadline := time.Now().Add(10 * time.Second)
+		for answered.Load() != sent.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d appends sent, %d answered", round, sent.Load(), answered.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
