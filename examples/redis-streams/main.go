@@ -227,7 +227,7 @@ func (s *server) xread(closed chan struct{}, args [][]byte) []byte {
 		}
 	}
 	streams := args[i+1:]
-	if !strings.EqualFold(string(args[i]), "STREAMS") {
+	if !strings.EqualFold(string(args[i]), "STREAMS") || len(streams) == 0 {
 		return errSyntax
 	} else if len(streams)%2 != 0 {
 		return errorf("ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.")

@@ -80,6 +80,8 @@ func TestRedisCLI(t *testing.T) {
 		{"XREAD STREAMS s $", ""},
 		{"XREAD STREAMS s t 0", "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified."},
 		{"XREAD COUNT x STREAMS s 0", "ERR value is not an integer or out of range"},
+		{"XREAD COUNT 1 STREAMS", "ERR syntax error"},
+		{"XREAD COUNT 1 s 0", "ERR syntax error"},
 		{"XLEN", "ERR wrong number of arguments for 'xlen' command"},
 		{"XADD s * a", "ERR wrong number of arguments for 'xadd' command"},
 		{"SET k v", "ERR unknown command 'SET', with args beginning with: 'k' 'v'"},
