@@ -10,6 +10,7 @@ import (
 	"net"
 	"os/exec"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"ringlog/internal/testkit"
-	"ringlog/netpoll"
 )
 
 // serve starts the server on a free port of 127.0.0.1 with its data in dir,
@@ -147,7 +147,7 @@ func contains(list []string, s string) bool {
 }
 
 // TestGoRedis drives the server with go-redis, which connects with HELLO 3
-// and CLIENT SETINFO (both refused here) and goes on in RESP2, then restarts
+// and CLIENT SETINFO (both unknown here) and goes on in RESP2, then restarts
 // the server on the same data directory.
 func TestGoRedis(t *testing.T) {
 	dir, ctx := t.TempDir(), context.Background()
@@ -261,34 +261,30 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// FuzzParseCommand: every frame the RESP splitter passes parses, into as
-// many arguments as the array announces.
-func FuzzParseCommand(f *testing.F) {
-	for _, seed := range []string{"*1\r\n$4\r\nPING\r\n", "*3\r\n$4\r\nXLEN\r\n$0\r\n\r\n$2\r\n\r\n\r\n", "PING a b\r\n", "*0\r\n"} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) == 0 { // Split is never shown no bytes
-			return
-		}
-		fr, err := netpoll.RESP{}.Split(data, 0, 1<<20)
-		if err != nil || fr.Len == 0 || fr.Len > len(data) {
-			return
-		}
-		args := parseCommand(data[:fr.Len])
-		if n := 0; data[0] == '*' {
-			fmt.Sscanf(string(data), "*%d\r\n", &n)
-			if len(args) != n {
-				t.Fatalf("%q: %d arguments, want %d", data[:fr.Len], len(args), n)
-			}
-		}
-	})
-}
-
 func TestTopicOf(t *testing.T) {
 	for key, want := range map[string]string{"s": "s", "orders-eu_1": "orders-eu_1", "orders:eu": "x.6f72646572733a6575", "a.b": "x.612e62", "": "x."} {
 		if got := topicOf([]byte(key)).Topic; got != want {
 			t.Errorf("topicOf(%q) = %q, want %q", key, got, want)
 		}
 	}
+}
+
+// TestBlockedReadEndsWithItsClient: an XREAD BLOCK 0 whose client goes
+// away stops waiting (it watches the connection's Done): nothing is left
+// in flight.
+func TestBlockedReadEndsWithItsClient(t *testing.T) {
+	s := serve(t, t.TempDir())
+	before := runtime.NumGoroutine()
+	c, err := net.Dial("tcp", s.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "XREAD BLOCK 0 STREAMS s $\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the XREAD to block", func() bool { return s.ln.Stats().InFlight == 1 })
+	c.Close()
+	// The command's goroutine ends (the window's slot is freed at once
+	// either way: the count of goroutines is what shows the wait ended).
+	testkit.WaitFor(t, 10*time.Second, "the XREAD's goroutine to end", func() bool { return runtime.NumGoroutine() <= before })
 }
