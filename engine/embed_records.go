@@ -132,18 +132,29 @@ func (e *Engine) Fetch(ctx context.Context, tp TP, offset int64, limit int) (Fet
 	if offset == st.HW {
 		return res, nil
 	}
-	b, err := p.log.ReadBatches(offset, fetchBytes, st.HW)
-	switch {
-	case errors.Is(err, segment.ErrClosed):
-		return res, ErrClosed
-	case errors.Is(err, segment.ErrOutOfRange):
-		// Retention moved the start past offset since the state was read.
-		return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
-	case err != nil:
-		return res, storageError(err)
+	// A few records are read from a few KiB (a larger first batch is
+	// read whole); the read grows to fetchBytes until it holds limit.
+	size := int64(fetchBytes)
+	if limit > 0 && limit < fetchBytes/256 {
+		size = int64(limit) * 256
 	}
-	res.Records, res.Next, err = decodeRecords(b, offset, limit)
-	return res, err
+	for {
+		b, err := p.log.ReadBatches(offset, size, st.HW)
+		switch {
+		case errors.Is(err, segment.ErrClosed):
+			return res, ErrClosed
+		case errors.Is(err, segment.ErrOutOfRange):
+			// Retention moved the start past offset since the state was read.
+			return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+		case err != nil:
+			return res, storageError(err)
+		}
+		res.Records, res.Next, err = decodeRecords(b, offset, limit)
+		if err != nil || limit <= 0 || len(res.Records) == limit || size == fetchBytes || res.Next >= st.HW {
+			return res, err
+		}
+		size = min(fetchBytes, size*4)
+	}
 }
 
 // decodeRecords returns the records of the whole batches in b from offset

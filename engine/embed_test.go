@@ -260,3 +260,31 @@ func TestEmbedTopicOptions(t *testing.T) {
 		t.Fatalf("topic config: %+v", info.Config)
 	}
 }
+
+// TestEmbedFetchLimit: a Fetch with a limit reads only a little, but
+// still returns limit records where they exist, however large they are:
+// one per batch of 4 KiB records, the first read (limit x 256 bytes)
+// holds fewer and the read grows.
+func TestEmbedFetchLimit(t *testing.T) {
+	e := openStore(t, t.TempDir(), nil)
+	defer e.Close()
+	if err := e.CreateTopic("big", engine.TopicOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tp := engine.TP{Topic: "big"}
+	value := make([]byte, 4<<10)
+	for range 40 {
+		if _, err := e.Produce(ctx(t), tp, engine.Record{Value: value}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		from       int64
+		limit, got int
+	}{{0, 1, 1}, {0, 10, 10}, {5, 30, 30}, {30, 20, 10}, {0, 0, 40}} {
+		res, err := e.Fetch(ctx(t), tp, c.from, c.limit)
+		if err != nil || len(res.Records) != c.got || res.Next != c.from+int64(c.got) || len(res.Records[0].Value) != len(value) {
+			t.Fatalf("fetch %d from %d: %d records, next %d, %v; want %d", c.limit, c.from, len(res.Records), res.Next, err, c.got)
+		}
+	}
+}

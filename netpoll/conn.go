@@ -53,11 +53,12 @@ type Conn struct {
 	gen atomic.Uint64
 
 	mu       sync.Mutex
-	window   []slot      // MaxInFlight slots, sequence number seq at seq % len
-	next     uint64      // oldest sequence number not yet released to ready
-	assigned uint64      // next sequence number to hand out
-	ready    []*Response // released in order, waiting for the writer
-	closed   bool        // the connection is gone: replies are dropped
+	window   []slot        // MaxInFlight slots, sequence number seq at seq % len
+	next     uint64        // oldest sequence number not yet released to ready
+	assigned uint64        // next sequence number to hand out
+	ready    []*Response   // released in order, waiting for the writer
+	closed   bool          // the connection is gone: replies are dropped
+	gone     chan struct{} // closed by teardown (Done)
 	// held keeps the pooled buffer under request seq's frame at
 	// seq % len, until the handler recycles it or a later request takes
 	// the entry (the buffer is then left to the collector).
@@ -73,6 +74,7 @@ func newConn(s *Server, t transport, remote net.Addr) *Conn {
 		remote: remote,
 		window: make([]slot, s.cfg.MaxInFlight),
 		held:   make([]heldFrame, s.cfg.MaxInFlight),
+		gone:   make(chan struct{}),
 	}
 }
 
@@ -122,6 +124,11 @@ func (c *Conn) Context() any {
 	}
 	return nil
 }
+
+// Done returns a channel closed when the connection is gone, before
+// Handler.Closed: a handler that waits for something (a long poll, a
+// blocking read) selects on it to stop waiting for no one. Any goroutine.
+func (c *Conn) Done() <-chan struct{} { return c.gone }
 
 // Close closes the connection: requests not yet answered get no response,
 // responses not yet written are dropped (their OnDone runs), and
@@ -300,6 +307,7 @@ func (c *Conn) teardown() {
 		return
 	}
 	c.closed = true
+	close(c.gone)
 	var drop []*Response
 	unanswered := int64(0)
 	for seq := c.next; seq < c.assigned; seq++ {

@@ -18,7 +18,8 @@
 //
 // Lines (a line per request, "\n" or "\r\n") and RESP (Redis clients' arrays
 // of bulk strings, and inline commands) are ready-made for other protocols;
-// their responses get no prefix, the handler frames them itself. A
+// their responses get no prefix, the handler frames them itself; RESP.Args
+// splits a RESP command into its arguments, with the code that cut it. A
 // Splitter answers, for the bytes at the start of a frame: complete, with
 // the frame's length and the framing bytes at its head and tail that the
 // handler does not get; length known but not all here (a length prefix);
@@ -204,4 +205,9 @@
 //   - gnet's Accept errors other than a reset (EMFILE included) stop the
 //     whole engine (a gnet behaviour); keep the process's descriptor limit
 //     above MaxConns plus the open segment files.
+//   - RESP refuses a count or length with a leading zero ("$03"), as
+//     Redis does: a command then has one encoding, and RESP.Args's
+//     arguments re-encode to the very frame (its fuzz target checks it).
+//     RESP.Args walks an array with Split's own element reader (respBulk),
+//     so the two cannot disagree on what a command is.
 package netpoll

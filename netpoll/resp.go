@@ -14,12 +14,13 @@ import (
 //
 // The handler gets each command whole, as it came, framing included: a
 // frame starting with '*' is an array, any other an inline command with
-// its terminator. Counts and lengths are decimal without a sign; anything
-// else where RESP puts them, a missing "\r\n", or an element that is not a
-// bulk string is ErrMalformedFrame. A command whose count or lengths show
-// it longer than maxFrameBytes is ErrFrameTooLarge as soon as they are
-// read, before its bytes arrive. Responses get no prefix: the handler
-// writes RESP replies whole (+OK\r\n, $5\r\nhello\r\n, ...).
+// its terminator; Args splits it into the command's arguments. Counts and
+// lengths are decimal without a sign or a leading zero, as Redis reads
+// them; anything else where RESP puts them, a missing "\r\n", or an element
+// that is not a bulk string is ErrMalformedFrame. A command whose count or
+// lengths show it longer than maxFrameBytes is ErrFrameTooLarge as soon as
+// they are read, before its bytes arrive. Responses get no prefix: the
+// handler writes RESP replies whole (+OK\r\n, $5\r\nhello\r\n, ...).
 type RESP struct{}
 
 // respNumberDigitsMax bounds the digits of a count or length: 10 digits
@@ -47,22 +48,18 @@ func (RESP) Split(data []byte, resume int64, maxFrameBytes int) (Frame, error) {
 		pos, left = next, count
 	}
 	for left > 0 {
-		n, next, err := respNumber(data, pos, '$')
+		start, end, err := respBulk(data, pos)
 		if err != nil {
 			return Frame{}, err
 		}
-		if next == 0 {
+		if start == 0 {
 			break
 		}
-		end := int64(next) + int64(n) + 2 // the string and its "\r\n"
 		if end+6*int64(left-1) > int64(maxFrameBytes) {
 			return Frame{}, fmt.Errorf("%w: a command of more than %d bytes", ErrFrameTooLarge, maxFrameBytes)
 		}
 		if end > int64(len(data)) {
 			break
-		}
-		if data[end-2] != '\r' || data[end-1] != '\n' {
-			return Frame{}, fmt.Errorf("%w: a bulk string of %d bytes not followed by CRLF", ErrMalformedFrame, n)
 		}
 		pos, left = int(end), left-1
 	}
@@ -70,6 +67,86 @@ func (RESP) Split(data []byte, resume int64, maxFrameBytes int) (Frame, error) {
 		return Frame{Len: pos}, nil
 	}
 	return Frame{Resume: int64(left)<<32 | int64(pos)}, nil
+}
+
+// Args splits a frame that Split cut into the command's arguments: an
+// array's bulk strings, or an inline command's words, separated by spaces,
+// tabs and the other ASCII blanks (Redis's quoting of inline words is not
+// read). An empty array or a blank line has none. The arguments are slices
+// of frame, each capped at its end so that appending to one copies it
+// instead of writing over the frame. A frame that Split would not have cut
+// whole, with nothing after it, is ErrMalformedFrame (or ErrFrameTooLarge,
+// for a number above 2^31-1), and no argument is returned.
+//
+// Args walks an array with the code Split walks it with, so that the two
+// cannot disagree on what a command is, and allocates nothing from the
+// array's count beyond what the frame's bytes can hold.
+func (RESP) Args(frame []byte) ([][]byte, error) {
+	if len(frame) == 0 {
+		return nil, fmt.Errorf("%w: an empty frame", ErrMalformedFrame)
+	}
+	if frame[0] != '*' {
+		return respWords(frame)
+	}
+	count, pos, err := respNumber(frame, 0, '*')
+	if err != nil {
+		return nil, err
+	}
+	if pos == 0 {
+		return nil, fmt.Errorf("%w: an array's count cut short", ErrMalformedFrame)
+	}
+	// Each element takes at least "$0\r\n\r\n": a count the bytes cannot
+	// hold is refused below, by the walk, but must not size the slice.
+	args := make([][]byte, 0, min(count, (len(frame)-pos)/6))
+	for range count {
+		start, end, err := respBulk(frame, pos)
+		if err != nil {
+			return nil, err
+		}
+		if start == 0 || end > int64(len(frame)) {
+			return nil, fmt.Errorf("%w: an array of %d elements cut short after %d", ErrMalformedFrame, count, len(args))
+		}
+		args = append(args, frame[start:end-2:end-2])
+		pos = int(end)
+	}
+	if pos != len(frame) {
+		return nil, fmt.Errorf("%w: %d bytes after an array of %d elements", ErrMalformedFrame, len(frame)-pos, count)
+	}
+	return args, nil
+}
+
+// respWords splits an inline command, a line ending in its only "\n", into
+// its words.
+func respWords(line []byte) ([][]byte, error) {
+	if i := bytes.IndexByte(line, '\n'); i != len(line)-1 {
+		return nil, fmt.Errorf("%w: an inline command not one line ending in \\n", ErrMalformedFrame)
+	}
+	// Counted first, so that the slice is allocated once and exactly.
+	n := 0
+	for i := range line {
+		if !respBlank(line[i]) && (i == 0 || respBlank(line[i-1])) {
+			n++
+		}
+	}
+	words := make([][]byte, 0, n)
+	for i := 0; i < len(line); {
+		if respBlank(line[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(line) && !respBlank(line[j]) {
+			j++
+		}
+		words, i = append(words, line[i:j:j]), j
+	}
+	return words, nil
+}
+
+// respBlank reports the bytes that separate inline words: C's isspace in
+// the C locale, which Redis splits them with.
+func respBlank(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // respInline frames an inline command: a line, handed over with its
@@ -89,10 +166,29 @@ func respInline(data []byte, resume int64, maxFrameBytes int) (Frame, error) {
 	return Frame{}, fmt.Errorf("%w: an inline command of %d bytes > %d", ErrFrameTooLarge, from+i+1, maxFrameBytes)
 }
 
+// respBulk reads the bulk string at data[pos:]: its length line, then its
+// bytes, which start at start and are followed by "\r\n" ending at end.
+// start == 0 when the length line is not all there yet; end > len(data)
+// when the bytes are not (end is int64: a length near 2^31 past pos would
+// overflow a 32-bit int). The "\r\n" is checked once it is there.
+func respBulk(data []byte, pos int) (start int, end int64, err error) {
+	n, start, err := respNumber(data, pos, '$')
+	if err != nil || start == 0 {
+		return 0, 0, err
+	}
+	end = int64(start) + int64(n) + 2
+	if end <= int64(len(data)) && (data[end-2] != '\r' || data[end-1] != '\n') {
+		return 0, 0, fmt.Errorf("%w: a bulk string of %d bytes not followed by CRLF", ErrMalformedFrame, n)
+	}
+	return start, end, nil
+}
+
 // respNumber reads the line at data[pos:], which must be kind ('*' or '$')
-// then a decimal number of at most respNumberDigitsMax digits and "\r\n".
-// It returns the number and where the line ends, or next == 0 when the
-// line is not all there yet.
+// then a decimal number of at most respNumberDigitsMax digits and "\r\n",
+// with no sign and no leading zero, as Redis's string2ll reads it (so that a
+// command has one encoding, which Args's arguments re-encode to). It
+// returns the number and where the line ends, or next == 0 when the line
+// is not all there yet.
 func respNumber(data []byte, pos int, kind byte) (n, next int, err error) {
 	if pos >= len(data) {
 		return 0, 0, nil
@@ -113,6 +209,8 @@ func respNumber(data []byte, pos int, kind byte) (n, next int, err error) {
 		return 0, 0, nil // the "\n" to come
 	case line[i+1] != '\n':
 		return 0, 0, fmt.Errorf("%w: %c%s not followed by CRLF", ErrMalformedFrame, kind, line[:i])
+	case line[0] == '0' && i > 1:
+		return 0, 0, fmt.Errorf("%w: %c%s has a leading zero", ErrMalformedFrame, kind, line[:i])
 	}
 	var v int64
 	for _, c := range line[:i] {

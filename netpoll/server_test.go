@@ -648,3 +648,29 @@ func TestLargeFramesRecycled(t *testing.T) {
 		}
 	})
 }
+
+// Done is closed when the client goes, so that a handler waiting with a
+// request in hand (a long poll) stops waiting; it is open while the
+// connection lives.
+func TestDoneWhenClientGoes(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := newTestHandler(t, nil)
+		s := serve(t, portable, Config{}, h)
+		c := dial(t, s)
+		c.send([]byte{cmdHold})
+		hd := <-h.held
+		select {
+		case <-hd.c.Done():
+			t.Fatal("Done closed on a live connection")
+		case <-time.After(50 * time.Millisecond):
+		}
+		c.nc.Close()
+		select {
+		case <-hd.c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done still open 5 s after the client closed")
+		}
+		hd.c.NoReply(hd.seq) // dropped: the connection is gone
+		testkit.WaitFor(t, 5*time.Second, "Closed", func() bool { return h.closed.Load() == 1 })
+	})
+}

@@ -14,9 +14,10 @@ go version
 # Debian packages the tests use, as command:package (kcat: librdkafka's
 # client, for the kafka package's client tests; fuse3: fusermount3, which
 # go-fuse falls back on when it cannot mount and unmount powerfs, the
-# power-loss file system, by itself); each is installed only when its
+# power-loss file system, by itself; redis-tools: redis-cli, the client
+# examples/redis-streams is driven with); each is installed only when its
 # command is missing.
-tools=(kcat:kcat fio:fio fusermount3:fuse3)
+tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools)
 missing=()
 for tool in "${tools[@]}"; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
@@ -42,7 +43,7 @@ go test -count=1 -timeout 20m ./...
 # while its owner appends). -short keeps the long crash matrix out of the
 # slower race build; it runs in full above.
 step "go test -race"
-go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/... ./netpoll/... ./engine/... ./kafka/... ./replication/... ./internal/... ./broker/...
+go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/... ./netpoll/... ./engine/... ./kafka/... ./replication/... ./internal/... ./broker/... ./examples/...
 
 step "cross builds"
 for os in darwin windows; do
