@@ -67,8 +67,8 @@ func (c Config) withDefaults() Config {
 }
 
 // Node runs one broker's replication. New makes it; the engine is opened
-// with Config.Replicated and OnAppended set to the node's OnAppended; Start
-// begins applying the controller's metadata.
+// with OnAppended set to the node's OnAppended; Start begins applying the
+// controller's metadata.
 type Node struct {
 	cfg Config
 	log *slog.Logger
