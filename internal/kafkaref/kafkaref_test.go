@@ -1,0 +1,58 @@
+package kafkaref
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestSingleNode: a one-node Kafka starts, takes records and hands them
+// back, and a tool of Kafka's lists the topic.
+func TestSingleNode(t *testing.T) {
+	c := StartT(t, Options{Heap: "512m"})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()), kgo.AllowAutoTopicCreation(), kgo.ConsumeTopics("ref"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ref", Value: []byte("hello")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fs := cl.PollFetches(ctx)
+	if err := fs.Err0(); err != nil {
+		t.Fatal(err)
+	}
+	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "hello" {
+		t.Fatalf("consumed %v", recs)
+	}
+	out, err := Tool(ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(), "--list")
+	if err != nil || !strings.Contains(out, "ref") {
+		t.Fatalf("kafka-topics --list: %v\n%s", err, out)
+	}
+	if s := c.Settings(); !strings.Contains(s, "Apache Kafka "+Version) || !strings.Contains(s, "num.io.threads=8") {
+		t.Fatalf("settings: %s", s)
+	}
+}
+
+// TestThreeNodes: three nodes form one cluster, and a topic of RF 3 is
+// replicated on all of them.
+func TestThreeNodes(t *testing.T) {
+	c := StartT(t, Options{Nodes: 3, Heap: "512m"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := Tool(ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(),
+		"--create", "--topic", "r3", "--partitions", "2", "--replication-factor", "3")
+	if err != nil {
+		t.Fatalf("kafka-topics --create: %v\n%s", err, out)
+	}
+	out, err = Tool(ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(), "--describe", "--topic", "r3")
+	if err != nil || strings.Count(out, "Isr: ") != 2 {
+		t.Fatalf("kafka-topics --describe: %v\n%s", err, out)
+	}
+}
