@@ -15,9 +15,12 @@ go version
 # client, for the kafka package's client tests; fuse3: fusermount3, which
 # go-fuse falls back on when it cannot mount and unmount powerfs, the
 # power-loss file system, by itself; redis-tools: redis-cli, the client
-# examples/redis-streams is driven with); each is installed only when its
-# command is missing.
-tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools)
+# examples/redis-streams is driven with; java, javac and mvn: Apache Kafka,
+# the reference the differential and Java client tests run beside ringlog,
+# needs Java 17, the Java tests are compiled with javac, and Kafka's jars
+# come from Maven Central); each is installed only when its command is
+# missing.
+tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools java:openjdk-17-jdk-headless javac:openjdk-17-jdk-headless mvn:maven)
 missing=()
 for tool in "${tools[@]}"; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
@@ -35,6 +38,11 @@ fi
 
 step "go vet"
 go vet ./...
+
+# Apache Kafka's jars, fetched once with Maven into the user's cache
+# folder before the packages that start Kafka run side by side.
+step "kafka reference jars"
+go test -count=1 -run '^TestJars$' ./internal/kafkaref
 
 step "go test"
 go test -count=1 -timeout 20m ./...

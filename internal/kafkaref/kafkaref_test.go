@@ -2,6 +2,8 @@ package kafkaref
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +56,24 @@ func TestThreeNodes(t *testing.T) {
 	out, err = Tool(ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(), "--describe", "--topic", "r3")
 	if err != nil || strings.Count(out, "Isr: ") != 2 {
 		t.Fatalf("kafka-topics --describe: %v\n%s", err, out)
+	}
+}
+
+// TestJars: the jars are in the cache folder, Kafka's broker and client
+// among them, and a second call answers from the cache. scripts/test.sh
+// runs this first, so that the test packages that start Kafka at once
+// find the jars fetched.
+func TestJars(t *testing.T) {
+	dir, err := Jars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jar := range []string{"kafka_2.13-" + Version + ".jar", "kafka-clients-" + Version + ".jar", "kafka-tools-" + Version + ".jar"} {
+		if _, err := os.Stat(filepath.Join(dir, jar)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := Jars(); again != dir || err != nil {
+		t.Fatalf("second call: %s %v", again, err)
 	}
 }
