@@ -131,17 +131,31 @@ func (l *Log) load() error {
 			continue
 		}
 		// The first invalid batch: a torn tail if nothing valid follows,
-		// corruption otherwise.
-		if where, found, err := validDataAfter(s, bad, segs[i+1:]); err != nil {
+		// or if what lies between is a hole of pages never written (an
+		// unsynced tail the disk persisted out of order); corruption
+		// otherwise.
+		if where, at, found, err := validDataAfter(s, bad, segs[i+1:]); err != nil {
 			return err
 		} else if found && !l.opts.RepairCorrupt {
-			return fmt.Errorf("%w: %s at %d: %s, yet a valid batch follows at %s", ErrCorrupt, s.path(logSuffix), bad, reason, where)
+			hole, err := unwrittenPage(s.log, bad, at)
+			if err != nil {
+				return err
+			}
+			if hole < 0 {
+				return fmt.Errorf("%w: %s at %d: %s, yet a valid batch follows at %s", ErrCorrupt, s.path(logSuffix), bad, reason, where)
+			}
+			reason = fmt.Sprintf("%s; the valid batch at %s follows a hole of unwritten pages at %d: an unsynced tail persisted out of order", reason, where, hole)
 		}
 		size, err := s.fileSize()
 		if err != nil {
 			return err
 		}
+		// Synced: a cut left to the page cache could be undone by a power
+		// loss, bringing back the invalid tail under later appends.
 		if err := s.log.Truncate(bad); err != nil {
+			return err
+		}
+		if err := s.log.Sync(); err != nil {
 			return err
 		}
 		l.recovery.TruncatedBytes += size - bad
@@ -451,25 +465,66 @@ func (sc *batchScanner) at(pos int64) (b []byte, why string, err error) {
 
 // validDataAfter looks for a valid batch after the invalid one at bad in s,
 // then at the start of each later segment. Finding one means the invalid
-// batch is corruption in the middle of the log, not a torn tail.
-func validDataAfter(s *segment, bad int64, later []*segment) (string, bool, error) {
+// batch is corruption in the middle of the log or a hole in an unsynced
+// tail, not a torn tail. at is where the invalid region of s ends: the
+// valid batch's position in s, or s's size when it is in a later segment.
+func validDataAfter(s *segment, bad int64, later []*segment) (where string, at int64, found bool, err error) {
 	size, err := s.fileSize()
 	if err != nil {
-		return "", false, err
+		return "", 0, false, err
 	}
 	if pos, ok, err := searchValidBatch(s.log, bad+1, size); err != nil || ok {
-		return fmt.Sprintf("%s:%d", s.path(logSuffix), pos), ok, err
+		return fmt.Sprintf("%s:%d", s.path(logSuffix), pos), pos, ok, err
 	}
 	for _, t := range later {
 		n, err := t.fileSize()
 		if err != nil {
-			return "", false, err
+			return "", 0, false, err
 		}
 		if pos, ok, err := searchValidBatch(t.log, 0, n); err != nil || ok {
-			return fmt.Sprintf("%s:%d", t.path(logSuffix), pos), ok, err
+			return fmt.Sprintf("%s:%d", t.path(logSuffix), pos), size, ok, err
 		}
 	}
-	return "", false, nil
+	return "", 0, false, nil
+}
+
+// pageSize is the unit in which the page cache writes a file back.
+const pageSize = 4096
+
+// minHole is the least run of zero bytes that unwrittenPage takes for
+// part of a page never written back: random damage holds 16 zero bytes
+// at a given place once in 2^128.
+const minHole = 16
+
+// unwrittenPage returns where, in [from, to) of f, a run of at least
+// minHole zero bytes ends at a page boundary or at to (the valid data
+// after it): part of a page that was never written back, or written back
+// before its last writes (the page cache writes a page whole, as it is at
+// that moment). It returns -1 when there is none.
+//
+// Recovery scans only what may be unsynced (the segments from the recovery
+// point on). A log is synced whole (fdatasync covers every page of the
+// file), so a batch after a page that never reached the disk was never
+// synced, and so never acknowledged under flush always or interval and
+// never promised under never: cutting at the invalid batch before it loses
+// nothing durable. Damage that is not such a hole still refuses the log.
+func unwrittenPage(f *os.File, from, to int64) (int64, error) {
+	buf := make([]byte, pageSize)
+	for page := from / pageSize * pageSize; page < to; page += pageSize {
+		end := min(page+pageSize, to) // a page boundary, or to
+		n := int(end - page)
+		if _, err := f.ReadAt(buf[:n], page); err != nil {
+			return -1, fmt.Errorf("segment: read %s at %d: %w", f.Name(), page, err)
+		}
+		z := n
+		for z > 0 && buf[z-1] == 0 {
+			z--
+		}
+		if start := max(page+int64(z), from); end-start >= minHole {
+			return start, nil
+		}
+	}
+	return -1, nil
 }
 
 // searchValidBatch scans [from, end) of f byte by byte for the start of a

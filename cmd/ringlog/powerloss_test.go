@@ -126,11 +126,11 @@ func (r *powerRun) readRecoveryPoints() {
 }
 
 // mode picks what the next power loss keeps of the unsynced writes: none,
-// or an in-order prefix torn at a random byte. (Reorder, a random subset of
-// pages, can leave a valid batch after a hole in the unsynced tail, which
-// recovery today takes for corruption and refuses: issue 20, later part.)
+// an in-order prefix torn at a random byte, or a random subset of pages
+// (the disk's order: a valid batch may follow a hole, which recovery cuts
+// at, as at a torn write).
 func (r *powerRun) mode() powerfs.Mode {
-	return []powerfs.Mode{powerfs.Drop, powerfs.Torn}[r.rng.IntN(2)]
+	return []powerfs.Mode{powerfs.Drop, powerfs.Torn, powerfs.Reorder}[r.rng.IntN(3)]
 }
 
 func (r *powerRun) total() int {

@@ -39,7 +39,9 @@
 //     and IORING_OP_FSYNC reach the file system as WRITE and FSYNC.
 //   - Torn keeps, per file, the unsynced changes in order up to a random
 //     point and a random prefix of the write at that point; Reorder keeps
-//     each unsynced 4 KiB page and each size change with probability 1/2.
+//     each 4 KiB page as it was at a random moment since the last sync
+//     (its writes up to a random one: a page is written back whole) and
+//     each size change with probability 1/2.
 //
 // What it does not model: free space (statfs reports a large empty disk;
 // ENOSPC only when the unsynced data held in memory passes its bound),

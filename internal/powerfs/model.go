@@ -23,10 +23,11 @@ const (
 	// made up to a random point, the write at that point cut at a random
 	// byte: a disk that persists in order and loses power mid-write.
 	Torn
-	// Reorder keeps each 4 KiB page of unsynced data, and each unsynced
-	// size change, independently with probability 1/2, applied in the
-	// order they were made: a disk (or a page cache writing back) that
-	// persists pages in any order.
+	// Reorder keeps each 4 KiB page as it was at a random moment since
+	// the last sync (the writes to that page up to a random one, in the
+	// order they were made), independently of the other pages, and each
+	// unsynced size change with probability 1/2: a page cache that writes
+	// pages back in any order and at any time, each page whole.
 	Reorder
 )
 
@@ -171,6 +172,20 @@ func (f *file) lose(mode Mode, rng *rand.Rand) {
 			}
 		}
 	case Reorder:
+		// How many of the writes to each page reached the disk: the page
+		// was written back after that many of them (a page is written
+		// back whole, as it was at that moment).
+		writes := map[int64]int{}
+		for _, o := range f.pending {
+			for off := o.off; o.kind == opWrite && off < o.off+int64(len(o.data)); off = (off/pageSize + 1) * pageSize {
+				writes[off/pageSize]++
+			}
+		}
+		kept := map[int64]int{}
+		for page, n := range writes {
+			kept[page] = rng.IntN(n + 1)
+		}
+		seen := map[int64]int{}
 		for _, o := range f.pending {
 			if o.kind != opWrite {
 				if rng.IntN(2) == 0 {
@@ -181,9 +196,10 @@ func (f *file) lose(mode Mode, rng *rand.Rand) {
 			// Pages of the write, aligned to the file's pages.
 			for off := o.off; off < o.off+int64(len(o.data)); {
 				end := min((off/pageSize+1)*pageSize, o.off+int64(len(o.data)))
-				if rng.IntN(2) == 0 {
+				if page := off / pageSize; seen[page] < kept[page] {
 					f.dur.write(off, o.data[off-o.off:end-o.off])
 				}
+				seen[off/pageSize]++
 				off = end
 			}
 		}
