@@ -39,12 +39,20 @@ final class Out {
         System.out.flush();
     }
 
-    /** Runs s; if it throws, prints name.error with the exception's class and message. */
+    /**
+     * Runs s; if it throws, prints name.error with the exception's class and
+     * message. A step that takes half a second or more prints a slow event.
+     */
     static void step(String name, Step s) {
+        long start = System.nanoTime();
         try {
             s.run();
         } catch (Throwable e) {
             put(name + ".error", describe(e));
+        }
+        long ms = (System.nanoTime() - start) / 1_000_000;
+        if (ms >= 500) {
+            event("slow", name, ms, "ms");
         }
     }
 
