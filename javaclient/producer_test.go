@@ -17,14 +17,23 @@ import (
 // acknowledged without error or retry, each partition's offsets run from 0
 // with no gap or duplicate, and franz-go reads every record back at its
 // acknowledged offset with its key and value, stamped with the producer id
-// its producer was given (one per producer, all different).
+// its producer was given (one per producer, all different). Then record
+// sizes: 900 kB taken and read back by a consumer that asks for 1000 bytes
+// (KIP-74), 2 MB refused (RecordTooLargeException); and a transactional
+// producer, refused at once (ringlog has no transactions).
 func TestIdempotentProducer(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	const topic, parts, n = "idempotent", 4, 2000
 	b.createTopic(t, topic, parts)
-	r := runJava(t, 90*time.Second, "Producer", b.addr, topic, strconv.Itoa(parts), strconv.Itoa(n))
-	r.noErrors(t)
+	b.createTopic(t, "large", 1)
+	r := runJava(t, 90*time.Second, "Producer", b.addr, topic, strconv.Itoa(parts), strconv.Itoa(n), "large")
+	r.noErrors(t, "limits.tooLarge", "transactional.init")
+	r.want(t, "limits.large", "0")
+	r.wantPrefix(t, "limits.tooLarge.error", "RecordTooLargeException")
+	r.want(t, "limits.after", "1")
+	r.want(t, "limits.read", "0:900000,1:10")
+	r.wantPrefix(t, "transactional.init.error", "TransactionalIdAuthorizationException")
 	codecs := []string{"none", "gzip", "snappy", "lz4", "zstd"}
 	for _, c := range codecs {
 		r.want(t, c+".errors", "0")
