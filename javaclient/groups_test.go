@@ -60,6 +60,15 @@ func testConsumerGroup(t *testing.T, protocol string) {
 		strconv.Itoa(before), strconv.Itoa(phase2), strconv.Itoa(phase3))
 	r.noErrors(t)
 	r.want(t, "consumed", strconv.Itoa(before+phase2+phase3))
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range r.events {
+				if e[0] != "rec" && e[0] != "sent" {
+					t.Logf("%s", strings.Join(e, " "))
+				}
+			}
+		}
+	})
 
 	// consumedBy[phase][member] counts records of a phase (the prefix of
 	// their values) by who consumed them.
@@ -84,7 +93,7 @@ func testConsumerGroup(t *testing.T, protocol string) {
 				consumedBy[phase] = map[string]int{}
 			}
 			consumedBy[phase][member]++
-		case "split", "assigned", "revoked", "lost":
+		case "split":
 			t.Logf("%s", strings.Join(e, " "))
 		}
 	}

@@ -14,8 +14,9 @@ import (
 // TestToolTopics: kafka-topics as an operator runs it. --create with a
 // config and with the broker's defaults, refused for an existing topic
 // unless --if-not-exists; --alter --partitions up, refused down;
-// --describe; --delete, refused for a missing topic; --list with and
-// without --exclude-internal. franz-go sees what the tool did.
+// --describe by name and by id; --delete, refused for a missing topic;
+// --list with and without --exclude-internal. franz-go sees what the
+// tool did.
 func TestToolTopics(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
@@ -55,6 +56,14 @@ func TestToolTopics(t *testing.T) {
 	for p := range 5 {
 		wantContains(t, "kafka-topics --describe", out, "\tTopic: ops-orders\tPartition: "+strconv.Itoa(p)+"\tLeader: "+strconv.Itoa(int(node))+
 			"\tReplicas: "+strconv.Itoa(int(node))+"\tIsr: "+strconv.Itoa(int(node))+"\t")
+	}
+
+	// By id: the Java admin client asks Metadata for the id with the
+	// name "" beside it (ringlog answered INVALID_TOPIC_EXCEPTION until
+	// it followed Kafka in looking at the id first).
+	byID := b.toolOK(t, kafkaTopics, "--describe", "--topic-id", base64.RawURLEncoding.EncodeToString(td.ID[:]))
+	if byID != out {
+		t.Errorf("kafka-topics --describe --topic-id printed\n%s\nand --topic\n%s", byID, out)
 	}
 
 	b.toolOK(t, kafkaTopics, "--delete", "--topic", "ops-scratch")
