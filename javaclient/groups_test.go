@@ -18,6 +18,13 @@ import (
 // they go, through a join and a leave.
 func TestConsumerGroupClassic(t *testing.T) { testConsumerGroup(t, "classic") }
 
+// TestConsumerGroupCooperative: the classic protocol with the
+// cooperative-sticky assignor (KIP-429): members give up only the
+// partitions that move, in a second rebalance.
+func TestConsumerGroupCooperative(t *testing.T) {
+	testConsumerGroup(t, "classic", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor")
+}
+
 // TestConsumerGroupConsumer: the same with KIP-848's consumer protocol
 // (ConsumerGroupHeartbeat, the broker's uniform assignor, revocations
 // acknowledged before partitions move).
@@ -29,7 +36,7 @@ func TestConsumerGroupConsumer(t *testing.T) { testConsumerGroup(t, "consumer") 
 // exactly once, with the value written at its offset; both members
 // consume while they share the group; the group's committed offsets end
 // at the log end offsets.
-func testConsumerGroup(t *testing.T, protocol string) {
+func testConsumerGroup(t *testing.T, protocol string, assignor ...string) {
 	t.Parallel()
 	b := startBroker(t)
 	topic, group := "orders-"+protocol, "billing-"+protocol
@@ -56,8 +63,8 @@ func testConsumerGroup(t *testing.T, protocol string) {
 		written[r.Partition][r.Offset] = string(r.Value)
 	}
 
-	r := runJava(t, 120*time.Second, "Groups", b.addr, topic, strconv.Itoa(parts), group, protocol,
-		strconv.Itoa(before), strconv.Itoa(phase2), strconv.Itoa(phase3))
+	r := runJava(t, 120*time.Second, "Groups", append([]string{b.addr, topic, strconv.Itoa(parts), group, protocol,
+		strconv.Itoa(before), strconv.Itoa(phase2), strconv.Itoa(phase3)}, assignor...)...)
 	r.noErrors(t)
 	r.want(t, "consumed", strconv.Itoa(before+phase2+phase3))
 	t.Cleanup(func() {
@@ -73,6 +80,7 @@ func testConsumerGroup(t *testing.T, protocol string) {
 	// consumedBy[phase][member] counts records of a phase (the prefix of
 	// their values) by who consumed them.
 	consumedBy := map[string]map[string]int{}
+	revoked := map[string][]string{} // member -> the partitions of each revocation
 	seen := map[[2]int64]string{}
 	for _, e := range r.events {
 		switch e[0] {
@@ -95,6 +103,8 @@ func testConsumerGroup(t *testing.T, protocol string) {
 			consumedBy[phase][member]++
 		case "split":
 			t.Logf("%s", strings.Join(e, " "))
+		case "revoked":
+			revoked[e[1]] = append(revoked[e[1]], e[2])
 		}
 	}
 	// Every record consumed has the value written there (checked once all
@@ -119,6 +129,20 @@ func testConsumerGroup(t *testing.T, protocol string) {
 	if consumedBy["p2"]["a"] == 0 || consumedBy["p2"]["b"] == 0 {
 		t.Errorf("records produced while both members were in the group were consumed by a: %d, b: %d; want both",
 			consumedBy["p2"]["a"], consumedBy["p2"]["b"])
+	}
+	if len(assignor) > 0 {
+		// Cooperative: when b joins, a gives up only what b gets, never
+		// everything at once; a revokes all at its own close, the last
+		// revocation.
+		t.Logf("revocations: a %v, b %v", revoked["a"], revoked["b"])
+		if len(revoked["a"]) < 2 {
+			t.Errorf("member a revoked %v: want b's share when b joined, then everything at its close", revoked["a"])
+		}
+		for _, rv := range revoked["a"][:max(len(revoked["a"])-1, 0)] {
+			if strings.Count(rv, ",")+1 == parts {
+				t.Errorf("member a revoked every partition (%s) before it closed: an eager rebalance, not a cooperative one", rv)
+			}
+		}
 	}
 	if consumedBy["p3"]["b"] != 0 {
 		t.Errorf("member b consumed %d records after it left", consumedBy["p3"]["b"])

@@ -40,8 +40,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>phase3 records are produced and consumed; a leaves.
  * </ol>
  *
- * <p>Usage: Groups bootstrap topic partitions group protocol before phase2 phase3
- * (before: how many records the topic holds at the start).
+ * <p>Usage: Groups bootstrap topic partitions group protocol before phase2 phase3 [assignors]
+ * (before: how many records the topic holds at the start; assignors: the
+ * classic protocol's partition.assignment.strategy, else the client's
+ * default, range then cooperative-sticky, of which range is chosen).
  *
  * <p>Prints {@code rec member partition offset value} per record consumed,
  * {@code sent partition offset value} per record produced, {@code assigned},
@@ -162,6 +164,9 @@ public final class Groups {
             // broker and refuses these settings.
             props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
             props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+            if (args.length > 8) {
+                props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, args[8]);
+            }
         }
         Set<TopicPartition> all = new HashSet<>();
         for (int p = 0; p < partitions; p++) {
