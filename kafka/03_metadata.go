@@ -83,8 +83,10 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	seen := make(map[string]bool)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
-		if rt.Topic == nil {
-			// By id (KIP-516), v10+: never created automatically.
+		if rt.Topic == nil || rt.TopicID != ([16]byte{}) {
+			// By id (KIP-516), v10+: never created automatically. A
+			// non-zero id decides, as in Kafka: the Java admin client
+			// sends the name "" beside the id.
 			t := img.TopicByID(controller.TopicID(rt.TopicID))
 			if t == nil {
 				mt := kmsg.NewMetadataResponseTopic()
