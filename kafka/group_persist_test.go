@@ -10,6 +10,7 @@ import (
 
 	"ringlog/broker"
 	"ringlog/engine/group"
+	"ringlog/internal/testkit"
 	"ringlog/internal/testkit/testbroker"
 	"ringlog/kafka"
 )
@@ -100,7 +101,13 @@ func TestGroupPersistence(t *testing.T) {
 		b.Restart(func(c *broker.Config) { c.Groups = testbroker.Config(b.dir).Groups })
 		a = dialAdmin(t, b.Addr)
 		for _, g := range []string{"g", "simple"} {
-			if d := a.describe(5, g).Groups[0]; d.State != "Dead" {
+			// COORDINATOR_LOAD_IN_PROGRESS until the replay ends.
+			var d kmsg.DescribeGroupsResponseGroup
+			testkit.WaitFor(t, 20*time.Second, "the coordinator to load", func() bool {
+				d = a.describe(5, g).Groups[0]
+				return d.ErrorCode != kerr.CoordinatorLoadInProgress.Code
+			})
+			if d.ErrorCode != 0 || d.State != "Dead" {
 				t.Fatalf("expired group %s after a restart: %+v", g, d)
 			}
 		}
