@@ -74,7 +74,10 @@ func (t *table) ratio(r *row, m metric) (float64, bool) {
 // heading is the table's title with its whole workload and client.
 func (t *table) heading(s *suite) string {
 	h := fmt.Sprintf("%s — %s — client %s", t.title, t.w.describe(), t.client)
-	if t.w.kind == kindLatency || t.w.kind == kindE2E {
+	switch {
+	case t.w.rate > 0:
+		h += fmt.Sprintf(" — at %s records/s (fixed: the rate of the latency target against Apache Kafka)", fmtCount(t.w.rate))
+	case t.w.kind == kindLatency || t.w.kind == kindE2E:
 		h += fmt.Sprintf(" — at %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
 	return h
@@ -378,6 +381,9 @@ func (t *table) plotLabel() string {
 	if w.fsync {
 		diffs = append(diffs, "fsync")
 	}
+	if w.rate > 0 {
+		diffs = append(diffs, "at "+fmtCount(w.rate)+"/s")
+	}
 	if len(diffs) > 0 {
 		name += " " + strings.Join(diffs, " ")
 	}
@@ -390,6 +396,9 @@ func (t *table) short() string {
 	s := fmt.Sprintf("%s %s, %dp, acks=%s", t.title, sizeName(w.size), w.partitions, acksName(w.acks))
 	if w.compression != "none" {
 		s += ", " + w.compression
+	}
+	if w.rate > 0 {
+		s += ", at " + fmtCount(w.rate) + " records/s"
 	}
 	return s + " (" + strings.Fields(t.client)[0] + ")"
 }

@@ -17,11 +17,18 @@ func (s *suite) findTable(part string, pred func(w workload) bool) *table {
 }
 
 // baseLike is true for the base workload's settings (1 KiB, 16
-// partitions, acks=1, no compression, kgo) with the given kind and size.
+// partitions, acks=1, no compression, kgo, the suite's open-loop rate)
+// with the given kind and size.
 func baseLike(kind workloadKind, size int, fsync bool) func(w workload) bool {
+	return fixedRateLike(kind, size, fsync, 0)
+}
+
+// fixedRateLike is baseLike with an open-loop rate of the workload's own
+// (0: the suite's).
+func fixedRateLike(kind workloadKind, size int, fsync bool, rate float64) func(w workload) bool {
 	return func(w workload) bool {
 		return w.kind == kind && w.size == size && w.partitions == 16 && w.acks == 1 &&
-			w.compression == "none" && w.client == "kgo" && w.fsync == fsync
+			w.compression == "none" && w.client == "kgo" && w.fsync == fsync && w.rate == rate
 	}
 }
 
