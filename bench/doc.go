@@ -13,12 +13,26 @@
 //	  ├─ ringlog -node-id 1 -controller-voters ... ┐ the 3-broker cluster:
 //	  ├─ ringlog -node-id 2 ...                    │ CPU and peak RSS summed
 //	  ├─ ringlog -node-id 3 ...                    ┘ over the three
+//	  ├─ java ... kafka.Kafka          Apache Kafka, one node
 //	  └─ kcat, fio                     short-lived commands
 //
 // Brokers run as processes of their own so that their CPU and memory are
 // theirs alone. ringlog runs from the benchmarked binary (-broker, by
 // default this executable); kfake and the embedded NATS server run in
 // this executable re-invoked as `ringlog bench peer ...`.
+//
+// # Apache Kafka
+//
+// The peer "kafka" is Apache Kafka itself, started through
+// internal/kafkaref (which fetches its jars with Maven once and needs java
+// and mvn; without them the rows say so): a JVM with the heap and
+// collector of Kafka's start script (-Xms1g -Xmx1g, G1) and Kafka's
+// defaults, one node that is a broker and a KRaft controller (kafka.go).
+// Kafka never forces an fsync by default, which is ringlog -flush never;
+// the flush always workloads run an instance with
+// log.flush.interval.messages=1, which fsyncs the log after every append
+// before acknowledging it. It is a peer of every table. In -quick it runs
+// the base produce, consume and open-loop latency workloads only.
 //
 // # The cluster and the Replication section
 //
@@ -87,8 +101,9 @@
 //     kgo rate measured on the same peer just before.
 //   - The peak RSS of a run is VmHWM after writing 5 to clear_refs before
 //     the run; without that it would be the process's lifetime peak.
-//   - Every table has a row for every peer: a figure, or the reason there
-//     is none (unavailable, skipped, failed). The CI test checks this.
+//   - Every table has a row for every peer of the matrix: a figure, or the
+//     reason there is none (unavailable, skipped, failed). The CI test
+//     checks this.
 //   - A run on the cluster starts once every broker's metadata gives every
 //     partition of its topic a leader and a full ISR: brokers apply the
 //     controller's changes independently, and a producer that learned of
@@ -104,6 +119,11 @@
 //   - The lag sampler reads the three brokers at once, not at one instant:
 //     a follower read after its leader may look ahead of it, and counts as
 //     0 behind rather than negative.
+//   - A Kafka peer is warmed up for 5 s (-quick 2 s), not 1 s: its JVM
+//     interprets the produce path until the JIT compiler has compiled it,
+//     and a cold JVM measured at a third of its speed in the first runs.
+//   - internal/kafkaref reaps its nodes itself: a node is alive while
+//     /proc/<pid> is there and not a zombie.
 //   - A restarted broker gets new Kafka and admin ports (a killed broker's
 //     listening port stays in TIME_WAIT: gnet does not set SO_REUSEADDR);
 //     its quorum port, node id and data stay. Failovers run last and the

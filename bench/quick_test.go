@@ -162,12 +162,12 @@ func checkReport(t *testing.T, report string) {
 				lines = append(lines, l)
 			}
 		}
-		if len(lines) != 2+len(peerSpecs) {
-			t.Errorf("table %q: %d lines, want a header, a rule and %d peers", title, len(lines), len(peerSpecs))
+		if len(lines) != 2+len(matrixSpecs()) {
+			t.Errorf("table %q: %d lines, want a header, a rule and %d peers", title, len(lines), len(matrixSpecs()))
 			continue
 		}
 		width := len(cells(lines[0]))
-		for i, spec := range peerSpecs {
+		for i, spec := range matrixSpecs() {
 			cs := cells(lines[2+i])
 			if len(cs) != width {
 				t.Errorf("table %q, %s: %d cells, header has %d", title, spec.name, len(cs), width)
@@ -369,7 +369,7 @@ func checkJSON(t *testing.T, path string, tables int) {
 		}
 	}
 	for _, tb := range doc.Tables {
-		if len(tb.Rows) != len(peerSpecs) {
+		if len(tb.Rows) != len(matrixSpecs()) {
 			t.Errorf("%s: table %s has %d rows", path, tb.ID, len(tb.Rows))
 		}
 		for _, r := range tb.Rows {

@@ -156,6 +156,8 @@ func (s *suite) writeSendfile(w io.Writer) {
 		}
 		if sp, ok := r.spread(metricSendfile); ok {
 			sf = cell(sp, fmtPct)
+		} else if len(r.samples) > 0 && r.peer.spec.kafkaNodes > 0 {
+			sf = "sendfile (transferTo), not counted"
 		} else if len(r.samples) > 0 && !r.peer.spec.memory && !r.peer.spec.nats {
 			sf = "no counters"
 		} else if len(r.samples) > 0 {

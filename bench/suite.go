@@ -111,10 +111,10 @@ func (s *suite) stopPeers() []error {
 }
 
 // peersFor lists the peers of a workload in report order: one per peer
-// spec, with the workload's durability setting.
+// spec of the matrix, with the workload's durability setting.
 func (s *suite) peersFor(w workload) []*peer {
 	var ps []*peer
-	for _, spec := range peerSpecs {
+	for _, spec := range matrixSpecs() {
 		ps = append(ps, s.peerFor(spec.key, w.fsync, 0))
 	}
 	return ps
@@ -231,6 +231,10 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		markAll(statusSkipped, quickClusterReason)
 		return
 	}
+	if s.cfg.quick && p.spec.kafkaNodes > 0 && !quickKafka(w) {
+		markAll(statusSkipped, quickKafkaReason)
+		return
+	}
 	pending := false
 	for _, r := range rows {
 		pending = pending || r.status == ""
@@ -267,6 +271,16 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 // quickClusterReason is why -quick leaves most of the cluster's rows out.
 const quickClusterReason = "-quick measures the cluster in the base produce workload and the Replication section only " +
 	"(three brokers take a few seconds more per run than one; the suite must stay under two minutes)"
+
+// quickKafka is true for the workloads -quick measures on Apache Kafka:
+// those of the targets against it.
+func quickKafka(w workload) bool {
+	return w.main || w.kind == kindConsume || w.kind == kindLatency
+}
+
+// quickKafkaReason is why -quick leaves Kafka's other rows out.
+const quickKafkaReason = "-quick measures Apache Kafka in the workloads of the targets against it only (base produce, " +
+	"consume, open-loop latency): its JVM takes seconds to start, and a flush always instance would be a second one"
 
 // precheck says why p cannot run a measurement expected to take est now
 // (a status and its reason), or "" when it can.
@@ -348,7 +362,7 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 	switch {
 	case p.spec.nats:
 		d, err = newNatsDriver(p.addr)
-	case p.spec.cluster:
+	case p.spec.replicas() > 1:
 		var kd *kafkaDriver
 		kd, err = newKafkaDriver(p.seeds(), clusterBrokers, clusterTopicConfigs())
 		if err == nil {
@@ -369,7 +383,10 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 	}
 	s.drivers[p.id()] = d
 	warm := time.Second
-	if s.cfg.quick {
+	switch {
+	case p.spec.kafkaNodes > 0:
+		warm = s.kafkaWarmup()
+	case s.cfg.quick:
 		warm = 300 * time.Millisecond
 	}
 	wctx, cancel := context.WithTimeout(ctx, warm+30*time.Second)
@@ -404,7 +421,7 @@ func (s *suite) setRate(w workload) {
 		if t.w != w {
 			continue
 		}
-		for _, spec := range peerSpecs {
+		for _, spec := range matrixSpecs() {
 			r := t.rows[spec.key]
 			if r == nil || len(r.samples) == 0 {
 				continue
