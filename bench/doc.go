@@ -31,8 +31,10 @@
 // Kafka never forces an fsync by default, which is ringlog -flush never;
 // the flush always workloads run an instance with
 // log.flush.interval.messages=1, which fsyncs the log after every append
-// before acknowledging it. It is a peer of every table. In -quick it runs
-// the base produce, consume and open-loop latency workloads only.
+// before acknowledging it. It is a peer of every table, every table also
+// gives each peer's ratios against it, and the report has a summary
+// against it as it has against ringlog io_uring. In -quick it runs the
+// base produce, consume and open-loop latency workloads only.
 //
 // # The cluster and the Replication section
 //

@@ -44,7 +44,8 @@ type peerSpec struct {
 }
 
 // peerSpecs lists the peers in report order. The first is the reference
-// every ratio is taken against.
+// every ratio is taken against; Apache Kafka is the second reference,
+// every table's ratios are taken against it too.
 var peerSpecs = []peerSpec{
 	{key: "ringlog-uring", name: "ringlog io_uring"},
 	{key: "ringlog-portable", name: "ringlog portable"},
@@ -54,7 +55,8 @@ var peerSpecs = []peerSpec{
 	{key: clusterPeer, name: "ringlog 3-broker cluster", cluster: true},
 }
 
-// The peers the report names.
+// The peers the report names: ratios are taken against the first two,
+// the Replication section compares the clusters.
 const (
 	referencePeer    = "ringlog-uring"
 	kafkaPeer        = "kafka"

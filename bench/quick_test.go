@@ -136,7 +136,8 @@ var rowStatus = regexp.MustCompile(`^\*(unavailable|skipped|failed): (.+)\*$`)
 func checkReport(t *testing.T, report string) {
 	t.Helper()
 	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
-		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring", "## Results",
+		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring",
+		"## Every peer against Apache Kafka", "## Results",
 		"## Replication", "## Zero-copy on loopback", "## CPU profile of ringlog io_uring", "## Plots"} {
 		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
 			t.Errorf("report lacks section %q", sec)

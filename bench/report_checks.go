@@ -38,10 +38,7 @@ func refRow(t *table) *row {
 	if t == nil {
 		return nil
 	}
-	if t.w.fsync {
-		return t.rows[referencePeer+"+fsync"]
-	}
-	return t.rows[referencePeer]
+	return t.refRowOf(referencePeer)
 }
 
 // writeTargets checks the targets against this run. They are what
