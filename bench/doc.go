@@ -13,7 +13,8 @@
 //	  ├─ ringlog -node-id 1 -controller-voters ... ┐ the 3-broker cluster:
 //	  ├─ ringlog -node-id 2 ...                    │ CPU and peak RSS summed
 //	  ├─ ringlog -node-id 3 ...                    ┘ over the three
-//	  ├─ java ... kafka.Kafka          Apache Kafka, one node
+//	  ├─ java ... kafka.Kafka          Apache Kafka: one node (the matrix),
+//	  ├─ java ... kafka.Kafka ×3       three (the Replication section)
 //	  └─ kcat, fio                     short-lived commands
 //
 // Brokers run as processes of their own so that their CPU and memory are
@@ -23,18 +24,22 @@
 //
 // # Apache Kafka
 //
-// The peer "kafka" is Apache Kafka itself, started through
-// internal/kafkaref (which fetches its jars with Maven once and needs java
-// and mvn; without them the rows say so): a JVM with the heap and
-// collector of Kafka's start script (-Xms1g -Xmx1g, G1) and Kafka's
-// defaults, one node that is a broker and a KRaft controller (kafka.go).
-// Kafka never forces an fsync by default, which is ringlog -flush never;
-// the flush always workloads run an instance with
+// The peers "kafka" and "kafka-cluster" are Apache Kafka itself, started
+// through internal/kafkaref (which fetches its jars with Maven once and
+// needs java and mvn; without them the rows say so): JVMs with the heap
+// and collector of Kafka's start script (-Xms1g -Xmx1g, G1) and Kafka's
+// defaults, each node a broker and a KRaft controller (kafka.go). Kafka
+// never forces an fsync by default, which is ringlog -flush never; the
+// flush always workloads run an instance with
 // log.flush.interval.messages=1, which fsyncs the log after every append
-// before acknowledging it. It is a peer of every table, every table also
-// gives each peer's ratios against it, and the report has a summary
-// against it as it has against ringlog io_uring. In -quick it runs the
-// base produce, consume and open-loop latency workloads only.
+// before acknowledging it. "kafka" is one node and a peer of every table;
+// every table also gives each peer's ratios against it, and the report
+// has a summary against it as it has against ringlog io_uring. In -quick
+// it runs the base produce, consume and open-loop latency workloads only.
+// "kafka-cluster" is three nodes on loopback with RF 3 and
+// min.insync.replicas=2 topics, and runs in the Replication section only
+// (the same rows as ringlog's: RF 3 with acks=1 and acks=all, -quick
+// acks=all only; its lag and failovers are not measured).
 //
 // # The cluster and the Replication section
 //
@@ -51,17 +56,18 @@
 // ringlog io_uring against RF=3 acks=1 and acks=all on the cluster (the
 // issue's target: acks=all at 0.4x or more), the same acks=all with the
 // followers' fetch streams limited to one request in flight
-// (ringlog.replica.fetch.slots=1) with flush never and always, and the
-// followers' lag behind their leaders, sampled from every broker's
-// /metrics every 100 ms during the cluster's runs. Last, once, failovers:
-// the leader of a one-partition topic is killed with SIGKILL and the time
-// to the first acks=all acknowledgement after it is measured, three times
-// (the broker restarted in between), once in -quick. The clusters with
-// one fetch in flight are stopped after each round's section, so that
-// their idle brokers (raft heartbeats: about 0.1 CPU s/s for three) do
-// not weigh on the other runs. `ringlog bench -only replication` runs the
-// section alone (no matrix, no machine limits); `-only matrix` leaves it
-// out.
+// (ringlog.replica.fetch.slots=1) with flush never and always, the RF=1
+// and RF=3 rows again on Apache Kafka (one node, and the 3-node Kafka
+// cluster), and the followers' lag behind their leaders, sampled from
+// every ringlog broker's /metrics every 100 ms during the cluster's runs.
+// Last, once, failovers: the leader of a one-partition topic is killed
+// with SIGKILL and the time to the first acks=all acknowledgement after
+// it is measured, three times (the broker restarted in between), once in
+// -quick. The clusters with one fetch in flight and Kafka's cluster are
+// stopped after each round's section, so that their idle brokers (raft
+// heartbeats: about 0.1 CPU s/s for three ringlog brokers) do not weigh
+// on the other runs. `ringlog bench -only replication` runs the section
+// alone (no matrix, no machine limits); `-only matrix` leaves it out.
 //
 // # A run
 //
@@ -124,6 +130,10 @@
 //   - A Kafka peer is warmed up for 5 s (-quick 2 s), not 1 s: its JVM
 //     interprets the produce path until the JIT compiler has compiled it,
 //     and a cold JVM measured at a third of its speed in the first runs.
+//   - Kafka's 3-node cluster is stopped after every round's Replication
+//     section: three idle JVMs cost the other runs more CPU than three
+//     idle ringlog brokers. It takes from 20 s to a minute to start on two
+//     cores, which -quick's time limit allows for when it is selected.
 //   - internal/kafkaref reaps its nodes itself: a node is alive while
 //     /proc/<pid> is there and not a zombie.
 //   - A restarted broker gets new Kafka and admin ports (a killed broker's

@@ -8,9 +8,10 @@ import (
 	"ringlog/internal/kafkaref"
 )
 
-// The Apache Kafka peer: Kafka itself (internal/kafkaref, the release its
-// pom names), a JVM with combined broker and controller roles (KRaft),
-// measured from /proc/<pid> like every other peer.
+// The Apache Kafka peers: Kafka itself (internal/kafkaref, the release its
+// pom names), one node in the matrix and three in the Replication section,
+// each node a JVM of its own with combined broker and controller roles
+// (KRaft), measured from /proc/<pid> like every other peer.
 //
 // Kafka runs with its defaults and the heap of its start script. Its flush
 // policy is the page cache: log.flush.interval.messages and

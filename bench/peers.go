@@ -53,6 +53,7 @@ var peerSpecs = []peerSpec{
 	{key: "kfake", name: "kfake (in memory)", memory: true},
 	{key: "nats", name: "NATS JetStream (file)", nats: true},
 	{key: clusterPeer, name: "ringlog 3-broker cluster", cluster: true},
+	{key: kafkaClusterPeer, name: "Apache Kafka 3-node cluster", kafkaNodes: clusterBrokers, replicationOnly: true},
 }
 
 // The peers the report names: ratios are taken against the first two,
