@@ -113,11 +113,91 @@ func (s *suite) writeTargets(w io.Writer) {
 	} else {
 		line(s.rf3TargetText(), "—", false, false)
 	}
-	fmt.Fprint(w, "\nAll for ringlog io_uring but the last, which compares the 3-broker cluster with it")
+	for _, k := range s.kafkaTargets() {
+		measured := "—"
+		if k.known {
+			measured = fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where)
+		}
+		line(k.target, measured, k.met(), k.known)
+	}
+	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's; the last six "+
+		"against Apache Kafka in the same run (its single node, or its 3-node cluster for RF=3)")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
 	fmt.Fprint(w, ".\n\n")
+}
+
+// kafkaTarget is one target against Apache Kafka: ringlog's figure over
+// Kafka's, from the same run.
+type kafkaTarget struct {
+	target       string
+	ratio        float64
+	ours, theirs float64
+	format       func(float64) string
+	where        string // which measurement, for the reader
+	atLeast      bool   // the ratio must be at least bound; else at most
+	bound        float64
+	known        bool
+}
+
+func (k kafkaTarget) met() bool {
+	if k.atLeast {
+		return k.ratio >= k.bound
+	}
+	return k.ratio <= k.bound
+}
+
+// kafkaTargets computes the targets against Apache Kafka (issue 19):
+// ringlog io_uring against the single Kafka node in the matrix's tables,
+// the ringlog cluster against the 3-node Kafka in the Replication
+// section. A target whose figures are missing is not known.
+func (s *suite) kafkaTargets() []kafkaTarget {
+	base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
+	fixed := s.findTable(partProduce, fixedRateLike(kindLatency, 1024, false, fixedLatencyRate))
+	warm := s.findTable(partWarmKgo, baseLike(kindConsume, 1024, false))
+	fromTable := func(t *table, m metric) (ours, theirs spread, ok bool) {
+		if t == nil {
+			return spread{}, spread{}, false
+		}
+		a, ok1 := t.refRowOf(referencePeer).spread(m)
+		b, ok2 := t.refRowOf(kafkaPeer).spread(m)
+		return a, b, ok1 && ok2 && b.med > 0
+	}
+	var ks []kafkaTarget
+	add := func(target string, atLeast bool, bound float64, f func(float64) string, where string, a, b spread, ok bool) {
+		k := kafkaTarget{target: target, atLeast: atLeast, bound: bound, format: f, where: where, known: ok}
+		if ok {
+			k.ours, k.theirs, k.ratio = a.med, b.med, a.med/b.med
+		}
+		ks = append(ks, k)
+	}
+	a, b, ok := fromTable(base, metricRate)
+	add("produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's", true, 1.5, fmtCount, " records/s", a, b, ok)
+	a, b, ok = fromTable(base, metricCPUPerGB)
+	add("broker CPU per GB ≤ 0.4x Apache Kafka's", false, 0.4, fmtSeconds, " s/GB, 1 KiB produce", a, b, ok)
+	a, b, ok = fromTable(fixed, metricLatency(99))
+	add(fmt.Sprintf("produce ack p99 at %s records/s ≤ 0.5x Apache Kafka's", fmtCount(fixedLatencyRate)), false, 0.5,
+		fmtMicros, ", open loop", a, b, ok)
+	a, b, ok = fromTable(base, metricRSS)
+	add("broker peak RSS ≤ 0.25x Apache Kafka's", false, 0.25, fmtMiB, ", 1 KiB produce", a, b, ok)
+	ks = append(ks, s.kafkaRF3Target())
+	a, b, ok = fromTable(warm, metricRate)
+	add("consume from the page cache records/s ≥ 1.0x Apache Kafka's", true, 1.0, fmtCount, " records/s, kgo", a, b, ok)
+	return ks
+}
+
+// kafkaRF3Target is the target of the ringlog cluster against Kafka's:
+// RF=3 acks=all records/s, from the Replication section.
+func (s *suite) kafkaRF3Target() kafkaTarget {
+	k := kafkaTarget{target: fmt.Sprintf("produce RF=3 acks=all records/s ≥ 1.5x a %d-node Apache Kafka's", clusterBrokers),
+		atLeast: true, bound: 1.5, format: fmtCount, where: " records/s; Replication section"}
+	a, ok1 := s.repl.run("rf3-acksall").row.spread(metricRate)
+	b, ok2 := s.repl.run("kafka-rf3-acksall").row.spread(metricRate)
+	if ok1 && ok2 && b.med > 0 {
+		k.ours, k.theirs, k.ratio, k.known = a.med, b.med, a.med/b.med, true
+	}
+	return k
 }
 
 // limitMedian is the median of one machine limit over the rounds.
