@@ -35,7 +35,8 @@
 // before acknowledging it. "kafka" is one node and a peer of every table;
 // every table also gives each peer's ratios against it, and the report
 // has a summary against it as it has against ringlog io_uring. In -quick
-// it runs the base produce, consume and open-loop latency workloads only.
+// it runs only what its targets need: the base produce workload, consume
+// from the page cache with kgo and produce latency at the fixed rate.
 // "kafka-cluster" is three nodes on loopback with RF 3 and
 // min.insync.replicas=2 topics, and runs in the Replication section only
 // (the same rows as ringlog's: RF 3 with acks=1 and acks=all, -quick

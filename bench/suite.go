@@ -222,6 +222,9 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		if why := s.notApplicable(w, part, p); why != "" && r.status == "" {
 			r.status, r.reason = statusUnavailable, why
 		}
+		if s.cfg.quick && p.spec.kafkaNodes > 0 && w.kind == kindConsume && part != partWarmKgo && r.status == "" {
+			r.status, r.reason = statusSkipped, quickKafkaReason
+		}
 	}
 	if status, reason := s.precheck(ctx, p, s.estimate(w)); status != "" {
 		markAll(status, reason)
@@ -273,14 +276,16 @@ const quickClusterReason = "-quick measures the cluster in the base produce work
 	"(three brokers take a few seconds more per run than one; the suite must stay under two minutes)"
 
 // quickKafka is true for the workloads -quick measures on Apache Kafka:
-// those of the targets against it.
+// those of the targets against it (of consume, kgo from the page cache
+// only).
 func quickKafka(w workload) bool {
-	return w.main || w.kind == kindConsume || w.kind == kindLatency
+	return w.main || w.kind == kindConsume || (w.kind == kindLatency && w.rate > 0)
 }
 
 // quickKafkaReason is why -quick leaves Kafka's other rows out.
-const quickKafkaReason = "-quick measures Apache Kafka in the workloads of the targets against it only (base produce, " +
-	"consume, open-loop latency): its JVM takes seconds to start, and a flush always instance would be a second one"
+const quickKafkaReason = "-quick measures Apache Kafka where the targets against it need figures only (base produce, " +
+	"consume from the page cache with kgo, produce latency at the fixed rate): a JVM takes seconds to start and warm up, " +
+	"a flush always instance would be a second one, and the suite must stay short"
 
 // precheck says why p cannot run a measurement expected to take est now
 // (a status and its reason), or "" when it can.
