@@ -134,7 +134,9 @@
 //     0 behind rather than negative.
 //   - A Kafka peer is warmed up for 5 s (-quick 2 s), not 1 s: its JVM
 //     interprets the produce path until the JIT compiler has compiled it,
-//     and a cold JVM measured at a third of its speed in the first runs.
+//     and the compiler's own threads take CPU meanwhile. -quick's figures
+//     for Kafka are those of a JVM barely warm (and of 1 s runs): read
+//     Kafka's ratios from a standard run.
 //   - Kafka's 3-node cluster is stopped after every round's Replication
 //     section: three idle JVMs cost the other runs more CPU than three
 //     idle ringlog brokers. It takes from 20 s to a minute to start on two
