@@ -45,12 +45,15 @@ func refRow(t *table) *row {
 // the suite must be able to show, not assertions: a miss is reported.
 func (s *suite) writeTargets(w io.Writer) {
 	fmt.Fprintf(w, "## Targets, checked against this run\n\n| target | measured | verdict |\n|---|---|---|\n")
+	judge := func(target, measured, verdict string) {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
+	}
 	line := func(target, measured string, ok, known bool) {
 		verdict := "not measured in this matrix"
 		if known {
 			verdict = map[bool]string{true: "met", false: "**not met**"}[ok]
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
+		judge(target, measured, verdict)
 	}
 	ratioOf := func(t *table, peerKey string, m metric) (float64, bool) {
 		if t == nil || t.rows[peerKey] == nil {
@@ -114,11 +117,15 @@ func (s *suite) writeTargets(w io.Writer) {
 		line(s.rf3TargetText(), "—", false, false)
 	}
 	for _, k := range s.kafkaTargets() {
-		measured := "—"
-		if k.known {
-			measured = fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where)
+		switch {
+		case k.known:
+			line(k.target, fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where),
+				k.met(), true)
+		case k.missing != "":
+			judge(k.target, "—", k.missing)
+		default:
+			line(k.target, "—", false, false)
 		}
-		line(k.target, measured, k.met(), k.known)
 	}
 	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's; the last six "+
 		"against Apache Kafka in the same run (its single node, or its 3-node cluster for RF=3)")
@@ -139,6 +146,9 @@ type kafkaTarget struct {
 	atLeast      bool   // the ratio must be at least bound; else at most
 	bound        float64
 	known        bool
+	// missing says which figure is missing when the measurement ran
+	// but a peer has no figure; "" when it is not in the matrix.
+	missing string
 }
 
 func (k kafkaTarget) met() bool {
@@ -156,35 +166,51 @@ func (s *suite) kafkaTargets() []kafkaTarget {
 	base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
 	fixed := s.findTable(partProduce, fixedRateLike(kindLatency, 1024, false, fixedLatencyRate))
 	warm := s.findTable(partWarmKgo, baseLike(kindConsume, 1024, false))
-	fromTable := func(t *table, m metric) (ours, theirs spread, ok bool) {
-		if t == nil {
-			return spread{}, spread{}, false
-		}
-		a, ok1 := t.refRowOf(referencePeer).spread(m)
-		b, ok2 := t.refRowOf(kafkaPeer).spread(m)
-		return a, b, ok1 && ok2 && b.med > 0
-	}
 	var ks []kafkaTarget
-	add := func(target string, atLeast bool, bound float64, f func(float64) string, where string, a, b spread, ok bool) {
-		k := kafkaTarget{target: target, atLeast: atLeast, bound: bound, format: f, where: where, known: ok}
-		if ok {
-			k.ours, k.theirs, k.ratio = a.med, b.med, a.med/b.med
+	add := func(k kafkaTarget, t *table, m metric) {
+		if t != nil {
+			k.compare(m, t.refRowOf(referencePeer), t.refRowOf(kafkaPeer), "ringlog io_uring", "Apache Kafka")
 		}
 		ks = append(ks, k)
 	}
-	a, b, ok := fromTable(base, metricRate)
-	add("produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's", true, 1.5, fmtCount, " records/s", a, b, ok)
-	a, b, ok = fromTable(base, metricCPUPerGB)
-	add("broker CPU per GB ≤ 0.4x Apache Kafka's", false, 0.4, fmtSeconds, " s/GB, 1 KiB produce", a, b, ok)
-	a, b, ok = fromTable(fixed, metricLatency(99))
-	add(fmt.Sprintf("produce ack p99 at %s records/s ≤ 0.5x Apache Kafka's", fmtCount(fixedLatencyRate)), false, 0.5,
-		fmtMicros, ", open loop", a, b, ok)
-	a, b, ok = fromTable(base, metricRSS)
-	add("broker peak RSS ≤ 0.25x Apache Kafka's", false, 0.25, fmtMiB, ", 1 KiB produce", a, b, ok)
+	add(kafkaTarget{target: "produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's", atLeast: true, bound: 1.5,
+		format: fmtCount, where: " records/s"}, base, metricRate)
+	add(kafkaTarget{target: "broker CPU per GB ≤ 0.4x Apache Kafka's", bound: 0.4,
+		format: fmtSeconds, where: " s/GB, 1 KiB produce"}, base, metricCPUPerGB)
+	add(kafkaTarget{target: fmt.Sprintf("produce ack p99 at %s records/s ≤ 0.5x Apache Kafka's", fmtCount(fixedLatencyRate)),
+		bound: 0.5, format: fmtMicros, where: ", open loop"}, fixed, metricLatency(99))
+	add(kafkaTarget{target: "broker peak RSS ≤ 0.25x Apache Kafka's", bound: 0.25,
+		format: fmtMiB, where: ", 1 KiB produce"}, base, metricRSS)
 	ks = append(ks, s.kafkaRF3Target())
-	a, b, ok = fromTable(warm, metricRate)
-	add("consume from the page cache records/s ≥ 1.0x Apache Kafka's", true, 1.0, fmtCount, " records/s, kgo", a, b, ok)
+	add(kafkaTarget{target: "consume from the page cache records/s ≥ 1.0x Apache Kafka's", atLeast: true, bound: 1.0,
+		format: fmtCount, where: " records/s, kgo"}, warm, metricRate)
 	return ks
+}
+
+// compare fills in the target from the medians of m in ours and theirs,
+// or says which of them has no figure.
+func (k *kafkaTarget) compare(m metric, ours, theirs *row, oursName, theirsName string) {
+	a, ok1 := ours.spread(m)
+	b, ok2 := theirs.spread(m)
+	if ok1 && ok2 && b.med > 0 {
+		k.ours, k.theirs, k.ratio, k.known = a.med, b.med, a.med/b.med, true
+		return
+	}
+	for _, x := range []struct {
+		r    *row
+		ok   bool
+		name string
+	}{{ours, ok1, oursName}, {theirs, ok2, theirsName}} {
+		if !x.ok {
+			st, _ := x.r.state()
+			if st == "" {
+				st = "without this figure"
+			}
+			k.missing = fmt.Sprintf("not measured: %s %s", x.name, st)
+			return
+		}
+	}
+	k.missing = "not measured: " + theirsName + "'s figure is 0"
 }
 
 // kafkaRF3Target is the target of the ringlog cluster against Kafka's:
@@ -192,10 +218,9 @@ func (s *suite) kafkaTargets() []kafkaTarget {
 func (s *suite) kafkaRF3Target() kafkaTarget {
 	k := kafkaTarget{target: fmt.Sprintf("produce RF=3 acks=all records/s ≥ 1.5x a %d-node Apache Kafka's", clusterBrokers),
 		atLeast: true, bound: 1.5, format: fmtCount, where: " records/s; Replication section"}
-	a, ok1 := s.repl.run("rf3-acksall").row.spread(metricRate)
-	b, ok2 := s.repl.run("kafka-rf3-acksall").row.spread(metricRate)
-	if ok1 && ok2 && b.med > 0 {
-		k.ours, k.theirs, k.ratio, k.known = a.med, b.med, a.med/b.med, true
+	if s.replicationSelected() {
+		k.compare(metricRate, s.repl.run("rf3-acksall").row, s.repl.run("kafka-rf3-acksall").row,
+			"the ringlog cluster", "the 3-node Apache Kafka")
 	}
 	return k
 }
