@@ -132,9 +132,9 @@
 //   - The lag sampler reads the three brokers at once, not at one instant:
 //     a follower read after its leader may look ahead of it, and counts as
 //     0 behind rather than negative.
-//   - A Kafka peer is warmed up for 5 s (-quick 2 s), not 1 s: its JVM
-//     interprets the produce path until the JIT compiler has compiled it,
-//     and the compiler's own threads take CPU meanwhile. -quick's figures
+//   - A Kafka peer is warmed up for 5 s per node (-quick 2 s), not 1 s:
+//     its JVMs interpret the produce path until the JIT compiler has
+//     compiled it, and the compiler's own threads take CPU meanwhile. -quick's figures
 //     for Kafka are those of a JVM barely warm (and of 1 s runs): read
 //     Kafka's ratios from a standard run.
 //   - Kafka's 3-node cluster is stopped after every round's Replication

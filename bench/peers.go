@@ -172,7 +172,7 @@ func (p *peer) exited() string {
 }
 
 // lastProblem is the last warning or error any of the peer's processes
-// logged, or "".
+// logged (for Kafka the last error: see kafkaProblem), or "".
 func (p *peer) lastProblem() string {
 	if p.kc != nil {
 		return p.kafkaProblem()

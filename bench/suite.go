@@ -390,7 +390,7 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 	warm := time.Second
 	switch {
 	case p.spec.kafkaNodes > 0:
-		warm = s.kafkaWarmup()
+		warm = s.kafkaWarmup(p)
 	case s.cfg.quick:
 		warm = 300 * time.Millisecond
 	}
