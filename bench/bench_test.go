@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -399,5 +400,168 @@ func TestLoopbackAndSyncLimits(t *testing.T) {
 	}
 	if mbs, err := directWrite(ctx, dir+"/direct", 8<<20, 200*time.Millisecond); err != nil || mbs <= 0 {
 		t.Errorf("directWrite: %v MB/s, %v", mbs, err)
+	}
+}
+
+// kafkaFakeSuite is fakeSuite with Apache Kafka at half of ringlog's
+// records/s, twice its CPU per run (four times per record and per GB),
+// eight times its peak RSS and three times its latencies, and a 3-node
+// Kafka at 800 records/s with RF 3 acks=all.
+func kafkaFakeSuite(t *testing.T) *suite {
+	s := fakeSuite(t)
+	for _, tb := range s.tables {
+		for _, r := range tb.rows {
+			if r.peer.spec.key != kafkaPeer {
+				continue
+			}
+			for i := range r.samples {
+				smp := &r.samples[i]
+				smp.records /= 2
+				smp.bytes /= 2
+				smp.cpu *= 2
+				smp.rss *= 8
+				h := newHist()
+				for v := int64(1); v < 5000; v += 7 {
+					h.RecordValue(3 * v * int64(i+1))
+				}
+				smp.lat = h
+			}
+		}
+	}
+	r := s.repl.run("kafka-rf3-acksall").row
+	r.status, r.reason = "", ""
+	for i := range 3 {
+		r.samples = append(r.samples, sample{round: i, records: 800, bytes: 800 * 1024, elapsed: time.Second,
+			lat: newHist(), cpu: time.Second, cpuOK: true, rss: 1 << 30, rssOK: true})
+	}
+	return s
+}
+
+// Every table gives each peer's ratios against Apache Kafka beside those
+// against ringlog io_uring, a summary states them, and the targets
+// against Kafka are judged from the figures of the same run.
+func TestKafkaRatiosAndTargets(t *testing.T) {
+	s := kafkaFakeSuite(t)
+	var b bytes.Buffer
+	s.writeReport(&b)
+	rep := b.String()
+	checkReport(t, rep)
+	base := strings.Split(rep, "\n### ")[1]
+	for _, want := range []string{
+		"| records/s ÷ io_uring | CPU/M ÷ io_uring | records/s ÷ Kafka | CPU/M ÷ Kafka |",
+		// ringlog against Kafka: twice the records/s, a quarter of the
+		// CPU per record; Kafka against ringlog the inverse.
+		"| 64 MiB | 1.00x | 1.00x | 2.00x | 0.25x |",
+		"| 512 MiB | 0.50x | 4.00x | 1.00x | 1.00x |",
+	} {
+		if !strings.Contains(base, want) {
+			t.Errorf("the base produce table lacks %q:\n%s", want, base)
+		}
+	}
+	summary := section(rep, "## Every peer against Apache Kafka")
+	if l := lineWith(summary, "| 1 | Produce, closed loop 1 KiB, 16p, acks=1 (kgo) | records/s |"); !strings.HasPrefix(
+		strings.TrimPrefix(l, "| 1 | Produce, closed loop 1 KiB, 16p, acks=1 (kgo) | records/s |"), " 2.00x | 2.00x |") {
+		t.Errorf("summary against Kafka, table 1: %q", l)
+	}
+	if l := lineWith(section(rep, "## Every peer against ringlog io_uring"), "| 1 | Produce, closed loop"); !strings.Contains(l, "| 1.00x | 0.50x | 1.00x |") {
+		t.Errorf("summary against io_uring, table 1 (portable, Kafka, kfake): %q", l)
+	}
+	targets := section(rep, "## Targets")
+	for _, want := range []string{
+		"| produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's | 2.00x (2.00k against 1.00k records/s) | met |",
+		"| broker CPU per GB ≤ 0.4x Apache Kafka's | 0.25x (250 against 1000 s/GB, 1 KiB produce) | met |",
+		"| broker peak RSS ≤ 0.25x Apache Kafka's | 0.12x (64 MiB against 512 MiB, 1 KiB produce) | met |",
+		"| produce RF=3 acks=all records/s ≥ 1.5x a 3-node Apache Kafka's | 1.25x (1.00k against 800 records/s; Replication section) | **not met** |",
+		"| consume from the page cache records/s ≥ 1.0x Apache Kafka's | 2.00x (2.00k against 1.00k records/s, kgo) | met |",
+	} {
+		if !strings.Contains(targets, want) {
+			t.Errorf("targets lack %q:\n%s", want, targets)
+		}
+	}
+	// Latencies three times ringlog's, at the fixed rate's table.
+	if l := lineWith(targets, "produce ack p99 at 50.0k records/s ≤ 0.5x Apache Kafka's"); !strings.Contains(l, "| 0.33x (") ||
+		!strings.HasSuffix(l, "| met |") {
+		t.Errorf("p99 target against Kafka: %q", l)
+	}
+	repl := section(rep, "## Replication")
+	for _, want := range []string{
+		"| ringlog 3-broker cluster: RF 3, acks=all | 1.00k<br><sub>500–1.50k</sub> |",
+		"| 0.50x | 1.25x |", // against ringlog's RF 1, against Kafka's RF 3 acks=all
+		"| Apache Kafka 3-node cluster: RF 3, acks=all | 800 |",
+		"Target: produce RF=3 acks=all records/s ≥ 1.5x a 3-node Apache Kafka's. Measured 1.25x (1.00k of 800 records/s): **not met**.",
+	} {
+		if !strings.Contains(repl, want) {
+			t.Errorf("Replication lacks %q:\n%s", want, repl)
+		}
+	}
+}
+
+// Without Kafka (no Java, say) its rows give the reason, the ratios
+// against it are "—", the summary against it says why, and its targets
+// are not measured.
+func TestKafkaUnavailableReport(t *testing.T) {
+	s := fakeSuite(t)
+	const why = "kafkaref: java not found on PATH"
+	for _, tb := range s.tables {
+		for _, r := range tb.rows {
+			if r.peer.spec.key == kafkaPeer {
+				r.samples, r.status, r.reason = nil, statusUnavailable, why
+			}
+		}
+	}
+	var b bytes.Buffer
+	s.writeReport(&b)
+	rep := b.String()
+	checkReport(t, rep)
+	if !strings.Contains(section(rep, "## Every peer against Apache Kafka"),
+		"*Apache Kafka was not measured in this run (unavailable: "+why+").*") {
+		t.Errorf("the summary against Kafka does not say why:\n%s", section(rep, "## Every peer against Apache Kafka"))
+	}
+	base := strings.Split(rep, "\n### ")[1]
+	if l := lineWith(base, "| ringlog io_uring |"); !strings.HasSuffix(l, "| 1.00x | 1.00x | — | — |") {
+		t.Errorf("ringlog's ratios without Kafka: %q", l)
+	}
+	if l := lineWith(base, "| Apache Kafka |"); !strings.Contains(l, "*unavailable: "+why+"*") {
+		t.Errorf("Kafka's row: %q", l)
+	}
+	targets := section(rep, "## Targets")
+	if n := strings.Count(targets, "Apache Kafka's | — | not measured: Apache Kafka unavailable |"); n != 5 {
+		t.Errorf("%d targets against the Kafka node not measured for it, want 5:\n%s", n, targets)
+	}
+	// fakeSuite marks the 3-node Kafka's rows skipped.
+	if !strings.Contains(targets, "3-node Apache Kafka's | — | not measured: the 3-node Apache Kafka skipped |") {
+		t.Errorf("the RF 3 target against Kafka:\n%s", targets)
+	}
+}
+
+// The flush always instance of Kafka says so in its settings, in place of
+// kafkaref's statement of the default flush policy; the durability column
+// names the setting.
+func TestKafkaFlushSettings(t *testing.T) {
+	def := "Apache Kafka 4.4.0 (KRaft); " + kafkaFlushDefault + "; num.io.threads=8"
+	if got := kafkaSettings(def, false); got != def {
+		t.Errorf("flush never: %q", got)
+	}
+	got := kafkaSettings(def, true)
+	if strings.Contains(got, "at Kafka's defaults") || !strings.Contains(got, "log.flush.interval.messages=1 (the log fsynced after every append") {
+		t.Errorf("flush always: %q", got)
+	}
+	// Should kafkaref word it otherwise, the setting is still stated.
+	if got := kafkaSettings("Apache Kafka", true); !strings.Contains(got, "; log.flush.interval.messages=1") {
+		t.Errorf("flush always, other wording: %q", got)
+	}
+	one, _ := peerSpecByKey(kafkaPeer)
+	three, _ := peerSpecByKey(kafkaClusterPeer)
+	for p, want := range map[*peer]string{
+		{spec: one}:              "flush never (Kafka's default)",
+		{spec: one, fsync: true}: "log.flush.interval.messages=1",
+		{spec: three}:            "RF 3 (min ISR 2), flush never (Kafka's default)",
+	} {
+		if got := p.durability(); got != want {
+			t.Errorf("%s: durability %q, want %q", p.id(), got, want)
+		}
+	}
+	if slices.ContainsFunc(matrixSpecs(), func(p peerSpec) bool { return p.key == kafkaClusterPeer }) {
+		t.Error("the 3-node Kafka is a peer of the matrix's tables")
 	}
 }

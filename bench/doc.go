@@ -13,12 +13,38 @@
 //	  ├─ ringlog -node-id 1 -controller-voters ... ┐ the 3-broker cluster:
 //	  ├─ ringlog -node-id 2 ...                    │ CPU and peak RSS summed
 //	  ├─ ringlog -node-id 3 ...                    ┘ over the three
+//	  ├─ java ... kafka.Kafka          Apache Kafka: one node (the matrix),
+//	  ├─ java ... kafka.Kafka ×3       three (the Replication section)
 //	  └─ kcat, fio                     short-lived commands
 //
 // Brokers run as processes of their own so that their CPU and memory are
 // theirs alone. ringlog runs from the benchmarked binary (-broker, by
 // default this executable); kfake and the embedded NATS server run in
 // this executable re-invoked as `ringlog bench peer ...`.
+//
+// # Apache Kafka
+//
+// The peers "kafka" and "kafka-cluster" are Apache Kafka itself, started
+// through internal/kafkaref (which fetches its jars with Maven once and
+// needs java and mvn; without them the rows say so): JVMs with the heap
+// and collector of Kafka's start script (-Xms1g -Xmx1g, G1) and Kafka's
+// defaults, each node a broker and a KRaft controller (kafka.go). Kafka
+// never forces an fsync by default, which is ringlog -flush never; the
+// flush always workloads run an instance with
+// log.flush.interval.messages=1, which fsyncs the log after every append
+// before acknowledging it. "kafka" is one node and a peer of every table;
+// every table also gives each peer's ratios against it, and the report
+// has a summary against it as it has against ringlog io_uring. In -quick
+// it runs only what its targets need: the base produce workload, consume
+// from the page cache with kgo and produce latency at the fixed rate.
+// "kafka-cluster" is three nodes on loopback with RF 3 and
+// min.insync.replicas=2 topics, and runs in the Replication section only
+// (the same rows as ringlog's: RF 3 with acks=1 and acks=all, -quick
+// acks=all only; its lag and failovers are not measured). The targets
+// against Kafka (issue 19) are each computed from one run: base produce
+// records/s, broker CPU per GB and peak RSS, produce p99 at the fixed 50k
+// records/s, RF 3 acks=all records/s of the two clusters, and records/s
+// consumed from the page cache.
 //
 // # The cluster and the Replication section
 //
@@ -35,17 +61,18 @@
 // ringlog io_uring against RF=3 acks=1 and acks=all on the cluster (the
 // issue's target: acks=all at 0.4x or more), the same acks=all with the
 // followers' fetch streams limited to one request in flight
-// (ringlog.replica.fetch.slots=1) with flush never and always, and the
-// followers' lag behind their leaders, sampled from every broker's
-// /metrics every 100 ms during the cluster's runs. Last, once, failovers:
-// the leader of a one-partition topic is killed with SIGKILL and the time
-// to the first acks=all acknowledgement after it is measured, three times
-// (the broker restarted in between), once in -quick. The clusters with
-// one fetch in flight are stopped after each round's section, so that
-// their idle brokers (raft heartbeats: about 0.1 CPU s/s for three) do
-// not weigh on the other runs. `ringlog bench -only replication` runs the
-// section alone (no matrix, no machine limits); `-only matrix` leaves it
-// out.
+// (ringlog.replica.fetch.slots=1) with flush never and always, the RF=1
+// and RF=3 rows again on Apache Kafka (one node, and the 3-node Kafka
+// cluster), and the followers' lag behind their leaders, sampled from
+// every ringlog broker's /metrics every 100 ms during the cluster's runs.
+// Last, once, failovers: the leader of a one-partition topic is killed
+// with SIGKILL and the time to the first acks=all acknowledgement after
+// it is measured, three times (the broker restarted in between), once in
+// -quick. The clusters with one fetch in flight and Kafka's cluster are
+// stopped after each round's section, so that their idle brokers (raft
+// heartbeats: about 0.1 CPU s/s for three ringlog brokers) do not weigh
+// on the other runs. `ringlog bench -only replication` runs the section
+// alone (no matrix, no machine limits); `-only matrix` leaves it out.
 //
 // # A run
 //
@@ -62,7 +89,10 @@
 // runs plan every record's send time before the run (rate fixed at half
 // of ringlog io_uring's measured peak unless -rate says otherwise) and
 // measure latency from the planned time, so a stall counts against every
-// record it delays (no coordinated omission).
+// record it delays (no coordinated omission). One more open-loop produce
+// workload runs at a fixed 50k records/s whatever the peaks: a load
+// Apache Kafka keeps up with on a small machine, so that a latency ratio
+// against it compares latencies and not backlogs.
 //
 // # Bounds and cleanup
 //
@@ -84,8 +114,9 @@
 //     kgo rate measured on the same peer just before.
 //   - The peak RSS of a run is VmHWM after writing 5 to clear_refs before
 //     the run; without that it would be the process's lifetime peak.
-//   - Every table has a row for every peer: a figure, or the reason there
-//     is none (unavailable, skipped, failed). The CI test checks this.
+//   - Every table has a row for every peer of the matrix: a figure, or the
+//     reason there is none (unavailable, skipped, failed). The CI test
+//     checks this.
 //   - A run on the cluster starts once every broker's metadata gives every
 //     partition of its topic a leader and a full ISR: brokers apply the
 //     controller's changes independently, and a producer that learned of
@@ -101,6 +132,17 @@
 //   - The lag sampler reads the three brokers at once, not at one instant:
 //     a follower read after its leader may look ahead of it, and counts as
 //     0 behind rather than negative.
+//   - A Kafka peer is warmed up for 5 s per node (-quick 2 s), not 1 s:
+//     its JVMs interpret the produce path until the JIT compiler has
+//     compiled it, and the compiler's own threads take CPU meanwhile. -quick's figures
+//     for Kafka are those of a JVM barely warm (and of 1 s runs): read
+//     Kafka's ratios from a standard run.
+//   - Kafka's 3-node cluster is stopped after every round's Replication
+//     section: three idle JVMs cost the other runs more CPU than three
+//     idle ringlog brokers. It takes from 20 s to a minute to start on two
+//     cores, which -quick's time limit allows for when it is selected.
+//   - internal/kafkaref reaps its nodes itself: a node is alive while
+//     /proc/<pid> is there and not a zombie.
 //   - A restarted broker gets new Kafka and admin ports (a killed broker's
 //     listening port stays in TIME_WAIT: gnet does not set SO_REUSEADDR);
 //     its quorum port, node id and data stay. Failovers run last and the

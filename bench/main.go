@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintf(stderr, usageText, strings.Join(peerKeys(), ", "))
 		fs.PrintDefaults()
 	}
-	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in under two minutes")
+	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in under two minutes (about three and a half with the Apache Kafka peers)")
 	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) or full (every produce combination)")
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
 	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 1s)")
@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
 	broker := fs.String("broker", "", "ringlog binary to benchmark (default: this executable)")
-	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s)")
+	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus the Apache Kafka peers' starts)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -153,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.maxRecords == 0 {
 		c.maxRecords = 20_000_000
 	}
+	quickTimeout := *timeout == 0 && c.quick
 	if c.timeout == 0 {
 		c.timeout = map[bool]time.Duration{true: 110 * time.Second, false: time.Hour}[c.quick]
 		if c.matrix == "full" {
@@ -170,6 +171,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return config{}, fmt.Errorf("bench: unknown peer %q (known: %s)", k, strings.Join(peerKeys(), ", "))
 		}
 		c.peers = append(c.peers, k)
+		if quickTimeout {
+			// A JVM starts in seconds, a cluster of three on two cores in
+			// up to a minute: time the quick suite's other runs must not
+			// lose.
+			c.timeout += map[string]time.Duration{kafkaPeer: 30 * time.Second, kafkaClusterPeer: 70 * time.Second}[k]
+		}
 	}
 	for _, k := range strings.Split(*kinds, ",") {
 		if k = strings.TrimSpace(k); k == "" {

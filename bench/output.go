@@ -217,8 +217,8 @@ func (s *suite) writeReadmeSection(w io.Writer, rel string) {
 	fmt.Fprintf(w, "Measured %s UTC on %s, by %s: `%s`. ", m.date.Format("2006-01-02 15:04"), m.String(), kind, s.commandLine())
 	fmt.Fprintf(w, "Every peer was started by the suite and measured in that same run, with the same workload. "+
 		"The machine was shared with other work (load average %s at the start) and clients and brokers share its "+
-		"cores: read the ratios, not the absolute figures. To reproduce: `scripts/bench.sh` (installs kcat and fio, "+
-		"builds ringlog, runs the standard matrix), or `ringlog bench` with the flags above.\n\n", m.loadStart)
+		"cores: read the ratios, not the absolute figures. To reproduce: `scripts/bench.sh` (installs kcat, fio, "+
+		"Java and Maven for Apache Kafka, builds ringlog, runs the standard matrix), or `ringlog bench` with the flags above.\n\n", m.loadStart)
 	// The report's sections, one heading level down under Performance.
 	var body bytes.Buffer
 	s.writeTargets(&body)

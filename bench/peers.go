@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"ringlog/internal/kafkaref"
 )
 
 // peerSpec is one system the suite measures.
@@ -29,21 +31,39 @@ type peerSpec struct {
 	// cluster is true for the peer made of clusterBrokers ringlog
 	// processes (see cluster.go); its topics are replicated.
 	cluster bool
+	// kafkaNodes, when not 0, makes the peer Apache Kafka itself: that
+	// many combined broker-and-controller JVMs started through
+	// internal/kafkaref (see kafka.go). More than one replicates its
+	// topics as the ringlog cluster does.
+	kafkaNodes int
+	// replicationOnly keeps the peer out of the matrix's tables: it runs
+	// in the Replication section only.
+	replicationOnly bool
 	// absent, when set, is why the peer cannot run at all.
 	absent string
 }
 
 // peerSpecs lists the peers in report order. The first is the reference
-// every ratio is taken against.
+// every ratio is taken against; Apache Kafka is the second reference,
+// every table's ratios are taken against it too.
 var peerSpecs = []peerSpec{
 	{key: "ringlog-uring", name: "ringlog io_uring"},
 	{key: "ringlog-portable", name: "ringlog portable"},
+	{key: "kafka", name: "Apache Kafka", kafkaNodes: 1},
 	{key: "kfake", name: "kfake (in memory)", memory: true},
 	{key: "nats", name: "NATS JetStream (file)", nats: true},
-	{key: "ringlog-cluster", name: "ringlog 3-broker cluster", cluster: true},
+	{key: clusterPeer, name: "ringlog 3-broker cluster", cluster: true},
+	{key: kafkaClusterPeer, name: "Apache Kafka 3-node cluster", kafkaNodes: clusterBrokers, replicationOnly: true},
 }
 
-const referencePeer = "ringlog-uring"
+// The peers the report names: ratios are taken against the first two,
+// the Replication section compares the clusters.
+const (
+	referencePeer    = "ringlog-uring"
+	kafkaPeer        = "kafka"
+	clusterPeer      = "ringlog-cluster"
+	kafkaClusterPeer = "kafka-cluster"
+)
 
 func peerKeys() []string {
 	var ks []string
@@ -51,6 +71,26 @@ func peerKeys() []string {
 		ks = append(ks, p.key)
 	}
 	return ks
+}
+
+// matrixSpecs are the peers of the matrix's tables, in report order:
+// every peer but those of the Replication section alone.
+func matrixSpecs() []peerSpec {
+	var ps []peerSpec
+	for _, p := range peerSpecs {
+		if !p.replicationOnly {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// replicas is the replication factor of the peer's topics.
+func (ps peerSpec) replicas() int {
+	if ps.cluster || ps.kafkaNodes > 1 {
+		return clusterBrokers
+	}
+	return 1
 }
 
 func peerSpecByKey(k string) (peerSpec, bool) {
@@ -82,7 +122,8 @@ type peer struct {
 	// settings says what the peer runs with, in the broker's own words
 	// where it reports them (ringlog logs its I/O path and flush policy).
 	settings string
-	cl       *clusterProcs // the cluster's ports and files; nil for the others
+	cl       *clusterProcs     // the cluster's ports and files; nil for the others
+	kc       *kafkaref.Cluster // Apache Kafka's nodes; nil for the others
 }
 
 // id is the peer's key qualified by its durability setting.
@@ -101,10 +142,27 @@ func (p *peer) id() string {
 func (p *peer) seeds() []string { return strings.Split(p.addr, ",") }
 
 // running is true once the peer's processes were started and are there.
-func (p *peer) running() bool { return len(p.procs) > 0 }
+func (p *peer) running() bool { return len(p.pids()) > 0 }
+
+// pids are the peer's broker processes, in node id order.
+func (p *peer) pids() []int {
+	var ps []int
+	for _, c := range p.procs {
+		ps = append(ps, c.pid())
+	}
+	if p.kc != nil {
+		for _, n := range p.kc.Nodes {
+			ps = append(ps, n.Pid())
+		}
+	}
+	return ps
+}
 
 // exited says which of the peer's processes exited, or "" when all run.
 func (p *peer) exited() string {
+	if p.kc != nil {
+		return p.kafkaExited()
+	}
 	for _, c := range p.procs {
 		if !c.alive() {
 			return c.name + ": " + c.lastLine()
@@ -114,8 +172,11 @@ func (p *peer) exited() string {
 }
 
 // lastProblem is the last warning or error any of the peer's processes
-// logged, or "".
+// logged (for Kafka the last error: see kafkaProblem), or "".
 func (p *peer) lastProblem() string {
+	if p.kc != nil {
+		return p.kafkaProblem()
+	}
 	var ls []string
 	for _, c := range p.procs {
 		if l := c.lastProblem(); l != "" {
@@ -134,6 +195,15 @@ func (p *peer) durability() string {
 		return "sync always"
 	case p.spec.nats:
 		return "sync_interval 2m (default)"
+	case p.spec.kafkaNodes > 0:
+		d := "flush never (Kafka's default)"
+		if p.fsync {
+			d = kafkaFlushAlways + "=1"
+		}
+		if p.spec.replicas() > 1 {
+			d = fmt.Sprintf("RF %d (min ISR %d), %s", clusterBrokers, clusterMinISR, d)
+		}
+		return d
 	case p.spec.cluster:
 		d := fmt.Sprintf("RF %d (min ISR %d), flush=%s", clusterBrokers, clusterMinISR,
 			map[bool]string{true: "always", false: "never"}[p.fsync])
@@ -156,6 +226,11 @@ func (p *peer) unavailableReason() string {
 	}
 	if p.fsync && p.spec.memory {
 		return "kfake keeps records in memory: there is nothing to fsync"
+	}
+	if p.spec.kafkaNodes > 0 {
+		if err := kafkaref.Available(); err != nil {
+			return err.Error()
+		}
 	}
 	return ""
 }
@@ -208,6 +283,8 @@ func (p *peer) startOnce(broker string) error {
 	switch {
 	case p.spec.cluster:
 		return p.startCluster(broker)
+	case p.spec.kafkaNodes > 0:
+		return p.startKafka()
 	case strings.HasPrefix(p.spec.key, "ringlog-"):
 		adminPort, err := freePort()
 		if err != nil {
@@ -300,6 +377,13 @@ func moduleVersion(path string) string {
 // after the other, the last ones would wait for a quorum that is leaving)
 // and removes its data.
 func (p *peer) stop() error {
+	if p.kc != nil {
+		// Every node at once, as for the ringlog cluster.
+		p.kc.Stop()
+		p.kc = nil
+		os.RemoveAll(p.dataDir)
+		return nil
+	}
 	if len(p.procs) == 0 {
 		return nil
 	}
@@ -330,12 +414,13 @@ type usage struct {
 // cannot read (from every process) are marked absent rather than guessed.
 func (p *peer) snapshot(ctx context.Context) usage {
 	u := usage{client: selfCPU()}
-	if len(p.procs) == 0 {
+	pids := p.pids()
+	if len(pids) == 0 {
 		return u
 	}
 	u.cpuOK = true
-	for _, c := range p.procs {
-		cpu, err := procCPU(c.pid())
+	for _, pid := range pids {
+		cpu, err := procCPU(pid)
 		u.cpu += cpu
 		u.cpuOK = u.cpuOK && err == nil
 	}
@@ -353,8 +438,8 @@ func (p *peer) snapshot(ctx context.Context) usage {
 
 // resetPeakRSS starts a new peak RSS for each of the peer's processes.
 func (p *peer) resetPeakRSS() {
-	for _, c := range p.procs {
-		procResetPeakRSS(c.pid())
+	for _, pid := range p.pids() {
+		procResetPeakRSS(pid)
 	}
 }
 
@@ -363,14 +448,15 @@ func (p *peer) resetPeakRSS() {
 // peak at the same moment.
 func (p *peer) peakRSS() (int64, bool) {
 	var sum int64
-	for _, c := range p.procs {
-		rss, err := procPeakRSS(c.pid())
+	pids := p.pids()
+	for _, pid := range pids {
+		rss, err := procPeakRSS(pid)
 		if err != nil {
 			return 0, false
 		}
 		sum += rss
 	}
-	return sum, len(p.procs) > 0
+	return sum, len(pids) > 0
 }
 
 // startRinglog starts a ringlog broker child with args (-admin among them)

@@ -45,6 +45,18 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * procTick, nil
 }
 
+// procAlive is false once the process has exited: /proc/<pid> is gone
+// (reaped) or the process is a zombie (exited, not yet reaped).
+func procAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	return i >= 0 && len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
 // procResetPeakRSS resets the process's peak RSS (VmHWM) to its current
 // RSS, so that the next procPeakRSS is the peak of one run (Linux 4.0+).
 func procResetPeakRSS(pid int) error {

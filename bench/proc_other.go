@@ -16,10 +16,14 @@ var errNoProc = errors.New("bench: needs Linux's /proc")
 func procCPU(pid int) (time.Duration, error) { return 0, errNoProc }
 func procResetPeakRSS(pid int) error         { return errNoProc }
 func procPeakRSS(pid int) (int64, error)     { return 0, errNoProc }
-func selfCPU() time.Duration                 { return 0 }
-func setParentDeathSignal(cmd *exec.Cmd)     {}
-func dropFileCache(dir string) error         { return errNoProc }
-func fsType(dir string) string               { return "unknown" }
+
+// procAlive cannot tell without /proc: a node that died fails the next run.
+func procAlive(pid int) bool { return true }
+
+func selfCPU() time.Duration             { return 0 }
+func setParentDeathSignal(cmd *exec.Cmd) {}
+func dropFileCache(dir string) error     { return errNoProc }
+func fsType(dir string) string           { return "unknown" }
 
 const cacheDropMethod = "not available outside Linux"
 

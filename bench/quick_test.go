@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/kafkaref"
 	"ringlog/internal/testkit"
 )
 
@@ -55,6 +56,39 @@ func waitNoProcesses(t *testing.T, bin string) {
 	}
 }
 
+// waitNoProcessesUnder waits a little, then fails if a process whose
+// command line names dir is left: the Kafka JVMs, whose configuration
+// lies under the suite's data folder.
+func waitNoProcessesUnder(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && e.Name() != "self" && bytes.Contains(b, []byte(dir)) {
+				left = append(left, e.Name()+": "+string(bytes.ReplaceAll(b, []byte{0}, []byte(" "))))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, l := range left {
+				pid, _, _ := strings.Cut(l, ":")
+				if n, err := parsePid(pid); err == nil {
+					if proc, err := os.FindProcess(n); err == nil {
+						proc.Kill()
+					}
+				}
+			}
+			t.Fatalf("processes under %s left running after the suite: %v", dir, left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func parsePid(s string) (int, error) {
 	n := 0
 	for _, c := range s {
@@ -66,18 +100,25 @@ func parsePid(s string) (int, error) {
 	return n, nil
 }
 
-// TestQuickReport runs `ringlog bench -quick` once, as a user would, and
-// checks that the report is complete and well formed: every section, every
-// table with a row per peer holding figures or the reason it has none,
-// plots that parse, raw results that agree with the report, and no child
-// process left behind. It asserts nothing about speed: the figures of a
-// shared CI machine mean nothing, their presence does.
+// TestQuickReport runs `ringlog bench -quick` once, as a user would, every
+// peer included (Apache Kafka's too), and checks that the report is
+// complete and well formed: every section, every table with a row per peer
+// holding figures or the reason it has none, Kafka's rows and the targets
+// against it with figures, plots that parse, raw results that agree with
+// the report, and no child process (broker or JVM) left behind. It
+// asserts nothing about speed: the figures of a shared CI machine mean
+// nothing, their presence does.
 func TestQuickReport(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the quick benchmark suite (about 90 s)")
+		t.Skip("runs the quick benchmark suite (about 2.5 min)")
 	}
 	if runtime.GOOS != "linux" {
 		t.Skip("the suite measures brokers through /proc")
+	}
+	// Kafka is one of the peers checked: without Java or Maven the test
+	// fails with the reason rather than pass on a report without it.
+	if err := kafkaref.Available(); err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	bin := testkit.Binary(t)
@@ -86,7 +127,8 @@ func TestQuickReport(t *testing.T) {
 	if err := os.WriteFile(readme, []byte("# x\n\nintro\n\n## Layout\n\nfolders\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	// The suite's own limit is 3.5 min with the Kafka peers (-quick).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", out, "-dir", filepath.Join(dir, "data"), "-readme", readme)
 	cmd.WaitDelay = 10 * time.Second
@@ -99,12 +141,14 @@ func TestQuickReport(t *testing.T) {
 		t.Fatalf("ringlog bench -quick: %v\n%s", err, tail(output.String(), 60))
 	}
 	waitNoProcesses(t, bin)
+	waitNoProcessesUnder(t, dir)
 
 	report, err := os.ReadFile(filepath.Join(out, reportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkReport(t, string(report))
+	checkKafka(t, string(report))
 	checkJSON(t, filepath.Join(out, resultsFile), strings.Count(string(report), "\n### "))
 	for _, f := range []string{plotThroughput, plotLatency} {
 		checkSVG(t, filepath.Join(out, f))
@@ -136,7 +180,8 @@ var rowStatus = regexp.MustCompile(`^\*(unavailable|skipped|failed): (.+)\*$`)
 func checkReport(t *testing.T, report string) {
 	t.Helper()
 	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
-		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring", "## Results",
+		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring",
+		"## Every peer against Apache Kafka", "## Results",
 		"## Replication", "## Zero-copy on loopback", "## CPU profile of ringlog io_uring", "## Plots"} {
 		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
 			t.Errorf("report lacks section %q", sec)
@@ -162,12 +207,12 @@ func checkReport(t *testing.T, report string) {
 				lines = append(lines, l)
 			}
 		}
-		if len(lines) != 2+len(peerSpecs) {
-			t.Errorf("table %q: %d lines, want a header, a rule and %d peers", title, len(lines), len(peerSpecs))
+		if len(lines) != 2+len(matrixSpecs()) {
+			t.Errorf("table %q: %d lines, want a header, a rule and %d peers", title, len(lines), len(matrixSpecs()))
 			continue
 		}
 		width := len(cells(lines[0]))
-		for i, spec := range peerSpecs {
+		for i, spec := range matrixSpecs() {
 			cs := cells(lines[2+i])
 			if len(cs) != width {
 				t.Errorf("table %q, %s: %d cells, header has %d", title, spec.name, len(cs), width)
@@ -287,6 +332,63 @@ func checkReplication(t *testing.T, sec string) {
 	}
 }
 
+// checkKafka checks Apache Kafka's part of a -quick report: its settings,
+// figures in the tables of the workloads -quick runs on it and in the
+// Replication section's RF 3 acks=all row, and a verdict on every target
+// against it.
+func checkKafka(t *testing.T, report string) {
+	t.Helper()
+	peers := section(report, "## Peers")
+	if l := lineWith(peers, "| Apache Kafka |"); !strings.Contains(l, "Apache Kafka "+kafkaref.Version) {
+		t.Errorf("Peers: Kafka's settings are not stated: %q", l)
+	}
+	tables := strings.Split(report, "\n### ")[1:]
+	for _, want := range []string{"Produce, closed loop — 1 KiB values, 16 partitions, acks=1, no compression, 2 producers, flush never",
+		"Consume from the page cache — 1 KiB", "at 50.0k records/s"} {
+		found := false
+		for _, tb := range tables {
+			title := strings.SplitN(tb, "\n", 2)[0]
+			if !strings.Contains(title, want) || strings.Contains(title, "kcat") {
+				continue
+			}
+			found = true
+			cs := cells(lineWith(tb, "| Apache Kafka |"))
+			if len(cs) < 3 || !figure.MatchString(cs[2]) {
+				t.Errorf("table %q: Kafka's row has no figures: %v", title, cs)
+				continue
+			}
+			// Its ratio against itself, the last column, is 1.00x.
+			if cs[len(cs)-1] != "1.00x" {
+				t.Errorf("table %q: Kafka's ratio to itself is %v", title, cs)
+			}
+		}
+		if !found {
+			t.Errorf("no table %q", want)
+		}
+	}
+	repl := section(report, "## Replication")
+	if cs := cells(lineWith(repl, "| Apache Kafka 3-node cluster: RF 3, acks=all |")); len(cs) < 2 || !figure.MatchString(cs[1]) {
+		t.Errorf("Replication: the 3-node Kafka's RF 3 acks=all row has no figures: %v", cs)
+	}
+	targets := section(report, "## Targets")
+	for _, want := range []string{"records/s ≥ 1.5x Apache Kafka's", "broker CPU per GB ≤ 0.4x Apache Kafka's",
+		"at 50.0k records/s ≤ 0.5x Apache Kafka's", "peak RSS ≤ 0.25x Apache Kafka's",
+		"RF=3 acks=all records/s ≥ 1.5x a 3-node Apache Kafka's", "page cache records/s ≥ 1.0x Apache Kafka's"} {
+		cs := cells(lineWith(targets, want))
+		if len(cs) != 3 {
+			t.Errorf("Targets: no line %q", want)
+			continue
+		}
+		if !judgedRatio.MatchString(cs[1]) || (cs[2] != "met" && cs[2] != "**not met**") {
+			t.Errorf("Targets: %q is not judged from figures: %v", want, cs)
+		}
+	}
+}
+
+// judgedRatio is a target's measured cell against another peer: the ratio
+// and both figures.
+var judgedRatio = regexp.MustCompile(`^[0-9.]+x \(.+ against .+\)$`)
+
 // figure matches a number as the report prints it, possibly with a unit
 // and the range of runs beneath.
 var figure = regexp.MustCompile(`^[0-9.]+(k|M|G)?( (µs|ms|s|MiB))?%?(<br><sub>.*</sub>)?$`)
@@ -369,7 +471,7 @@ func checkJSON(t *testing.T, path string, tables int) {
 		}
 	}
 	for _, tb := range doc.Tables {
-		if len(tb.Rows) != len(peerSpecs) {
+		if len(tb.Rows) != len(matrixSpecs()) {
 			t.Errorf("%s: table %s has %d rows", path, tb.ID, len(tb.Rows))
 		}
 		for _, r := range tb.Rows {

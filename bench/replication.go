@@ -30,8 +30,12 @@ type replRun struct {
 	quick bool
 	row   *row
 	// lag is the followers' lag sampled during the runs; nil for a
-	// single broker.
+	// single broker and for Kafka (its offsets are in JMX, not in a
+	// /metrics page).
 	lag *lagStats
+	// kafka is the id of the same setup's run on Apache Kafka; "" for
+	// Kafka's own runs.
+	kafka string
 }
 
 // replication is what the section measured.
@@ -45,22 +49,33 @@ type replication struct {
 }
 
 func newReplication() *replication {
-	cluster := peerSpecs[len(peerSpecs)-1].key
 	mk := func(id, name, spec string, fsync bool, slots, acks int, quick bool) *replRun {
 		r := &replRun{id: id, name: name, spec: spec, fsync: fsync, slots: slots, acks: acks, quick: quick, row: &row{}}
-		if spec == cluster {
+		if spec == clusterPeer {
 			r.lag = newLagStats()
 		}
 		return r
 	}
-	return &replication{runs: []*replRun{
+	repl := &replication{runs: []*replRun{
 		mk("rf1-acks1", "ringlog io_uring, 1 broker: RF 1, acks=1", referencePeer, false, 0, 1, true),
-		mk("rf3-acks1", "ringlog 3-broker cluster: RF 3, acks=1", cluster, false, 0, 1, false),
-		mk("rf3-acksall", "ringlog 3-broker cluster: RF 3, acks=all", cluster, false, 0, -1, true),
-		mk("rf3-acksall-slots1", "ringlog 3-broker cluster: RF 3, acks=all, 1 fetch in flight", cluster, false, 1, -1, false),
-		mk("rf3-acksall-fsync", "ringlog 3-broker cluster: RF 3, acks=all, flush always", cluster, true, 0, -1, false),
-		mk("rf3-acksall-fsync-slots1", "ringlog 3-broker cluster: RF 3, acks=all, flush always, 1 fetch in flight", cluster, true, 1, -1, false),
+		mk("rf3-acks1", "ringlog 3-broker cluster: RF 3, acks=1", clusterPeer, false, 0, 1, false),
+		mk("rf3-acksall", "ringlog 3-broker cluster: RF 3, acks=all", clusterPeer, false, 0, -1, true),
+		mk("rf3-acksall-slots1", "ringlog 3-broker cluster: RF 3, acks=all, 1 fetch in flight", clusterPeer, false, 1, -1, false),
+		mk("rf3-acksall-fsync", "ringlog 3-broker cluster: RF 3, acks=all, flush always", clusterPeer, true, 0, -1, false),
+		mk("rf3-acksall-fsync-slots1", "ringlog 3-broker cluster: RF 3, acks=all, flush always, 1 fetch in flight", clusterPeer, true, 1, -1, false),
+		// The same setups on Apache Kafka: one node for RF 1, three for
+		// RF 3 (the target against Kafka is RF 3 acks=all, which -quick
+		// runs).
+		mk("kafka-rf1-acks1", "Apache Kafka, 1 node: RF 1, acks=1", kafkaPeer, false, 0, 1, false),
+		mk("kafka-rf3-acks1", fmt.Sprintf("Apache Kafka %d-node cluster: RF 3, acks=1", clusterBrokers), kafkaClusterPeer, false, 0, 1, false),
+		mk("kafka-rf3-acksall", fmt.Sprintf("Apache Kafka %d-node cluster: RF 3, acks=all", clusterBrokers), kafkaClusterPeer, false, 0, -1, true),
 	}}
+	for _, r := range repl.runs {
+		if twin := repl.run("kafka-" + r.id); twin != nil {
+			r.kafka = twin.id
+		}
+	}
+	return repl
 }
 
 func (r *replication) run(id string) *replRun {
@@ -98,7 +113,8 @@ func (s *suite) replicationSelected() bool { return s.cfg.only != onlyMatrix }
 
 // replicationRound runs the section's throughput rows once, in an order
 // that rotates from round to round, then stops the peers that only this
-// section uses (idle brokers still cost the others some CPU).
+// section uses (idle brokers still cost the others some CPU: three idle
+// JVMs more than three ringlog brokers).
 func (s *suite) replicationRound(ctx context.Context, round int) {
 	s.repl.ran = true
 	rs := s.repl.runs
@@ -113,7 +129,7 @@ func (s *suite) replicationRound(ctx context.Context, round int) {
 	}
 	for _, r := range rs {
 		spec, _ := peerSpecByKey(r.spec)
-		if p, ok := s.peers[(&peer{spec: spec, fsync: r.fsync, slots: r.slots}).id()]; ok && r.slots > 0 {
+		if p, ok := s.peers[(&peer{spec: spec, fsync: r.fsync, slots: r.slots}).id()]; ok && (r.slots > 0 || spec.replicationOnly) {
 			s.stopPeer(p)
 		}
 	}
@@ -323,7 +339,7 @@ func (s *suite) measureFailovers(ctx context.Context) {
 	fail := func(status, reason string) {
 		s.repl.failStatus, s.repl.failReason = status, reason
 	}
-	p := s.peerFor(peerSpecs[len(peerSpecs)-1].key, false, 0)
+	p := s.peerFor(clusterPeer, false, 0)
 	// Each failover takes the session timeout and a little more; each
 	// restart a few seconds more.
 	est := time.Duration(n)*(clusterSessionTimeout+3*time.Second) + time.Duration(n-1)*8*time.Second

@@ -14,11 +14,17 @@ type column struct {
 	f    func(float64) string
 }
 
-// ratioColumn is a peer's median against ringlog io_uring's.
+// ratioColumn is a peer's median of a figure against a reference peer's:
+// every table shows each against ringlog io_uring and against Apache
+// Kafka.
 type ratioColumn struct {
-	head string
+	what string // records/s, CPU/M, p99
 	m    metric
 }
+
+// references are the peers every ratio is taken against, with the words
+// of the columns' heads.
+var references = []struct{ key, short string }{{referencePeer, "io_uring"}, {kafkaPeer, "Kafka"}}
 
 var (
 	colRate     = column{"records/s", metricRate, fmtCount}
@@ -46,25 +52,31 @@ func (t *table) columns() []column {
 func (t *table) ratios() []ratioColumn {
 	switch t.kind {
 	case tableConsume:
-		return []ratioColumn{{"records/s ÷ io_uring", metricRate}, {"CPU/GB ÷ io_uring", metricCPUPerGB}}
+		return []ratioColumn{{"records/s", metricRate}, {"CPU/GB", metricCPUPerGB}}
 	case tableLatency:
-		return []ratioColumn{{"p99 ÷ io_uring", metricLatency(99)}, {"p99.9 ÷ io_uring", metricLatency(99.9)}}
+		return []ratioColumn{{"p99", metricLatency(99)}, {"p99.9", metricLatency(99.9)}}
 	}
-	return []ratioColumn{{"records/s ÷ io_uring", metricRate}, {"CPU/M ÷ io_uring", metricCPUPerM}}
+	return []ratioColumn{{"records/s", metricRate}, {"CPU/M", metricCPUPerM}}
 }
 
 // headline is the one ratio a table contributes to the summary: throughput
 // for throughput tables, p99 for latency tables.
 func (t *table) headline() ratioColumn { return t.ratios()[0] }
 
-// ratio is peer row r's median of m over the reference row's.
-func (t *table) ratio(r *row, m metric) (float64, bool) {
-	ref := t.rows[referencePeer]
+// refRowOf is reference peer key's row of t: its flush always instance's
+// in the tables of flush always workloads.
+func (t *table) refRowOf(key string) *row {
 	if t.w.fsync {
-		ref = t.rows[referencePeer+"+fsync"]
+		key += "+fsync"
 	}
+	return t.rows[key]
+}
+
+// ratio is peer row r's median of m over that of the row of reference
+// peer ref in the same table.
+func (t *table) ratio(r *row, m metric, ref string) (float64, bool) {
 	a, ok1 := r.spread(m)
-	b, ok2 := ref.spread(m)
+	b, ok2 := t.refRowOf(ref).spread(m)
 	if !ok1 || !ok2 || b.med == 0 {
 		return 0, false
 	}
@@ -74,7 +86,10 @@ func (t *table) ratio(r *row, m metric) (float64, bool) {
 // heading is the table's title with its whole workload and client.
 func (t *table) heading(s *suite) string {
 	h := fmt.Sprintf("%s — %s — client %s", t.title, t.w.describe(), t.client)
-	if t.w.kind == kindLatency || t.w.kind == kindE2E {
+	switch {
+	case t.w.rate > 0:
+		h += fmt.Sprintf(" — at %s records/s (fixed: the rate of the latency target against Apache Kafka)", fmtCount(t.w.rate))
+	case t.w.kind == kindLatency || t.w.kind == kindE2E:
 		h += fmt.Sprintf(" — at %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
 	return h
@@ -83,7 +98,7 @@ func (t *table) heading(s *suite) string {
 // orderedRows returns the table's rows in peer order, one per peer spec.
 func (t *table) orderedRows() []*row {
 	var rs []*row
-	for _, spec := range peerSpecs {
+	for _, spec := range matrixSpecs() {
 		id := spec.key
 		if t.w.fsync {
 			id += "+fsync"
@@ -119,20 +134,25 @@ func (s *suite) writeTable(w io.Writer, t *table, n int) {
 	for _, c := range cols {
 		fmt.Fprintf(w, " %s |", c.head)
 	}
-	for _, r := range rats {
-		fmt.Fprintf(w, " %s |", r.head)
+	for _, ref := range references {
+		for _, r := range rats {
+			fmt.Fprintf(w, " %s ÷ %s |", r.what, ref.short)
+		}
 	}
 	fmt.Fprint(w, "\n|---|---|")
-	fmt.Fprint(w, strings.Repeat("--:|", len(cols)+len(rats)))
+	fmt.Fprint(w, strings.Repeat("--:|", len(cols)+len(references)*len(rats)))
 	fmt.Fprintln(w)
 	var notes []string
 	for _, r := range t.orderedRows() {
 		fmt.Fprintf(w, "| %s | %s |", r.peer.spec.name, r.peer.durability())
-		ratios := make([]string, len(rats))
-		for i, rc := range rats {
-			ratios[i] = "—"
-			if v, ok := t.ratio(r, rc.m); ok {
-				ratios[i] = fmtRatio(v)
+		var ratios []string
+		for _, ref := range references {
+			for _, rc := range rats {
+				cell := "—"
+				if v, ok := t.ratio(r, rc.m, ref.key); ok {
+					cell = fmtRatio(v)
+				}
+				ratios = append(ratios, cell)
 			}
 		}
 		rowCells(w, r, cols, ratios...)
@@ -229,12 +249,15 @@ func (s *suite) writeReading(w io.Writer) {
 - **broker CPU** is user + system time of the peer's process from /proc/<pid>/stat over the run, per
   million records and per GB of values; the clients' CPU is not in it. **peak RSS** is the process's
   VmHWM, reset before each run. For the 3-broker cluster both are sums over its three processes (the
-  peak RSS a sum of each process's peak).
+  peak RSS a sum of each process's peak). Apache Kafka's are its JVM's: heap, JIT compiler and
+  garbage collector threads included, as a user of Kafka pays for them.
 - **sent by sendfile** is the share of fetched record bytes ringlog sent with sendfile (its
-  ringlog_fetch_sendfile_bytes_total and ringlog_fetch_copied_bytes_total counters); the other
-  peers copy from user space.
-- **÷ io_uring** is a peer's median over ringlog io_uring's in the same table: above 1 is faster for
-  records/s, and costlier (or slower) for CPU and latency.
+  ringlog_fetch_sendfile_bytes_total and ringlog_fetch_copied_bytes_total counters). Apache Kafka
+  sends with sendfile too (FileChannel.transferTo on a plaintext listener) but counts nothing the
+  suite reads; kfake and NATS copy from user space.
+- **÷ io_uring** is a peer's median over ringlog io_uring's in the same table, **÷ Kafka** over Apache
+  Kafka's (its flush always instance's in the flush always tables): above 1 is faster for records/s,
+  and costlier (or slower) for CPU and latency.
 - Every run starts on a fresh topic, after the data file system was synced and the clients' memory
   collected, so that no run pays for the one before; the peers' order rotates from round to round.
 - The machine is shared and noisy, and clients and brokers share its cores: quote ratios from one run,
@@ -256,6 +279,8 @@ func (s *suite) writePeers(w io.Writer) {
 			settings = "*unavailable: " + mdEscape(p.err.Error()) + "*"
 		case p.settings == "" && p.spec.cluster && s.cfg.quick:
 			settings = "*skipped: " + quickClusterReason + "*"
+		case p.settings == "" && p.spec.kafkaNodes > 0 && s.cfg.quick:
+			settings = "*skipped: " + quickKafkaReason + "*"
 		case p.settings == "":
 			settings = "*skipped: not started (no time left)*"
 		}
@@ -321,21 +346,57 @@ func (s *suite) writeLimits(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// writeSummary prints every table's headline ratio per peer.
+// writeSummary prints every table's headline ratio per peer, against
+// ringlog io_uring and against Apache Kafka.
 func (s *suite) writeSummary(w io.Writer) {
-	fmt.Fprintf(w, "## Every peer against ringlog io_uring\n\n")
-	fmt.Fprintf(w, "Medians over ringlog io_uring's in the same table (throughput tables: records/s, above 1 is faster; "+
-		"latency tables: p99, above 1 is slower).\n\n")
-	fmt.Fprint(w, "| # | measurement | ratio of |")
-	for _, spec := range peerSpecs[1:] {
-		fmt.Fprintf(w, " %s |", spec.name)
+	for _, ref := range references {
+		s.writeSummaryAgainst(w, ref.key)
 	}
-	fmt.Fprint(w, "\n|--:|---|---|"+strings.Repeat("--:|", len(peerSpecs)-1)+"\n")
+}
+
+// writeSummaryAgainst prints every table's headline ratio of every other
+// peer against reference peer key, or, when that peer has no figure in
+// any table, why.
+func (s *suite) writeSummaryAgainst(w io.Writer, key string) {
+	spec, _ := peerSpecByKey(key)
+	fmt.Fprintf(w, "## Every peer against %s\n\n", spec.name)
+	measured := false
+	var why string
+	for _, t := range s.tables {
+		r := t.refRowOf(key)
+		measured = measured || (r != nil && len(r.samples) > 0)
+		if st, reason := r.state(); st != "" && why == "" {
+			why = st + ": " + reason
+		}
+	}
+	if !measured {
+		if why == "" {
+			why = "not run"
+		}
+		fmt.Fprintf(w, "*%s was not measured in this run (%s).*\n\n", spec.name, mdEscape(why))
+		return
+	}
+	fmt.Fprintf(w, "Medians over %s's in the same table (throughput tables: records/s, above 1 is faster; "+
+		"latency tables: p99, above 1 is slower).\n\n", spec.name)
+	var others []peerSpec
+	for _, p := range matrixSpecs() {
+		if p.key != key {
+			others = append(others, p)
+		}
+	}
+	fmt.Fprint(w, "| # | measurement | ratio of |")
+	for _, p := range others {
+		fmt.Fprintf(w, " %s |", p.name)
+	}
+	fmt.Fprint(w, "\n|--:|---|---|"+strings.Repeat("--:|", len(others))+"\n")
 	for i, t := range s.tables {
 		h := t.headline()
-		fmt.Fprintf(w, "| %d | %s | %s |", i+1, mdEscape(t.short()), strings.TrimSuffix(h.head, " ÷ io_uring"))
-		for _, r := range t.orderedRows()[1:] {
-			if v, ok := t.ratio(r, h.m); ok {
+		fmt.Fprintf(w, "| %d | %s | %s |", i+1, mdEscape(t.short()), h.what)
+		for _, r := range t.orderedRows() {
+			if r.peer.spec.key == key {
+				continue
+			}
+			if v, ok := t.ratio(r, h.m, key); ok {
 				fmt.Fprintf(w, " %s |", fmtRatio(v))
 			} else if st, _ := r.state(); st != "" {
 				fmt.Fprintf(w, " %s |", st)
@@ -378,6 +439,9 @@ func (t *table) plotLabel() string {
 	if w.fsync {
 		diffs = append(diffs, "fsync")
 	}
+	if w.rate > 0 {
+		diffs = append(diffs, "at "+fmtCount(w.rate)+"/s")
+	}
 	if len(diffs) > 0 {
 		name += " " + strings.Join(diffs, " ")
 	}
@@ -390,6 +454,9 @@ func (t *table) short() string {
 	s := fmt.Sprintf("%s %s, %dp, acks=%s", t.title, sizeName(w.size), w.partitions, acksName(w.acks))
 	if w.compression != "none" {
 		s += ", " + w.compression
+	}
+	if w.rate > 0 {
+		s += ", at " + fmtCount(w.rate) + " records/s"
 	}
 	return s + " (" + strings.Fields(t.client)[0] + ")"
 }

@@ -17,11 +17,18 @@ func (s *suite) findTable(part string, pred func(w workload) bool) *table {
 }
 
 // baseLike is true for the base workload's settings (1 KiB, 16
-// partitions, acks=1, no compression, kgo) with the given kind and size.
+// partitions, acks=1, no compression, kgo, the suite's open-loop rate)
+// with the given kind and size.
 func baseLike(kind workloadKind, size int, fsync bool) func(w workload) bool {
+	return fixedRateLike(kind, size, fsync, 0)
+}
+
+// fixedRateLike is baseLike with an open-loop rate of the workload's own
+// (0: the suite's).
+func fixedRateLike(kind workloadKind, size int, fsync bool, rate float64) func(w workload) bool {
 	return func(w workload) bool {
 		return w.kind == kind && w.size == size && w.partitions == 16 && w.acks == 1 &&
-			w.compression == "none" && w.client == "kgo" && w.fsync == fsync
+			w.compression == "none" && w.client == "kgo" && w.fsync == fsync && w.rate == rate
 	}
 }
 
@@ -31,22 +38,22 @@ func refRow(t *table) *row {
 	if t == nil {
 		return nil
 	}
-	if t.w.fsync {
-		return t.rows[referencePeer+"+fsync"]
-	}
-	return t.rows[referencePeer]
+	return t.refRowOf(referencePeer)
 }
 
 // writeTargets checks the issue's targets against this run. They are what
 // the suite must be able to show, not assertions: a miss is reported.
 func (s *suite) writeTargets(w io.Writer) {
 	fmt.Fprintf(w, "## Targets, checked against this run\n\n| target | measured | verdict |\n|---|---|---|\n")
+	judge := func(target, measured, verdict string) {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
+	}
 	line := func(target, measured string, ok, known bool) {
 		verdict := "not measured in this matrix"
 		if known {
 			verdict = map[bool]string{true: "met", false: "**not met**"}[ok]
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
+		judge(target, measured, verdict)
 	}
 	ratioOf := func(t *table, peerKey string, m metric) (float64, bool) {
 		if t == nil || t.rows[peerKey] == nil {
@@ -109,11 +116,113 @@ func (s *suite) writeTargets(w io.Writer) {
 	} else {
 		line(s.rf3TargetText(), "—", false, false)
 	}
-	fmt.Fprint(w, "\nAll for ringlog io_uring but the last, which compares the 3-broker cluster with it")
+	for _, k := range s.kafkaTargets() {
+		switch {
+		case k.known:
+			line(k.target, fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where),
+				k.met(), true)
+		case k.missing != "":
+			judge(k.target, "—", k.missing)
+		default:
+			line(k.target, "—", false, false)
+		}
+	}
+	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's; the last six "+
+		"against Apache Kafka in the same run (its single node, or its 3-node cluster for RF=3)")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
 	fmt.Fprint(w, ".\n\n")
+}
+
+// kafkaTarget is one target against Apache Kafka: ringlog's figure over
+// Kafka's, from the same run.
+type kafkaTarget struct {
+	target       string
+	ratio        float64
+	ours, theirs float64
+	format       func(float64) string
+	where        string // which measurement, for the reader
+	atLeast      bool   // the ratio must be at least bound; else at most
+	bound        float64
+	known        bool
+	// missing says which figure is missing when the measurement ran
+	// but a peer has no figure; "" when it is not in the matrix.
+	missing string
+}
+
+func (k kafkaTarget) met() bool {
+	if k.atLeast {
+		return k.ratio >= k.bound
+	}
+	return k.ratio <= k.bound
+}
+
+// kafkaTargets computes the targets against Apache Kafka (issue 19):
+// ringlog io_uring against the single Kafka node in the matrix's tables,
+// the ringlog cluster against the 3-node Kafka in the Replication
+// section. A target whose figures are missing is not known.
+func (s *suite) kafkaTargets() []kafkaTarget {
+	base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
+	fixed := s.findTable(partProduce, fixedRateLike(kindLatency, 1024, false, fixedLatencyRate))
+	warm := s.findTable(partWarmKgo, baseLike(kindConsume, 1024, false))
+	var ks []kafkaTarget
+	add := func(k kafkaTarget, t *table, m metric) {
+		if t != nil {
+			k.compare(m, t.refRowOf(referencePeer), t.refRowOf(kafkaPeer), "ringlog io_uring", "Apache Kafka")
+		}
+		ks = append(ks, k)
+	}
+	add(kafkaTarget{target: "produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's", atLeast: true, bound: 1.5,
+		format: fmtCount, where: " records/s"}, base, metricRate)
+	add(kafkaTarget{target: "broker CPU per GB ≤ 0.4x Apache Kafka's", bound: 0.4,
+		format: fmtSeconds, where: " s/GB, 1 KiB produce"}, base, metricCPUPerGB)
+	add(kafkaTarget{target: fmt.Sprintf("produce ack p99 at %s records/s ≤ 0.5x Apache Kafka's", fmtCount(fixedLatencyRate)),
+		bound: 0.5, format: fmtMicros, where: ", open loop"}, fixed, metricLatency(99))
+	add(kafkaTarget{target: "broker peak RSS ≤ 0.25x Apache Kafka's", bound: 0.25,
+		format: fmtMiB, where: ", 1 KiB produce"}, base, metricRSS)
+	ks = append(ks, s.kafkaRF3Target())
+	add(kafkaTarget{target: "consume from the page cache records/s ≥ 1.0x Apache Kafka's", atLeast: true, bound: 1.0,
+		format: fmtCount, where: " records/s, kgo"}, warm, metricRate)
+	return ks
+}
+
+// compare fills in the target from the medians of m in ours and theirs,
+// or says which of them has no figure.
+func (k *kafkaTarget) compare(m metric, ours, theirs *row, oursName, theirsName string) {
+	a, ok1 := ours.spread(m)
+	b, ok2 := theirs.spread(m)
+	if ok1 && ok2 && b.med > 0 {
+		k.ours, k.theirs, k.ratio, k.known = a.med, b.med, a.med/b.med, true
+		return
+	}
+	for _, x := range []struct {
+		r    *row
+		ok   bool
+		name string
+	}{{ours, ok1, oursName}, {theirs, ok2, theirsName}} {
+		if !x.ok {
+			st, _ := x.r.state()
+			if st == "" {
+				st = "without this figure"
+			}
+			k.missing = fmt.Sprintf("not measured: %s %s", x.name, st)
+			return
+		}
+	}
+	k.missing = "not measured: " + theirsName + "'s figure is 0"
+}
+
+// kafkaRF3Target is the target of the ringlog cluster against Kafka's:
+// RF=3 acks=all records/s, from the Replication section.
+func (s *suite) kafkaRF3Target() kafkaTarget {
+	k := kafkaTarget{target: fmt.Sprintf("produce RF=3 acks=all records/s ≥ 1.5x a %d-node Apache Kafka's", clusterBrokers),
+		atLeast: true, bound: 1.5, format: fmtCount, where: " records/s; Replication section"}
+	if s.replicationSelected() {
+		k.compare(metricRate, s.repl.run("rf3-acksall").row, s.repl.run("kafka-rf3-acksall").row,
+			"the ringlog cluster", "the 3-node Apache Kafka")
+	}
+	return k
 }
 
 // limitMedian is the median of one machine limit over the rounds.
@@ -149,6 +258,8 @@ func (s *suite) writeSendfile(w io.Writer) {
 		}
 		if sp, ok := r.spread(metricSendfile); ok {
 			sf = cell(sp, fmtPct)
+		} else if len(r.samples) > 0 && r.peer.spec.kafkaNodes > 0 {
+			sf = "sendfile (transferTo), not counted"
 		} else if len(r.samples) > 0 && !r.peer.spec.memory && !r.peer.spec.nats {
 			sf = "no counters"
 		} else if len(r.samples) > 0 {

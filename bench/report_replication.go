@@ -43,8 +43,12 @@ func (s *suite) writeReplication(w io.Writer) {
 		"topic, in the same rounds as the rest of the suite: on the cluster with replication factor %d and "+
 		"min.insync.replicas=%d, on the single broker with replication factor 1; flush policy never (page cache) unless "+
 		"the row says flush always. The cluster's broker CPU and peak RSS are sums over its %d processes. "+
+		"The Apache Kafka rows run the same workload on Kafka itself: one node for RF 1, and for RF 3 a cluster of %d "+
+		"nodes (JVMs, each a broker and a controller) on the same cores, its topics with min.insync.replicas=%d too, "+
+		"started for this section and stopped after each round; their settings are in Peers. "+
 		"`ringlog bench -only replication` runs this section alone.\n\n",
-		clusterBrokers, runtime.NumCPU(), s.cfg.producers, s.cfg.duration, clusterBrokers, clusterMinISR, clusterBrokers)
+		clusterBrokers, runtime.NumCPU(), s.cfg.producers, s.cfg.duration, clusterBrokers, clusterMinISR, clusterBrokers,
+		clusterBrokers, clusterMinISR)
 	s.writeReplThroughput(w)
 	s.writeReplSlots(w)
 	s.writeReplLag(w)
@@ -67,24 +71,37 @@ func replFailNotes(w io.Writer, rs []*replRun) {
 }
 
 func (s *suite) writeReplThroughput(w io.Writer) {
-	fmt.Fprint(w, "**What replication costs.** RF=3 acks=all on the cluster against RF=1 acks=1 on one broker, same workload, same run.\n\n")
+	fmt.Fprint(w, "**What replication costs.** RF=3 acks=all on the cluster against RF=1 acks=1 on one broker, same workload, "+
+		"same run; below, the same setups on Apache Kafka, and each ringlog row against Kafka's.\n\n")
 	cols := []column{colRate, colMBs, colP50, colP99, colCPUPerM, colRSS}
 	fmt.Fprint(w, "| setup |")
 	for _, c := range cols {
 		fmt.Fprintf(w, " %s |", c.head)
 	}
-	fmt.Fprint(w, " records/s ÷ RF 1, acks=1 |\n|---|"+strings.Repeat("--:|", len(cols)+1)+"\n")
-	ref := s.repl.run("rf1-acks1").row
-	rs := []*replRun{s.repl.run("rf1-acks1"), s.repl.run("rf3-acks1"), s.repl.run("rf3-acksall")}
-	for _, r := range rs {
-		fmt.Fprintf(w, "| %s |", r.name)
-		ratio := "—"
-		a, ok1 := r.row.spread(metricRate)
-		b, ok2 := ref.spread(metricRate)
-		if ok1 && ok2 && b.med > 0 {
-			ratio = fmtRatio(a.med / b.med)
+	fmt.Fprint(w, " records/s ÷ RF 1, acks=1 (same system) | records/s ÷ Apache Kafka's (same setup) |\n|---|"+
+		strings.Repeat("--:|", len(cols)+2)+"\n")
+	rate := func(a, b *replRun) string {
+		if a == nil || b == nil {
+			return "—"
 		}
-		rowCells(w, r.row, cols, ratio)
+		x, ok1 := a.row.spread(metricRate)
+		y, ok2 := b.row.spread(metricRate)
+		if !ok1 || !ok2 || y.med == 0 {
+			return "—"
+		}
+		return fmtRatio(x.med / y.med)
+	}
+	ids := []string{"rf1-acks1", "rf3-acks1", "rf3-acksall", "kafka-rf1-acks1", "kafka-rf3-acks1", "kafka-rf3-acksall"}
+	var rs []*replRun
+	for _, id := range ids {
+		r := s.repl.run(id)
+		rs = append(rs, r)
+		one, twin := s.repl.run("rf1-acks1"), s.repl.run(r.kafka)
+		if r.spec == kafkaPeer || r.spec == kafkaClusterPeer {
+			one, twin = s.repl.run("kafka-rf1-acks1"), r
+		}
+		fmt.Fprintf(w, "| %s |", r.name)
+		rowCells(w, r.row, cols, rate(r, one), rate(r, twin))
 	}
 	fmt.Fprintln(w)
 	replFailNotes(w, rs)
@@ -94,6 +111,14 @@ func (s *suite) writeReplThroughput(w io.Writer) {
 			fmtCount(all), fmtCount(one), verdict)
 	} else {
 		fmt.Fprintf(w, "Target: %s. Not measured in this run.\n\n", s.rf3TargetText())
+	}
+	k := s.kafkaRF3Target()
+	if k.known {
+		verdict := map[bool]string{true: "met", false: "**not met**"}[k.met()]
+		fmt.Fprintf(w, "Target: %s. Measured %s (%s of %s records/s): %s.\n\n", k.target, fmtRatio(k.ratio),
+			fmtCount(k.ours), fmtCount(k.theirs), verdict)
+	} else {
+		fmt.Fprintf(w, "Target: %s. Not measured in this run.\n\n", k.target)
 	}
 }
 
@@ -146,7 +171,8 @@ func (s *suite) writeReplLag(w io.Writer) {
 		"partition) are read at once, and for every partition and each of its two followers the leader's LEO minus "+
 		"the follower's LEO (records the follower has yet to copy) and the leader's HW minus the follower's HW are "+
 		"recorded; figures are over every sample of every round. The three brokers are read concurrently, not at "+
-		"the same instant: a follower read after its leader can look ahead of it and counts as 0.\n\n", lagEvery)
+		"the same instant: a follower read after its leader can look ahead of it and counts as 0. Kafka's followers "+
+		"are not sampled: it reports their offsets through JMX, which the suite does not read.\n\n", lagEvery)
 	fmt.Fprint(w, "| run | samples (partition × follower × tick) | LEO lag p50 | LEO lag p99 | LEO lag max | HW lag p50 | HW lag p99 | HW lag max |\n")
 	fmt.Fprint(w, "|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range s.repl.runs {

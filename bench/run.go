@@ -117,7 +117,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 			return out
 		}
 		if w.kind == kindLatency {
-			spec.rate = s.rate
+			spec.rate = s.openLoopRate(w)
 		}
 		var prof sync.WaitGroup
 		if w.main && round == 0 && p.spec.key == referencePeer && !p.fsync {
@@ -178,7 +178,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		}
 	case kindE2E, kindBoth:
 		if w.kind == kindE2E {
-			spec.rate = s.rate
+			spec.rate = s.openLoopRate(w)
 		}
 		target := make(chan int64, 1)
 		cspec.target, cspec.latency = target, true
@@ -219,6 +219,15 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		}
 	}
 	return out
+}
+
+// openLoopRate is the rate of an open-loop run of w: its own, or the
+// suite's.
+func (s *suite) openLoopRate(w workload) float64 {
+	if w.rate > 0 {
+		return w.rate
+	}
+	return s.rate
 }
 
 // checkStored verifies that a peer holds every record it acknowledged.

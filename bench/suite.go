@@ -111,10 +111,10 @@ func (s *suite) stopPeers() []error {
 }
 
 // peersFor lists the peers of a workload in report order: one per peer
-// spec, with the workload's durability setting.
+// spec of the matrix, with the workload's durability setting.
 func (s *suite) peersFor(w workload) []*peer {
 	var ps []*peer
-	for _, spec := range peerSpecs {
+	for _, spec := range matrixSpecs() {
 		ps = append(ps, s.peerFor(spec.key, w.fsync, 0))
 	}
 	return ps
@@ -222,6 +222,9 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		if why := s.notApplicable(w, part, p); why != "" && r.status == "" {
 			r.status, r.reason = statusUnavailable, why
 		}
+		if s.cfg.quick && p.spec.kafkaNodes > 0 && w.kind == kindConsume && part != partWarmKgo && r.status == "" {
+			r.status, r.reason = statusSkipped, quickKafkaReason
+		}
 	}
 	if status, reason := s.precheck(ctx, p, s.estimate(w)); status != "" {
 		markAll(status, reason)
@@ -229,6 +232,10 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 	}
 	if s.cfg.quick && p.spec.cluster && !w.main {
 		markAll(statusSkipped, quickClusterReason)
+		return
+	}
+	if s.cfg.quick && p.spec.kafkaNodes > 0 && !quickKafka(w) {
+		markAll(statusSkipped, quickKafkaReason)
 		return
 	}
 	pending := false
@@ -267,6 +274,18 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 // quickClusterReason is why -quick leaves most of the cluster's rows out.
 const quickClusterReason = "-quick measures the cluster in the base produce workload and the Replication section only " +
 	"(three brokers take a few seconds more per run than one; the suite must stay under two minutes)"
+
+// quickKafka is true for the workloads -quick measures on Apache Kafka:
+// those of the targets against it (of consume, kgo from the page cache
+// only).
+func quickKafka(w workload) bool {
+	return w.main || w.kind == kindConsume || (w.kind == kindLatency && w.rate > 0)
+}
+
+// quickKafkaReason is why -quick leaves Kafka's other rows out.
+const quickKafkaReason = "-quick measures Apache Kafka where the targets against it need figures only (base produce, " +
+	"consume from the page cache with kgo, produce latency at the fixed rate): a JVM takes seconds to start and warm up, " +
+	"a flush always instance would be a second one, and the suite must stay short"
 
 // precheck says why p cannot run a measurement expected to take est now
 // (a status and its reason), or "" when it can.
@@ -348,7 +367,7 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 	switch {
 	case p.spec.nats:
 		d, err = newNatsDriver(p.addr)
-	case p.spec.cluster:
+	case p.spec.replicas() > 1:
 		var kd *kafkaDriver
 		kd, err = newKafkaDriver(p.seeds(), clusterBrokers, clusterTopicConfigs())
 		if err == nil {
@@ -369,7 +388,10 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 	}
 	s.drivers[p.id()] = d
 	warm := time.Second
-	if s.cfg.quick {
+	switch {
+	case p.spec.kafkaNodes > 0:
+		warm = s.kafkaWarmup(p)
+	case s.cfg.quick:
 		warm = 300 * time.Millisecond
 	}
 	wctx, cancel := context.WithTimeout(ctx, warm+30*time.Second)
@@ -404,7 +426,7 @@ func (s *suite) setRate(w workload) {
 		if t.w != w {
 			continue
 		}
-		for _, spec := range peerSpecs {
+		for _, spec := range matrixSpecs() {
 			r := t.rows[spec.key]
 			if r == nil || len(r.samples) == 0 {
 				continue

@@ -25,6 +25,8 @@ var peerColors = map[string]string{
 	"kfake":            "#2ca02c",
 	"nats":             "#9467bd",
 	"ringlog-cluster":  "#8c564b",
+	"kafka":            "#d62728",
+	"kafka-cluster":    "#e377c2",
 }
 
 func esc(s string) string { return html.EscapeString(s) }
@@ -63,7 +65,7 @@ func (s *suite) writeThroughputSVG(w io.Writer) {
 		width       = 1000.0
 		top         = 78.0
 	)
-	peers := peerSpecs
+	peers := matrixSpecs()
 	groupH := float64(len(peers))*barH + gap
 	height := top + float64(len(ts))*groupH + 40
 	maxV := 0.0
@@ -186,7 +188,7 @@ func (s *suite) writeLatencySVG(w io.Writer) {
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	svgText(w, 10, 22, 16, "start", "#000", fmt.Sprintf("Latency distribution at %s records/s (open loop, no coordinated omission)", fmtCount(s.rate)))
 	svgText(w, 10, 40, 11, "start", "#444", s.caption(false)+": every run's records merged")
-	legend(w, peerSpecs)
+	legend(w, matrixSpecs())
 	for i, t := range panels {
 		// The panels are apart by more than half an axis label.
 		px := 60 + float64(i)*(panelW+80)
@@ -207,7 +209,7 @@ func (s *suite) latencyPanel(w io.Writer, t *table, x0, y0, pw, ph float64, titl
 	}
 	hs := map[string]*hdrhistogram.Histogram{}
 	lo, hi := math.Inf(1), 0.0
-	for _, spec := range peerSpecs {
+	for _, spec := range matrixSpecs() {
 		r := t.rows[spec.key]
 		if r == nil || len(r.samples) == 0 {
 			continue
@@ -247,7 +249,7 @@ func (s *suite) latencyPanel(w io.Writer, t *table, x0, y0, pw, ph float64, titl
 		svgText(w, x0-4, gy+4, 10, "end", "#444", label)
 	}
 	svgText(w, x0+pw/2, y0+ph+30, 11, "middle", "#000", "latency (log scale)")
-	for _, spec := range peerSpecs {
+	for _, spec := range matrixSpecs() {
 		h := hs[spec.key]
 		if h == nil {
 			continue
