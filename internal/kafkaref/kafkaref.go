@@ -189,9 +189,12 @@ func (c *Cluster) Settings() string {
 	for _, k := range keys {
 		kv = append(kv, k+"="+c.props[k])
 	}
-	return fmt.Sprintf("Apache Kafka %s (KRaft), %d combined broker+controller node(s), %s; JVM -Xms%s -Xmx%s %s; "+
-		"log.flush.interval.messages and log.flush.interval.ms at Kafka's defaults (never forced: the page cache, as ringlog -flush never); %s",
-		Version, len(c.Nodes), javaVersion(), c.heap, c.heap, strings.Join(JVMFlags, " "), strings.Join(kv, " "))
+	flush := "log.flush.interval.messages and log.flush.interval.ms at Kafka's defaults (never forced: the page cache, as ringlog -flush never); "
+	if c.props["log.flush.interval.messages"] != "" || c.props["log.flush.interval.ms"] != "" {
+		flush = "" // the settings below say how the log is flushed
+	}
+	return fmt.Sprintf("Apache Kafka %s (KRaft), %d combined broker+controller node(s), %s; JVM -Xms%s -Xmx%s %s; %s%s",
+		Version, len(c.Nodes), javaVersion(), c.heap, c.heap, strings.Join(JVMFlags, " "), flush, strings.Join(kv, " "))
 }
 
 // defaults are the settings every node gets, before Options.Props: one
