@@ -270,7 +270,7 @@ func TestCreateTopicsErrors(t *testing.T) {
 		{newTopicReq("unknowncfg", 1, 1, "retention.mss", "1"), kerr.InvalidConfig, `"retention.mss"`},
 		{newTopicReq("badvalue", 1, 1, "retention.ms", "soon"), kerr.InvalidConfig, "retention.ms"},
 		{newTopicReq("badpolicy", 1, 1, "cleanup.policy", "shred"), kerr.InvalidConfig, "cleanup.policy"},
-		{nullConfig, kerr.InvalidRequest, "retention.ms"},
+		{nullConfig, kerr.InvalidConfig, "retention.ms"}, // as Kafka (internal/difftest)
 		{assign(newTopicReq("assign-rf", -1, 1), []int32{0}), kerr.InvalidRequest, "replication factor"},
 		{assign(newTopicReq("assign-n", 1, -1), []int32{0}), kerr.InvalidRequest, "numPartitions"},
 		{assign(newTopicReq("assign-other", -1, -1), []int32{7}), kerr.InvalidReplicaAssignment, "broker 7"},
