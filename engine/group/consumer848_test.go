@@ -218,6 +218,13 @@ func TestConsumerGroupIncremental(t *testing.T) {
 	if r.MemberEpoch != 3 || respAssignment(r).count() != 6 {
 		t.Fatalf("b alone: %+v %v", r, respAssignment(r))
 	}
+
+	// The last member leaves: the group is empty at a new epoch, whose
+	// (empty) target assignment is computed at once, as in Kafka.
+	h.do(beat("b", leaveEpoch, nil))
+	if h.cg.epoch != 4 || h.cg.assignmentEpoch != 4 || h.cg.state() != "Empty" {
+		t.Fatalf("after the last left: epoch %d, assignment epoch %d, %s", h.cg.epoch, h.cg.assignmentEpoch, h.cg.state())
+	}
 }
 
 // TestConsumerGroupHeartbeatErrors: the codes of KIP-848's heartbeat.
