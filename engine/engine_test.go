@@ -442,6 +442,12 @@ func TestConfigEntries(t *testing.T) {
 	if found != 2 || len(ents) != len(ConfigNames()) {
 		t.Fatalf("entries: %v", ents)
 	}
+	// An override shows as written, as Kafka describes it.
+	for _, en := range cfg.Entries(map[string]string{"cleanup.policy": "delete,compact"}) {
+		if en.Name == "cleanup.policy" && (en.Value != "delete,compact" || en.Default) {
+			t.Fatalf("override as written: %+v", en)
+		}
+	}
 }
 
 func TestSnapshotDecoding(t *testing.T) {
