@@ -55,9 +55,11 @@
 //
 // # Fast and full
 //
-// Plain `go test` runs the fast scenarios (Kafka's start included, well
-// under a minute and a half). scripts/difftest.sh passes -full (or set
-// RINGLOG_DIFFTEST_FULL=1), which adds the slow steps: waits for session
-// timeouts, long polls. -dump logs both answers to every step. The tests
-// never skip: without Java 17 and Maven they fail, saying why.
+// Plain `go test` runs the fast scenarios, Kafka's start included, in well
+// under a minute and a half. scripts/difftest.sh passes -full (or set
+// RINGLOG_DIFFTEST_FULL=1), which adds the slow parts of some scenarios
+// (side.slow): waits for session and rebalance timeouts, long polls, the
+// transaction coordinator; a scenario logs the slow parts it did not run.
+// -dump logs both answers to every step. The tests never skip: without
+// Java 17 and Maven they fail, saying why.
 package difftest

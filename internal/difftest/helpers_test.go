@@ -2,8 +2,10 @@ package difftest
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -116,6 +118,14 @@ func (s *side) waitLeaders(topic string, partitions int32) [16]byte {
 		}
 		return true
 	}).(*kmsg.MetadataResponse)
+	// Metadata may name the leader a moment before the leader's log takes
+	// requests: wait until each partition answers ListOffsets.
+	for p := range partitions {
+		s.eventually(fmt.Sprintf("the log of %s-%d", topic, p), func() kmsg.Request { return listOffsetsReq(topic, p, -1) }, func(r kmsg.Response) bool {
+			ps := r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions
+			return len(ps) == 1 && ps[0].ErrorCode == 0
+		})
+	}
 	return resp.Topics[0].TopicID
 }
 
@@ -138,4 +148,53 @@ func metadataReq(topics ...string) *kmsg.MetadataRequest {
 		req.Topics = append(req.Topics, rt)
 	}
 	return req
+}
+
+// produce appends records to a partition by name with acks=-1, unrecorded,
+// and returns the base offset. A broker that has just created the topic may
+// not lead it yet (Kafka's brokers learn of it a little after the
+// controller): retriable errors are retried.
+func (s *side) produce(topic string, partition int32, records []byte) int64 {
+	var base int64
+	s.eventually(fmt.Sprintf("a produce to %s-%d", topic, partition), func() kmsg.Request {
+		return produceReq(vProduceNames, -1, part{topic: topic, partition: partition}, records)
+	}, func(r kmsg.Response) bool {
+		p := r.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil && !kerr.IsRetriable(err) {
+			s.fail("produce to %s-%d: %v", topic, partition, err)
+		}
+		base = p.BaseOffset
+		return p.ErrorCode == 0
+	})
+	return base
+}
+
+func findCoordinatorReq(keyType int8, keys ...string) *kmsg.FindCoordinatorRequest {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.SetVersion(vFindCoordinator)
+	req.CoordinatorType, req.CoordinatorKeys = keyType, keys
+	return req
+}
+
+func describeGroupsReq(groups ...string) *kmsg.DescribeGroupsRequest {
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.SetVersion(vDescribeGroups)
+	req.Groups = groups
+	return req
+}
+
+// coordinated waits until the broker coordinates group (unrecorded): the
+// first FindCoordinator creates __consumer_offsets, whose partitions load
+// a little later on both brokers.
+func (s *side) coordinated(group string) {
+	s.eventually("coordinator of "+group, func() kmsg.Request { return findCoordinatorReq(0, group) }, func(r kmsg.Response) bool {
+		cs := r.(*kmsg.FindCoordinatorResponse).Coordinators
+		return len(cs) == 1 && cs[0].ErrorCode == 0
+	})
+	s.eventually("group "+group+" loaded", func() kmsg.Request { return describeGroupsReq(group) }, func(r kmsg.Response) bool {
+		gs := r.(*kmsg.DescribeGroupsResponse).Groups
+		// Kafka 4 answers GROUP_ID_NOT_FOUND for a group it does not
+		// know, once it coordinates its partition.
+		return len(gs) == 1 && (gs[0].ErrorCode == 0 || gs[0].ErrorCode == kerr.GroupIDNotFound.Code)
+	})
 }
