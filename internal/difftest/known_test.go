@@ -49,6 +49,10 @@ var known = func() []knownDifference {
 	add("D8", "TestCreateTopics", "name of 249", "Topics[*].TopicID")
 	add("D9", "TestIncrementalAlterConfigs", "unknown op", "Resources[*].ErrorCode")
 
+	// Groups.
+	add("D14", "TestConsumerGroup", "*", "MemberEpoch", "Groups[*].Epoch", "Groups[*].AssignmentEpoch", "Groups[*].Members[*].MemberEpoch")
+	add("D15", "TestConsumerGroup", "commit, stale epoch", "Topics[*].Partitions[*].ErrorCode")
+
 	for i := range k {
 		k[i].re = regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(k[i].path), `\[\*\]`, `\[[^\]]*\]`) + "$")
 	}
