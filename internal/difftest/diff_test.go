@@ -216,14 +216,25 @@ func tags(v reflect.Value) map[uint32]string {
 // make distinct (their member ids are generated).
 var identityFields = []string{"ResourceType", "ResourceName", "Topic", "Name", "Group", "Partition", "ApiKey", "NodeID", "ClientID"}
 
+// identityOf overrides identityFields for element types that have one of
+// those fields as a value: FindCoordinator's coordinators are about a key,
+// and the node is the answer.
+var identityOf = map[reflect.Type][]string{
+	reflect.TypeFor[kmsg.FindCoordinatorResponseCoordinator](): {"Key"},
+}
+
 // identity returns the indices of an element type's identity fields (nil:
 // none, the array is compared by position).
 func identity(t reflect.Type) []int {
 	if t.Kind() != reflect.Struct {
 		return nil
 	}
+	names := identityFields
+	if o, ok := identityOf[t]; ok {
+		names = o
+	}
 	var fields []int
-	for _, name := range identityFields {
+	for _, name := range names {
 		if f, ok := t.FieldByName(name); ok && len(f.Index) == 1 {
 			fields = append(fields, f.Index[0])
 		}

@@ -31,7 +31,7 @@ const (
 	vSyncGroup            = 5
 	vDescribeGroups       = 6
 	vListGroups           = 5
-	vApiVersions          = 4
+	vApiVersions          = 5
 	vCreateTopics         = 7
 	vDeleteTopics         = 6
 	vDeleteRecords        = 2

@@ -53,6 +53,13 @@ var known = func() []knownDifference {
 	add("D14", "TestConsumerGroup", "*", "MemberEpoch", "Groups[*].Epoch", "Groups[*].AssignmentEpoch", "Groups[*].Members[*].MemberEpoch")
 	add("D15", "TestConsumerGroup", "commit, stale epoch", "Topics[*].Partitions[*].ErrorCode")
 
+	// Idempotent producers, ApiVersions.
+	add("D2", "TestApiVersions", "versions", "ApiKeys[*].MinVersion")
+	add("D3", "TestApiVersions", "versions", "SupportedFeatures[*]", "FinalizedFeatures[*]", "FinalizedFeaturesEpoch")
+	add("D13", "TestIdempotentProducer", "find a transaction coordinator",
+		"Coordinators[*].NodeID", "Coordinators[*].Host", "Coordinators[*].ErrorCode")
+	add("D13", "TestIdempotentProducer", "init a transactional producer", "ErrorCode", "ProducerID", "ProducerEpoch")
+
 	for i := range k {
 		k[i].re = regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(k[i].path), `\[\*\]`, `\[[^\]]*\]`) + "$")
 	}

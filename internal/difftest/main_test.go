@@ -42,6 +42,9 @@ var kafkaProps = map[string]string{
 	"offsets.topic.replication.factor": "1",
 	"offsets.topic.num.partitions":     fmt.Sprint(offsetsPartitions),
 	"group.initial.rebalance.delay.ms": "0",
+	// The slow scenarios find a transaction coordinator: 4 partitions of
+	// __transaction_state rather than 50 (ringlog has none).
+	"transaction.state.log.num.partitions": "4",
 }
 
 // ringlogConfig is testbroker's configuration with the few settings the

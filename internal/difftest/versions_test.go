@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,6 +37,18 @@ var pinned = map[kmsg.Key][]int16{
 	kmsg.DescribeCluster:         {vDescribeCluster},
 	kmsg.ConsumerGroupHeartbeat:  {vConsumerHeartbeat},
 	kmsg.ConsumerGroupDescribe:   {vConsumerDescribe},
+}
+
+// ringlogAPIs are the APIs ringlog serves (kafka/'s registry, as its
+// ApiVersions lists them).
+var ringlogAPIs = map[int16]bool{}
+
+func init() {
+	for key := range pinned {
+		ringlogAPIs[int16(key)] = true
+	}
+	// Served, but not used by the scenarios.
+	ringlogAPIs[int16(kmsg.DescribeLogDirs)] = true
 }
 
 // TestVersions checks that both brokers serve every version the scenarios
@@ -78,8 +91,43 @@ func TestVersions(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("ringlog serves %s, which Kafka %s does not", kmsg.NameForKey(key), "4.4.0")
-		case k[1] != r[1] && key != int16(kmsg.ApiVersions):
+		case k[1] != r[1]:
 			t.Errorf("%s: Kafka's newest version is v%d, ringlog's v%d", kmsg.NameForKey(key), k[1], r[1])
 		}
 	}
+}
+
+func apiVersionsReq(version int16) *kmsg.ApiVersionsRequest {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(version)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "difftest", "1"
+	return req
+}
+
+// TestApiVersions compares ApiVersions itself: the versions of the APIs
+// both brokers serve (the APIs only Kafka serves are left out: ringlog
+// implements a subset, README.md), the features, and v5's check of the
+// cluster and node a client believes it reached (KIP-1242).
+func TestApiVersions(t *testing.T) {
+	run(t, func(s *side) {
+		resp := s.do("versions", apiVersionsReq(vApiVersions)).(*kmsg.ApiVersionsResponse)
+		resp.ApiKeys = slices.DeleteFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
+			_, ok := ringlogAPIs[k.ApiKey]
+			return !ok
+		})
+		cluster := *s.quiet(metadataReq()).(*kmsg.MetadataResponse).ClusterID
+		v5 := func(label string, cluster *string, node int32) {
+			req := apiVersionsReq(5)
+			req.ClusterID, req.NodeID = cluster, node
+			resp := s.do(label, req).(*kmsg.ApiVersionsResponse)
+			// Compared once, above.
+			resp.ApiKeys, resp.SupportedFeatures, resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch = nil, nil, nil, -1
+		}
+		v5("v5, bootstrapping", nil, -1)
+		v5("v5, this cluster and node", &cluster, nodeID)
+		v5("v5, another cluster", kmsg.StringPtr("AAAAAAAAAAAAAAAAAAAAAA"), nodeID)
+		v5("v5, another node", &cluster, nodeID+6)
+		v5("v5, a cluster without a node", &cluster, -1)
+		v5("v5, a node without a cluster", nil, nodeID)
+	})
 }
