@@ -157,18 +157,22 @@ func (s *side) wait(cl *call) kmsg.Response {
 	return s.record(cl.c, cl.label, cl.req, cl.resp, cl.err)
 }
 
+// settleTimeout bounds eventually.
+const settleTimeout = 90 * time.Second
+
 // eventually sends req (unrecorded) until ok accepts the answer, for state
 // that settles asynchronously on one broker or the other (a new topic's
-// leader, a coordinator's load).
+// leader, a coordinator's load). The wait is long: on a loaded machine,
+// Kafka's first producer id block once took 28 s after its start.
 func (s *side) eventually(what string, req func() kmsg.Request, ok func(kmsg.Response) bool) kmsg.Response {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for {
 		resp := s.quiet(req())
 		if ok(resp) {
 			return resp
 		}
 		if time.Now().After(deadline) {
-			s.fail("%s: not settled after 30 s: %+v", what, resp)
+			s.fail("%s: not settled after %v: %+v", what, settleTimeout, resp)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
