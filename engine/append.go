@@ -264,6 +264,15 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			continue
 		case dup != nil:
 			res := AppendResult{BaseOffset: dup.firstOffset, LogAppendTime: -1, LogStartOffset: logStart, Duplicate: true}
+			if !p.topic.config.LogAppendTime {
+				// Kafka answers a duplicate with the timestamp its
+				// producer state kept, the original batch's max
+				// timestamp, as log_append_time even for CreateTime
+				// topics (internal/difftest). For LogAppendTime topics
+				// Kafka keeps the append time, which the state here does
+				// not (it holds the producer's timestamp): -1 stays.
+				res.LogAppendTime = dup.timestamp
+			}
 			if r.opts.RequireISR {
 				// The original may not be committed yet: the retry
 				// waits for it as the original would have (Kafka's

@@ -257,12 +257,17 @@ func cleanupPolicy(p string) segment.CleanupPolicy {
 }
 
 // Entries lists every config of c, marking those not in overrides as
-// defaults.
+// defaults. An override shows as it was written (c holds it parsed):
+// Kafka stores and describes a topic config's string as it was sent,
+// "delete,compact" as well as "compact,delete".
 func (c TopicConfig) Entries(overrides map[string]string) []ConfigEntry {
 	out := make([]ConfigEntry, 0, len(configKeys))
 	for _, k := range configKeys {
-		_, set := overrides[k.name]
-		out = append(out, ConfigEntry{Name: k.name, Value: k.get(&c), Default: !set, Type: k.typ, Doc: k.doc})
+		v, set := overrides[k.name]
+		if !set {
+			v = k.get(&c)
+		}
+		out = append(out, ConfigEntry{Name: k.name, Value: v, Default: !set, Type: k.typ, Doc: k.doc})
 	}
 	return out
 }

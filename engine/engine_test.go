@@ -162,8 +162,10 @@ func TestIdempotentProducer(t *testing.T) {
 	}
 	r0 := must(appendSync(e, tp, mkBatch(t, 3, "a", 1, pid, 0, 0)))
 	must(appendSync(e, tp, mkBatch(t, 2, "b", 1, pid, 0, 3)))
-	// A retry of the first batch: same offset, nothing written.
-	if r := must(appendSync(e, tp, mkBatch(t, 3, "a", 1, pid, 0, 0))); !r.Duplicate || r.BaseOffset != r0.BaseOffset {
+	// A retry of the first batch: same offset, nothing written, and, as
+	// Kafka answers, the original batch's max timestamp (1+2) as the log
+	// append time.
+	if r := must(appendSync(e, tp, mkBatch(t, 3, "a", 1, pid, 0, 0))); !r.Duplicate || r.BaseOffset != r0.BaseOffset || r.LogAppendTime != 3 {
 		t.Fatalf("retry: %+v", r)
 	}
 	if _, err := appendSync(e, tp, mkBatch(t, 1, "gap", 1, pid, 0, 9)); !errors.Is(err, ErrOutOfOrderSequence) {
@@ -439,6 +441,12 @@ func TestConfigEntries(t *testing.T) {
 	}
 	if found != 2 || len(ents) != len(ConfigNames()) {
 		t.Fatalf("entries: %v", ents)
+	}
+	// An override shows as written, as Kafka describes it.
+	for _, en := range cfg.Entries(map[string]string{"cleanup.policy": "delete,compact"}) {
+		if en.Name == "cleanup.policy" && (en.Value != "delete,compact" || en.Default) {
+			t.Fatalf("override as written: %+v", en)
+		}
 	}
 }
 

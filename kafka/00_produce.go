@@ -172,7 +172,8 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 			p.pending.Add(1)
 			p.frameRefs.Add(1)
 			slot := len(items)
-			items = append(items, engine.AppendItem{TP: engine.TP{Topic: name, Partition: rp.Partition}, Records: rp.Records,
+			tp := engine.TP{Topic: name, Partition: rp.Partition}
+			items = append(items, engine.AppendItem{TP: tp, Records: rp.Records,
 				Done: func(r engine.AppendResult, err error) {
 					if err != nil {
 						p.frameKept.Store(true)
@@ -182,7 +183,13 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 						return // timed out and answered already
 					}
 					if err != nil {
-						p.fail(out, produceErrorCode(err), err.Error())
+						code := produceErrorCode(err)
+						p.fail(out, code, err.Error())
+						if logStartOnError(code) {
+							if st, err := s.eng.State(tp); err == nil {
+								out.LogStartOffset = st.LogStartOffset
+							}
+						}
 					} else {
 						out.BaseOffset = r.BaseOffset
 						out.LogAppendTime = r.LogAppendTime
@@ -216,8 +223,25 @@ func (p *produce) timeout(outs []*kmsg.ProduceResponseTopicPartition) {
 	}
 }
 
+// logStartOnError reports whether Kafka tells the log start offset with an
+// error: it does for what the partition's log refused while appending (a
+// sequence or epoch an idempotent producer got wrong, an invalid record or
+// timestamp, too few in-sync replicas), not for requests that never reached
+// a log (unknown or moved partitions) nor for batches refused by their size
+// or damage (MESSAGE_TOO_LARGE, CORRUPT_MESSAGE), nor for a storage error
+// (internal/difftest compares this with Apache Kafka).
+func logStartOnError(code int16) bool {
+	switch code {
+	case kerr.OutOfOrderSequenceNumber.Code, kerr.InvalidProducerEpoch.Code, kerr.InvalidRecord.Code,
+		kerr.InvalidTimestamp.Code, kerr.NotEnoughReplicas.Code:
+		return true
+	}
+	return false
+}
+
 // fail records a partition's error. Kafka answers a failed partition with
-// base offset -1 and no log start offset.
+// base offset -1 and, but for the errors of logStartOnError, no log start
+// offset.
 func (p *produce) fail(out *kmsg.ProduceResponseTopicPartition, code int16, msg string) {
 	out.ErrorCode = code
 	out.BaseOffset = -1

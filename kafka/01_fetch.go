@@ -308,7 +308,7 @@ func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) b
 		return true
 	}
 	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne)
-	return s.readDone(p, res, err)
+	return s.readDone(p, res, err, false)
 }
 
 // followerServes reports whether this broker, not tp's leader, serves a
@@ -357,11 +357,12 @@ func (s *Server) readReplicaPart(p *fetchPart, replica int32, brokerEpoch, maxBy
 		return false
 	}
 	res, err := s.eng.ReadReplica(p.tp, p.offset, maxBytes, minOne)
-	return s.readDone(p, res, err)
+	return s.readDone(p, res, err, true)
 }
 
-// readDone takes a read's outcome into p.
-func (s *Server) readDone(p *fetchPart, res engine.ReadResult, err error) bool {
+// readDone takes a read's outcome into p, for a follower (replica) or a
+// consumer.
+func (s *Server) readDone(p *fetchPart, res engine.ReadResult, err error, replica bool) bool {
 	switch {
 	case err == nil:
 		p.errCode = 0
@@ -369,10 +370,13 @@ func (s *Server) readDone(p *fetchPart, res engine.ReadResult, err error) bool {
 		p.res = res.ReadResult
 		return true
 	case errors.Is(err, segment.ErrOutOfRange):
-		// The client resets its position from here (auto.offset.reset);
-		// the offsets tell a human or a smarter client where the log is.
 		p.fail(kerr.OffsetOutOfRange.Code)
-		p.setState(res.State)
+		if replica {
+			// A follower resets from the leader's offsets
+			// (replication/fetcher). A consumer resets with ListOffsets
+			// (auto.offset.reset) and is told -1, as Kafka answers.
+			p.setState(res.State)
+		}
 		return false
 	case errors.Is(err, engine.ErrUnknownTopicOrPartition):
 		p.fail(kerr.UnknownTopicOrPartition.Code) // deleted since State

@@ -84,7 +84,7 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 	overrides := make(map[string]string)
 	for _, c := range t.Configs {
 		if c.Value == nil {
-			return fail(refuse(kerr.InvalidRequest, "Null value not supported for topic configs: %s", c.Name))
+			return fail(refuse(kerr.InvalidConfig, "Null value not supported for topic configs: %s", c.Name))
 		}
 		// A name given twice: the last value wins, as in Kafka's
 		// controller, which reads the list into a map.

@@ -27,14 +27,17 @@ func init() {
 func handleInitProducerID(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	// A refusal names no producer: id and epoch -1, as Kafka answers.
+	fail := func(code int16) kmsg.Response {
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+		return resp
+	}
 	switch {
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		// Kafka's coordinator refuses an empty transactional id outright.
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
+		return fail(kerr.InvalidRequest.Code)
 	case req.TransactionalID != nil:
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp
+		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
 	id, err := s.eng.AllocateProducerID()
 	switch {
@@ -43,12 +46,10 @@ func handleInitProducerID(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respons
 		// quorum. Kafka answers COORDINATOR_LOAD_IN_PROGRESS then, not
 		// REQUEST_TIMED_OUT, which older clients take as fatal.
 		s.log.Warn("allocate producer id", "err", err)
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp
+		return fail(kerr.CoordinatorLoadInProgress.Code)
 	case err != nil:
 		s.log.Error("allocate producer id", "err", err)
-		resp.ErrorCode = errorCode(err)
-		return resp
+		return fail(errorCode(err))
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp

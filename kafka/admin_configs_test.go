@@ -88,7 +88,9 @@ func TestDescribeConfigs(t *testing.T) {
 		wantSyn := map[string]string{
 			"max.message.bytes": "max.message.bytes=2000:DYNAMIC_TOPIC_CONFIG message.max.bytes=1048588:DEFAULT_CONFIG",
 			"segment.bytes":     "log.segment.bytes=1073741824:DEFAULT_CONFIG",
-			"retention.ms":      "log.retention.ms=86400000:STATIC_BROKER_CONFIG log.retention.ms=604800000:DEFAULT_CONFIG",
+			// log.retention.ms's default is null in Kafka (log.retention.hours
+			// sets it), so Kafka lists no default synonym.
+			"retention.ms": "log.retention.ms=86400000:STATIC_BROKER_CONFIG",
 		}
 		for name, want := range wantSyn {
 			if got := syn(cs[name]); got != want {
@@ -138,6 +140,11 @@ func TestDescribeConfigs(t *testing.T) {
 		}
 		if _, ok := bc["retention.ms"]; ok {
 			t.Error("broker lists a topic name")
+		}
+		// At its default, log.roll.ms is null in Kafka (log.roll.hours
+		// sets it): described with no value and no synonym.
+		if x := bc["log.roll.ms"]; x.Value != nil || len(x.ConfigSynonyms) != 0 || x.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("broker %q log.roll.ms: value %v, synonyms %+v, source %v; want null, none, DEFAULT_CONFIG", name, x.Value, x.ConfigSynonyms, x.Source)
 		}
 	}
 	// A resource named twice is described once.

@@ -98,27 +98,35 @@ func TestClusterFollowerFetching(t *testing.T) {
 		t.Fatal(err)
 	}
 	topicID := td[topic].ID
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	fetch := func(offset int64) kmsg.FetchResponseTopicPartition {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version, req.ReplicaID, req.MaxBytes = 12, -1, 1<<20
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic, rt.TopicID = topic, topicID // kgo sends its highest common version
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 0, 1<<20, -1, -1
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, offset, 1<<20, -1, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, cl.Broker(int(follower)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := resp.Topics[0].Partitions[0]
-		if p.ErrorCode == kerr.OffsetOutOfRange.Code && p.LogStartOffset == 1000 {
+		return resp.Topics[0].Partitions[0]
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		p := fetch(1000)
+		if p.ErrorCode == 0 && p.LogStartOffset == 1000 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("follower %d still serves offset 0 (error %d, log start %d) 15 s after DeleteRecords(1000) at the leader", follower, p.ErrorCode, p.LogStartOffset)
+			t.Fatalf("follower %d still has log start %d (error %d) 15 s after DeleteRecords(1000) at the leader", follower, p.LogStartOffset, p.ErrorCode)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Below the new log start: out of range, with offsets unknown (-1), as
+	// Kafka answers a consumer.
+	if p := fetch(0); p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != -1 {
+		t.Fatalf("follower %d at offset 0: error %d, log start %d; want OFFSET_OUT_OF_RANGE, -1", follower, p.ErrorCode, p.LogStartOffset)
 	}
 }

@@ -41,6 +41,17 @@ var brokerSynonym = map[string]string{
 	"message.timestamp.after.max.ms":  "log.message.timestamp.after.max.ms",
 }
 
+// nullDefault names the broker configs whose Kafka default is null: the
+// value then comes from another config (log.retention.hours, log.roll.hours,
+// log.flush.scheduler.interval.ms), which Kafka does not list as a synonym.
+// Kafka describes such a config at its default as null, with no synonym,
+// and lists no default synonym for the topic config it backs.
+var nullDefault = map[string]bool{
+	"log.retention.ms":      true,
+	"log.roll.ms":           true,
+	"log.flush.interval.ms": true,
+}
+
 // describedConfig is one config entry as the admin APIs show it.
 type describedConfig struct {
 	name     string
@@ -99,6 +110,9 @@ func brokerDefaultSynonyms(brokerName, brokerValue, kafkaValue string) []configS
 	if brokerValue != kafkaValue {
 		out = append(out, configSynonym{brokerName, brokerValue, kmsg.ConfigSourceStaticBrokerConfig})
 	}
+	if nullDefault[brokerName] {
+		return out
+	}
 	return append(out, configSynonym{brokerName, kafkaValue, kmsg.ConfigSourceDefaultConfig})
 }
 
@@ -149,8 +163,12 @@ func (s *Server) brokerConfigs() []describedConfig {
 			continue
 		}
 		syns := brokerDefaultSynonyms(b, e.Value, kafkaDefaults[e.Name].Value)
+		value := &e.Value
+		if len(syns) == 0 {
+			value = nil // at a default Kafka describes as null
+		}
 		out = append(out, describedConfig{
-			name: b, value: &e.Value, source: sourceOf(syns), readOnly: true,
+			name: b, value: value, source: sourceOf(syns), readOnly: true,
 			typ: configType(e.Type), doc: "The default " + e.Name + " of topics: " + e.Doc, synonyms: syns,
 		})
 	}

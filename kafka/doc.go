@@ -85,4 +85,10 @@
 //   - A Server must be complete before it serves: its configuration is
 //     read by handlers on other goroutines without locks (the test helper
 //     once set the advertised port after Listen, a data race).
+//   - OFFSET_OUT_OF_RANGE carries offsets -1 to a consumer, as Kafka's does,
+//     but the partition's offsets to a follower: replication/fetcher resets
+//     from them. The two share readDone, which is told which it answers.
+//   - Where Kafka's answers are compared with these (internal/difftest),
+//     a difference kept on purpose is written down in that package's
+//     README.md; change one of these answers and the comparison says so.
 package kafka

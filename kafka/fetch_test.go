@@ -172,10 +172,10 @@ func expectedFetch(t testing.TB, e *engine.Core, req *kmsg.FetchRequest) *kmsg.F
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				res, err := e.Read(tp, rp.FetchOffset, min(int64(rp.PartitionMaxBytes), limit), minOne)
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.State.HW, res.State.LSO, res.State.LogStartOffset
 				if err != nil {
-					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code // offsets stay -1
 				} else {
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.State.HW, res.State.LSO, res.State.LogStartOffset
 					for _, rg := range res.Regions {
 						b := make([]byte, rg.Len)
 						if _, err := rg.File.ReadAt(b, rg.Pos); err != nil {
@@ -339,16 +339,17 @@ func TestFetchErrors(t *testing.T) {
 		t.Fatalf("unknown partition of a known id: error %d", code)
 	}
 
-	// Out of range, above the end and below the log start, with the
-	// offsets to reset from.
+	// Out of range, above the end and below the log start: the offsets are
+	// -1, as Kafka answers a consumer (it resets with ListOffsets).
 	if _, err := b.Engine.DeleteRecords(engine.TP{Topic: "errs", Partition: 0}, 3); err != nil {
 		t.Fatal(err)
 	}
 	for _, off := range []int64{7, 100, 0, 2} {
 		resp := rc.fetchRaw(fetchReq(18, "", id, fetchPartReq(0, off, 100)), 5*time.Second)
 		p := resp.Topics[0].Partitions[0]
-		if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.HighWatermark != 6 || p.LogStartOffset != 3 {
-			t.Fatalf("offset %d: error %d, high watermark %d, log start %d", off, p.ErrorCode, p.HighWatermark, p.LogStartOffset)
+		if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.HighWatermark != -1 || p.LastStableOffset != -1 || p.LogStartOffset != -1 {
+			t.Fatalf("offset %d: error %d, high watermark %d, last stable offset %d, log start %d",
+				off, p.ErrorCode, p.HighWatermark, p.LastStableOffset, p.LogStartOffset)
 		}
 	}
 	// At the high watermark: nothing yet, not an error.

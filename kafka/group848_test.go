@@ -290,6 +290,10 @@ func TestGroup848Offsets(t *testing.T) {
 		m.Assignment.TopicPartitions[0].Topic != "t" || len(m.Assignment.TopicPartitions[0].Partitions) != 2 || len(m.TargetAssignment.TopicPartitions) != 1 {
 		t.Fatalf("described member: %+v", m)
 	}
+	// No regular expression: "", as Kafka describes it, not null.
+	if m.SubscribedTopicRegex == nil || *m.SubscribedTopicRegex != "" {
+		t.Fatalf("described member's regex: %v, want \"\"", m.SubscribedTopicRegex)
+	}
 
 	// DeleteGroups: not while it has members; then, with its offsets.
 	del := kmsg.NewPtrDeleteGroupsRequest()

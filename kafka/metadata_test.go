@@ -307,10 +307,37 @@ func TestApiVersionsCore(t *testing.T) {
 	}
 	for key, want := range map[kmsg.Key][2]int16{
 		kmsg.Produce: {0, 13}, kmsg.ListOffsets: {1, 11}, kmsg.Metadata: {0, 13},
-		kmsg.ApiVersions: {0, 4}, kmsg.InitProducerID: {0, 5}, kmsg.OffsetForLeaderEpoch: {0, 4},
+		kmsg.ApiVersions: {0, 5}, kmsg.InitProducerID: {0, 5}, kmsg.OffsetForLeaderEpoch: {0, 4},
 	} {
 		if got[int16(key)] != want {
 			t.Errorf("%s: versions %v, want %v", kmsg.NameForKey(int16(key)), got[int16(key)], want)
+		}
+	}
+
+	// v5 (KIP-1242): the cluster and node a client believes it reached,
+	// both or neither; another cluster or node is REBOOTSTRAP_REQUIRED,
+	// answered with no versions, as Kafka answers.
+	cluster := b.Engine.ClusterID()
+	for _, c := range []struct {
+		name    string
+		cluster *string
+		node    int32
+		want    *kerr.Error
+	}{
+		{"bootstrapping", nil, -1, nil},
+		{"this broker", &cluster, b.nodeID, nil},
+		{"another cluster", kmsg.StringPtr("AAAAAAAAAAAAAAAAAAAAAA"), b.nodeID, kerr.RebootstrapRequired},
+		{"another node", &cluster, b.nodeID + 1, kerr.RebootstrapRequired},
+		{"a cluster alone", &cluster, -1, kerr.InvalidRequest},
+		{"a node alone", nil, b.nodeID, kerr.InvalidRequest},
+	} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version, req.ClusterID, req.NodeID = 5, c.cluster, c.node
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "wire-test", "1"
+		resp := w.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		wantCode(t, "v5, "+c.name, resp.ErrorCode, c.want)
+		if (c.want == nil) != (len(resp.ApiKeys) > 0) {
+			t.Errorf("v5, %s: %d versions listed", c.name, len(resp.ApiKeys))
 		}
 	}
 }

@@ -224,10 +224,11 @@ func TestInitProducerID(t *testing.T) {
 		}
 		seen[r.ProducerID] = true
 	}
-	if r := get(w, 4, kmsg.StringPtr("tx")); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || r.ProducerID != -1 {
+	// Refusals name no producer: id and epoch -1, as Kafka answers.
+	if r := get(w, 4, kmsg.StringPtr("tx")); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || r.ProducerID != -1 || r.ProducerEpoch != -1 {
 		t.Fatalf("transactional id: %+v", r)
 	}
-	if r := get(w, 4, kmsg.StringPtr("")); r.ErrorCode != kerr.InvalidRequest.Code {
+	if r := get(w, 4, kmsg.StringPtr("")); r.ErrorCode != kerr.InvalidRequest.Code || r.ProducerID != -1 || r.ProducerEpoch != -1 {
 		t.Fatalf("empty transactional id: %+v", r)
 	}
 	// A new broker on the same data, on a new port: Restart's reuse of the

@@ -248,6 +248,8 @@ func (cg *cgroup) heartbeat(env *cgEnv, cl Client, req *kmsg.ConsumerGroupHeartb
 		if e == nil {
 			id := req.MemberID
 			resp.MemberID, resp.MemberEpoch = &id, req.MemberEpoch
+			// A member that left has no next heartbeat: Kafka answers 0.
+			resp.HeartbeatIntervalMillis = 0
 		}
 	} else {
 		recs, e = cg.memberHeartbeat(env, cl, req, resp)

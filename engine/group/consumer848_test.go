@@ -207,7 +207,8 @@ func TestConsumerGroupIncremental(t *testing.T) {
 
 	// a leaves: the group epoch moves; b gets everything at its next
 	// heartbeat, at once (the partitions are free).
-	if r := h.do(beat("a", leaveEpoch, nil)); r.ErrorCode != 0 || r.MemberEpoch != leaveEpoch {
+	// The answer names no next heartbeat (0), as Kafka's.
+	if r := h.do(beat("a", leaveEpoch, nil)); r.ErrorCode != 0 || r.MemberEpoch != leaveEpoch || r.HeartbeatIntervalMillis != 0 {
 		t.Fatalf("leave: %+v", r)
 	}
 	if h.cg.epoch != 3 || h.cg.state() != "Assigning" {
@@ -216,6 +217,13 @@ func TestConsumerGroupIncremental(t *testing.T) {
 	r = h.do(beat("b", 2, bTarget))
 	if r.MemberEpoch != 3 || respAssignment(r).count() != 6 {
 		t.Fatalf("b alone: %+v %v", r, respAssignment(r))
+	}
+
+	// The last member leaves: the group is empty at a new epoch, whose
+	// (empty) target assignment is computed at once, as in Kafka.
+	h.do(beat("b", leaveEpoch, nil))
+	if h.cg.epoch != 4 || h.cg.assignmentEpoch != 4 || h.cg.state() != "Empty" {
+		t.Fatalf("after the last left: epoch %d, assignment epoch %d, %s", h.cg.epoch, h.cg.assignmentEpoch, h.cg.state())
 	}
 }
 

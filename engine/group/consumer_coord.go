@@ -351,6 +351,11 @@ func (p *partition) consumerDescribe(id string, ops bool) kmsg.ConsumerGroupDesc
 		dm.ClientID, dm.ClientHost = m.meta.clientID, m.meta.clientHost
 		dm.SubscribedTopics = append([]string{}, m.meta.topics...)
 		dm.SubscribedTopicRegex = m.meta.regex
+		if dm.SubscribedTopicRegex == nil {
+			// Kafka describes a member without a regular expression
+			// with "", not null.
+			dm.SubscribedTopicRegex = kmsg.StringPtr("")
+		}
 		dm.Assignment, dm.TargetAssignment = describe(m.cur.assigned), describe(cg.target[mid])
 		dm.MemberType = 1 // a member of the consumer protocol
 		d.Members = append(d.Members, dm)

@@ -54,12 +54,20 @@ func (cg *cgroup) leave(env *cgEnv, req *kmsg.ConsumerGroupHeartbeatRequest) ([]
 // fence removes a member (it left, its session expired, it did not revoke
 // in time) and bumps the group epoch, so that its partitions are assigned
 // again at the next heartbeat of any member.
+//
+// The last member's going leaves nobody to heartbeat the new epoch's
+// (empty) target assignment into being, so it is computed here: as in
+// Kafka, an empty group's assignment epoch is its group epoch.
 func (cg *cgroup) fence(env *cgEnv, m *cmember) []record {
 	recs := cg.removeMember(m)
 	bump := true
 	recs = append(recs, cg.refreshSubscriptions(env, &bump)...)
 	cg.epoch++
-	return append(recs, record{key: consumerKey(consumerGroupMetadataKey, cg.id), value: int32Value(cg.epoch)})
+	recs = append(recs, record{key: consumerKey(consumerGroupMetadataKey, cg.id), value: int32Value(cg.epoch)})
+	if len(cg.members) == 0 {
+		recs = append(recs, cg.computeTarget(env)...)
+	}
+	return recs
 }
 
 // expire fences m if its session ended; rebalanceExpired if it still has
