@@ -215,9 +215,13 @@ func TestPartitionErrors(t *testing.T) {
 	f.check()
 }
 
-// TestOutOfRangeRinglog: a follower ahead of the leader's log gets
-// OFFSET_OUT_OF_RANGE with the leader's log start and high watermark; it
-// restarts at the leader's log start and copies everything.
+// TestOutOfRangeRinglog: a stream fetching as a consumer (replica id -1)
+// ahead of the log gets OFFSET_OUT_OF_RANGE with the offsets -1, as Kafka
+// answers consumers (a follower is told the leader's log start and high
+// watermark: kafka's TestClusterFollowerFetching); its handler picks the
+// offset to go on from (here the log start, 0, as a consumer's
+// auto.offset.reset=earliest would after a ListOffsets), and the stream
+// copies everything from there.
 func TestOutOfRangeRinglog(t *testing.T) {
 	b := startBroker(t)
 	id := b.createTopic("oor", 1)
@@ -225,14 +229,15 @@ func TestOutOfRangeRinglog(t *testing.T) {
 	tp := engine.TP{Topic: "oor"}
 	f := newFollower(t)
 	f.reset(tp, 500)
+	f.onOutOfRange = func(_ engine.TP, logStart, _ int64) int64 { return max(logStart, 0) }
 	s := newStream(t, fetcher.Config{Addr: b.Addr, ReplicaID: -1}, f)
 	s.Add(fetcher.Partition{TP: tp, TopicID: id, FetchOffset: 500, LeaderEpoch: -1})
 	f.waitFor("the copy from the log start", 10*time.Second, func() bool { return f.logLocked(tp).records == 100 })
 	f.check()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.oors) != 1 || f.oors[0].logStart != 0 || f.oors[0].hw != 100 {
-		t.Errorf("OutOfRange calls %+v, want one with log start 0 and HW 100", f.oors)
+	if len(f.oors) != 1 || f.oors[0].logStart != -1 || f.oors[0].hw != -1 {
+		t.Errorf("OutOfRange calls %+v, want one with log start -1 and HW -1 (a consumer's answer)", f.oors)
 	}
 	if l := f.logs[tp]; l.records != 100 {
 		t.Errorf("copied %d records, want 100", l.records)
