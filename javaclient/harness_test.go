@@ -1,7 +1,6 @@
 package javaclient
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,22 +36,8 @@ type broker struct {
 	done   chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written and read at once.
+type syncBuffer = testkit.Buffer
 
 // startBroker runs cmd/ringlog with serverProperties and waits until it
 // says it serves. The port is chosen free and then handed over, so

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -564,23 +563,8 @@ func TestRestartOnSamePort(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from the loops.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written and read at once.
+type syncBuffer = testkit.Buffer
 
 // A connection closed by a limit of the broker (here a frame above
 // MaxFrameBytes) is logged as a warning naming the limits, so that an
