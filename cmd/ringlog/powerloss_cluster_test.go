@@ -233,7 +233,7 @@ func (c *powerCluster) check(partitions int, lossAllowed bool) (kept, lost int) 
 				end, _ = again.Lookup(powerTopic, p)
 			}
 		}
-		got := c.read(ctx, p, end.Offset)
+		got := readPowerPartition(ctx, t, p, end.Offset, kgo.SeedBrokers(c.seeds()...))
 		for off, want := range c.acked[p] {
 			if got[off] == want {
 				kept++
@@ -247,27 +247,6 @@ func (c *powerCluster) check(partitions int, lossAllowed bool) (kept, lost int) 
 		}
 	}
 	return kept, lost
-}
-
-func (c *powerCluster) read(ctx context.Context, p int32, end int64) map[int64]string {
-	got := map[int64]string{}
-	if end == 0 {
-		return got
-	}
-	cl := powerClient(c.t, c.nodes[0].addr, kgo.SeedBrokers(c.seeds()...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{powerTopic: {p: kgo.NewOffset().At(0)}}))
-	defer cl.Close()
-	for next := int64(0); next < end; {
-		fs := cl.PollFetches(ctx)
-		for _, e := range fs.Errors() {
-			c.t.Fatalf("partition %d: fetch error at offset %d: %v", p, next, e.Err)
-		}
-		fs.EachRecord(func(rec *kgo.Record) {
-			got[rec.Offset] = string(rec.Value)
-			next = rec.Offset + 1
-		})
-	}
-	return got
 }
 
 // produceFor runs the producer for d, then stops it.

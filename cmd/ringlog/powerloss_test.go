@@ -240,7 +240,7 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 		if end.Err != nil || start.Err != nil || start.Offset != 0 {
 			t.Fatalf("partition %d: start %+v end %+v", p, start, end)
 		}
-		got := r.readPartition(ctx, addr, p, end.Offset)
+		got := readPowerPartition(ctx, t, p, end.Offset, kgo.SeedBrokers(addr))
 		for off, want := range r.acked[p] {
 			if r.flush == "never" && off >= end.Offset {
 				// Acknowledged after the last sync and lost: what -flush
@@ -288,14 +288,15 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 	}
 }
 
-// readPartition returns offset -> value for [0, end).
-func (r *powerRun) readPartition(ctx context.Context, addr string, p int32, end int64) map[int64]string {
-	t := r.t
+// readPowerPartition returns offset -> value for [0, end) of the power
+// topic's partition p, read with a client of opts (its seed brokers).
+func readPowerPartition(ctx context.Context, t *testing.T, p int32, end int64, opts ...kgo.Opt) map[int64]string {
 	got := map[int64]string{}
 	if end == 0 {
 		return got
 	}
-	cl := powerClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{powerTopic: {p: kgo.NewOffset().At(0)}}))
+	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{powerTopic: {p: kgo.NewOffset().At(0)}}))
+	cl := powerClient(t, "", opts...)
 	defer cl.Close()
 	for next := int64(0); next < end; {
 		fs := cl.PollFetches(ctx)
@@ -308,6 +309,18 @@ func (r *powerRun) readPartition(ctx context.Context, addr string, p int32, end 
 		})
 	}
 	return got
+}
+
+// produceThenLosePower runs the producer on the broker for d, then cuts the
+// power under it.
+func (r *powerRun) produceThenLosePower(p *proc, addr string, d time.Duration) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { r.produce(addr, stop); close(done) }()
+	time.Sleep(d)
+	r.powerLoss(p, r.mode())
+	close(stop)
+	<-done
 }
 
 // TestPowerLossFlushAlways: with -flush always an acknowledged record
@@ -343,13 +356,7 @@ func TestPowerLossFlushAlways(t *testing.T) {
 			}
 			r.verify(addr, partitions, p.out.String())
 		}
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() { r.produce(addr, stop); close(done) }()
-		time.Sleep(time.Duration(100+r.rng.IntN(900)) * time.Millisecond)
-		r.powerLoss(p, r.mode())
-		close(stop)
-		<-done
+		r.produceThenLosePower(p, addr, time.Duration(100+r.rng.IntN(900))*time.Millisecond)
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -388,13 +395,7 @@ func TestPowerLossFlushNever(t *testing.T) {
 			}
 			r.verify(addr, partitions, p.out.String())
 		}
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() { r.produce(addr, stop); close(done) }()
-		time.Sleep(time.Duration(500+r.rng.IntN(1000)) * time.Millisecond)
-		r.powerLoss(p, r.mode())
-		close(stop)
-		<-done
+		r.produceThenLosePower(p, addr, time.Duration(500+r.rng.IntN(1000))*time.Millisecond)
 		if t.Failed() {
 			t.FailNow()
 		}

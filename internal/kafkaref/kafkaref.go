@@ -237,7 +237,7 @@ func Start(opts Options) (*Cluster, error) {
 	}
 }
 
-func start(opts Options, jars string) (*Cluster, error) {
+func start(opts Options, jars string) (_ *Cluster, err error) {
 	rf := strconv.Itoa(min(opts.Nodes, 3))
 	c := &Cluster{heap: opts.Heap, props: map[string]string{
 		"offsets.topic.replication.factor":                 rf,
@@ -246,6 +246,12 @@ func start(opts Options, jars string) (*Cluster, error) {
 		"share.coordinator.state.topic.replication.factor": rf,
 		"share.coordinator.state.topic.min.isr":            strconv.Itoa(min(opts.Nodes, 2)),
 	}}
+	// What started is stopped when a later node cannot start.
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
 	for k, v := range defaults {
 		c.props[k] = v
 	}
@@ -286,25 +292,20 @@ func start(opts Options, jars string) (*Cluster, error) {
 			props[k] = v
 		}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
-			c.Stop()
 			return nil, fmt.Errorf("kafkaref: %w", err)
 		}
 		config := filepath.Join(n.dir, "server.properties")
 		if err := os.WriteFile(config, properties(props), 0o644); err != nil {
-			c.Stop()
 			return nil, fmt.Errorf("kafkaref: %w", err)
 		}
 		if err := os.WriteFile(filepath.Join(n.dir, "log4j2.yaml"), log4j, 0o644); err != nil {
-			c.Stop()
 			return nil, fmt.Errorf("kafkaref: %w", err)
 		}
 		if out, err := java(jars, "kafka.tools.StorageTool", "format", "-t", clusterID, "-c", config); err != nil {
-			c.Stop()
 			return nil, fmt.Errorf("kafkaref: formatting node %d: %w\n%s", n.ID, err, out)
 		}
 		logf, err := os.Create(filepath.Join(n.dir, "kafka.log"))
 		if err != nil {
-			c.Stop()
 			return nil, fmt.Errorf("kafkaref: %w", err)
 		}
 		args := append([]string{"-Xms" + opts.Heap, "-Xmx" + opts.Heap}, JVMFlags...)
@@ -315,7 +316,6 @@ func start(opts Options, jars string) (*Cluster, error) {
 		n.cmd.SysProcAttr = sysProcAttr()
 		if err := n.cmd.Start(); err != nil {
 			logf.Close()
-			c.Stop()
 			return nil, fmt.Errorf("kafkaref: starting node %d: %w", n.ID, err)
 		}
 		go func() {
@@ -328,7 +328,6 @@ func start(opts Options, jars string) (*Cluster, error) {
 	deadline := time.Now().Add(opts.StartTimeout)
 	for _, n := range c.Nodes {
 		if err := c.waitServing(n, deadline); err != nil {
-			c.Stop()
 			return nil, err
 		}
 	}
