@@ -121,7 +121,8 @@ func complete(dir string) bool {
 // Options shape a cluster. The zero value is one node with Kafka's
 // defaults and the heap and collector of Kafka's start script.
 type Options struct {
-	// Dir holds each node's config, data and log (node-<id>/); required.
+	// Dir holds each node's config, data and log (node-<id>/, emptied
+	// when the node is formatted); required.
 	Dir string
 	// Nodes is how many combined broker-and-controller nodes (default 1).
 	Nodes int
@@ -129,7 +130,8 @@ type Options struct {
 	Heap string
 	// Props are broker settings added to (or replacing) the defaults below.
 	Props map[string]string
-	// StartTimeout bounds the wait for every node to serve (default 90 s).
+	// StartTimeout bounds the wait for every node to serve (default 120 s:
+	// three JVMs starting on two busy cores have taken over 90 s).
 	StartTimeout time.Duration
 }
 
@@ -163,6 +165,9 @@ type Cluster struct {
 	props map[string]string
 	heap  string
 	once  sync.Once
+	// startTimeout is Options.StartTimeout, for the error of a cluster
+	// that did not form.
+	startTimeout time.Duration
 }
 
 // Bootstrap is the nodes' addresses, comma-separated.
@@ -223,23 +228,37 @@ func Start(opts Options) (*Cluster, error) {
 		opts.Heap = "1g"
 	}
 	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 90 * time.Second
+		opts.StartTimeout = 120 * time.Second
 	}
 	jars, err := Jars()
 	if err != nil {
 		return nil, err
 	}
+	// A port taken between freePort and the node's bind makes that node
+	// exit; a cluster that does not form in time on a loaded machine gets
+	// one more chance. Each attempt starts from empty node folders.
+	timeouts := 0
 	for attempt := 0; ; attempt++ {
 		c, err := start(opts, jars)
-		if err == nil || attempt == 2 || !strings.Contains(err.Error(), "Address already in use") {
+		if err == nil || attempt == 3 {
+			return c, err
+		}
+		switch {
+		case strings.Contains(err.Error(), "Address already in use"):
+		case errors.Is(err, errNotServing) && timeouts == 0:
+			timeouts++
+		default:
 			return c, err
 		}
 	}
 }
 
+// errNotServing marks a cluster that did not form by the deadline.
+var errNotServing = errors.New("not serving by the deadline")
+
 func start(opts Options, jars string) (_ *Cluster, err error) {
 	rf := strconv.Itoa(min(opts.Nodes, 3))
-	c := &Cluster{heap: opts.Heap, props: map[string]string{
+	c := &Cluster{heap: opts.Heap, startTimeout: opts.StartTimeout, props: map[string]string{
 		"offsets.topic.replication.factor":                 rf,
 		"transaction.state.log.replication.factor":         rf,
 		"transaction.state.log.min.isr":                    strconv.Itoa(min(opts.Nodes, 2)),
@@ -291,6 +310,9 @@ func start(opts Options, jars string) (_ *Cluster, err error) {
 		for k, v := range c.props {
 			props[k] = v
 		}
+		if err := os.RemoveAll(n.dir); err != nil {
+			return nil, fmt.Errorf("kafkaref: %w", err)
+		}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("kafkaref: %w", err)
 		}
@@ -335,19 +357,27 @@ func start(opts Options, jars string) (_ *Cluster, err error) {
 }
 
 // waitServing waits until n answers a Metadata request that names every
-// node of the cluster.
+// node of the cluster. Any node that exits meanwhile ends the wait with its
+// log (a node whose port was taken exits, and Start tries again); by the
+// deadline, the error carries the log of every node.
 func (c *Cluster) waitServing(n *Node, deadline time.Time) error {
 	for {
-		select {
-		case <-n.done:
-			return fmt.Errorf("kafkaref: node %d exited while starting (%v):\n%s", n.ID, n.err, n.Log())
-		default:
+		for _, o := range c.Nodes {
+			select {
+			case <-o.done:
+				return fmt.Errorf("kafkaref: node %d exited while starting (%v):\n%s", o.ID, o.err, o.Log())
+			default:
+			}
 		}
 		if brokers, err := brokerCount(n.Addr); err == nil && brokers == len(c.Nodes) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kafkaref: node %d not serving a %d-node cluster by the deadline:\n%s", n.ID, len(c.Nodes), n.Log())
+			var logs strings.Builder
+			for _, o := range c.Nodes {
+				fmt.Fprintf(&logs, "\n-- node %d (%s) log:\n%s", o.ID, o.Addr, tail([]byte(o.Log()), 3000))
+			}
+			return fmt.Errorf("kafkaref: node %d %w (%d-node cluster, %s)%s", n.ID, errNotServing, len(c.Nodes), c.startTimeout, logs.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -59,6 +59,19 @@ func TestThreeNodes(t *testing.T) {
 	}
 }
 
+// TestBadSetting: nodes that cannot start end Start at once with the log
+// that says why, instead of a wait for the deadline.
+func TestBadSetting(t *testing.T) {
+	start := time.Now()
+	_, err := Start(Options{Dir: t.TempDir(), Nodes: 2, Heap: "256m", Props: map[string]string{"authorizer.class.name": "no.such.Authorizer"}})
+	if err == nil || !strings.Contains(err.Error(), "exited while starting") || !strings.Contains(err.Error(), "no.such.Authorizer") {
+		t.Fatalf("Start with a bad setting: %v", err)
+	}
+	if d := time.Since(start); d > 90*time.Second {
+		t.Fatalf("Start took %v to see the nodes exit", d)
+	}
+}
+
 // TestJars: the jars are in the cache folder, Kafka's broker and client
 // among them, and a second call answers from the cache. scripts/test.sh
 // runs this first, so that the test packages that start Kafka at once
