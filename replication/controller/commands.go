@@ -18,7 +18,8 @@ const (
 	cmdHeartbeat           cmdType = 11 // brokerID, epoch; RPC only, never in the log
 	cmdAllocateProducerIDs cmdType = 12 // brokerID, epoch[, floor]
 	cmdControlledShutdown  cmdType = 13 // brokerID, epoch; RPC only: the leader logs a FenceBroker
-	cmdTypeEnd             cmdType = 14
+	cmdAlterScram          cmdType = 14 // scram (changes)
+	cmdTypeEnd             cmdType = 15
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -45,7 +46,7 @@ const (
 func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
-		"AllocateProducerIDs", "ControlledShutdown"}
+		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -75,6 +76,7 @@ type command struct {
 	isrEpochs      []int64 // AlterPartition: optional, one per isr member
 	floor          int64   // AllocateProducerIDs: the block starts at or above it
 	elect          []TopicPartition
+	scram          []ScramChange
 }
 
 func (c *command) encode() []byte {
@@ -131,6 +133,8 @@ func (c *command) encode() []byte {
 			e.str(tp.Topic)
 			e.i32(tp.Partition)
 		}
+	case cmdAlterScram:
+		encodeScramChanges(e, c.scram)
 	}
 	return e.b
 }
@@ -216,6 +220,8 @@ func decodeCommand(b []byte) (*command, error) {
 				c.elect[i] = TopicPartition{Topic: d.str(), Partition: d.i32()}
 			}
 		}
+	case cmdAlterScram:
+		c.scram = decodeScramChanges(d)
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -47,6 +47,9 @@ func seedCommands() []*command {
 		// block that is handed out.
 		{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: 1},
 		{typ: cmdAllocateProducerIDs, brokerID: 1, epoch: 1, floor: 5000},
+		{typ: cmdAlterScram, scram: []ScramChange{
+			{ScramKey: ScramKey{"alice", 1}, Credential: ScramCredential{Salt: []byte("salt"), StoredKey: []byte("stored"), ServerKey: []byte("server"), Iterations: 4096}},
+			{ScramKey: ScramKey{"bob", 2}, Delete: true}}},
 	}
 }
 
@@ -91,10 +94,24 @@ func seedImage(t testing.TB) *Image {
 	return s.img
 }
 
-// encodeImageV1 is img as a version 1 snapshot (no next producer id), as
-// nodes wrote them before AllocateProducerIDs.
+// seedImageScram is seedImage with a SCRAM credential.
+func seedImageScram(t testing.TB) *Image {
+	img := seedImage(t)
+	next, res := apply(img, img.Index+1, &command{typ: cmdAlterScram, scram: []ScramChange{{ScramKey: ScramKey{"carol", 2},
+		Credential: ScramCredential{Salt: []byte("s"), StoredKey: []byte("k1"), ServerKey: []byte("k2"), Iterations: 8192}}}})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	return next
+}
+
+// encodeImageV1 is img as a version 1 snapshot (no next producer id, no
+// SCRAM credentials), as nodes wrote them before AllocateProducerIDs.
 func encodeImageV1(img *Image) []byte {
-	b := encodeImage(img)
+	noScram := *img
+	noScram.scram = nil
+	b := encodeImage(&noScram)
+	b = b[:len(b)-1] // the SCRAM count, 0
 	v1 := append([]byte(snapshotMagic), 1)
 	v1 = append(v1, b[len(snapshotMagic)+1:snapshotHeaderBytes]...)
 	return append(v1, b[snapshotHeaderBytes+8:]...)
@@ -104,6 +121,7 @@ func FuzzDecodeImage(f *testing.F) {
 	f.Add(encodeImage(emptyImage()))
 	f.Add(encodeImage(seedImage(f)))
 	f.Add(encodeImageV1(seedImage(f)))
+	f.Add(encodeImage(seedImageScram(f)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var img *Image
 		var err error

@@ -67,6 +67,8 @@ type Image struct {
 	// nextProducerID is the start of the next block of producer ids
 	// (AllocateProducerIDs): every id below it was handed to a broker.
 	nextProducerID int64
+	// scram holds the SCRAM credentials (scram.go); nil when there are none.
+	scram map[ScramKey]ScramCredential
 
 	// superseded is closed when a newer Image is published.
 	superseded chan struct{}

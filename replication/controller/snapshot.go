@@ -8,25 +8,27 @@ import (
 
 // The snapshot of the state machine is the encoded Image:
 //
-//	+--------+---------+-------+------------------+-----------------+-----------------+
-//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)|
-//	| 4 B    | u8 = 2  | u64   | i64              | count, broker.. | count, topic... |
-//	+--------+---------+-------+------------------+-----------------+-----------------+
+//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
+//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) |
+//	| 4 B    | u8 = 3  | u64   | i64              | count, broker.. | count, topic... | count, cred...  |
+//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
 //	partition: replicas (count, i32...) | isr (count, i32...) | leader i32
 //	           | leader epoch i32 | partition epoch i32
+//	cred:      user str | mechanism u8 | 0 u8 | iterations i32 | salt | stored key | server key
 //
 // Counts are uvarints, strings a uvarint length and the bytes. Everything is
 // written in sorted order, so equal states encode to equal bytes. raft's
 // FileSnapshotStore keeps a CRC-64 of the file and checks it on open.
 //
 // Version 1 had no next producer id (it reads as 0: no block was handed
-// out before the command existed); it is still read, never written.
+// out before the command existed), version 2 no SCRAM credentials (none
+// existed); both are still read, never written.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 2
+const snapshotVersion = 3
 
 // snapshotHeaderBytes is the length of magic, version and index: what
 // precedes the state itself.
@@ -53,6 +55,7 @@ func encodeImage(img *Image) []byte {
 	for _, name := range names {
 		encodeTopic(e, img.topics[name])
 	}
+	encodeScramImage(e, img.scram)
 	return e.b
 }
 
@@ -102,7 +105,7 @@ func decodeImage(b []byte) (*Image, error) {
 		d.fail("snapshot magic %q", m)
 	}
 	v := d.u8()
-	if d.err == nil && v != 1 && v != snapshotVersion {
+	if d.err == nil && (v < 1 || v > snapshotVersion) {
 		d.fail("snapshot version %d", v)
 	}
 	img := emptyImage()
@@ -132,6 +135,11 @@ func decodeImage(b []byte) (*Image, error) {
 		}
 		img.topics[t.Name] = t
 		img.topicIDs[t.ID] = t.Name
+	}
+	if v >= 3 {
+		if m := decodeScramImage(d); len(m) > 0 {
+			img.scram = m
+		}
 	}
 	if err := d.done(); err != nil {
 		return nil, err

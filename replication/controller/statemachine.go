@@ -32,6 +32,8 @@ type tx struct {
 	// nextProducerID is set when the tx took a block of producer ids.
 	nextProducerID   int64
 	producerIDsMoved bool
+	// scram is the next credential map, when the tx changed it.
+	scram map[ScramKey]ScramCredential
 }
 
 func (t *tx) broker(id int32) (Broker, bool) {
@@ -111,7 +113,11 @@ func (t *tx) image() *Image {
 		topics:         t.base.topics,
 		topicIDs:       t.base.topicIDs,
 		nextProducerID: t.base.nextProducerID,
+		scram:          t.base.scram,
 		superseded:     make(chan struct{}),
+	}
+	if t.scram != nil {
+		next.scram = t.scram
 	}
 	if t.producerIDsMoved {
 		next.nextProducerID = t.nextProducerID
@@ -154,6 +160,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.electPreferred(c)
 	case cmdAllocateProducerIDs:
 		res = t.allocateProducerIDs(c)
+	case cmdAlterScram:
+		res = t.alterScram(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.

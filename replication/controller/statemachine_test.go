@@ -377,3 +377,56 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestScramCredentials: credentials are upserted and deleted in one entry,
+// a malformed change leaves the state as it was, and a snapshot carries
+// them.
+func TestScramCredentials(t *testing.T) {
+	s := newFSMState(t)
+	cred := func(it int32) ScramCredential {
+		return ScramCredential{Salt: []byte("salt"), StoredKey: []byte("stored"), ServerKey: []byte("server"), Iterations: it}
+	}
+	s.ok(&command{typ: cmdAlterScram, scram: []ScramChange{
+		{ScramKey: ScramKey{"alice", 1}, Credential: cred(4096)},
+		{ScramKey: ScramKey{"alice", 2}, Credential: cred(8192)},
+		{ScramKey: ScramKey{"bob", 1}, Credential: cred(4096)},
+	}})
+	s.ok(&command{typ: cmdAlterScram, scram: []ScramChange{
+		{ScramKey: ScramKey{"alice", 1}, Delete: true},
+		{ScramKey: ScramKey{"bob", 1}, Credential: cred(10000)},
+	}})
+	for _, bad := range [][]ScramChange{
+		{{ScramKey: ScramKey{"carol", 1}, Credential: cred(4096)}, {ScramKey: ScramKey{"carol", 1}, Delete: true}},
+		{{ScramKey: ScramKey{"carol", 3}, Credential: cred(4096)}},
+		{{ScramKey: ScramKey{"", 1}, Credential: cred(4096)}},
+		{{ScramKey: ScramKey{"carol", 1}, Credential: ScramCredential{Iterations: 4096}}},
+	} {
+		if res := s.apply(&command{typ: cmdAlterScram, scram: bad}); !errors.Is(res.err, ErrInvalidRequest) {
+			t.Fatalf("%+v: %v", bad, res.err)
+		}
+	}
+	want := []ScramChange{
+		{ScramKey: ScramKey{"alice", 2}, Credential: ScramCredential{Iterations: 8192}},
+		{ScramKey: ScramKey{"bob", 1}, Credential: ScramCredential{Iterations: 10000}},
+	}
+	for _, img := range []*Image{s.img, roundTrip(t, s.img)} {
+		if got := img.ScramCredentials(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("credentials %+v, want %+v", got, want)
+		}
+		if c, ok := img.ScramCredential("bob", 1); !ok || !reflect.DeepEqual(c, cred(10000)) {
+			t.Fatalf("bob: %+v %v", c, ok)
+		}
+		if _, ok := img.ScramCredential("alice", 1); ok {
+			t.Fatal("alice's SHA-256 credential outlived its deletion")
+		}
+	}
+}
+
+func roundTrip(t *testing.T, img *Image) *Image {
+	t.Helper()
+	back, err := decodeImage(encodeImage(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
