@@ -46,6 +46,9 @@ type server struct {
 	ln    *netpoll.Server
 	adds  sync.Mutex                    // one XADD at a time: it reads the top, then appends above it
 	added atomic.Pointer[chan struct{}] // closed and replaced by every XADD: blocked XREADs look again
+	// blocked counts the XREADs waiting now (for tests: a wait whose
+	// client went away must end).
+	blocked atomic.Int64
 }
 
 func start(addr, dir string) (s *server, err error) {
@@ -222,13 +225,24 @@ func (s *server) xread(closed <-chan struct{}, args [][]byte) ([]byte, error) {
 		if streams > 0 {
 			return append(array(nil, streams), reply...), nil
 		}
-		select {
-		case <-timeout:
-			return array(nil, -1), nil // nothing came in time
-		case <-closed:
-			return nil, nil // for no one
-		case <-added:
+		if r, done := s.block(timeout, closed, added); done {
+			return r, nil
 		}
+	}
+}
+
+// block waits for an XADD, the timeout or the client's going; done says
+// the XREAD is over, with reply r.
+func (s *server) block(timeout <-chan time.Time, closed, added <-chan struct{}) (r []byte, done bool) {
+	s.blocked.Add(1)
+	defer s.blocked.Add(-1)
+	select {
+	case <-timeout:
+		return array(nil, -1), true // nothing came in time
+	case <-closed:
+		return nil, true // for no one
+	case <-added:
+		return nil, false
 	}
 }
 
