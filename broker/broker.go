@@ -27,6 +27,7 @@ type Broker struct {
 	groups *group.Coordinator
 	srv    *kafka.Server
 	net    *netpoll.Server
+	others []namedServer // the listeners besides the inter-broker one
 
 	// stack holds what Start opened, in order; Close (or a failed Start)
 	// closes it in reverse.
@@ -83,8 +84,15 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		return nil, err
 	}
 	advertise := net.JoinHostPort(advHost, strconv.Itoa(int(advPort)))
+	if err := b.cfg.validateListeners(); err != nil {
+		return nil, err
+	}
+	listeners, err := b.resolveListeners(advertise)
+	if err != nil {
+		return nil, err
+	}
 
-	b.cl = newCluster(&b.cfg, advertise)
+	b.cl = newCluster(&b.cfg, advertise, listeners)
 	clusterID, err := b.cl.clusterID()
 	if err != nil {
 		return nil, err
@@ -130,15 +138,20 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node,
 	}, b.eng)
-	ns, err := netpoll.Listen(netpoll.Config{
-		Addr: b.cfg.Listen, Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
-		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger,
-	}, b.srv)
+	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
+		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger}
+	inter := base
+	inter.Addr = b.cfg.Listen
+	ns, err := netpoll.Listen(inter, b.srv.Listener(kafka.Listener{Name: b.cfg.interBroker(), Protocol: kafka.Plaintext,
+		InterBroker: true, Advertised: advertise}))
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
 	}
 	b.net, b.addr = ns, ns.Addr().String()
 	b.push("network", ns.Close)
+	if err := b.listenOthers(base, listeners); err != nil {
+		return nil, err
+	}
 	if cfg.Metrics != nil {
 		registerNetMetrics(cfg.Metrics, ns)
 	}

@@ -34,9 +34,16 @@ type cluster struct {
 // -controller-voters, or without it of a local quorum whose only voter it
 // is (a single broker runs the same metadata, replication and
 // coordination code as a cluster, with one replica per partition).
-func newCluster(cfg *Config, addr string) *cluster {
+// newCluster makes the broker's part in its quorum. addr is the
+// inter-broker listener's advertised address; listeners every listener's
+// by name, registered only when there is more than that one (a broker with
+// one listener registers as brokers always did: Addr serves every name).
+func newCluster(cfg *Config, addr string, listeners map[string]string) *cluster {
 	c := &cluster{cfg: cfg, addr: addr, log: cfg.Logger}
-	c.node = node.New(node.Config{NodeID: cfg.NodeID, Addr: addr, Rack: cfg.Rack, LagTimeMax: cfg.Cluster.LagTimeMax, Logger: cfg.Logger,
+	if len(listeners) < 2 {
+		listeners = nil
+	}
+	c.node = node.New(node.Config{NodeID: cfg.NodeID, Addr: addr, Listeners: listeners, Rack: cfg.Rack, LagTimeMax: cfg.Cluster.LagTimeMax, Logger: cfg.Logger,
 		Fetch: fetcher.Config{Slots: cfg.Cluster.FetchSlots}, OnLeadership: c.onLeadership})
 	return c
 }

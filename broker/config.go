@@ -24,6 +24,14 @@ type Config struct {
 	// Advertise is the host:port clients are told (advertised.listeners);
 	// empty: Listen's host and the port actually bound.
 	Advertise string
+	// InterBrokerName names the Listen listener (inter.broker.listener.name;
+	// empty: PLAINTEXT). Followers fetch from it and its clients are
+	// trusted as brokers: it is PLAINTEXT, for networks where every host
+	// is trusted (see docs/security.md).
+	InterBrokerName string
+	// Listeners are the broker's other listeners, each with its own
+	// security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
+	Listeners []Listener
 	// DataDir holds the partition logs and the quorum (log.dirs).
 	DataDir string
 	// NodeID is node.id; Rack is broker.rack; ClusterID is cluster.id

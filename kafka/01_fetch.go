@@ -175,13 +175,22 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 	if replicaID >= 0 {
 		f.replica = replicaID
 	}
+	// A follower's fetch moves the high watermark and the ISR: only the
+	// inter-broker listener takes one. Elsewhere every partition is
+	// TOPIC_AUTHORIZATION_FAILED, what Kafka answers a replica fetch
+	// whose principal may not CLUSTER_ACTION.
+	var denied int16
+	if replicaID >= 0 && (cx.session == nil || !cx.session.l.InterBroker) {
+		denied = kerr.TopicAuthorizationFailed.Code
+		f.replica = -1
+	}
 	f.topics = make([]fetchTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := &f.topics[i]
 		t.name, t.id = rt.Topic, rt.TopicID
-		var topicErr int16
-		if req.Version >= 13 {
+		topicErr := denied
+		if req.Version >= 13 && denied == 0 {
 			// KIP-516: v13+ names topics by id only.
 			if info, ok := s.eng.TopicByID(rt.TopicID); ok {
 				t.name = info.Name

@@ -57,7 +57,7 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	n := s.cfg.Node
 	img := n.Image()
-	resp.Brokers = liveBrokers(img)
+	resp.Brokers = liveBrokers(img, cx.listener())
 	clusterID := s.eng.ClusterID()
 	resp.ClusterID = &clusterID
 	resp.ControllerID = n.Controller().LeaderID()
@@ -218,16 +218,18 @@ func topicMetadata(req *kmsg.MetadataRequest, img *controller.Image, t *controll
 	return mt
 }
 
-// liveBrokers lists the brokers of img that are not fenced, for Metadata
-// and DescribeCluster.
-func liveBrokers(img *controller.Image) []kmsg.MetadataResponseBroker {
+// liveBrokers lists the brokers of img that are not fenced, at their
+// address on the named listener (those without it are left out, as Kafka
+// does), for Metadata and DescribeCluster.
+func liveBrokers(img *controller.Image, listener string) []kmsg.MetadataResponseBroker {
 	var out []kmsg.MetadataResponseBroker
 	for _, b := range img.Brokers() {
 		if b.Fenced {
 			continue
 		}
-		host, port, ok := splitHostPort(b.Addr)
-		if !ok {
+		addr, ok := b.Endpoint(listener)
+		host, port, ok2 := splitHostPort(addr)
+		if !ok || !ok2 {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()

@@ -64,7 +64,7 @@ func handleFindCoordinator(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 				looked = true
 				offsets, offsetsErr = s.offsetsTopic()
 			}
-			msg = s.groupCoordinator(&c, offsets, offsetsErr)
+			msg = s.groupCoordinator(cx, &c, offsets, offsetsErr)
 		}
 		if msg != "" {
 			c.ErrorMessage = &msg
@@ -89,7 +89,7 @@ func handleFindCoordinator(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 // (with the reason) when there is none. A leader that has not applied its
 // election yet answers the group's requests NOT_COORDINATOR, and the
 // client asks again.
-func (s *Server) groupCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, t *controller.Topic, err error) string {
+func (s *Server) groupCoordinator(cx *reqCtx, c *kmsg.FindCoordinatorResponseCoordinator, t *controller.Topic, err error) string {
 	fail := func(msg string) string {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return msg
@@ -114,8 +114,9 @@ func (s *Server) groupCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, t 
 	if !ok || b.Fenced {
 		return fail(fmt.Sprintf("the leader of %s-%d, broker %d, is not available", group.OffsetsTopic, part, p.Leader))
 	}
-	host, port, ok := splitHostPort(b.Addr)
-	if !ok {
+	addr, ok := b.Endpoint(cx.listener())
+	host, port, ok2 := splitHostPort(addr)
+	if !ok || !ok2 {
 		return fail(fmt.Sprintf("broker %d has no usable address", p.Leader))
 	}
 	c.NodeID, c.Host, c.Port = p.Leader, host, port

@@ -49,7 +49,7 @@ func handleDescribeCluster(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 	}
 	resp.ClusterID = s.eng.ClusterID()
 	resp.ControllerID = s.cfg.Node.Controller().LeaderID()
-	for _, mb := range liveBrokers(s.cfg.Node.Image()) {
+	for _, mb := range liveBrokers(s.cfg.Node.Image(), cx.listener()) {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
 		resp.Brokers = append(resp.Brokers, b)

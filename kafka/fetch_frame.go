@@ -193,8 +193,9 @@ func (f *fetch) encode() fetchFrame {
 			ne := kwire.Encoder{Flexible: true}
 			ne.ArrayLen(1)
 			ne.Int32(f.s.cfg.NodeID)
-			ne.Str(f.s.cfg.AdvertisedHost)
-			ne.Int32(f.s.cfg.AdvertisedPort)
+			host, port := f.cx.advertised()
+			ne.Str(host)
+			ne.Int32(port)
 			if f.s.cfg.Rack == "" {
 				ne.NullableStr(nil)
 			} else {

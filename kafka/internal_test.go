@@ -22,7 +22,7 @@ func TestFetchFramingTaggedFields(t *testing.T) {
 	for v := int16(fetchVersionMin); v <= fetchVersionMax; v++ {
 		for _, rack := range []string{"", "rack-a"} {
 			s := &Server{cfg: Config{NodeID: 3, AdvertisedHost: "broker.example", AdvertisedPort: 9093, Rack: rack}}
-			f := &fetch{s: s, cx: &reqCtx{correlationID: 77}, version: v, topics: []fetchTopic{{
+			f := &fetch{s: s, cx: &reqCtx{s: s, correlationID: 77}, version: v, topics: []fetchTopic{{
 				name: "t", id: [16]byte{9},
 				parts: []fetchPart{
 					{tp: engine.TP{Topic: "t", Partition: 0}, errCode: kerr.FencedLeaderEpoch.Code, hw: -1, lso: -1, logStart: -1, currentLeader: true, epochNow: 12},

@@ -61,6 +61,7 @@ type Server struct {
 	eng *engine.Core
 	log *slog.Logger
 
+	plaintext    *handler     // Serve's listener: PLAINTEXT and inter-broker
 	inflightSync atomic.Int64 // blocking handlers running on their own goroutines
 	waits        fetchWaits   // long-polling fetches (fetch_wait.go)
 	offsetsMu    sync.Mutex   // one creation of __consumer_offsets at a time (offsetsTopic)
@@ -78,7 +79,9 @@ func NewServer(cfg Config, eng *engine.Core) *Server {
 	if cfg.AutoCreateMax <= 0 {
 		cfg.AutoCreateMax = autoCreateMaxDefault
 	}
-	return &Server{cfg: cfg, eng: eng, log: cfg.Logger}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger}
+	s.plaintext = s.Listener(Listener{Name: string(Plaintext), Protocol: Plaintext, InterBroker: true}).(*handler)
+	return s
 }
 
 // api is one Kafka API: its key, the versions served, and its handler.
@@ -121,12 +124,14 @@ func register(a api) {
 type reqCtx struct {
 	s             *Server
 	c             *netpoll.Conn
+	session       *session // the connection's listener and principal
 	seq           uint64
 	key, version  int16
 	correlationID int32
 	clientID      string
 	start         time.Time
 	answered      atomic.Bool
+	onDone        func() // run once the response is written or dropped
 }
 
 // header is a request header (v1, or v2 with tagged fields for flexible
@@ -147,16 +152,24 @@ var (
 	errApiVersionsUnsupported = errors.New("kafka: unsupported ApiVersions version")
 )
 
-// Serve parses and decodes the request and dispatches it. It runs on the
-// connection's network goroutine, in request order for the connection.
+// Serve serves a connection of a PLAINTEXT listener that is also the
+// inter-broker listener: a Server is itself the netpoll.Handler of the
+// simplest broker. Listener makes the handler of any other listener.
 func (s *Server) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
+	s.plaintext.Serve(c, seq, frame)
+}
+
+// serve parses and decodes the request and dispatches it. It runs on the
+// connection's network goroutine, in request order for the connection,
+// once the listener's handler admitted the frame for the session.
+func (s *Server) serve(c *netpoll.Conn, seq uint64, frame []byte, ss *session) {
 	h, a, req, err := s.parseRequest(frame)
 	if err != nil && !errors.Is(err, errApiVersionsUnsupported) {
 		s.log.Debug("closing connection", "remote", c.RemoteAddr(), "err", err)
 		c.Close()
 		return
 	}
-	cx := &reqCtx{s: s, c: c, seq: seq, start: time.Now(),
+	cx := &reqCtx{s: s, c: c, seq: seq, start: time.Now(), session: ss,
 		key: h.key, version: h.version, correlationID: h.correlationID, clientID: h.clientID}
 	if err != nil {
 		// KIP-511: answer with UNSUPPORTED_VERSION in a v0 body that lists
@@ -246,7 +259,12 @@ func decode(req kmsg.Request, body []byte) (err error) {
 }
 
 // Closed is called when a connection goes away.
-func (s *Server) Closed(c *netpoll.Conn) { s.waits.connClosed(c) }
+func (s *Server) Closed(c *netpoll.Conn) {
+	if ss, ok := c.Context().(*session); ok && ss.timer != nil {
+		ss.timer.Stop()
+	}
+	s.waits.connClosed(c)
+}
 
 // parseHeader reads the request header up to the client id and returns the
 // rest (the tagged fields of a flexible header are left to the caller, who
@@ -301,6 +319,36 @@ func (cx *reqCtx) reply(resp kmsg.Response) {
 	cx.replyRaw(r)
 }
 
+// listener is the name of the listener the request came in on ("" when
+// the request came from no connection, in tests of a handler).
+func (cx *reqCtx) listener() string {
+	if cx.session == nil {
+		return ""
+	}
+	return cx.session.l.Name
+}
+
+// advertised is this broker's host and port on the request's listener.
+func (cx *reqCtx) advertised() (string, int32) {
+	if cx.session != nil && cx.session.l.Advertised != "" {
+		if host, port, ok := splitHostPort(cx.session.l.Advertised); ok {
+			return host, port
+		}
+	}
+	return cx.s.cfg.AdvertisedHost, cx.s.cfg.AdvertisedPort
+}
+
+// replyThenClose answers and closes the connection once the answer is
+// written (or dropped): Kafka's authenticator does so after a failed
+// authentication. The close runs on a goroutine of its own: OnDone runs
+// where netpoll writes, which on gnet holds the connection's lock that
+// Close takes.
+func (cx *reqCtx) replyThenClose(resp kmsg.Response) {
+	c := cx.c
+	cx.onDone = func() { go c.Close() }
+	cx.reply(resp)
+}
+
 // replyRaw sends a response built by hand (the fetch response, which
 // interleaves encoded bytes and file regions). It must start with the
 // response header.
@@ -309,6 +357,9 @@ func (cx *reqCtx) replyRaw(r *netpoll.Response) {
 		panic("kafka: request answered twice")
 	}
 	cx.s.observe(cx)
+	if cx.onDone != nil {
+		r.OnDone(cx.onDone)
+	}
 	cx.c.Reply(cx.seq, r)
 }
 

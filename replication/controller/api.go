@@ -23,8 +23,11 @@ import (
 // BrokerInfo describes a broker registering with the quorum.
 type BrokerInfo struct {
 	ID   int32
-	Addr string // host:port of its Kafka listener
+	Addr string // host:port of its inter-broker listener
 	Rack string // broker.rack, or empty
+	// Listeners are its advertised listeners by name (advertised.listeners):
+	// clients are told the address of the listener they came in on.
+	Listeners map[string]string
 }
 
 // CreateTopicRequest is one topic of a CreateTopics request.
@@ -127,7 +130,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, info BrokerInfo) (int64
 	if info.ID < 0 || info.Addr == "" {
 		return 0, errf(ErrInvalidRequest, "broker id %d, address %q", info.ID, info.Addr)
 	}
-	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack})
+	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack, configs: maps.Clone(info.Listeners)})
 	if err != nil {
 		return 0, err
 	}

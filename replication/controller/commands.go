@@ -6,7 +6,7 @@ type cmdType uint8
 
 const (
 	cmdNoop                cmdType = 1  // marks a point in the log (Sync)
-	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack; epoch = entry index
+	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack[, configs: listeners]; epoch = entry index
 	cmdUnfenceBroker       cmdType = 3  // brokerID, epoch
 	cmdFenceBroker         cmdType = 4  // brokerID, epoch
 	cmdCreateTopic         cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments
@@ -89,6 +89,11 @@ func (c *command) encode() []byte {
 		e.i32(c.brokerID)
 		e.str(c.addr)
 		e.str(c.rack)
+		if len(c.configs) > 0 {
+			// A trailing field, the listeners by name: entries written
+			// before it still decode.
+			e.stringMap(c.configs)
+		}
 	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
@@ -175,6 +180,11 @@ func decodeCommand(b []byte) (*command, error) {
 		c.brokerID = d.i32()
 		c.addr = d.str()
 		c.rack = d.str()
+		if len(d.b) > 0 {
+			if c.configs = d.stringMap(); len(c.configs) == 0 {
+				d.fail("an empty listener map")
+			}
+		}
 	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
 		c.brokerID = d.i32()
 		c.epoch = d.i64()

@@ -31,6 +31,7 @@ func seedCommands() []*command {
 	return []*command{
 		{typ: cmdNoop},
 		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", rack: "r1"},
+		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", rack: "r1", configs: map[string]string{"INTERNAL": "127.0.0.1:9092", "SASL_SSL": "10.0.0.1:9093"}},
 		{typ: cmdUnfenceBroker, brokerID: 2, epoch: 7},
 		{typ: cmdFenceBroker, brokerID: 3, epoch: 9},
 		{typ: cmdCreateTopic, topic: "orders", topicID: TopicID{1, 2, 3}, partitions: 2, rf: 2,

@@ -15,8 +15,11 @@ func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
 // Broker is a registered broker as the quorum knows it.
 type Broker struct {
 	ID   int32
-	Addr string // host:port of the broker's Kafka listener
+	Addr string // host:port of the broker's inter-broker listener
 	Rack string // broker.rack; empty when not set
+	// Listeners are the broker's advertised listeners by name; nil for a
+	// broker that registered before listeners were named (Addr serves all).
+	Listeners map[string]string
 	// Epoch is the broker epoch: the raft index of the entry that registered
 	// this incarnation, so it grows with every registration.
 	Epoch int64
@@ -87,6 +90,18 @@ func emptyImage() *Image {
 // and then calling Controller.Image again sees every change, coalesced, and
 // needs no subscription to cancel.
 func (img *Image) Superseded() <-chan struct{} { return img.superseded }
+
+// Endpoint is the address of broker b's listener name: its advertised
+// address there, or Addr when b registered no listener names. A broker
+// without that listener has none (Kafka leaves such brokers out of what
+// a client of the listener is told).
+func (b Broker) Endpoint(name string) (string, bool) {
+	if b.Listeners == nil {
+		return b.Addr, b.Addr != ""
+	}
+	addr, ok := b.Listeners[name]
+	return addr, ok
+}
 
 // Broker returns a registered broker.
 func (img *Image) Broker(id int32) (Broker, bool) {

@@ -12,7 +12,7 @@ import (
 //	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) |
 //	| 4 B    | u8 = 3  | u64   | i64              | count, broker.. | count, topic... | count, cred...  |
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
-//	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8
+//	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8 | listeners (count, name str, addr str...; v3)
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
 //	partition: replicas (count, i32...) | isr (count, i32...) | leader i32
@@ -24,8 +24,8 @@ import (
 // FileSnapshotStore keeps a CRC-64 of the file and checks it on open.
 //
 // Version 1 had no next producer id (it reads as 0: no block was handed
-// out before the command existed), version 2 no SCRAM credentials (none
-// existed); both are still read, never written.
+// out before the command existed), version 2 no SCRAM credentials and no
+// broker listeners (none existed); both are still read, never written.
 
 const snapshotMagic = "RLMI"
 const snapshotVersion = 3
@@ -49,6 +49,7 @@ func encodeImage(img *Image) []byte {
 		e.str(b.Rack)
 		e.i64(b.Epoch)
 		e.bool(b.Fenced)
+		e.stringMap(b.Listeners)
 	}
 	names := img.TopicNames()
 	e.uvarint(len(names))
@@ -116,6 +117,9 @@ func decodeImage(b []byte) (*Image, error) {
 	n := d.count(15)
 	for range n {
 		b := Broker{ID: d.i32(), Addr: d.str(), Rack: d.str(), Epoch: d.i64(), Fenced: d.bool()}
+		if v >= 3 {
+			b.Listeners = d.stringMap()
+		}
 		if d.err != nil {
 			break
 		}

@@ -187,7 +187,7 @@ func (t *tx) registerBroker(c *command) result {
 	if old, ok := t.broker(c.brokerID); ok && !old.Fenced {
 		t.fence(old)
 	}
-	t.setBroker(Broker{ID: c.brokerID, Addr: c.addr, Rack: c.rack, Epoch: int64(t.index)})
+	t.setBroker(Broker{ID: c.brokerID, Addr: c.addr, Rack: c.rack, Epoch: int64(t.index), Listeners: c.configs})
 	t.electLeaderless(func(*Topic) bool { return true })
 	e := &encoder{}
 	e.i64(int64(t.index))

@@ -24,6 +24,9 @@ type Config struct {
 	NodeID int32
 	Addr   string
 	Rack   string
+	// Listeners are the broker's advertised listeners by name, registered
+	// with the quorum (nil: Addr is the only one).
+	Listeners map[string]string
 	// LagTimeMax is replica.lag.time.max.ms (default 30s): a follower that
 	// has not caught up for longer leaves the ISR.
 	LagTimeMax time.Duration
@@ -140,7 +143,7 @@ func (n *Node) Start(eng *engine.Core, ctl *controller.Controller) error {
 	n.eng, n.ctl = eng, ctl
 	hb, stop := context.WithCancel(n.ctx)
 	n.stopHeartbeats = stop
-	if err := ctl.RegisterAndHeartbeat(hb, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack}); err != nil {
+	if err := ctl.RegisterAndHeartbeat(hb, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack, Listeners: n.cfg.Listeners}); err != nil {
 		stop()
 		return err
 	}
@@ -357,7 +360,7 @@ func (n *Node) apply(img *controller.Image) {
 		// Ready once the cluster knows this broker as it is now (its
 		// registration at this address applied): before that, Metadata
 		// from here would send clients to an address of a previous run.
-		if b, ok := img.Broker(me); ok && !b.Fenced && b.Addr == n.cfg.Addr {
+		if b, ok := img.Broker(me); ok && !b.Fenced && b.Addr == n.cfg.Addr && maps.Equal(b.Listeners, n.cfg.Listeners) {
 			close(n.ready)
 		}
 	}

@@ -1,0 +1,169 @@
+package broker
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"ringlog/internal/sasl"
+	"ringlog/kafka"
+	"ringlog/netpoll"
+)
+
+// Listener is one of the broker's listeners besides the inter-broker one
+// (Config.Listen): Kafka's listeners, advertised.listeners,
+// listener.security.protocol.map and the listener.name.<name>.* settings
+// of one name.
+type Listener struct {
+	// Name is the listener's name; Protocol its security protocol.
+	Name     string
+	Protocol kafka.SecurityProtocol
+	// Addr is the host:port to bind (port 0: a free port); Advertise the
+	// host:port clients are told (empty: Addr's host and the bound port).
+	Addr      string
+	Advertise string
+	// TLS serves the listener over TLS: required for SSL and SASL_SSL,
+	// refused for the others (see TLSConfig).
+	TLS *tls.Config
+	// Mechanisms is sasl.enabled.mechanisms (SASL protocols only).
+	Mechanisms []string
+	// PlainUsers are PLAIN's users (the listener's JAAS configuration).
+	PlainUsers sasl.PlainUsers
+	// ReauthMax is connections.max.reauth.ms (0: never).
+	ReauthMax time.Duration
+	// MaxReceiveBytes is sasl.server.max.receive.size (0: 512 KiB).
+	MaxReceiveBytes int32
+	// AuthTimeout bounds a SASL client's time to authenticate
+	// (ringlog.sasl.authentication.timeout.ms; 0: 30 s).
+	AuthTimeout time.Duration
+}
+
+// interBrokerName is the inter-broker listener's name when Config leaves
+// it empty: Kafka's default security.inter.broker.protocol, PLAINTEXT.
+const interBrokerName = "PLAINTEXT"
+
+// validate checks the listeners together: unique names, protocols that
+// can be honoured with what each listener is given.
+func (c *Config) validateListeners() error {
+	names := map[string]bool{c.interBroker(): true}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.Name == "" || names[l.Name] {
+			return fmt.Errorf("broker: listener name %q is empty or used twice (the inter-broker listener is %q)", l.Name, c.interBroker())
+		}
+		names[l.Name] = true
+		switch l.Protocol {
+		case kafka.Plaintext, kafka.SSL, kafka.SASLPlaintext, kafka.SASLSSL:
+		default:
+			return fmt.Errorf("broker: listener %s: security protocol %q (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", l.Name, l.Protocol)
+		}
+		if l.Protocol.TLS() != (l.TLS != nil) {
+			if l.TLS == nil {
+				return fmt.Errorf("broker: listener %s (%s) has no TLS configuration: set its ssl.keystore.* settings", l.Name, l.Protocol)
+			}
+			return fmt.Errorf("broker: listener %s is %s: its TLS configuration would go unused", l.Name, l.Protocol)
+		}
+		if l.Protocol.SASL() {
+			if len(l.Mechanisms) == 0 {
+				return fmt.Errorf("broker: listener %s (%s) enables no SASL mechanism: set sasl.enabled.mechanisms", l.Name, l.Protocol)
+			}
+			for _, m := range l.Mechanisms {
+				switch m {
+				case sasl.Plain:
+					if len(l.PlainUsers) == 0 {
+						return fmt.Errorf("broker: listener %s enables PLAIN without users: set listener.name.%s.plain.sasl.jaas.config with user_<name>=\"<password>\" entries", l.Name, lowerName(l.Name))
+					}
+				case sasl.ScramSHA256, sasl.ScramSHA512:
+				default:
+					return fmt.Errorf("broker: listener %s: SASL mechanism %q is not offered (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", l.Name, m)
+				}
+			}
+		} else if len(l.Mechanisms) > 0 || len(l.PlainUsers) > 0 {
+			return fmt.Errorf("broker: listener %s is %s: its SASL settings would go unused", l.Name, l.Protocol)
+		}
+	}
+	return nil
+}
+
+func (c *Config) interBroker() string {
+	if c.InterBrokerName != "" {
+		return c.InterBrokerName
+	}
+	return interBrokerName
+}
+
+// resolveListeners picks free ports for port-0 listeners (before the
+// start, so that the broker registers the addresses it will bind) and
+// returns each listener's advertised address by name, the inter-broker
+// one's included.
+func (b *Broker) resolveListeners(interAdvertise string) (map[string]string, error) {
+	adv := map[string]string{b.cfg.interBroker(): interAdvertise}
+	for i := range b.cfg.Listeners {
+		l := &b.cfg.Listeners[i]
+		var err error
+		if l.Addr, err = freePort(l.Addr); err != nil {
+			return nil, err
+		}
+		a := l.Advertise
+		if a == "" {
+			a = l.Addr
+		}
+		host, port, err := net.SplitHostPort(a)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p <= 0 || p > 65535 {
+			return nil, fmt.Errorf("broker: listener %s: advertised address %q", l.Name, a)
+		}
+		adv[l.Name] = net.JoinHostPort(host, port)
+	}
+	return adv, nil
+}
+
+// listen binds every listener besides the inter-broker one.
+func (b *Broker) listenOthers(base netpoll.Config, adv map[string]string) error {
+	for _, l := range b.cfg.Listeners {
+		nc := base
+		nc.Addr = l.Addr
+		if l.TLS != nil {
+			return fmt.Errorf("broker: listener %s: TLS is not served yet (TODO-NETPOLL-TLS)", l.Name)
+		}
+		h := b.srv.Listener(kafka.Listener{Name: l.Name, Protocol: l.Protocol, Advertised: adv[l.Name],
+			Mechanisms: l.Mechanisms, PlainUsers: l.PlainUsers, ReauthMax: l.ReauthMax, MaxReceiveBytes: l.MaxReceiveBytes,
+			AuthTimeout: l.AuthTimeout})
+		ns, err := netpoll.Listen(nc, h)
+		if err != nil {
+			return fmt.Errorf("broker: listener %s on %s: %w", l.Name, l.Addr, err)
+		}
+		b.push("listener "+l.Name, ns.Close)
+		b.others = append(b.others, namedServer{l.Name, ns})
+	}
+	return nil
+}
+
+type namedServer struct {
+	name string
+	ns   *netpoll.Server
+}
+
+// ListenerAddr is the bound address of the named listener, or "".
+func (b *Broker) ListenerAddr(name string) string {
+	if name == b.cfg.interBroker() {
+		return b.addr
+	}
+	for _, o := range b.others {
+		if o.name == name {
+			return o.ns.Addr().String()
+		}
+	}
+	return ""
+}
+
+func lowerName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

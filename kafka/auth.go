@@ -1,0 +1,243 @@
+package kafka
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/sasl"
+	"ringlog/netpoll"
+)
+
+// SecurityProtocol is a listener's security protocol, by Kafka's names
+// (listener.security.protocol.map).
+type SecurityProtocol string
+
+const (
+	Plaintext     SecurityProtocol = "PLAINTEXT"
+	SSL           SecurityProtocol = "SSL"
+	SASLPlaintext SecurityProtocol = "SASL_PLAINTEXT"
+	SASLSSL       SecurityProtocol = "SASL_SSL"
+)
+
+// SASL reports whether clients authenticate with SASL on the protocol.
+func (p SecurityProtocol) SASL() bool { return p == SASLPlaintext || p == SASLSSL }
+
+// TLS reports whether the protocol runs over TLS.
+func (p SecurityProtocol) TLS() bool { return p == SSL || p == SASLSSL }
+
+// Defaults of a SASL listener's limits.
+const (
+	// SASLMaxReceiveBytesDefault is sasl.server.max.receive.size: the
+	// largest frame an unauthenticated client may send.
+	SASLMaxReceiveBytesDefault = 512 << 10
+	// SASLAuthTimeoutDefault bounds the time from a connection's first
+	// byte to its authentication; a client that has not authenticated by
+	// then is disconnected.
+	SASLAuthTimeoutDefault = 30 * time.Second
+)
+
+// Listener is one of the broker's listeners as the protocol layer sees
+// it: how its clients authenticate. Server.Listener binds it to the
+// protocol handler that netpoll serves on the listener's socket.
+type Listener struct {
+	// Name is the listener's name (listeners=NAME://host:port).
+	Name     string
+	Protocol SecurityProtocol
+	// InterBroker marks inter.broker.listener.name: followers' fetches
+	// (a replica id >= 0) are served only here.
+	InterBroker bool
+	// Advertised is this broker's host:port on the listener
+	// (advertised.listeners; empty: Config.AdvertisedHost and Port).
+	Advertised string
+	// Mechanisms is sasl.enabled.mechanisms: PLAIN, SCRAM-SHA-256 and
+	// SCRAM-SHA-512 are served.
+	Mechanisms []string
+	// PlainUsers are PLAIN's users and passwords (the listener's JAAS
+	// configuration, user_<name>="<password>").
+	PlainUsers sasl.PlainUsers
+	// ReauthMax is connections.max.reauth.ms (0: sessions never expire).
+	// A client learns it in SaslAuthenticate's session_lifetime_ms and
+	// must authenticate again before it passes (KIP-368); a request after
+	// that closes the connection.
+	ReauthMax time.Duration
+	// MaxReceiveBytes is sasl.server.max.receive.size (0: 512 KiB).
+	MaxReceiveBytes int32
+	// AuthTimeout bounds the time to authenticate (0: 30 s).
+	AuthTimeout time.Duration
+}
+
+// Principal is the anonymous principal of a connection that does not
+// authenticate (PLAINTEXT, SSL without a client certificate), as Kafka
+// names it.
+const anonymous = "User:ANONYMOUS"
+
+// saslState is where a connection is in Kafka's SASL exchange
+// (SaslServerAuthenticator's states).
+type saslState uint8
+
+const (
+	saslHandshakeOrVersions saslState = iota // expecting ApiVersions or SaslHandshake
+	saslHandshake                            // ApiVersions seen: expecting SaslHandshake
+	saslAuthenticate                         // SaslHandshake done: SaslAuthenticate until the mechanism completes
+	saslComplete                             // authenticated
+)
+
+// session is a connection's security state, kept in its netpoll context.
+// The SASL state, mechanism and exchange are touched only on the
+// connection's network goroutine (Serve, and the SASL handlers, which are
+// async and so run there); the principal and expiry are read by handlers
+// on other goroutines.
+type session struct {
+	l *Listener
+
+	state saslState
+	mech  string
+	ex    sasl.Server
+	timer *time.Timer // the authentication deadline, until authenticated
+
+	principal atomic.Pointer[string]
+	expiry    atomic.Int64 // unix nanoseconds after which requests close the connection; 0: never
+}
+
+// Principal is "User:<name>" once authenticated, anonymous otherwise.
+func (ss *session) Principal() string {
+	if p := ss.principal.Load(); p != nil {
+		return *p
+	}
+	return anonymous
+}
+
+// handler serves one listener: it is the netpoll.Handler of the
+// listener's socket.
+type handler struct {
+	s *Server
+	l *Listener
+}
+
+// Listener returns the netpoll handler of a listener: requests on its
+// connections are gated by its security protocol, then served by s.
+func (s *Server) Listener(l Listener) netpoll.Handler {
+	if l.MaxReceiveBytes <= 0 {
+		l.MaxReceiveBytes = SASLMaxReceiveBytesDefault
+	}
+	if l.AuthTimeout <= 0 {
+		l.AuthTimeout = SASLAuthTimeoutDefault
+	}
+	return &handler{s: s, l: &l}
+}
+
+func (h *handler) Closed(c *netpoll.Conn) { h.s.Closed(c) }
+
+// Opened starts a new connection's session (netpoll.Opener), so that the
+// authentication deadline runs from the connection's first moment, not
+// from its first request.
+func (h *handler) Opened(c *netpoll.Conn) { h.open(c) }
+
+func (h *handler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
+	ss, ok := c.Context().(*session)
+	if !ok {
+		ss = h.open(c)
+	}
+	if err := ss.admit(frame); err != nil {
+		h.s.log.Debug("closing connection", "remote", c.RemoteAddr(), "listener", h.l.Name, "err", err)
+		c.Close()
+		return
+	}
+	h.s.serve(c, seq, frame, ss)
+}
+
+// open makes a new connection's session: authenticated at once on a
+// listener without SASL, else waiting for SASL with a deadline.
+func (h *handler) open(c *netpoll.Conn) *session {
+	ss := &session{l: h.l}
+	if h.l.Protocol.SASL() {
+		ss.timer = time.AfterFunc(h.l.AuthTimeout, func() {
+			if ss.principal.Load() == nil {
+				c.Close()
+			}
+		})
+	} else {
+		ss.state = saslComplete
+	}
+	c.SetContext(ss)
+	return ss
+}
+
+// admit vets a request frame against the session before it is parsed:
+// before authentication only ApiVersions, SaslHandshake and
+// SaslAuthenticate, in sasl.server.max.receive.size; after a session
+// expired, only a re-authentication.
+func (ss *session) admit(frame []byte) error {
+	if len(frame) < 2 {
+		return nil // parseHeader refuses it
+	}
+	key := kmsg.Key(int16(frame[0])<<8 | int16(frame[1]))
+	if ss.state != saslComplete {
+		if len(frame) > int(ss.l.MaxReceiveBytes) {
+			return fmt.Errorf("%w: %d-byte frame before authentication, sasl.server.max.receive.size is %d",
+				errBadRequest, len(frame), ss.l.MaxReceiveBytes)
+		}
+		switch {
+		case key == kmsg.ApiVersions && ss.state <= saslHandshake:
+		case key == kmsg.SASLHandshake && ss.state <= saslHandshake:
+		case key == kmsg.SASLAuthenticate && ss.state == saslAuthenticate:
+		default:
+			return fmt.Errorf("%w: %s during SASL authentication", errBadRequest, kmsg.NameForKey(int16(key)))
+		}
+		return nil
+	}
+	if exp := ss.expiry.Load(); exp != 0 && time.Now().UnixNano() > exp && key != kmsg.SASLHandshake && key != kmsg.SASLAuthenticate {
+		return fmt.Errorf("%w: SASL session expired (connections.max.reauth.ms) without re-authentication", errBadRequest)
+	}
+	return nil
+}
+
+// begin starts a mechanism's exchange after SaslHandshake.
+func (ss *session) begin(s *Server, mech string) {
+	ss.mech, ss.state = mech, saslAuthenticate
+	switch mech {
+	case sasl.Plain:
+		ss.ex = sasl.NewPlainServer(ss.l.PlainUsers)
+	default:
+		m := sasl.ScramMechanismNamed(mech)
+		ss.ex = sasl.NewScramServer(m, func(user string) (sasl.Credential, bool) {
+			c, ok := s.cfg.Node.Image().ScramCredential(user, int8(m))
+			return sasl.Credential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, ok
+		}, nonce())
+	}
+}
+
+// complete ends a successful exchange. A re-authentication must keep the
+// principal (Kafka refuses a change of principal, KIP-368). It returns the
+// session lifetime to tell the client (0: none).
+func (ss *session) complete(user string) (time.Duration, error) {
+	p := "User:" + user
+	if old := ss.principal.Load(); old != nil && *old != p {
+		return 0, fmt.Errorf("cannot change principals during re-authentication from %s to %s", *old, p)
+	}
+	ss.principal.Store(&p)
+	ss.state, ss.ex = saslComplete, nil
+	if ss.timer != nil {
+		ss.timer.Stop()
+	}
+	if ss.l.ReauthMax > 0 {
+		ss.expiry.Store(time.Now().Add(ss.l.ReauthMax).UnixNano())
+	}
+	return ss.l.ReauthMax, nil
+}
+
+// nonce is a SCRAM server nonce: 24 random bytes, base64 without commas.
+func nonce() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// enabled reports whether the listener offers mechanism m.
+func (l *Listener) enabled(m string) bool { return slices.Contains(l.Mechanisms, m) }

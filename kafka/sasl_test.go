@@ -1,0 +1,270 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"ringlog/broker"
+	"ringlog/kafka"
+)
+
+// saslBroker is a broker with a SASL_PLAINTEXT listener named SASL beside
+// its PLAINTEXT inter-broker one, offering PLAIN (user alice) and both
+// SCRAM mechanisms; it returns the broker and the SASL listener's address.
+func saslBroker(t *testing.T, tweak func(*broker.Listener)) (*testBroker, string) {
+	t.Helper()
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) {
+		l := broker.Listener{Name: "SASL", Protocol: kafka.SASLPlaintext, Addr: "127.0.0.1:0",
+			Mechanisms: []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"},
+			PlainUsers: map[string]string{"alice": "alice-secret"}}
+		if tweak != nil {
+			tweak(&l)
+		}
+		c.Listeners = append(c.Listeners, l)
+	}})
+	return b, b.B.ListenerAddr("SASL")
+}
+
+func saslClient(t *testing.T, addr string, m sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.SASL(m), kgo.RequestRetries(0),
+		kgo.RetryTimeout(2 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestSASLScramEndToEnd: SCRAM credentials made with kadm on the
+// PLAINTEXT listener authenticate kgo clients on the SASL listener (both
+// mechanisms), which produce and consume there; Metadata on the SASL
+// listener names its own address; a wrong password, an unknown user and a
+// credential of the other mechanism are SASL_AUTHENTICATION_FAILED.
+func TestSASLScramEndToEnd(t *testing.T) {
+	b, addr := saslBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := b.admin()
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-256"},
+		{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "carol-512"},
+	})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	described, err := adm.DescribeUserSCRAMs(ctx)
+	if err != nil || described.Error() != nil {
+		t.Fatalf("DescribeUserSCRAMs: %v %v", err, described.Error())
+	}
+	if c := described["carol"]; len(c.CredInfos) != 1 || c.CredInfos[0].Mechanism != kadm.ScramSha512 || c.CredInfos[0].Iterations != 8192 {
+		t.Fatalf("carol described as %+v", c)
+	}
+
+	for _, m := range []sasl.Mechanism{scram.Auth{User: "bob", Pass: "bob-256"}.AsSha256Mechanism(),
+		scram.Auth{User: "carol", Pass: "carol-512"}.AsSha512Mechanism(), plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()} {
+		topic := "sasl-" + strings.ToLower(m.Name())
+		cl := saslClient(t, addr, m, kgo.AllowAutoTopicCreation(), kgo.ConsumeTopics(topic))
+		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			t.Fatalf("%s: metadata: %v", m.Name(), err)
+		}
+		if len(md.Brokers) != 1 || net.JoinHostPort(md.Brokers[0].Host, itoa(md.Brokers[0].Port)) != addr {
+			t.Fatalf("%s: metadata on the SASL listener names %+v, want %s", m.Name(), md.Brokers, addr)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("hi")}).FirstErr(); err != nil {
+			t.Fatalf("%s: produce: %v", m.Name(), err)
+		}
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil || len(fs.Records()) != 1 {
+			t.Fatalf("%s: consume: %v %d", m.Name(), err, len(fs.Records()))
+		}
+	}
+
+	for _, m := range []sasl.Mechanism{scram.Auth{User: "bob", Pass: "wrong"}.AsSha256Mechanism(),
+		scram.Auth{User: "nobody", Pass: "bob-256"}.AsSha256Mechanism(),
+		scram.Auth{User: "bob", Pass: "bob-256"}.AsSha512Mechanism(),
+		plain.Auth{User: "alice", Pass: "wrong"}.AsMechanism()} {
+		cl := saslClient(t, addr, m)
+		err := cl.Ping(ctx)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("%s: %v, want SASL_AUTHENTICATION_FAILED", m.Name(), err)
+		}
+	}
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// TestSASLGate: before authentication only ApiVersions, SaslHandshake and
+// SaslAuthenticate are read (anything else closes the connection, as
+// Kafka's authenticator does), a mechanism the listener does not offer is
+// UNSUPPORTED_SASL_MECHANISM with the list it offers, a frame above
+// sasl.server.max.receive.size closes. On the PLAINTEXT listener the SASL
+// APIs are ILLEGAL_SASL_STATE.
+func TestSASLGate(t *testing.T) {
+	b, addr := saslBroker(t, func(l *broker.Listener) { l.AuthTimeout = time.Second; l.MaxReceiveBytes = 4096 })
+
+	w := dialWire(t, addr)
+	if resp := w.roundTrip(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions before authentication: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	w.send(kmsg.NewPtrMetadataRequest())
+	w.expectClosed()
+
+	w = dialWire(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "GSSAPI"
+	resp := w.roundTrip(hs).(*kmsg.SASLHandshakeResponse)
+	if resp.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(resp.SupportedMechanisms, ",") != "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" {
+		t.Fatalf("GSSAPI: %+v", resp)
+	}
+	w.expectClosed()
+
+	w = dialWire(t, addr)
+	hs.Mechanism = "PLAIN"
+	if resp := w.roundTrip(hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+		t.Fatalf("PLAIN: %+v", resp)
+	}
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.Version, auth.SASLAuthBytes = 2, make([]byte, 8192)
+	w.send(auth)
+	w.expectClosed()
+
+	w = dialWire(t, b.Addr)
+	if resp := w.roundTrip(hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslHandshake on PLAINTEXT: %+v", resp)
+	}
+	if resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse); resp.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslAuthenticate on PLAINTEXT: %+v", resp)
+	}
+}
+
+// TestSASLReauthentication: with connections.max.reauth.ms, SaslAuthenticate
+// tells the session lifetime; kgo re-authenticates on the same connection
+// and goes on; a connection that does not is closed at its next request.
+func TestSASLReauthentication(t *testing.T) {
+	_, addr := saslBroker(t, func(l *broker.Listener) { l.ReauthMax = 1500 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := saslClient(t, addr, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(), kgo.AllowAutoTopicCreation())
+	for i := range 4 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "reauth", Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		time.Sleep(time.Second)
+	}
+
+	w := dialWire(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	w.roundTrip(hs)
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.Version, auth.SASLAuthBytes = 2, []byte("\x00alice\x00alice-secret")
+	resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
+	if resp.ErrorCode != 0 || resp.SessionLifetimeMillis != 1500 {
+		t.Fatalf("authenticate: %+v", resp)
+	}
+	w.roundTrip(kmsg.NewPtrMetadataRequest())
+	time.Sleep(1600 * time.Millisecond)
+	w.send(kmsg.NewPtrMetadataRequest())
+	w.expectClosed()
+}
+
+// TestReplicaFetchOnlyOnInterBrokerListener: a Fetch with a replica id,
+// which moves high watermarks, is TOPIC_AUTHORIZATION_FAILED on any other
+// listener than the inter-broker one, even authenticated.
+func TestReplicaFetchOnlyOnInterBrokerListener(t *testing.T) {
+	b, addr := saslBroker(t, nil)
+	info := createTopic(t, b, "guarded", 1, nil)
+	w := dialWire(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	w.roundTrip(hs)
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.Version, auth.SASLAuthBytes = 2, []byte("\x00alice\x00alice-secret")
+	if resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse); resp.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", resp)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxWaitMillis = 12, 7, 0
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = info.Name
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	resp := w.roundTrip(req).(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("a replica fetch on the SASL listener: %+v", resp.Topics)
+	}
+}
+
+// TestAlterUserScramCredentialsErrors: Kafka's checks and messages, one
+// result per user; valid changes apply beside refused ones.
+func TestAlterUserScramCredentialsErrors(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	w := dialWire(t, b.Addr)
+	up := func(name string, mech int8, iters int32) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = name, mech, iters, []byte("salt"), []byte("salted-password-0123456789abcdef")
+		return u
+	}
+	del := func(name string, mech int8) kmsg.AlterUserSCRAMCredentialsRequestDeletion {
+		d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+		d.Name, d.Mechanism = name, mech
+		return d
+	}
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	req.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{up("ok", 1, 4096), up("few", 1, 4095), up("many", 2, 16385),
+		up("", 1, 4096), up("mech", 3, 4096), up("dup", 1, 4096), up("dup", 2, 4096)}
+	req.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del("ghost", 1)}
+	resp := w.roundTrip(req).(*kmsg.AlterUserSCRAMCredentialsResponse)
+	want := map[string]struct {
+		code int16
+		msg  string
+	}{
+		"ok":    {0, ""},
+		"few":   {kerr.UnacceptableCredential.Code, "Too few iterations"},
+		"many":  {kerr.UnacceptableCredential.Code, "Too many iterations"},
+		"":      {kerr.UnacceptableCredential.Code, "Username must not be empty"},
+		"mech":  {kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism"},
+		"dup":   {kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request"},
+		"ghost": {kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist"},
+	}
+	if len(resp.Results) != len(want) {
+		t.Fatalf("%d results, want %d: %+v", len(resp.Results), len(want), resp.Results)
+	}
+	for _, r := range resp.Results {
+		msg := ""
+		if r.ErrorMessage != nil {
+			msg = *r.ErrorMessage
+		}
+		if w := want[r.User]; r.ErrorCode != w.code || msg != w.msg {
+			t.Errorf("%q: %d %q, want %d %q", r.User, r.ErrorCode, msg, w.code, w.msg)
+		}
+	}
+	d := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	for _, u := range []string{"ok", "few", "ok"} {
+		du := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+		du.Name = u
+		d.Users = append(d.Users, du)
+	}
+	dr := w.roundTrip(d).(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if len(dr.Results) != 2 || dr.Results[0].User != "ok" || dr.Results[0].ErrorCode != kerr.DuplicateResource.Code ||
+		dr.Results[1].User != "few" || dr.Results[1].ErrorCode != kerr.ResourceNotFound.Code {
+		t.Fatalf("describe: %+v", dr.Results)
+	}
+}
