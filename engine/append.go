@@ -125,22 +125,22 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 			return nil
 		}
 		h, err := batch.Validate(b, batch.Strict)
+		var maxTs int64
+		walked := false
 		if err == nil && h.Codec() != batch.None {
 			// Validate walks uncompressed records only; as Kafka's
 			// LogValidator does, a compressed batch is inflated (bounded)
 			// so that no corrupt record is stored for consumers to choke on.
-			_, err = batch.CheckRecords(h, b, batch.Strict, maxDecompressed)
+			maxTs, err = batch.CheckRecords(h, b, batch.Strict, maxDecompressed)
+			walked = true
 		}
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
 			return nil
 		}
-		if !cfg.LogAppendTime && h.MaxTimestamp >= 0 {
-			if (cfg.TimestampBeforeMaxMs < nowMs && h.BaseTimestamp < nowMs-cfg.TimestampBeforeMaxMs) ||
-				h.MaxTimestamp-nowMs > cfg.TimestampAfterMaxMs {
-				done(AppendResult{}, fmt.Errorf("%w: batch timestamps %d..%d, broker time %d", ErrInvalidTimestamp, h.BaseTimestamp, h.MaxTimestamp, nowMs))
-				return nil
-			}
+		if err := checkTimestamps(cfg, h, b, maxTs, walked, nowMs); err != nil {
+			done(AppendResult{}, err)
+			return nil
 		}
 		r.batches = append(r.batches, b)
 		r.hdrs = append(r.hdrs, h)
