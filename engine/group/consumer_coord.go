@@ -41,6 +41,12 @@ func (c *Coordinator) ConsumerGroupHeartbeat(cl Client, req *kmsg.ConsumerGroupH
 		fail(e.err.Code, e.msg)
 		return
 	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		// Compiled here, on the connection's goroutine, so that the
+		// shard finds it compiled; a regex that does not compile is
+		// refused on the shard, after the member checks, in Kafka's order.
+		_, _ = c.regexes.compile(*req.SubscribedTopicRegex)
+	}
 	if req.MemberID == "" {
 		// v0: the coordinator names a joining member.
 		req.MemberID = newConsumerMemberID()
@@ -57,7 +63,7 @@ func newConsumerMemberID() string {
 }
 
 func (p *partition) env() *cgEnv {
-	return &cgEnv{now: time.Now(), topics: p.c.eng, cfg: &p.c.cfg}
+	return &cgEnv{now: time.Now(), topics: p.c.eng, cfg: &p.c.cfg, regexes: &p.c.regexes}
 }
 
 func (p *partition) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartbeatRequest, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
