@@ -14,8 +14,9 @@ type segmentHeader = batch.Header
 // AppendOptions qualify an append.
 type AppendOptions struct {
 	// RequireISR is acks=all: the append fails with ErrNotEnoughReplicas
-	// when the in-sync replicas are fewer than min.insync.replicas (one on
-	// an engine that is not replicated, SetISR's count on one that is).
+	// when the in-sync replicas are fewer than min.insync.replicas capped
+	// at the replica count (one of one on an engine that is not
+	// replicated, SetISR's counts on one that is).
 	// On a replicated engine the append is answered once the high
 	// watermark covers it, not when it is written.
 	RequireISR bool
@@ -110,9 +111,9 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 		done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrNotLeader, tp.Topic, tp.Partition))
 		return nil
 	}
-	isr := p.isr.Load()
-	if opts.RequireISR && !acks.Enough(isr, cfg.MinInsyncReplicas) {
-		done(AppendResult{}, fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicas, isr, cfg.MinInsyncReplicas))
+	isr, replicas := p.isr.Load(), p.replicas.Load()
+	if opts.RequireISR && !acks.Enough(isr, cfg.MinInsyncReplicas, replicas) {
+		done(AppendResult{}, fmt.Errorf("%w: %d in sync of %d replicas, min.insync.replicas %d", ErrNotEnoughReplicas, isr, replicas, cfg.MinInsyncReplicas))
 		return nil
 	}
 	r := &appendReq{p: p, opts: opts, done: done}
@@ -125,22 +126,22 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 			return nil
 		}
 		h, err := batch.Validate(b, batch.Strict)
+		var maxTs int64
+		walked := false
 		if err == nil && h.Codec() != batch.None {
 			// Validate walks uncompressed records only; as Kafka's
 			// LogValidator does, a compressed batch is inflated (bounded)
 			// so that no corrupt record is stored for consumers to choke on.
-			_, err = batch.CheckRecords(h, b, batch.Strict, maxDecompressed)
+			maxTs, err = batch.CheckRecords(h, b, batch.Strict, maxDecompressed)
+			walked = true
 		}
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
 			return nil
 		}
-		if !cfg.LogAppendTime && h.MaxTimestamp >= 0 {
-			if (cfg.TimestampBeforeMaxMs < nowMs && h.BaseTimestamp < nowMs-cfg.TimestampBeforeMaxMs) ||
-				h.MaxTimestamp-nowMs > cfg.TimestampAfterMaxMs {
-				done(AppendResult{}, fmt.Errorf("%w: batch timestamps %d..%d, broker time %d", ErrInvalidTimestamp, h.BaseTimestamp, h.MaxTimestamp, nowMs))
-				return nil
-			}
+		if err := checkTimestamps(cfg, h, b, maxTs, walked, nowMs); err != nil {
+			done(AppendResult{}, err)
+			return nil
 		}
 		r.batches = append(r.batches, b)
 		r.hdrs = append(r.hdrs, h)

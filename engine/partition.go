@@ -38,8 +38,11 @@ type partition struct {
 	leaderEpoch atomic.Int32
 	role        atomic.Int32
 	// isr is the size of the in-sync replica set that acks=all checks
-	// against min.insync.replicas (replicated engine; SetISR).
-	isr atomic.Int32
+	// against min.insync.replicas, and replicas the size of the
+	// partition's replica set, which caps min.insync.replicas (replicated
+	// engine; SetISR).
+	isr      atomic.Int32
+	replicas atomic.Int32
 
 	// Owned by the shard.
 	producers    *producerState

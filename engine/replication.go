@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"ringlog/engine/acks"
@@ -98,7 +99,7 @@ func (e *Core) BecomeLeader(tp TP, leaderEpoch int32) error {
 		}
 		p.leaderEpoch.Store(leaderEpoch)
 		if Role(p.role.Load()) != RoleLeader {
-			p.isr.Store(1)
+			e.resetISR(p)
 		}
 		p.role.Store(int32(RoleLeader))
 		return nil
@@ -181,19 +182,39 @@ func (p *partition) setHW(hw int64) {
 }
 
 // SetISR sets the number of in-sync replicas of tp, the leader included,
-// which an acks=all append needs to be at least the topic's
-// min.insync.replicas (ErrNotEnoughReplicas otherwise, as Kafka answers).
+// and of its replicas: an acks=all append needs the in-sync ones to be at
+// least the topic's min.insync.replicas capped at the replica count
+// (ErrNotEnoughReplicas otherwise, as Kafka answers; engine/acks.Enough).
 // Any goroutine may call it.
-func (e *Core) SetISR(tp TP, inSync int32) error {
+func (e *Core) SetISR(tp TP, inSync, replicas int32) error {
 	p, err := e.replicated(tp)
 	if err != nil {
 		return err
 	}
-	if inSync < 1 {
-		return fmt.Errorf("%w: %d in-sync replicas", ErrInvalidRequest, inSync)
+	if inSync < 1 || replicas < inSync {
+		return fmt.Errorf("%w: %d in-sync replicas of %d", ErrInvalidRequest, inSync, replicas)
 	}
+	// Two stores, not one: an append between them sees the ISR of one
+	// assignment and the replica count of the other, both values the
+	// controller committed; the replica count changes only with a
+	// reassignment, which ringlog does not do.
+	p.replicas.Store(replicas)
 	p.isr.Store(inSync)
 	return nil
+}
+
+// resetISR sets p's in-sync replicas to the leader alone. Without a
+// replication layer the leader is the only replica; with one, the replica
+// count is unknown until SetISR tells it, and an unknown count caps
+// nothing: min.insync.replicas then holds in full, so that a new leader
+// refuses an acks=all produce it cannot yet vouch for rather than take it.
+func (e *Core) resetISR(p *partition) {
+	p.isr.Store(1)
+	if e.cfg.OnAppended == nil {
+		p.replicas.Store(1)
+	} else {
+		p.replicas.Store(math.MaxInt32)
+	}
 }
 
 // parkAck keeps an acks=all answer until the high watermark covers end,

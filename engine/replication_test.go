@@ -427,7 +427,7 @@ func TestAcksAllWaitsForHW(t *testing.T) {
 			if r := <-all(mkBatch(t, 1, "x", 1, -1, 0, 0)); !errors.Is(r.err, ErrNotEnoughReplicas) {
 				t.Fatalf("acks=all with 1 in sync, min 2: %v", r.err)
 			}
-			mustOK(t, e.SetISR(tp, 2))
+			mustOK(t, e.SetISR(tp, 2, 3))
 			pid := int64(42)
 			first := all(mkBatch(t, 3, "a", 1, pid, 0, 0))  // 0..2
 			second := all(mkBatch(t, 2, "b", 1, pid, 0, 3)) // 3..4

@@ -227,7 +227,7 @@ func (e *Core) openPartitions(t *topic, from, to int32, fresh bool) error {
 		tp := TP{t.name, i}
 		p := &partition{tp: tp, topic: t, dir: filepath.Join(e.cfg.Dir, fmt.Sprintf("%s-%d", t.name, i))}
 		p.leaderEpoch.Store(0)
-		p.isr.Store(1)
+		e.resetISR(p)
 		p.acksMin.Store(math.MaxInt64)
 		t.partitions = append(t.partitions, p)
 		s := e.shardFor(tp)

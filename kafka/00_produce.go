@@ -185,6 +185,9 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 					if err != nil {
 						code := produceErrorCode(err)
 						p.fail(out, code, err.Error())
+						if re, ok := engine.AsRecordsError(err); ok {
+							recordErrors(out, re)
+						}
 						if logStartOnError(code) {
 							if st, err := s.eng.State(tp); err == nil {
 								out.LogStartOffset = st.LogStartOffset
@@ -251,6 +254,23 @@ func (p *produce) fail(out *kmsg.ProduceResponseTopicPartition, code int16, msg 
 		out.ErrorMessage = &msg // v8+ (KIP-467); older versions omit it
 	}
 	p.failed.Store(true)
+}
+
+// recordErrors names the records of a refused batch (v8+, KIP-467), with
+// Kafka's message for the whole partition: a client shows it, and the
+// records' own messages say what each did wrong.
+func recordErrors(out *kmsg.ProduceResponseTopicPartition, re *engine.RecordsError) {
+	out.ErrorRecords = make([]kmsg.ProduceResponseTopicPartitionErrorRecord, len(re.Records))
+	for i, r := range re.Records {
+		er := &out.ErrorRecords[i]
+		er.Default()
+		er.RelativeOffset, er.ErrorMessage = r.BatchIndex, kmsg.StringPtr(r.Message)
+	}
+	msg := "One or more records have been rejected due to invalid timestamp"
+	if !errors.Is(re, engine.ErrInvalidTimestamp) {
+		msg = fmt.Sprintf("One or more records have been rejected due to %d record errors", len(re.Records))
+	}
+	out.ErrorMessage = &msg
 }
 
 // finish counts down one partition (or the handler's own hold) and sends

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine/group"
 )
 
 // ConsumerGroupHeartbeat, v0 and v1 (KIP-848: the consumer group protocol
@@ -13,6 +15,16 @@ func init() {
 }
 
 func handleConsumerGroupHeartbeat(s *Server, cx *reqCtx, kreq kmsg.Request) {
-	s.cfg.Groups.ConsumerGroupHeartbeat(groupClient(cx), kreq.(*kmsg.ConsumerGroupHeartbeatRequest),
+	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	if req.SubscribedTopicRegex != nil && len(*req.SubscribedTopicRegex) > group.RegexMaxBytes {
+		// A protocol string holds at most 32,767 bytes: Kafka cannot
+		// decode such a request and closes the connection, and so does
+		// ringlog (the coordinator would refuse it too; engine/group's
+		// regex.go).
+		cx.noReply()
+		cx.c.Close()
+		return
+	}
+	s.cfg.Groups.ConsumerGroupHeartbeat(groupClient(cx), req,
 		func(r *kmsg.ConsumerGroupHeartbeatResponse) { cx.reply(r) })
 }

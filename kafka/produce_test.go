@@ -276,7 +276,9 @@ func TestProduceErrors(t *testing.T) {
 		{"produce v0", kafka.ProduceReq(0, 1, "errs", 0, good()), kerr.UnsupportedVersion.Code, false},
 		{"acks 2", kafka.ProduceReq(8, 2, "errs", 0, good()), kerr.InvalidRequiredAcks.Code, false},
 		{"transactional batch", kafka.ProduceReq(8, 1, "errs", 0, txn), kerr.TransactionalIDAuthorizationFailed.Code, false},
-		{"acks all, min.insync.replicas 2", kafka.ProduceReq(8, -1, "strict", 0, good()), kerr.NotEnoughReplicas.Code, false},
+		// min.insync.replicas is capped at the replica count, as Kafka 4
+		// caps it: one replica in sync of one is enough.
+		{"acks all, min.insync.replicas 2 of one replica", kafka.ProduceReq(8, -1, "strict", 0, good()), 0, true},
 		{"acks 1, min.insync.replicas 2", kafka.ProduceReq(8, 1, "strict", 0, good()), 0, true},
 	}
 	txnReq := kafka.ProduceReq(8, 1, "errs", 0, good())
@@ -298,7 +300,7 @@ func TestProduceErrors(t *testing.T) {
 		written bool
 	}{{"v13 by id", v13, 0, true}, {"v13 unknown id", unknownID, kerr.UnknownTopicID.Code, false}}...)
 
-	refusedByLog := map[string]bool{"codec": true, "null records": true, "timestamp too far ahead": true, "acks all, min.insync.replicas 2": true}
+	refusedByLog := map[string]bool{"codec": true, "null records": true, "timestamp too far ahead": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := producePart(t, w.roundTrip(c.req))
@@ -316,6 +318,11 @@ func TestProduceErrors(t *testing.T) {
 			}
 			if c.req.Version >= 5 && p.LogStartOffset != wantStart {
 				t.Fatalf("log start offset %d, want %d", p.LogStartOffset, wantStart)
+			}
+			// A refused timestamp names the record (KIP-467), as Kafka does.
+			if c.name == "timestamp too far ahead" && (len(p.ErrorRecords) != 1 || p.ErrorRecords[0].RelativeOffset != 0 ||
+				p.ErrorMessage == nil || *p.ErrorMessage != "One or more records have been rejected due to invalid timestamp") {
+				t.Fatalf("record errors %+v, message %v", p.ErrorRecords, p.ErrorMessage)
 			}
 			if c.req.Version == 13 && p.Partition != c.req.Topics[0].Partitions[0].Partition {
 				t.Fatalf("partition %d", p.Partition)

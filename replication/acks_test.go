@@ -17,7 +17,7 @@ import (
 // inSyncEnough is the engine's check of an acks=all produce against the
 // count of the committed ISR that the node gives it.
 func inSyncEnough(l *Leader, cfg Config) bool {
-	return acks.Enough(int32(len(l.ISR())), int32(cfg.MinISR))
+	return acks.Enough(int32(len(l.ISR())), int32(cfg.MinISR), int32(len(l.Replicas())))
 }
 
 func TestAcksAllCompletesInOrderExactlyWhenHWCovers(t *testing.T) {

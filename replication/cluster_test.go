@@ -523,7 +523,7 @@ func (c *cluster) produce(id int32, n int, acksAll bool) bool {
 	}
 	// The node gives the engine the committed ISR's size (engine.SetISR),
 	// which checks it against min.insync.replicas.
-	if acksAll && !acks.Enough(int32(len(b.leader.ISR())), int32(c.cfg.MinISR)) {
+	if acksAll && !acks.Enough(int32(len(b.leader.ISR())), int32(c.cfg.MinISR), int32(len(b.leader.Replicas()))) {
 		return false
 	}
 	res, err := b.log.Append([][]byte{c.mkBatch(n)}, segment.AppendOptions{LeaderEpoch: b.leaderEpoch})

@@ -3,10 +3,16 @@ package acks
 import "math"
 
 // Enough reports whether an acks=all produce may be appended to a
-// partition with inSync replicas in sync (the committed ISR, the leader
-// included) under min.insync.replicas minInsync. When it may not, the
-// produce is refused before anything is written (NOT_ENOUGH_REPLICAS).
-func Enough(inSync, minInsync int32) bool { return inSync >= minInsync }
+// partition of replicas replicas with inSync of them in sync (the
+// committed ISR, the leader included) under min.insync.replicas
+// minInsync. When it may not, the produce is refused before anything is
+// written (NOT_ENOUGH_REPLICAS). min.insync.replicas is capped at the
+// replica count, as Kafka 4 caps it (Partition.effectiveMinIsr, KIP-966):
+// a topic whose min.insync.replicas exceeds its replication factor takes
+// acks=all produces once every replica is in sync, rather than none ever.
+func Enough(inSync, minInsync, replicas int32) bool {
+	return inSync >= min(minInsync, max(replicas, 1))
+}
 
 // Covered reports whether an append whose records end before end (the LEO
 // right after it) is committed at high watermark hw.

@@ -16,13 +16,27 @@ func TestEnough(t *testing.T) {
 		{1, 2, false},
 		{1, 1, true},
 		{1, 0, true},
-		// Not capped at the replication factor (which the rule does not
-		// know): min.insync.replicas 5 refuses even a full ISR of three.
-		{3, 5, false},
+		// min.insync.replicas is capped at the replica count, as Kafka 4
+		// caps it (effectiveMinIsr): 5 over three replicas needs all three.
+		{3, 5, true},
+		{2, 5, false},
 	} {
-		if got := Enough(tc.inSync, tc.minInsync); got != tc.want {
-			t.Errorf("Enough(%d in sync, min %d) = %v, want %v", tc.inSync, tc.minInsync, got, tc.want)
+		if got := Enough(tc.inSync, tc.minInsync, 3); got != tc.want {
+			t.Errorf("Enough(%d in sync, min %d, 3 replicas) = %v, want %v", tc.inSync, tc.minInsync, got, tc.want)
 		}
+	}
+}
+
+// A single-replica topic with min.insync.replicas 2 takes acks=all
+// produces, as Kafka 4 takes them: min.insync.replicas above the replica
+// count once refused every one (NOT_ENOUGH_REPLICAS, found by
+// internal/difftest).
+func TestEnoughMinInsyncAboveReplicationFactor(t *testing.T) {
+	if !Enough(1, 2, 1) {
+		t.Error("one replica in sync of one, min.insync.replicas 2: refused")
+	}
+	if Enough(1, 2, 2) {
+		t.Error("one replica in sync of two, min.insync.replicas 2: taken")
 	}
 }
 

@@ -22,7 +22,7 @@
 //
 // # The rule
 //
-//	produce, acks=all ──Enough(in sync, min.insync.replicas)?──no──▶ NOT_ENOUGH_REPLICAS
+//	produce, acks=all ──Enough(in sync, min.insync.replicas, replicas)?──no──▶ NOT_ENOUGH_REPLICAS
 //	        │ yes: appended, its records end before `end`
 //	        ▼
 //	Park(end) ──HW >= end (Covered)──▶ Due: answered with success
@@ -31,7 +31,8 @@
 // Each step as Kafka's Partition and DelayedProduce take it:
 //
 //   - Enough: an acks=all produce is refused before it is appended when
-//     fewer replicas are in sync than min.insync.replicas. "In sync" is
+//     fewer replicas are in sync than min.insync.replicas, capped at the
+//     replica count (Kafka 4's effectiveMinIsr). "In sync" is
 //     the committed ISR, the leader included (Kafka checks the committed
 //     ISR too: a pending expansion may yet be refused), and one on an
 //     engine that is not replicated.
@@ -59,8 +60,9 @@
 //     original's end, below the ends of appends parked before it. Due and
 //     Fail look at every waiting produce, and Due answers in the order
 //     they were parked, not by end.
-//   - min.insync.replicas is not capped at the replication factor here,
-//     while the HW rule caps it (replication.Leader, KAFKA-15583): a topic
-//     whose min.insync.replicas exceeds its replication factor refuses
-//     every acks=all produce, as it did before this package existed.
+//   - min.insync.replicas is capped at the replication factor here, as the
+//     HW rule caps it (replication.Leader, KAFKA-15583) and as Kafka 4
+//     does: a topic whose min.insync.replicas exceeds its replication
+//     factor once refused every acks=all produce (NOT_ENOUGH_REPLICAS),
+//     which internal/difftest found against Kafka.
 package acks

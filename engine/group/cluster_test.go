@@ -129,7 +129,7 @@ func TestClusterElectedResigned(t *testing.T) {
 	beforeInstall = func(int32) { <-release }
 	defer func() { beforeInstall = nil }()
 	mustOK(t, e.BecomeLeader(offsetsTP, 1))
-	mustOK(t, e.SetISR(offsetsTP, 2))
+	mustOK(t, e.SetISR(offsetsTP, 2, 3))
 	c.Elected(0, 1)
 	waitPartState(t, e, c, partLoading)
 	if r := join(""); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {

@@ -2,7 +2,7 @@ package group
 
 import (
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
 	"time"
 
@@ -44,6 +44,9 @@ type cgEnv struct {
 	now    time.Time
 	topics topicSource
 	cfg    *Config
+	// regexes compiles subscribed regular expressions, once each; the
+	// heartbeat's path filled it before the shard runs (regex.go).
+	regexes *regexCache
 }
 
 // topicSource is the part of *engine.Core the groups read topics from.
@@ -193,6 +196,10 @@ func validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, cfg *Config) *hb
 		size += len(t)
 	}
 	if req.SubscribedTopicRegex != nil {
+		if n := len(*req.SubscribedTopicRegex); n > RegexMaxBytes {
+			// Kafka cannot decode such a request at all (regex.go).
+			return refuse(kerr.InvalidRequest, "SubscribedTopicRegex of %d bytes is above the limit of %d.", n, RegexMaxBytes)
+		}
 		size += len(*req.SubscribedTopicRegex)
 	}
 	if size > cfg.MemberMetadataMaxBytes {
@@ -210,13 +217,6 @@ func isBlank(s string) bool {
 		}
 	}
 	return true
-}
-
-// compileSubscription compiles a subscribed regular expression. Kafka
-// uses RE2/J and matches whole topic names; Go's regexp is RE2, anchored
-// here to match whole names too.
-func compileSubscription(re string) (*regexp.Regexp, error) {
-	return regexp.Compile("^(?:" + re + ")$")
 }
 
 // ownedFrom is the owned partitions a heartbeat reports (nil: not
@@ -362,7 +362,7 @@ func (cg *cgroup) memberHeartbeat(env *cgEnv, cl Client, req *kmsg.ConsumerGroup
 	}
 	subChanged := prev == nil || !slices.Equal(prev.topics, meta.topics) || !equalPtr(prev.regex, meta.regex)
 	if meta.regex != nil && (prev == nil || !equalPtr(prev.regex, meta.regex)) {
-		if _, err := compileSubscription(*meta.regex); err != nil {
+		if _, err := env.regexes.compile(*meta.regex); err != nil {
 			return nil, refuse(kerr.InvalidRegularExpression, "SubscribedTopicRegex `%s` is not a valid regular expression: %v.", *meta.regex, err)
 		}
 	}
@@ -378,7 +378,7 @@ func (cg *cgroup) memberHeartbeat(env *cgEnv, cl Client, req *kmsg.ConsumerGroup
 		// partitions were kept for it while it was away, so it gets them
 		// back at once and the group does not rebalance.
 		m = &cmember{id: req.MemberID, cur: currentAssignment{state: replaced.cur.state,
-			assigned: replaced.cur.assigned.clone(), revoking: assignment{}}}
+			assigned: replaced.cur.assigned.clone(), revoking: assignment{}, since: maps.Clone(replaced.cur.since)}}
 		target := cg.target[replaced.id]
 		recs = append(recs, cg.removeMember(replaced)...)
 		cg.target[m.id] = target

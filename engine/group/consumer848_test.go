@@ -57,6 +57,7 @@ type harness struct {
 	topics  *testTopics
 	now     time.Time
 	written []record
+	regexes regexCache
 }
 
 func newHarness(t *testing.T) *harness {
@@ -65,7 +66,9 @@ func newHarness(t *testing.T) *harness {
 	return &harness{t: t, cg: newCgroup("g"), cfg: cfg, topics: newTestTopics(), now: time.Unix(1_700_000_000, 0)}
 }
 
-func (h *harness) env() *cgEnv { return &cgEnv{now: h.now, topics: h.topics, cfg: &h.cfg} }
+func (h *harness) env() *cgEnv {
+	return &cgEnv{now: h.now, topics: h.topics, cfg: &h.cfg, regexes: &h.regexes}
+}
 
 // do sends a heartbeat as the coordinator would (checked, then run) and
 // checks the group's invariants after it.

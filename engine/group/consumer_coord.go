@@ -41,6 +41,12 @@ func (c *Coordinator) ConsumerGroupHeartbeat(cl Client, req *kmsg.ConsumerGroupH
 		fail(e.err.Code, e.msg)
 		return
 	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		// Compiled here, on the connection's goroutine, so that the
+		// shard finds it compiled; a regex that does not compile is
+		// refused on the shard, after the member checks, in Kafka's order.
+		_, _ = c.regexes.compile(*req.SubscribedTopicRegex)
+	}
 	if req.MemberID == "" {
 		// v0: the coordinator names a joining member.
 		req.MemberID = newConsumerMemberID()
@@ -57,7 +63,7 @@ func newConsumerMemberID() string {
 }
 
 func (p *partition) env() *cgEnv {
-	return &cgEnv{now: time.Now(), topics: p.c.eng, cfg: &p.c.cfg}
+	return &cgEnv{now: time.Now(), topics: p.c.eng, cfg: &p.c.cfg, regexes: &p.c.regexes}
 }
 
 func (p *partition) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartbeatRequest, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
@@ -363,12 +369,15 @@ func (p *partition) consumerDescribe(id string, ops bool) kmsg.ConsumerGroupDesc
 	return d
 }
 
-// checkConsumerCommit is OffsetCommit's check for a consumer group
-// (Kafka's ConsumerGroup.validateOffsetCommit): with no member, anyone
-// may commit without a member epoch (an admin client, a consumer that
-// assigns itself); otherwise the member must exist, commit at v9 or
-// later, and with its current epoch (STALE_MEMBER_EPOCH otherwise, which
-// the member answers by heartbeating for its new epoch).
+// checkCommit is OffsetCommit's check for a consumer group (Kafka's
+// ConsumerGroup.validateOffsetCommit): with no member, anyone may commit
+// without a member epoch (an admin client, a consumer that assigns
+// itself); otherwise the member must exist, commit at v9 or later, and not
+// with an epoch newer than its own. An older epoch (a member whose commit
+// crossed the heartbeat that moved it on) commits only partitions it
+// still holds, assigned at or before that epoch (KIP-1251, Kafka 4.3):
+// any other partition refuses the whole commit with STALE_MEMBER_EPOCH,
+// which the member answers by heartbeating for its new epoch.
 func (cg *cgroup) checkCommit(req *kmsg.OffsetCommitRequest) int16 {
 	if req.Generation < 0 && len(cg.members) == 0 {
 		return 0
@@ -379,8 +388,25 @@ func (cg *cgroup) checkCommit(req *kmsg.OffsetCommitRequest) int16 {
 		return kerr.UnknownMemberID.Code
 	case req.Version < 9:
 		return kerr.UnsupportedVersion.Code
-	case req.Generation != m.cur.epoch:
+	case req.Generation > m.cur.epoch:
 		return kerr.StaleMemberEpoch.Code
+	case req.Generation < m.cur.epoch:
+		for _, t := range req.Topics {
+			id := t.TopicID
+			if id == ([16]byte{}) {
+				meta, ok := cg.subMeta[t.Topic]
+				if !ok {
+					return kerr.StaleMemberEpoch.Code
+				}
+				id = meta.id
+			}
+			for _, p := range t.Partitions {
+				since, ok := m.cur.assignedSince(id, p.Partition)
+				if !ok || req.Generation < since {
+					return kerr.StaleMemberEpoch.Code
+				}
+			}
+		}
 	}
 	return 0
 }

@@ -66,7 +66,7 @@ func (cg *cgroup) resolve(env *cgEnv, version uint64, re string) []string {
 		return names
 	}
 	var names []string
-	if rx, err := compileSubscription(re); err == nil {
+	if rx, err := env.regexes.compile(re); err == nil {
 		for _, t := range env.topics.Topics() {
 			if rx.MatchString(t.Name) {
 				names = append(names, t.Name)

@@ -156,6 +156,9 @@ type Coordinator struct {
 
 	mu     sync.Mutex // guards expiry
 	expiry *time.Timer
+
+	// regexes are the compiled KIP-848 subscriptions of every group here.
+	regexes regexCache
 }
 
 // partition is one partition of __consumer_offsets and the groups that

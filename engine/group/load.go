@@ -201,6 +201,15 @@ func (c *Coordinator) load(p *partition, gen uint64, epoch int32, finished func(
 	if st.bad > 0 {
 		c.log.Warn("group coordinator: skipped undecodable records", "partition", p.tp.Partition, "records", st.bad, "last_err", st.lastErr)
 	}
+	// The subscriptions' regexes are compiled here, on the replay's
+	// goroutine, rather than by the shard's first assignment (regex.go).
+	for _, cl := range st.consumers {
+		for _, m := range cl.members {
+			if m.regex != nil {
+				_, _ = c.regexes.compile(*m.regex)
+			}
+		}
+	}
 	if beforeInstall != nil {
 		beforeInstall(p.tp.Partition)
 	}

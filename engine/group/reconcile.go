@@ -181,7 +181,7 @@ func (rc *reconciler) compute(cur *currentAssignment, epoch int32) *currentAssig
 			adding.add(id, p)
 		}
 	}
-	next := &currentAssignment{prevEpoch: cur.prevEpoch, revoking: assignment{}}
+	next := &currentAssignment{prevEpoch: cur.prevEpoch, revoking: assignment{}, since: map[tpKey]int32{}}
 	setEpoch := func(e int32) {
 		// The previous epoch is the last one the member was told of
 		// before this one: a member whose answer was lost comes back
@@ -211,6 +211,19 @@ func (rc *reconciler) compute(cur *currentAssignment, epoch int32) *currentAssig
 		}
 		setEpoch(rc.targetEpoch)
 		next.assigned = kept
+	}
+	// A partition the member keeps (or still revokes) keeps the epoch it
+	// was assigned at; one it gets now is assigned at its new epoch.
+	for _, a := range []assignment{next.assigned, next.revoking} {
+		for id, ps := range a {
+			for _, p := range ps {
+				if e, ok := cur.assignedSince(id, p); ok {
+					next.since[tpKey{id, p}] = e
+				} else {
+					next.since[tpKey{id, p}] = next.epoch
+				}
+			}
+		}
 	}
 	return next
 }

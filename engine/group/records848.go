@@ -442,6 +442,26 @@ type currentAssignment struct {
 	state            memberState
 	assigned         assignment
 	revoking         assignment // PartitionsPendingRevocation
+
+	// since is the member epoch at which each partition of assigned and
+	// revoking was assigned to the member (KIP-1251's assignment epochs),
+	// by which an OffsetCommit at an older member epoch is judged. It is
+	// kept in memory only: a partition without one (after a load) counts
+	// as assigned at the member's current epoch, which refuses a lagging
+	// commit rather than take one Kafka might refuse.
+	since map[tpKey]int32
+}
+
+// assignedSince is the member epoch at which the member got partition p
+// of topic id, and whether it holds it (assigned or pending revocation).
+func (c *currentAssignment) assignedSince(id [16]byte, p int32) (int32, bool) {
+	if !c.assigned.has(id, p) && !c.revoking.has(id, p) {
+		return 0, false
+	}
+	if e, ok := c.since[tpKey{id, p}]; ok {
+		return e, true
+	}
+	return c.epoch, true
 }
 
 func currentAssignmentValue(c *currentAssignment) []byte {

@@ -111,6 +111,7 @@ func TestConsumerGroup(t *testing.T) {
 		a := &consumer{c: s.mainConn(), group: group, id: "difftest-member-a-0000"}
 		s.join("join", a, topic)
 		s.settle(2, a)
+		first := a.epoch
 		s.do("heartbeat", consumerHeartbeatReq(group, a.id, a.epoch))
 		s.do("describe", consumerDescribeReq(group, name(s.t, "nope")))
 		s.do("describe, classic API", describeGroupsReq(group))
@@ -122,6 +123,10 @@ func TestConsumerGroup(t *testing.T) {
 		b := &consumer{c: s.conn(), group: group, id: "difftest-member-b-0000"}
 		b.take(s.quietOn(b.c, consumerHeartbeatReq(group, b.id, 0, topic)).(*kmsg.ConsumerGroupHeartbeatResponse))
 		s.settle(2, a, b)
+		var kept int32 // the partition a kept when b came
+		for _, t := range a.owned {
+			kept = t.Partitions[0]
+		}
 		s.do("describe, two members", consumerDescribeReq(group))
 		s.doOn(b.c, "leave", consumerHeartbeatReq(group, b.id, -1))
 		s.settle(2, a)
@@ -143,6 +148,10 @@ func TestConsumerGroup(t *testing.T) {
 		s.do("classic heartbeat", heartbeatReq(group, a.id, a.epoch))
 		s.do("commit", commitReq(group, a.id, a.epoch, topic, 4, 0))
 		s.do("commit, stale epoch", commitReq(group, a.id, a.epoch-1, topic, 4, 0))
+		// KIP-1251: an older epoch commits what the member held since it.
+		s.do("commit at the first epoch, the partition kept", commitReq(group, a.id, first, topic, 5, kept))
+		s.do("commit at the first epoch, both partitions", commitReq(group, a.id, first, topic, 6, 0, 1))
+		s.do("commit, newer epoch", commitReq(group, a.id, a.epoch+1, topic, 6, 0))
 		s.do("fetch offsets", fetchOffsetsReq(group, topic, 0, 1))
 		s.do("leave the last", consumerHeartbeatReq(group, a.id, -1))
 		s.do("describe, empty", consumerDescribeReq(group))

@@ -12,8 +12,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// decompressor inflates the compressed batches of Fetch responses.
+var decompressor = kgo.DefaultDecompressor()
 
 // A difference between the two brokers' answers to one step, at one path
 // of the response (Topics[0].Partitions[1].ErrorCode).
@@ -395,7 +399,16 @@ func decodeBatches(b []byte) ([]fetchedBatch, string) {
 		}
 		recs := fb.RecordBatch.Records
 		fb.RecordBatch.Records = nil
-		if fb.Attributes&0x07 == 0 { // uncompressed: decode the records
+		if codec := fb.Attributes & 0x07; codec != 0 {
+			// Compressed: the compressed bytes are compared (Length,
+			// CRC), and the records inside as well, with a client's
+			// decompressor.
+			var err error
+			if recs, err = decompressor.Decompress(recs, kgo.CompressionCodecType(codec)); err != nil {
+				return out, fmt.Sprintf("a batch that does not decompress: %v", err)
+			}
+		}
+		{
 			for len(recs) > 0 {
 				l, m := binary.Varint(recs)
 				if m <= 0 || int(l) < 0 || int(l)+m > len(recs) {

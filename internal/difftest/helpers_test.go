@@ -1,11 +1,14 @@
 package difftest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -46,6 +49,7 @@ const (
 	vDescribeCluster      = 2
 	vConsumerHeartbeat    = 1
 	vConsumerDescribe     = 1
+	vDescribeLogDirs      = 4
 )
 
 // baseTimestamp is the first record's timestamp in every batch the scripts
@@ -197,4 +201,45 @@ func (s *side) coordinated(group string) {
 		// know, once it coordinates its partition.
 		return len(gs) == 1 && (gs[0].ErrorCode == 0 || gs[0].ErrorCode == kerr.GroupIDNotFound.Code)
 	})
+}
+
+// rec is one record of a batch built by batchOf: its timestamp and value.
+type rec struct {
+	ts    int64
+	value string
+}
+
+// batchOf builds a RecordBatch v2 of a producer that is not idempotent,
+// with each record's own timestamp (the batch's first timestamp is the
+// first record's, as Kafka's producer writes it; a record before it has a
+// negative delta) and the records compressed with codec (kgo's, not
+// ringlog's: the brokers get a client's bytes).
+func batchOf(codec kgo.CompressionCodec, recs ...rec) []byte {
+	var raw []byte
+	first, maxTs := recs[0].ts, recs[0].ts
+	for i, r := range recs {
+		maxTs = max(maxTs, r.ts)
+		kr := kmsg.Record{TimestampDelta64: r.ts - first, OffsetDelta: int32(i), Value: []byte(r.value)}
+		body := kr.AppendTo(nil)[1:]
+		kr.Length = int32(len(body))
+		raw = kr.AppendTo(raw)
+	}
+	attrs := int16(0)
+	if c, err := kgo.DefaultCompressor(codec); err != nil {
+		panic(err)
+	} else if c != nil {
+		var buf bytes.Buffer
+		out, typ := c.Compress(&buf, raw)
+		raw, attrs = slices.Clone(out), int16(typ)
+	}
+	n := int32(len(recs))
+	b := (&kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs, LastOffsetDelta: n - 1,
+		FirstTimestamp: first, MaxTimestamp: maxTs,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		NumRecords: n, Records: raw,
+	}).AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
 }

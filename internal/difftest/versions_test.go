@@ -37,6 +37,7 @@ var pinned = map[kmsg.Key][]int16{
 	kmsg.DescribeCluster:         {vDescribeCluster},
 	kmsg.ConsumerGroupHeartbeat:  {vConsumerHeartbeat},
 	kmsg.ConsumerGroupDescribe:   {vConsumerDescribe},
+	kmsg.DescribeLogDirs:         {vDescribeLogDirs},
 }
 
 // ringlogAPIs are the APIs ringlog serves (kafka/'s registry, as its
@@ -47,8 +48,6 @@ func init() {
 	for key := range pinned {
 		ringlogAPIs[int16(key)] = true
 	}
-	// Served, but not used by the scenarios.
-	ringlogAPIs[int16(kmsg.DescribeLogDirs)] = true
 }
 
 // TestVersions checks that both brokers serve every version the scenarios

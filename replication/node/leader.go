@@ -184,7 +184,7 @@ func (n *Node) alterPartition(pt *part, l *replication.Leader, c replication.ISR
 	} else {
 		moved, _ = l.ISRCommitted(c, replication.PartitionState{LeaderEpoch: res.LeaderEpoch, PartitionEpoch: res.PartitionEpoch, ISR: res.ISR}, time.Now())
 	}
-	hw, isr := l.HW(), len(l.ISR())
+	hw, isr, replicas := l.HW(), len(l.ISR()), len(l.Replicas())
 	pt.mu.Unlock()
 	if err != nil {
 		if n.ctx.Err() == nil {
@@ -193,7 +193,7 @@ func (n *Node) alterPartition(pt *part, l *replication.Leader, c replication.ISR
 		return
 	}
 	n.log.Info("node: ISR changed", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "isr", res.ISR, "partition_epoch", res.PartitionEpoch)
-	_ = n.eng.SetISR(pt.tp, int32(isr))
+	_ = n.eng.SetISR(pt.tp, int32(isr), int32(replicas))
 	if moved {
 		_ = n.eng.SetHW(pt.tp, hw)
 	}

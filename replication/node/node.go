@@ -464,7 +464,7 @@ func (n *Node) becomeLeader(img *controller.Image, pt *part, p controller.Partit
 	pt.role, pt.leaderID, pt.leaderEpoch, pt.leader = engine.RoleLeader, p.Leader, p.LeaderEpoch, l
 	hw := l.HW()
 	pt.mu.Unlock()
-	_ = n.eng.SetISR(pt.tp, int32(len(p.ISR)))
+	_ = n.eng.SetISR(pt.tp, int32(len(p.ISR)), int32(len(p.Replicas)))
 	_ = n.eng.SetHW(pt.tp, hw)
 	n.setFenced(img, pt)
 	n.log.Info("node: leader", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "epoch", p.LeaderEpoch, "isr", p.ISR, "leo", st.LEO, "hw", st.HW)
@@ -500,7 +500,7 @@ func (n *Node) leaderUpdate(img *controller.Image, pt *part, p controller.Partit
 	if err != nil && !errors.Is(err, replication.ErrStale) {
 		n.log.Warn("node: ISR update refused", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "err", err)
 	}
-	_ = n.eng.SetISR(pt.tp, int32(len(p.ISR)))
+	_ = n.eng.SetISR(pt.tp, int32(len(p.ISR)), int32(len(p.Replicas)))
 	if moved {
 		_ = n.eng.SetHW(pt.tp, hw)
 	}
