@@ -73,7 +73,52 @@ func (s *side) mainConn() *conn {
 // opened again for the next request); do then returns an empty response of
 // the right kind, so that the script goes on.
 func (s *side) do(label string, req kmsg.Request) kmsg.Response {
+	if res, ok := alteredTopic(req); ok {
+		return s.alterSettled(label, req, res)
+	}
 	return s.doOn(s.mainConn(), label, req)
+}
+
+// alteredTopic names the topic a config change that is not validate-only
+// alters.
+func alteredTopic(req kmsg.Request) (string, bool) {
+	switch r := req.(type) {
+	case *kmsg.AlterConfigsRequest:
+		if !r.ValidateOnly && len(r.Resources) == 1 && r.Resources[0].ResourceType == kmsg.ConfigResourceTypeTopic {
+			return r.Resources[0].ResourceName, true
+		}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		if !r.ValidateOnly && len(r.Resources) == 1 && r.Resources[0].ResourceType == kmsg.ConfigResourceTypeTopic {
+			return r.Resources[0].ResourceName, true
+		}
+	}
+	return "", false
+}
+
+// alterSettled does a topic config change and, when it succeeded, waits
+// (at most 2 s) until DescribeConfigs shows it: Kafka's controller
+// answers once the change is committed, and its broker, which answers
+// DescribeConfigs, applies it a moment later (on a loaded machine, a
+// describe right after an APPEND still showed the old list). ringlog's
+// describe shows a change at once.
+func (s *side) alterSettled(label string, req kmsg.Request, topic string) kmsg.Response {
+	describe := func() string {
+		r := s.quiet(describeConfigsReq(kmsg.ConfigResourceTypeTopic, topic))
+		return fmt.Sprintf("%+v", r)
+	}
+	before := describe()
+	resp := s.doOn(s.mainConn(), label, req)
+	ok := false
+	switch r := resp.(type) {
+	case *kmsg.AlterConfigsResponse:
+		ok = len(r.Resources) == 1 && r.Resources[0].ErrorCode == 0
+	case *kmsg.IncrementalAlterConfigsResponse:
+		ok = len(r.Resources) == 1 && r.Resources[0].ErrorCode == 0
+	}
+	for deadline := time.Now().Add(2 * time.Second); ok && describe() == before && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return resp
 }
 
 func (s *side) doOn(c *conn, label string, req kmsg.Request) kmsg.Response {
