@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -51,27 +50,6 @@ func (s *settings) applyFlush(policy string) error {
 	return nil
 }
 
-// listenerAddr takes "PLAINTEXT://host:port[,...]" (Kafka's listeners) and
-// returns host:port of the PLAINTEXT listener; other security protocols
-// are not supported.
-func listenerAddr(v string) (string, error) {
-	for _, l := range strings.Split(v, ",") {
-		l = strings.TrimSpace(l)
-		proto, addr, ok := strings.Cut(l, "://")
-		if !ok {
-			return "", fmt.Errorf("listener %q: want PROTOCOL://host:port", l)
-		}
-		if proto != "PLAINTEXT" {
-			return "", fmt.Errorf("listener %q: only PLAINTEXT is supported", l)
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return "", fmt.Errorf("listener %q: %w", l, err)
-		}
-		return addr, nil
-	}
-	return "", fmt.Errorf("no listener in %q", v)
-}
-
 // loadProperties applies a Kafka server.properties file.
 func (s *settings) loadProperties(r io.Reader) error {
 	kv := map[string]string{}
@@ -104,16 +82,21 @@ func (s *settings) loadProperties(r io.Reader) error {
 			}
 		}
 	}
+	listeners := map[string]string{}
 	for _, k := range order {
 		switch k {
 		case "log.retention.hours", "log.retention.minutes", "log.retention.ms", "log.roll.hours", "log.roll.ms":
+			continue
+		}
+		if isListenerKey(k) {
+			listeners[k] = kv[k]
 			continue
 		}
 		if err := s.set(k, kv[k]); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.buildListeners(listeners)
 }
 
 func (s *settings) set(k, v string) error {
@@ -157,10 +140,6 @@ func (s *settings) set(k, v string) error {
 	var err error
 	var n int64
 	switch k {
-	case "listeners":
-		s.Listen, err = listenerAddr(v)
-	case "advertised.listeners":
-		s.Advertise, err = listenerAddr(v)
 	case "log.dirs", "log.dir":
 		if strings.Contains(v, ",") {
 			return fmt.Errorf("%s=%s: one data directory is supported", k, v)

@@ -1,6 +1,12 @@
 package main
 
 import (
+	"crypto/x509/pkix"
+	"time"
+
+	"ringlog/internal/testkit"
+	"ringlog/kafka"
+
 	"errors"
 	"strings"
 	"testing"
@@ -85,15 +91,24 @@ default.replication.factor=2
 
 func TestServerPropertiesErrors(t *testing.T) {
 	for text, want := range map[string]string{
-		"zookeeper.connect=localhost:2181": `unknown config key "zookeeper.connect"`,
-		"listeners=SSL://0.0.0.0:9093":     "only PLAINTEXT",
-		"log.dirs=/a,/b":                   "one data directory",
-		"num.partitions=zero":              "num.partitions",
-		"log.segment.bytes=1":              "segment.bytes",
-		"just a line":                      "want key=value",
+		"zookeeper.connect=localhost:2181":                       `unknown config key "zookeeper.connect"`,
+		"listeners=SSL://0.0.0.0:9093":                           "inter.broker.listener.name: no listener named PLAINTEXT",
+		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2":           "no SASL mechanism",
+		"listeners=PLAINTEXT://:1,SSL://:2":                      "no keystore",
+		"listeners=PLAINTEXT://:1,CLIENT://:2":                   "CLIENT has no security protocol",
+		"listeners=PLAINTEXT://:1,PLAINTEXT://:2":                "PLAINTEXT named twice",
+		"listeners=PLAINTEXT://:1\ninter.broker.listener.name=X": "no listener named X",
+		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\ninter.broker.listener.name=SASL_PLAINTEXT":             "PLAINTEXT only",
+		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\nlistener.name.sasl_plaintext.plain.sasl.jaas.config=x": "PlainLoginModule",
+		"listeners=PLAINTEXT://:1\nadvertised.listeners=OTHER://h:1":                                                                         "OTHER is not in listeners",
+		"ssl.client.auth=required": "the only listener is PLAINTEXT",
+		"log.dirs=/a,/b":           "one data directory",
+		"num.partitions=zero":      "num.partitions",
+		"log.segment.bytes=1":      "segment.bytes",
+		"just a line":              "want key=value",
 	} {
 		s := defaultSettings()
-		err := s.loadProperties(strings.NewReader(text))
+		err := s.loadProperties(strings.NewReader(strings.ReplaceAll(text, `\n`, "\n")))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%q: err %v, want it to mention %q", text, err, want)
 		}
@@ -101,6 +116,43 @@ func TestServerPropertiesErrors(t *testing.T) {
 	s := defaultSettings()
 	if err := s.loadProperties(strings.NewReader("foo.bar=1")); !errors.Is(err, errUnknownKey) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// TestListenerProperties: Kafka's listener settings make an inter-broker
+// PLAINTEXT listener and a SASL_SSL one with its own mechanisms, JAAS
+// users, TLS files (a listener.name.<name>.ssl.* override beside the
+// global ssl.*) and re-authentication lifetime; the controller listener
+// is left to controller.quorum.voters.
+func TestListenerProperties(t *testing.T) {
+	ca := testkit.NewCA(t, "ca")
+	server := ca.Issue(pkix.Name{CommonName: "broker"})
+	text := `listeners=INTERNAL://127.0.0.1:19092,CLIENT://0.0.0.0:19093,CONTROLLER://127.0.0.1:19094
+advertised.listeners=INTERNAL://127.0.0.1:19092,CLIENT://broker.example:19093
+listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENT:SASL_SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=INTERNAL
+controller.listener.names=CONTROLLER
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.client.sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN
+listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" user_admin="a" user_alice="al\"ice";
+ssl.keystore.type=PEM
+ssl.keystore.location=` + server.File + `
+listener.name.client.ssl.truststore.location=` + ca.CertFile + `
+listener.name.client.ssl.client.auth=requested
+connections.max.reauth.ms=60000
+`
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader(text)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Listen != "127.0.0.1:19092" || s.InterBrokerName != "INTERNAL" || len(s.Listeners) != 1 {
+		t.Fatalf("listen %s as %s, others %+v", s.Listen, s.InterBrokerName, s.Listeners)
+	}
+	l := s.Listeners[0]
+	if l.Name != "CLIENT" || l.Protocol != kafka.SASLSSL || l.Addr != "0.0.0.0:19093" || l.Advertise != "broker.example:19093" ||
+		strings.Join(l.Mechanisms, ",") != "SCRAM-SHA-256,PLAIN" || l.PlainUsers["alice"] != `al"ice` || l.PlainUsers["admin"] != "a" ||
+		l.ReauthMax != time.Minute || l.TLS == nil {
+		t.Fatalf("CLIENT: %+v", l)
 	}
 }
 

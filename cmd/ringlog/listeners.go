@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"ringlog/broker"
+	"ringlog/kafka"
+)
+
+// The listener settings are read together once the whole file is in:
+// listeners names them, listener.security.protocol.map gives each its
+// protocol, inter.broker.listener.name picks the one brokers use, and the
+// listener.name.<name>.* keys override the global ssl.* and sasl.* ones
+// for one listener, as in Kafka.
+
+// isListenerKey reports the keys collected for buildListeners.
+func isListenerKey(k string) bool {
+	switch k {
+	case "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
+		"security.inter.broker.protocol", "controller.listener.names", "sasl.enabled.mechanisms",
+		"sasl.server.max.receive.size", "connections.max.reauth.ms", "ringlog.sasl.authentication.timeout.ms":
+		return true
+	}
+	return strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "listener.name.")
+}
+
+// defaultProtocols is listener.security.protocol.map's default: each
+// protocol is a listener name of its own.
+var defaultProtocols = map[string]kafka.SecurityProtocol{
+	"PLAINTEXT": kafka.Plaintext, "SSL": kafka.SSL, "SASL_PLAINTEXT": kafka.SASLPlaintext, "SASL_SSL": kafka.SASLSSL,
+}
+
+// buildListeners turns the collected listener settings into the broker's
+// listeners. Without a listeners key it leaves the default (one
+// PLAINTEXT listener, -listen) alone.
+func (s *settings) buildListeners(kv map[string]string) error {
+	for k := range kv {
+		if strings.HasPrefix(k, "listener.name.") && kv["listeners"] == "" {
+			return fmt.Errorf("%s: there is no listeners setting to apply it to", k)
+		}
+	}
+	if kv["listeners"] == "" {
+		for k := range kv {
+			if strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "sasl.") {
+				return fmt.Errorf("%s: the only listener is PLAINTEXT (set listeners with an SSL or SASL listener)", k)
+			}
+		}
+		return nil
+	}
+	protocols := map[string]kafka.SecurityProtocol{}
+	if v := kv["listener.security.protocol.map"]; v != "" {
+		for _, e := range strings.Split(v, ",") {
+			name, proto, ok := strings.Cut(strings.TrimSpace(e), ":")
+			p := kafka.SecurityProtocol(proto)
+			if _, known := defaultProtocols[proto]; !ok || !known || name == "" {
+				return fmt.Errorf("listener.security.protocol.map: %q (want NAME:PROTOCOL, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", e)
+			}
+			protocols[name] = p
+		}
+	} else {
+		protocols = defaultProtocols
+	}
+	controller := map[string]bool{}
+	for _, n := range splitList(kv["controller.listener.names"]) {
+		controller[n] = true
+	}
+	addrs, order, err := parseListeners("listeners", kv["listeners"])
+	if err != nil {
+		return err
+	}
+	adv := addrs
+	if v := kv["advertised.listeners"]; v != "" {
+		if adv, _, err = parseListeners("advertised.listeners", v); err != nil {
+			return err
+		}
+		for n := range adv {
+			if _, ok := addrs[n]; !ok {
+				return fmt.Errorf("advertised.listeners: %s is not in listeners", n)
+			}
+		}
+	}
+	inter := kv["inter.broker.listener.name"]
+	if inter == "" {
+		// Kafka's default: the listener named by
+		// security.inter.broker.protocol, PLAINTEXT.
+		inter = "PLAINTEXT"
+		if p := kv["security.inter.broker.protocol"]; p != "" {
+			inter = p
+		}
+	}
+	if _, ok := addrs[inter]; !ok {
+		return fmt.Errorf("inter.broker.listener.name: no listener named %s in listeners=%s (brokers and followers need a PLAINTEXT listener on a trusted network)", inter, kv["listeners"])
+	}
+	if p := protocols[inter]; p != kafka.Plaintext {
+		return fmt.Errorf("inter.broker.listener.name=%s is %s: brokers talk to each other over PLAINTEXT only in this version; name a PLAINTEXT listener on a trusted network for them", inter, p)
+	}
+	s.Listen, s.Advertise, s.InterBrokerName = addrs[inter], adv[inter], inter
+	s.Listeners = nil
+	for _, name := range order {
+		if name == inter || controller[name] {
+			// The controller listener is bound from controller.quorum.voters.
+			continue
+		}
+		p, ok := protocols[name]
+		if !ok {
+			return fmt.Errorf("listeners: %s has no security protocol in listener.security.protocol.map", name)
+		}
+		l, err := buildListener(kv, name, p)
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", name, err)
+		}
+		l.Addr, l.Advertise = addrs[name], adv[name]
+		s.Listeners = append(s.Listeners, l)
+	}
+	return nil
+}
+
+// listenerSetting is a listener's value of key: listener.name.<name>.<key>,
+// else the global key.
+func listenerSetting(kv map[string]string, name, key string) (string, bool) {
+	if v, ok := kv["listener.name."+strings.ToLower(name)+"."+key]; ok {
+		return v, true
+	}
+	v, ok := kv[key]
+	return v, ok
+}
+
+func buildListener(kv map[string]string, name string, p kafka.SecurityProtocol) (broker.Listener, error) {
+	l := broker.Listener{Name: name, Protocol: p}
+	prefix := "listener.name." + strings.ToLower(name) + "."
+	for k := range kv {
+		if strings.HasPrefix(k, "listener.name.") && strings.HasPrefix(k, prefix) {
+			rest := k[len(prefix):]
+			if !strings.HasPrefix(rest, "ssl.") && !strings.HasPrefix(rest, "sasl.") && !strings.HasSuffix(rest, ".sasl.jaas.config") &&
+				rest != "connections.max.reauth.ms" {
+				return l, fmt.Errorf("%s: not a per-listener setting ringlog reads", k)
+			}
+		}
+	}
+	if p.TLS() {
+		ts := broker.TLSSettings{}
+		for k := range kv {
+			if strings.HasPrefix(k, "ssl.") {
+				ts[k] = kv[k]
+			}
+			if strings.HasPrefix(k, prefix+"ssl.") {
+				ts[k[len(prefix):]] = kv[k]
+			}
+		}
+		cfg, err := broker.TLSConfig(ts, nil)
+		if err != nil {
+			return l, err
+		}
+		l.TLS = cfg
+	}
+	if !p.SASL() {
+		return l, nil
+	}
+	mechs, _ := listenerSetting(kv, name, "sasl.enabled.mechanisms")
+	l.Mechanisms = splitList(mechs)
+	if len(l.Mechanisms) == 0 {
+		return l, fmt.Errorf("no SASL mechanism: set sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default, GSSAPI, is not offered)")
+	}
+	if jaas, ok := kv[prefix+"plain.sasl.jaas.config"]; ok {
+		users, err := plainJAAS(jaas)
+		if err != nil {
+			return l, fmt.Errorf("%splain.sasl.jaas.config: %w", prefix, err)
+		}
+		l.PlainUsers = users
+	}
+	if v, ok := listenerSetting(kv, name, "connections.max.reauth.ms"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return l, fmt.Errorf("connections.max.reauth.ms=%s: want a count of milliseconds", v)
+		}
+		l.ReauthMax = time.Duration(n) * time.Millisecond
+	}
+	if v, ok := listenerSetting(kv, name, "sasl.server.max.receive.size"); ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return l, fmt.Errorf("sasl.server.max.receive.size=%s: want a positive byte count", v)
+		}
+		l.MaxReceiveBytes = int32(n)
+	}
+	if v, ok := kv["ringlog.sasl.authentication.timeout.ms"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return l, fmt.Errorf("ringlog.sasl.authentication.timeout.ms=%s: want a positive count of milliseconds", v)
+		}
+		l.AuthTimeout = time.Duration(n) * time.Millisecond
+	}
+	return l, nil
+}
+
+// parseListeners reads NAME://host:port,... into addresses by name and the
+// names in order.
+func parseListeners(key, v string) (map[string]string, []string, error) {
+	addrs := map[string]string{}
+	var order []string
+	for _, e := range splitList(v) {
+		name, addr, ok := strings.Cut(e, "://")
+		if !ok || name == "" {
+			return nil, nil, fmt.Errorf("%s: %q: want NAME://host:port", key, e)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, nil, fmt.Errorf("%s: %q: %w", key, e, err)
+		}
+		if _, dup := addrs[name]; dup {
+			return nil, nil, fmt.Errorf("%s: %s named twice", key, name)
+		}
+		addrs[name] = addr
+		order = append(order, name)
+	}
+	if len(order) == 0 {
+		return nil, nil, fmt.Errorf("%s: no listener", key)
+	}
+	return addrs, order, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+var jaasOption = regexp.MustCompile(`([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"`)
+
+// plainJAAS reads the users of a PlainLoginModule JAAS entry: each
+// user_<name>="<password>" option (username and password are the
+// broker's own, for a client it would be; ringlog's brokers talk
+// PLAINTEXT to each other, so they are read and not used).
+func plainJAAS(v string) (map[string]string, error) {
+	v = strings.TrimSpace(v)
+	if !strings.HasPrefix(v, "org.apache.kafka.common.security.plain.PlainLoginModule") {
+		return nil, fmt.Errorf("want org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;")
+	}
+	users := map[string]string{}
+	for _, m := range jaasOption.FindAllStringSubmatch(v, -1) {
+		if name, ok := strings.CutPrefix(m[1], "user_"); ok && name != "" {
+			users[name] = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[2])
+		}
+	}
+	if len(users) == 0 {
+		return nil, fmt.Errorf("no user_<name>=\"<password>\" option")
+	}
+	return users, nil
+}
