@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"ringlog/engine"
@@ -47,6 +48,14 @@ func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, brokerEpoch, fetchOf
 	case currentEpoch > l.LeaderEpoch():
 		pt.mu.Unlock()
 		return ErrUnknownLeaderEpoch
+	}
+	// A broker epoch above the one the quorum registered for the replica
+	// is no incarnation of it: honouring it would fence the real
+	// follower's fetches as stale (the reviewers' forged fetch with epoch
+	// MaxInt64).
+	if b, ok := n.Image().Broker(replicaID); brokerEpoch > 0 && (!ok || brokerEpoch > b.Epoch) {
+		pt.mu.Unlock()
+		return fmt.Errorf("%w: broker %d fetches with epoch %d, above the %d the quorum registered", replication.ErrStaleBrokerEpoch, replicaID, brokerEpoch, b.Epoch)
 	}
 	if err := l.BrokerEpoch(replicaID, brokerEpoch); err != nil {
 		pt.mu.Unlock()
