@@ -1,9 +1,12 @@
 package netpoll
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
+	"time"
 )
 
 // Defaults for the zero values of Config. MaxFrameBytes is Kafka's
@@ -13,6 +16,14 @@ const (
 	DefaultMaxInFlight    = 64
 	DefaultMaxQueuedBytes = 16 << 20
 	DefaultMaxConns       = 10000
+
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms default.
+	DefaultIdleTimeout      = 10 * time.Minute
+	DefaultWriteTimeout     = 2 * time.Minute
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultKeepAlive is Go's net.Listen default: the first probe after
+	// 15 s of silence, then every 15 s, 9 probes.
+	DefaultKeepAlive = 15 * time.Second
 )
 
 // Config configures a Server. The zero value of every limit means its
@@ -50,6 +61,72 @@ type Config struct {
 	// MaxConns bounds open connections; beyond it new connections are closed
 	// as soon as they are accepted.
 	MaxConns int
+	// MaxConnsPerIP bounds the open connections from one IP address
+	// (max.connections.per.ip); 0 means unlimited, Kafka's default. Like
+	// MaxConns it is checked at accept, and a refused connection is
+	// closed at once and counted in Stats.Rejected.
+	MaxConnsPerIP int
+	// MaxConnsPerIPOverrides gives some IP addresses their own bound
+	// instead of MaxConnsPerIP (max.connections.per.ip.overrides; a key is
+	// an IP address such as "10.0.0.7" or "::1", not a host name). 0
+	// refuses every connection from that address.
+	MaxConnsPerIPOverrides map[string]int
+
+	// InitialMaxFrameBytes bounds the request frames of a new connection,
+	// until the handler changes it with Conn.SetMaxFrameBytes; 0 means
+	// MaxFrameBytes, and it may not exceed MaxFrameBytes. Kafka keeps an
+	// unauthenticated SASL connection to sasl.server.max.receive.size
+	// (524288) and lifts it once the client has authenticated. A frame
+	// above the connection's bound closes it exactly as MaxFrameBytes
+	// does: with LengthPrefixed, before any of its body is allocated.
+	InitialMaxFrameBytes int32
+	// MaxQueuedRequestBytes is a budget shared by all connections for the
+	// request frames handed to the handler and not yet answered
+	// (queued.max.request.bytes). Once the bytes in flight reach it,
+	// connections that already have a request of their own in flight stop
+	// taking new ones (the MaxInFlight pause) until answers free bytes; a
+	// connection with none in flight is always served one, so a frame
+	// larger than the budget still goes through and no handler waiting on
+	// another connection's request can deadlock the server. Total request
+	// memory is therefore bounded by the budget plus one frame per
+	// connection. 0 or negative means unbounded, Kafka's default (-1).
+	MaxQueuedRequestBytes int64
+
+	// IdleTimeout closes a connection that has had no request in flight,
+	// no response waiting, and no byte read or written for this long
+	// (connections.max.idle.ms). A request in flight, a long poll among
+	// them, keeps its connection alive whatever the time. 0 means
+	// DefaultIdleTimeout (10 minutes, Kafka's default); negative disables.
+	// One sweeper per server checks every connection a few times per
+	// timeout, so a connection lives up to about an eighth longer.
+	IdleTimeout time.Duration
+	// WriteTimeout closes a connection whose responses wait to be written
+	// and whose socket has taken none of their bytes for this long: a
+	// client that stopped reading must not pin its responses (and the
+	// segment files their regions hold open) forever. Its responses are
+	// released (OnDone) and its unanswered requests dropped. Kafka has no
+	// equivalent setting. 0 means DefaultWriteTimeout (2 minutes);
+	// negative disables.
+	WriteTimeout time.Duration
+	// KeepAlive is the TCP keepalive idle time and probe interval of
+	// accepted connections, so that a peer that vanished without a FIN
+	// (a crashed host, a dropped NAT entry) is noticed. 0 means
+	// DefaultKeepAlive (15 s); negative disables keepalive.
+	KeepAlive time.Duration
+
+	// TLS, when set, makes every connection a TLS server connection
+	// (listeners with the SSL or SASL_SSL security protocol).
+	// gnet's event loops cannot terminate TLS, so a TLS server always
+	// serves on the portable path, whatever Portable says, and file
+	// regions are read and written through the TLS connection (no
+	// sendfile: the kernel cannot encrypt them). The handshake runs on
+	// the connection's reader goroutine, never in the accept loop.
+	TLS *tls.Config
+	// HandshakeTimeout bounds a TLS handshake, from accept to its end; a
+	// client that connects and says nothing is closed after it. 0 means
+	// DefaultHandshakeTimeout (10 s).
+	HandshakeTimeout time.Duration
+
 	// Logger receives connection errors (debug) and server events (info);
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -67,7 +144,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Addr == "" {
 		return cfg, fmt.Errorf("%w: no listen address", ErrConfig)
 	}
-	if cfg.Loops < 0 || cfg.MaxFrameBytes < 0 || cfg.MaxInFlight < 0 || cfg.MaxQueuedBytes < 0 || cfg.MaxConns < 0 {
+	if cfg.Loops < 0 || cfg.MaxFrameBytes < 0 || cfg.MaxInFlight < 0 || cfg.MaxQueuedBytes < 0 || cfg.MaxConns < 0 ||
+		cfg.MaxConnsPerIP < 0 || cfg.InitialMaxFrameBytes < 0 || cfg.HandshakeTimeout < 0 {
 		return cfg, fmt.Errorf("%w: negative limit in %+v", ErrConfig, cfg)
 	}
 	if cfg.Splitter == nil {
@@ -88,10 +166,37 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.InitialMaxFrameBytes == 0 {
+		cfg.InitialMaxFrameBytes = cfg.MaxFrameBytes
+	}
+	if cfg.InitialMaxFrameBytes > cfg.MaxFrameBytes {
+		return cfg, fmt.Errorf("%w: InitialMaxFrameBytes %d above MaxFrameBytes %d", ErrConfig, cfg.InitialMaxFrameBytes, cfg.MaxFrameBytes)
+	}
+	if cfg.MaxQueuedRequestBytes < 0 {
+		cfg.MaxQueuedRequestBytes = 0 // unbounded, however it was said
+	}
+	for ip, n := range cfg.MaxConnsPerIPOverrides {
+		if _, err := netip.ParseAddr(ip); err != nil || n < 0 {
+			return cfg, fmt.Errorf("%w: MaxConnsPerIPOverrides[%q] = %d: want an IP address and a bound >= 0", ErrConfig, ip, n)
+		}
+	}
+	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.WriteTimeout = orDefault(cfg.WriteTimeout, DefaultWriteTimeout)
+	cfg.KeepAlive = orDefault(cfg.KeepAlive, DefaultKeepAlive)
+	cfg.HandshakeTimeout = orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return cfg, nil
+}
+
+// orDefault returns def for a zero duration, and d otherwise (a negative
+// one disables what it times).
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // pausedInboundMax is how many unread request bytes a paused gnet connection

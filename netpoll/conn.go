@@ -1,7 +1,9 @@
 package netpoll
 
 import (
+	"crypto/tls"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +19,8 @@ type transport interface {
 	notify()
 	// close closes the connection asynchronously. Any goroutine.
 	close()
+	// closeFor is close with the reason to log (a limit that closed it).
+	closeFor(err error)
 }
 
 // slot states of the in-flight window.
@@ -29,6 +33,9 @@ const (
 type slot struct {
 	state uint8
 	r     *Response
+	// bytes is the request frame's length while it counts against
+	// MaxQueuedRequestBytes (handed out, not answered); 0 otherwise.
+	bytes int32
 }
 
 // Conn is one client connection as the handler sees it.
@@ -41,7 +48,22 @@ type Conn struct {
 	srv    *Server
 	t      transport
 	remote net.Addr
+	ip     netip.Addr // the remote address's IP, for MaxConnsPerIP
 	ctx    atomic.Pointer[any]
+	tls    atomic.Pointer[tls.ConnectionState]
+
+	// frameMax is the bound on the next request frames (SetMaxFrameBytes);
+	// the reader reads it between frames.
+	frameMax atomic.Int32
+
+	// readMark and writeMark are raised when bytes are read from or
+	// written to the socket, and lowered by the sweeper, which turns them
+	// into times (IdleTimeout, WriteTimeout). outBuffered is what gnet's
+	// outbound buffer held at the end of the loop's last turn for the
+	// connection (always 0 on the portable path).
+	readMark, writeMark atomic.Bool
+	outBuffered         atomic.Int64
+	sweep               sweepState // the sweeper's only
 
 	// queued counts this connection's response bytes replied and not yet
 	// written (Stats.QueuedBytes is the sum): answers add, the writer
@@ -67,15 +89,18 @@ type Conn struct {
 	spare []*Response // writer only: the previous ready slice, reused
 }
 
-func newConn(s *Server, t transport, remote net.Addr) *Conn {
-	return &Conn{
+func newConn(s *Server, t transport, remote net.Addr, ip netip.Addr) *Conn {
+	c := &Conn{
 		srv:    s,
 		t:      t,
 		remote: remote,
+		ip:     ip,
 		window: make([]slot, s.cfg.MaxInFlight),
 		held:   make([]heldFrame, s.cfg.MaxInFlight),
 		gone:   make(chan struct{}),
 	}
+	c.frameMax.Store(s.cfg.InitialMaxFrameBytes)
+	return c
 }
 
 // heldFrame is the pooled buffer under a request's frame.
@@ -124,6 +149,27 @@ func (c *Conn) Context() any {
 	}
 	return nil
 }
+
+// SetMaxFrameBytes bounds the request frames of this connection that
+// follow; n <= 0, or n above Config.MaxFrameBytes, means MaxFrameBytes.
+// A new connection starts at Config.InitialMaxFrameBytes. Called from
+// Handler.Serve (the usual case: Kafka lifts sasl.server.max.receive.size
+// once a client has authenticated), it applies to the very next frame;
+// from another goroutine, to the frames whose first bytes are looked at
+// after it. A frame above the bound closes the connection, with
+// LengthPrefixed before any of its body is allocated.
+func (c *Conn) SetMaxFrameBytes(n int32) {
+	if n <= 0 || n > c.srv.cfg.MaxFrameBytes {
+		n = c.srv.cfg.MaxFrameBytes
+	}
+	c.frameMax.Store(n)
+}
+
+// TLS returns the state of the connection's TLS session once its
+// handshake has completed (the handler reads the client's certificate
+// from it), and nil on a plaintext connection. Any goroutine; Serve is
+// never called before the handshake has completed.
+func (c *Conn) TLS() *tls.ConnectionState { return c.tls.Load() }
 
 // Done returns a channel closed when the connection is gone, before
 // Handler.Closed: a handler that waits for something (a long poll, a
@@ -184,13 +230,18 @@ func (c *Conn) answer(seq uint64, state uint8, r *Response) {
 		}
 		return
 	}
-	c.window[seq%uint64(len(c.window))] = slot{state: state, r: r}
+	sl := &c.window[seq%uint64(len(c.window))]
+	freed := sl.bytes
+	*sl = slot{state: state, r: r}
 	if r != nil {
 		c.queued.Add(r.wireLen())
 		c.srv.st.queuedBytes.Add(r.wireLen())
 	}
 	released := c.releaseLocked()
 	c.mu.Unlock()
+	if freed > 0 {
+		c.srv.unqueueRequest(int64(freed))
+	}
 	if released {
 		c.t.notify()
 	}
@@ -220,11 +271,11 @@ func (c *Conn) releaseLocked() bool {
 	return moved
 }
 
-// begin hands out the sequence number of a request about to be served, or
-// reports false when the server is closing (the request is not served).
-// Reader side only (the event loop or the reader goroutine), after
-// checking that the window has room (paused).
-func (c *Conn) begin() (uint64, bool) {
+// begin hands out the sequence number of a request of n bytes about to be
+// served, or reports false when the server is closing (the request is not
+// served). Reader side only (the event loop or the reader goroutine),
+// after checking that the window has room (paused).
+func (c *Conn) begin(n int) (uint64, bool) {
 	// In-flight first, closing second; Server.Close does the reverse. With
 	// both sequentially consistent, either Close sees this request or this
 	// request sees the server closing: none is served unseen.
@@ -239,19 +290,57 @@ func (c *Conn) begin() (uint64, bool) {
 	}
 	seq := c.assigned
 	c.assigned++
+	budgeted := c.srv.cfg.MaxQueuedRequestBytes > 0 && n > 0
+	if budgeted {
+		c.window[seq%uint64(len(c.window))].bytes = int32(n)
+	}
 	c.mu.Unlock()
+	if budgeted {
+		c.srv.reqBytes.Add(int64(n))
+	}
 	c.srv.st.frames.Add(1)
 	return seq, true
 }
 
-// paused reports whether the reader must stop: the window is full, or more
+// paused reports whether the reader must stop: the window is full, more
 // than MaxQueuedBytes are waiting to be written (extra counts bytes queued
-// outside netpoll, in gnet's outbound buffer). Reader side only.
+// outside netpoll, in gnet's outbound buffer), or the server's request
+// budget is spent while this connection has a request in flight. Reader
+// side only.
 func (c *Conn) paused(extra int64) bool {
 	c.mu.Lock()
-	full := c.assigned-c.next >= uint64(len(c.window))
+	own := c.assigned - c.next
 	c.mu.Unlock()
-	return full || c.queued.Load()+extra > c.srv.cfg.MaxQueuedBytes
+	if own >= uint64(len(c.window)) || c.queued.Load()+extra > c.srv.cfg.MaxQueuedBytes {
+		return true
+	}
+	// A connection with nothing in flight is always served one request:
+	// the budget may not starve it (a frame larger than the budget still
+	// passes once the others are answered), nor deadlock a handler whose
+	// requests wait on this connection's next one.
+	return own > 0 && c.srv.overBudget(c)
+}
+
+// busy reports whether the connection has a request in flight or a
+// response not yet written: it is not idle, however long that takes.
+func (c *Conn) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.assigned != c.next || len(c.ready) > 0
+}
+
+// markRead and markWrite tell the sweeper that bytes moved. Reader and
+// writer side; a store only when the sweeper has lowered the flag since.
+func (c *Conn) markRead() {
+	if !c.readMark.Load() {
+		c.readMark.Store(true)
+	}
+}
+
+func (c *Conn) markWrite() {
+	if !c.writeMark.Load() {
+		c.writeMark.Store(true)
+	}
 }
 
 // takeReady moves the ready responses to the writer's cursor. Writer side
@@ -277,6 +366,7 @@ func (c *Conn) wrote(n int64) {
 	if n <= 0 {
 		return
 	}
+	c.markWrite()
 	c.queued.Add(-n)
 	c.srv.st.queuedBytes.Add(-n)
 	c.srv.st.bytesOut.Add(n)
@@ -309,9 +399,10 @@ func (c *Conn) teardown() {
 	c.closed = true
 	close(c.gone)
 	var drop []*Response
-	unanswered := int64(0)
+	unanswered, freed := int64(0), int64(0)
 	for seq := c.next; seq < c.assigned; seq++ {
 		sl := &c.window[seq%uint64(len(c.window))]
+		freed += int64(sl.bytes)
 		if sl.state == slotReply {
 			drop = append(drop, sl.r)
 		} else {
@@ -325,6 +416,10 @@ func (c *Conn) teardown() {
 	c.mu.Unlock()
 
 	c.srv.st.inFlight.Add(-unanswered)
+	if freed > 0 {
+		c.srv.unqueueRequest(freed)
+	}
+	c.srv.budgetForget(c)
 	for _, r := range drop {
 		c.dropped(r, r.wireLen())
 	}

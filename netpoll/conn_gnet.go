@@ -39,6 +39,7 @@ type loopConn struct {
 	budget    int64 // bytes this turn of the loop may still write
 	yielded   bool  // this turn ran out of budget and queued a wake-up
 	reason    error // why netpoll closed it, for the log
+	lastOut   int64 // gnet's outbound buffer as last published (Conn.outBuffered)
 
 	// scheduled means the loop will look at the outbox after now: set while
 	// the loop works on the connection and by whoever queued a wake-up, so
@@ -53,6 +54,7 @@ type loopConn struct {
 	// closed and a late Wake would write to whatever reused the number.
 	trig sync.Mutex
 	dead bool
+	why  error // closeFor's reason, under trig
 }
 
 // notify implements transport: make sure the loop looks at the outbox.
@@ -72,6 +74,16 @@ func (lc *loopConn) wakeNow() {
 	lc.trig.Unlock()
 }
 
+// closeFor implements transport. Any goroutine.
+func (lc *loopConn) closeFor(err error) {
+	lc.trig.Lock()
+	if lc.why == nil {
+		lc.why = err
+	}
+	lc.trig.Unlock()
+	lc.close()
+}
+
 // close implements transport. Any goroutine.
 func (lc *loopConn) close() {
 	lc.closeReq.Store(true)
@@ -82,10 +94,43 @@ func (lc *loopConn) close() {
 	lc.trig.Unlock()
 }
 
-// serve is OnTraffic: write what is ready, read and serve frames, write what
-// that produced. Replies from other goroutines arriving meanwhile find
-// scheduled set and queue nothing; the look after clearing it catches them.
+// serve is OnTraffic: a turn of the loop for the connection, then, when
+// WriteTimeout is on, what gnet's outbound buffer holds is published for
+// the sweeper.
 func (lc *loopConn) serve() gnet.Action {
+	a := lc.turn()
+	if a == gnet.None && lc.g.s.cfg.WriteTimeout > 0 {
+		if err := lc.publishOutbound(); err != nil {
+			return lc.fail(err)
+		}
+	}
+	return a
+}
+
+// publishOutbound tells the sweeper what gnet's outbound buffer holds:
+// bytes the client has not taken yet, though netpoll counts them written.
+// gnet drains that buffer on its own, without a word, so while it holds
+// bytes the drain watcher is armed: the next room in the socket brings the
+// loop back here, and a buffer that shrank is write progress.
+func (lc *loopConn) publishOutbound() error {
+	out := int64(lc.gc.OutboundBuffered())
+	if out != lc.lastOut {
+		if out < lc.lastOut {
+			lc.c.markWrite()
+		}
+		lc.lastOut = out
+		lc.c.outBuffered.Store(out)
+	}
+	if out > 0 {
+		return lc.waitWritable()
+	}
+	return nil
+}
+
+// turn writes what is ready, reads and serves frames, and writes what that
+// produced. Replies from other goroutines arriving meanwhile find
+// scheduled set and queue nothing; the look after clearing it catches them.
+func (lc *loopConn) turn() gnet.Action {
 	lc.budget, lc.yielded = flushBudgetBytes, false
 	for round := 0; ; round++ {
 		lc.scheduled.Store(true)
@@ -192,6 +237,9 @@ func (lc *loopConn) readFrames() error {
 			frame, err = lc.fr.advance(n)
 		}
 		s.st.bytesIn.Add(int64(n))
+		if n > 0 {
+			lc.c.markRead()
+		}
 		if err != nil {
 			return err
 		}
@@ -199,7 +247,7 @@ func (lc *loopConn) readFrames() error {
 			continue
 		}
 		buf := lc.fr.takeDone()
-		seq, ok := lc.c.begin()
+		seq, ok := lc.c.begin(len(frame))
 		if !ok {
 			return nil
 		}
@@ -399,11 +447,15 @@ func (lc *loopConn) copyRegion(f *os.File, pos, n, limit int64) (int64, error) {
 func (lc *loopConn) closed(err error) {
 	lc.trig.Lock()
 	lc.dead = true
+	why := lc.why
 	lc.trig.Unlock()
 	lc.g.watch.disarm(lc)
 	lc.c.teardown()
 	lc.w.drop(lc.c.dropped)
 	reason := lc.reason
+	if reason == nil {
+		reason = why
+	}
 	if reason == nil {
 		reason = err
 		if lc.fr.midFrame() {
@@ -413,5 +465,5 @@ func (lc *loopConn) closed(err error) {
 	s := lc.c.srv
 	logClose(s, lc.c, reason)
 	s.h.Closed(lc.c)
-	s.st.conns.Add(-1)
+	s.forget(lc.c)
 }

@@ -2,11 +2,15 @@ package netpoll
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // portableReadBufferBytes is the read buffer of a portable connection:
@@ -18,9 +22,11 @@ const portableReadBufferBytes = 16 << 10
 // frames and calls Serve; the writer goroutine writes ready responses. They
 // share only the Conn (under its mutex) and three channels.
 type pconn struct {
-	p  *portable
-	c  *Conn
-	nc net.Conn
+	p   *portable
+	c   *Conn
+	nc  net.Conn  // what is read and written: raw, or tc
+	raw net.Conn  // the TCP connection, closed to close
+	tc  *tls.Conn // the TLS connection over raw, or nil
 
 	wake   chan struct{} // cap 1: the writer has work
 	resume chan struct{} // cap 1: a paused reader should look again
@@ -31,15 +37,16 @@ type pconn struct {
 	exits     atomic.Int32 // goroutines finished; the last one unregisters
 }
 
-func newPconn(p *portable, nc net.Conn) *pconn {
+func newPconn(p *portable, nc net.Conn, ip netip.Addr) *pconn {
 	pc := &pconn{
 		p:      p,
 		nc:     nc,
+		raw:    nc,
 		wake:   make(chan struct{}, 1),
 		resume: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
-	pc.c = newConn(p.s, pc, nc.RemoteAddr())
+	pc.c = newConn(p.s, pc, nc.RemoteAddr(), ip)
 	return pc
 }
 
@@ -63,13 +70,18 @@ func (pc *pconn) kickReader() {
 // close implements transport.
 func (pc *pconn) close() { pc.closeWith(nil) }
 
+// closeFor implements transport.
+func (pc *pconn) closeFor(err error) { pc.closeWith(err) }
+
 // closeWith closes the socket, which ends both goroutines' blocking calls.
-// The first reason wins.
+// The first reason wins. A TLS connection is closed under its TLS layer,
+// without a close_notify alert: sending one may block for seconds on a
+// full socket, and no Kafka client waits for it.
 func (pc *pconn) closeWith(err error) {
 	pc.closeOnce.Do(func() {
 		pc.reason = err
 		close(pc.done)
-		_ = pc.nc.Close()
+		_ = pc.raw.Close()
 	})
 }
 
@@ -77,17 +89,47 @@ func (pc *pconn) closeWith(err error) {
 func (pc *pconn) exit() {
 	if pc.exits.Add(1) == 2 {
 		pc.p.forget(pc)
-		pc.p.s.st.conns.Add(-1)
+		pc.p.s.forget(pc.c)
 	}
 	pc.p.wg.Done()
+}
+
+// handshake runs the TLS handshake within HandshakeTimeout, on the reader
+// goroutine: a client that connects and says nothing holds only its own
+// goroutines, never the accept loop.
+func (pc *pconn) handshake() error {
+	s := pc.p.s
+	_ = pc.raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if err := pc.tc.Handshake(); err != nil {
+		s.st.handshakeFailures.Add(1)
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	_ = pc.raw.SetDeadline(time.Time{})
+	st := pc.tc.ConnectionState()
+	pc.c.tls.Store(&st)
+	pc.c.markRead()
+	return nil
 }
 
 func (pc *pconn) readLoop() {
 	s := pc.p.s
 	br := bufio.NewReaderSize(pc.nc, portableReadBufferBytes)
 	fr := newFramer(s.cfg.Splitter, s.cfg.MaxFrameBytes)
+	fr.maxp = &pc.c.frameMax
 	var err error
+	if pc.tc != nil {
+		err = pc.handshake()
+	}
 	for err == nil {
+		if !fr.midFrame() {
+			// Between frames: wait here, before reading the next one,
+			// while the connection is paused. Not reading is the
+			// back-pressure: the kernel buffers fill and TCP stops the
+			// client, and no frame is read into memory meanwhile.
+			if err = pc.waitUnpaused(); err != nil {
+				break
+			}
+		}
 		var n int
 		var frame []byte
 		var rerr error
@@ -109,6 +151,9 @@ func (pc *pconn) readLoop() {
 			_, _ = br.Discard(n)
 		}
 		s.st.bytesIn.Add(int64(n))
+		if n > 0 {
+			pc.c.markRead()
+		}
 		if err == nil && frame != nil {
 			err = pc.serve(frame, fr.takeDone())
 		}
@@ -126,22 +171,29 @@ func (pc *pconn) readLoop() {
 	pc.exit()
 }
 
-// serve hands one frame to the handler, first waiting while the connection
-// is paused. Not reading meanwhile is the back-pressure: the kernel buffers
-// fill and TCP stops the client.
-func (pc *pconn) serve(frame, buf []byte) error {
-	s := pc.p.s
-	if pc.c.paused(0) {
-		s.st.pauses.Add(1)
-		for pc.c.paused(0) {
-			select {
-			case <-pc.resume:
-			case <-pc.done:
-				return ErrClosed
-			}
+// waitUnpaused returns once the connection may take another request, or
+// ErrClosed if it closed meanwhile.
+func (pc *pconn) waitUnpaused() error {
+	if !pc.c.paused(0) {
+		return nil
+	}
+	pc.p.s.st.pauses.Add(1)
+	for pc.c.paused(0) {
+		select {
+		case <-pc.resume:
+		case <-pc.done:
+			return ErrClosed
 		}
 	}
-	seq, ok := pc.c.begin()
+	return nil
+}
+
+// serve hands one frame to the handler. The reader checked that the
+// connection is not paused before the frame's first byte, and only it
+// hands out requests, so the window has room.
+func (pc *pconn) serve(frame, buf []byte) error {
+	s := pc.p.s
+	seq, ok := pc.c.begin(len(frame))
 	if !ok {
 		// The server is closing: serve nothing more, but keep the
 		// connection until Close has let in-flight replies out.
@@ -183,8 +235,14 @@ func (pc *pconn) writeLoop() {
 // file region at the cursor.
 func (pc *pconn) writeSome(w *cursor) error {
 	if iov, n := w.gather(); n > 0 {
-		bufs := net.Buffers(iov)
-		k, err := bufs.WriteTo(pc.nc)
+		var k int64
+		var err error
+		if pc.tc != nil {
+			k, err = pc.writeTLS(iov)
+		} else {
+			bufs := net.Buffers(iov)
+			k, err = bufs.WriteTo(pc.nc)
+		}
 		pc.c.wrote(k)
 		w.advance(k, pc.c.done)
 		return err
@@ -194,10 +252,46 @@ func (pc *pconn) writeSome(w *cursor) error {
 		w.advance(0, pc.c.done)
 		return nil
 	}
-	k, err := writeRegion(pc, f, pos, n)
+	var k int64
+	var err error
+	if pc.tc != nil {
+		// sendfile would put the file's plaintext on the wire: TLS
+		// encrypts in user space, so the region is read and written.
+		k, err = copyRegion(pc.nc, f, pos, n, pc.c)
+	} else {
+		k, err = writeRegion(pc, f, pos, n)
+	}
 	pc.c.wrote(k)
 	w.advance(k, pc.c.done)
 	return err
+}
+
+// writeTLS writes byte segments through the TLS connection, gathered into
+// one chunk (up to copyChunkBytes) per Write: written one by one, every
+// 4-byte size prefix would become a TLS record of its own.
+func (pc *pconn) writeTLS(iov [][]byte) (int64, error) {
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	var done int64
+	for len(iov) > 0 {
+		b := (*bp)[:0]
+		for len(iov) > 0 && len(b) < cap(b) {
+			k := min(len(iov[0]), cap(b)-len(b))
+			b = append(b, iov[0][:k]...)
+			if iov[0] = iov[0][k:]; len(iov[0]) == 0 {
+				iov = iov[1:]
+			}
+		}
+		k, err := pc.nc.Write(b)
+		done += int64(k)
+		if k > 0 {
+			pc.c.markWrite()
+		}
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // logClose logs why a connection closed, at debug level: clients come and
@@ -207,8 +301,14 @@ func (pc *pconn) writeSome(w *cursor) error {
 // the client sees only a dropped connection, and the operator may want to
 // raise the limit.
 func logClose(s *Server, c *Conn, reason error) {
-	if reason == nil || errors.Is(reason, io.EOF) || errors.Is(reason, net.ErrClosed) || errors.Is(reason, ErrClosed) {
+	if reason == nil || errors.Is(reason, io.EOF) || errors.Is(reason, net.ErrClosed) || errors.Is(reason, ErrClosed) || errors.Is(reason, ErrIdle) {
 		s.log.Debug("netpoll: connection closed", "remote", c.remote)
+		return
+	}
+	if errors.Is(reason, ErrHandshake) {
+		// Kafka logs a failed SSL handshake at info: a client with the
+		// wrong certificate or trust store, worth seeing, not an alarm.
+		s.log.Info("netpoll: TLS handshake failed", "remote", c.remote, "err", reason)
 		return
 	}
 	if errors.Is(reason, ErrSplitter) {
@@ -216,9 +316,10 @@ func logClose(s *Server, c *Conn, reason error) {
 		s.log.Error("netpoll: connection closed", "remote", c.remote, "err", reason)
 		return
 	}
-	if errors.Is(reason, ErrFrameTooLarge) || errors.Is(reason, ErrInboundOverflow) {
+	if errors.Is(reason, ErrFrameTooLarge) || errors.Is(reason, ErrInboundOverflow) || errors.Is(reason, ErrWriteTimeout) {
 		s.log.Warn("netpoll: connection closed by a limit", "remote", c.remote, "err", reason,
-			"max_frame_bytes", s.cfg.MaxFrameBytes, "max_in_flight", s.cfg.MaxInFlight, "max_queued_bytes", s.cfg.MaxQueuedBytes)
+			"max_frame_bytes", c.frameMax.Load(), "max_in_flight", s.cfg.MaxInFlight, "max_queued_bytes", s.cfg.MaxQueuedBytes,
+			"write_timeout", s.cfg.WriteTimeout)
 		return
 	}
 	s.log.Debug("netpoll: connection closed", "remote", c.remote, "err", reason)

@@ -17,4 +17,7 @@ var (
 	ErrBadRegion        = errors.New("netpoll: negative file region position or length")
 	ErrResponseTooLarge = errors.New("netpoll: response larger than a 4-byte size prefix can describe")
 	ErrInboundOverflow  = errors.New("netpoll: client kept sending while its connection was paused")
+	ErrIdle             = errors.New("netpoll: connection idle for IdleTimeout")
+	ErrWriteTimeout     = errors.New("netpoll: responses waiting and no byte written for WriteTimeout")
+	ErrHandshake        = errors.New("netpoll: TLS handshake failed")
 )

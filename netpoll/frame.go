@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"ringlog/internal/framepool"
 )
@@ -46,7 +47,10 @@ const scanChunkMin = 512
 // finished with the frame).
 type framer struct {
 	sp  Splitter
-	max int // MaxFrameBytes
+	max int // the bound on the frame under way (MaxFrameBytes, or maxp's)
+	// maxp, if set, is the connection's bound (Conn.SetMaxFrameBytes),
+	// read into max before each frame's first bytes are looked at.
+	maxp *atomic.Int32
 	// buf is the frame under way, nil between frames: announced, its body
 	// bytes from Head on; scanned, all its bytes. len: bytes received,
 	// cap: bytes allocated.
@@ -85,6 +89,9 @@ func (f *framer) offer(p []byte) (int, []byte, error) {
 		frame, err := f.advance(n)
 		return n, frame, err
 	case f.buf == nil:
+		if f.maxp != nil {
+			f.max = int(f.maxp.Load())
+		}
 		return f.start(p)
 	default:
 		return f.scan(p)

@@ -28,6 +28,8 @@ const (
 	cmdHold  = 'h' // hand (conn, seq) to the test through testHandler.held
 	cmdClose = 'c' // close the connection from the handler
 	cmdCopy  = 'r' // reply with a copy of the whole frame, then recycle the frame
+	cmdWho   = 'w' // reply with the client certificate's common name, or "-" without TLS
+	cmdLimit = 'l' // n u32: SetMaxFrameBytes(n), reply "ok"
 )
 
 func echoReq(payload string) []byte { return append([]byte{cmdEcho}, payload...) }
@@ -131,6 +133,19 @@ func (h *testHandler) Serve(c *Conn, seq uint64, frame []byte) {
 		r := h.response()
 		r.AppendBytes(append([]byte(nil), frame...))
 		c.Recycle(seq)
+		c.Reply(seq, r)
+	case cmdWho:
+		who := "-"
+		if st := c.TLS(); st != nil && len(st.PeerCertificates) > 0 {
+			who = st.PeerCertificates[0].Subject.CommonName
+		}
+		r := h.response()
+		r.AppendBytes([]byte(who))
+		c.Reply(seq, r)
+	case cmdLimit:
+		c.SetMaxFrameBytes(int32(binary.BigEndian.Uint32(frame[1:])))
+		r := h.response()
+		r.AppendBytes([]byte("ok"))
 		c.Reply(seq, r)
 	case cmdNone:
 		c.NoReply(seq)

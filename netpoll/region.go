@@ -40,9 +40,11 @@ func readChunk(f *os.File, pos, n int64) (*[]byte, []byte, error) {
 
 func putChunk(bp *[]byte) { chunkPool.Put(bp) }
 
-// copyRegion writes the region to w by pread and write, counting the bytes
-// as copied. It returns the bytes written.
-func copyRegion(w io.Writer, f *os.File, pos, n int64, st *counters) (int64, error) {
+// copyRegion writes the region to w, c's socket or TLS connection, by
+// pread and write, counting the bytes as copied. It returns the bytes
+// written.
+func copyRegion(w io.Writer, f *os.File, pos, n int64, c *Conn) (int64, error) {
+	st := &c.srv.st
 	var done int64
 	for done < n {
 		bp, b, err := readChunk(f, pos+done, n-done)
@@ -53,6 +55,9 @@ func copyRegion(w io.Writer, f *os.File, pos, n int64, st *counters) (int64, err
 		putChunk(bp)
 		done += int64(k)
 		st.copiedBytes.Add(int64(k))
+		if k > 0 {
+			c.markWrite()
+		}
 		if err != nil {
 			return done, err
 		}

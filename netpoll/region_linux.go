@@ -17,7 +17,7 @@ func writeRegion(pc *pconn, f *os.File, pos, n int64) (int64, error) {
 	st := &pc.p.s.st
 	sc, ok := pc.nc.(syscall.Conn)
 	if !ok {
-		return copyRegion(pc.nc, f, pos, n, st)
+		return copyRegion(pc.nc, f, pos, n, pc.c)
 	}
 	dst, err := sc.SyscallConn()
 	if err != nil {
@@ -38,6 +38,7 @@ func writeRegion(pc *pconn, f *os.File, pos, n int64) (int64, error) {
 				if k > 0 {
 					sent += int64(k)
 					st.sendfileBytes.Add(int64(k))
+					pc.c.markWrite()
 				}
 				switch {
 				case e == unix.EINTR:
@@ -61,7 +62,7 @@ func writeRegion(pc *pconn, f *os.File, pos, n int64) (int64, error) {
 		serr = cerr
 	}
 	if serr != nil && sent == 0 && sendfileUnsupported(serr) {
-		return copyRegion(pc.nc, f, pos, n, st)
+		return copyRegion(pc.nc, f, pos, n, pc.c)
 	}
 	return sent, serr
 }

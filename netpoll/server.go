@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,12 @@ type Handler interface {
 type engine interface {
 	// name is "gnet" or "portable", for logs.
 	name() string
-	// stopAccepting refuses new connections from now on.
+	// serve takes over a connection the acceptor admitted: from now on
+	// the engine serves it, and calls Server.forget once it is gone. On
+	// the accept goroutine; it must not block on the client.
+	serve(nc net.Conn, ip netip.Addr)
+	// stopAccepting returns once every connection handed to serve is
+	// either running or gone (the acceptor has stopped already).
 	stopAccepting()
 	// shutdown closes every connection (dropping what is unwritten) and
 	// returns once every connection has been torn down and Handler.Closed
@@ -50,6 +56,22 @@ type Server struct {
 	addr net.Addr
 	st   counters
 	eng  engine
+	acc  *acceptor
+
+	// live holds the open connections, for the sweeper (IdleTimeout,
+	// WriteTimeout). Connections enter on open and leave on close, never
+	// on the path of a request.
+	liveMu sync.Mutex
+	live   map[*Conn]struct{}
+	sweep  sweeper
+
+	// reqBytes is the sum of the request frames handed to the handler and
+	// not yet answered, kept only when MaxQueuedRequestBytes is set;
+	// budgetWait holds the connections paused on it, woken when answers
+	// bring the sum back under the budget.
+	reqBytes   atomic.Int64
+	budgetMu   sync.Mutex
+	budgetWait map[*Conn]struct{}
 
 	// closing is set by Close: no new connection, no new request served.
 	closing atomic.Bool
@@ -69,25 +91,38 @@ func Listen(cfg Config, h Handler) (*Server, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: nil handler", ErrConfig)
 	}
-	s := &Server{cfg: cfg, h: h, log: cfg.Logger, closed: make(chan struct{})}
-	if cfg.Portable || !gnetSupported {
-		s.eng, err = listenPortable(s)
-	} else {
-		s.eng, err = listenGnet(s)
-	}
+	s := &Server{cfg: cfg, h: h, log: cfg.Logger, closed: make(chan struct{}),
+		live: make(map[*Conn]struct{}), budgetWait: make(map[*Conn]struct{})}
+	s.acc, err = listen(s)
 	if err != nil {
 		return nil, err
 	}
+	s.addr = s.acc.ln.Addr()
 	detail := "configured"
-	if !gnetSupported {
+	switch {
+	case cfg.TLS != nil:
+		detail = "TLS: gnet's event loops cannot terminate TLS"
+	case !gnetSupported:
 		detail = "gnet not supported on this system"
 	}
-	if s.eng.name() == "gnet" {
+	if cfg.Portable || !gnetSupported || cfg.TLS != nil {
+		s.eng = newPortable(s)
+	} else {
+		s.eng, err = startGnet(s)
 		detail = fmt.Sprintf("%d event loops", cfg.Loops)
 	}
+	if err != nil {
+		_ = s.acc.ln.Close()
+		return nil, err
+	}
+	s.sweep.start(s)
+	go s.acc.run(s.eng.serve)
 	s.log.Info("netpoll: listening", "addr", s.addr.String(), "io", s.eng.name(), "detail", detail,
-		"max_frame_bytes", cfg.MaxFrameBytes, "max_in_flight", cfg.MaxInFlight,
-		"max_queued_bytes", cfg.MaxQueuedBytes, "max_conns", cfg.MaxConns)
+		"tls", cfg.TLS != nil, "max_frame_bytes", cfg.MaxFrameBytes, "initial_max_frame_bytes", cfg.InitialMaxFrameBytes,
+		"max_in_flight", cfg.MaxInFlight, "max_queued_bytes", cfg.MaxQueuedBytes,
+		"max_queued_request_bytes", cfg.MaxQueuedRequestBytes, "max_conns", cfg.MaxConns,
+		"max_conns_per_ip", cfg.MaxConnsPerIP, "idle_timeout", cfg.IdleTimeout,
+		"write_timeout", cfg.WriteTimeout, "keepalive", cfg.KeepAlive)
 	return s, nil
 }
 
@@ -99,7 +134,7 @@ func (s *Server) Addr() net.Addr { return s.addr }
 func (s *Server) IO() string { return s.eng.name() }
 
 // Stats returns a snapshot of the server's counters.
-func (s *Server) Stats() Stats { return s.st.snapshot() }
+func (s *Server) Stats() Stats { return s.st.snapshot(s) }
 
 // Close shuts the server down gracefully: it stops accepting connections
 // and serving new requests at once, waits until every request already
@@ -110,9 +145,11 @@ func (s *Server) Stats() Stats { return s.st.snapshot() }
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		s.acc.stop()
 		s.eng.stopAccepting()
 		s.closeErr = s.drain(ctx)
 		s.eng.shutdown()
+		s.sweep.stop()
 		s.log.Info("netpoll: closed", "addr", s.addr.String(), "err", s.closeErr)
 		close(s.closed)
 	})
@@ -135,21 +172,19 @@ func (s *Server) drain(ctx context.Context) error {
 	return nil
 }
 
-// admit counts a new connection against MaxConns, or refuses it.
-func (s *Server) admit() bool {
-	if s.closing.Load() {
-		s.st.rejected.Add(1)
-		return false
-	}
-	for {
-		n := s.st.conns.Load()
-		if n >= int64(s.cfg.MaxConns) {
-			s.st.rejected.Add(1)
-			return false
-		}
-		if s.st.conns.CompareAndSwap(n, n+1) {
-			s.st.accepted.Add(1)
-			return true
-		}
-	}
+// track registers a connection the engine opened, for the sweeper.
+func (s *Server) track(c *Conn) {
+	c.sweep = sweepState{lastRead: time.Now(), lastWrite: time.Now()}
+	s.liveMu.Lock()
+	s.live[c] = struct{}{}
+	s.liveMu.Unlock()
+}
+
+// forget undoes track and admit, once a connection is gone (after
+// Handler.Closed).
+func (s *Server) forget(c *Conn) {
+	s.liveMu.Lock()
+	delete(s.live, c)
+	s.liveMu.Unlock()
+	s.acc.release(c.ip)
 }

@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
 )
 
 // gnetSupported: gnet serves here (it also runs on the other BSDs, where
@@ -27,115 +31,134 @@ const loopReadBufferBytes = 64 << 10
 // does for a connection (read frames, call Serve, write, sendfile, close)
 // happens on that loop; other goroutines reach a connection through gnet's
 // Wake and Close, which queue a task on its loop.
+//
+// gnet accepts nothing: the acceptor accepts (it survives EMFILE, which
+// stops gnet's own acceptor and with it the whole engine) and hands each
+// connection over with Engine.Register, which duplicates its descriptor
+// into a gnet connection on the next loop and runs OnOpen there. gnet
+// insists on a listener all the same (Register refuses an engine without
+// one), so it gets a Unix socket whose path is unlinked as soon as it is
+// bound: nothing can ever connect to it.
 type gnetEngine struct {
 	gnet.BuiltinEventEngine
-	s      *Server
-	eng    gnet.Engine
-	watch  *drainWatcher
-	booted chan struct{}
-	exited chan struct{}
-	runErr error
+	s       *Server
+	eng     gnet.Engine
+	watch   *drainWatcher
+	sockDir string        // the private directory of gnet's unreachable listener
+	started chan struct{} // closed by the first OnTick: the loops exist
+	once    sync.Once
+	exited  chan struct{}
+	runErr  error
+	// stopping is set before Stop: an engine that exits without it
+	// stopped on its own.
+	stopping atomic.Bool
+	// handoffs counts connections given to Register whose OnOpen has not
+	// run yet (or never will).
+	handoffs sync.WaitGroup
 }
 
-func listenGnet(s *Server) (engine, error) {
+// pendingConn is a connection on its way to a loop: the value Register
+// attaches to the gnet connection, claimed by OnOpen, or by the waiter of
+// the registration if OnOpen never runs, so that admission is given back
+// exactly once.
+type pendingConn struct {
+	ip      netip.Addr
+	claimed atomic.Bool
+}
+
+func (p *pendingConn) claim() bool { return p.claimed.CompareAndSwap(false, true) }
+
+func startGnet(s *Server) (engine, error) {
 	w, err := newDrainWatcher(s.log)
 	if err != nil {
 		return nil, err
 	}
-	g := &gnetEngine{s: s, watch: w, booted: make(chan struct{}), exited: make(chan struct{})}
+	dir, err := os.MkdirTemp("", "netpoll-gnet-")
+	if err != nil {
+		w.close()
+		return nil, fmt.Errorf("netpoll: gnet's listener: %w", err)
+	}
+	g := &gnetEngine{s: s, watch: w, sockDir: dir, started: make(chan struct{}), exited: make(chan struct{})}
 	go g.run()
 	select {
-	case <-g.booted:
+	case <-g.started:
 	case <-g.exited:
 		w.close()
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("netpoll: gnet on %s: %w", s.cfg.Addr, g.runErr)
 	}
-	addr, err := g.boundAddr()
-	if err != nil {
-		g.shutdown()
-		return nil, err
-	}
-	s.addr = addr
-	warnDescriptorLimit(s)
 	return g, nil
-}
-
-// warnDescriptorLimit warns when the process may run out of descriptors
-// before MaxConns: gnet stops its whole engine when accept fails with
-// EMFILE, where the portable path backs off and retries.
-func warnDescriptorLimit(s *Server) {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return
-	}
-	if need := uint64(s.cfg.MaxConns) + 1024; uint64(lim.Cur) < need { // Cur is int64 on FreeBSD
-		s.log.Warn("netpoll: descriptor limit below MaxConns plus headroom; gnet stops serving if accept fails with EMFILE",
-			"rlimit_nofile", lim.Cur, "max_conns", s.cfg.MaxConns)
-	}
 }
 
 func (g *gnetEngine) name() string { return "gnet" }
 
-// run runs gnet until shutdown. gnet binds the listener before OnBoot, so
-// once booted is closed the socket accepts (into its backlog until the
-// loops start).
+// run runs gnet until shutdown.
 func (g *gnetEngine) run() {
 	defer close(g.exited)
-	g.runErr = gnet.Run(g, "tcp://"+g.s.cfg.Addr,
+	g.runErr = gnet.Run(g, "unix://"+filepath.Join(g.sockDir, "unreachable"),
 		gnet.WithMulticore(true),
 		gnet.WithLockOSThread(true),
 		gnet.WithNumEventLoop(g.s.cfg.Loops),
 		gnet.WithReadBufferCap(loopReadBufferBytes),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		// SO_REUSEADDR, as Go's net.Listen sets: connections the server
-		// closed sit in TIME_WAIT and would keep a restarted broker from
-		// binding its port.
-		gnet.WithReuseAddr(true),
+		// The ticker's first OnTick is the only sign gnet gives that its
+		// loops are registered, after which Register may be called.
+		gnet.WithTicker(true),
 		gnet.WithLogger(gnetLogger{g.s.log}))
-	select {
-	case <-g.booted:
-		if g.runErr != nil {
-			g.s.log.Error("netpoll: gnet engine stopped", "addr", g.s.cfg.Addr, "err", g.runErr)
-		}
-	default:
+	if !g.stopping.Load() {
+		// gnet returns nil even when a loop failed: say it loudly, the
+		// server no longer serves anything.
+		g.s.log.Error("netpoll: gnet engine stopped on its own", "addr", g.s.addr, "err", g.runErr)
 	}
 }
 
-// boundAddr asks the listening socket for its address: with port 0 only the
-// kernel knows the port.
-func (g *gnetEngine) boundAddr() (net.Addr, error) {
-	fd, err := g.eng.Dup()
-	if err != nil {
-		return nil, fmt.Errorf("netpoll: gnet listener: %w", err)
-	}
-	defer func() { _ = unix.Close(fd) }()
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return nil, fmt.Errorf("netpoll: gnet listener: %w", os.NewSyscallError("getsockname", err))
-	}
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return &net.TCPAddr{IP: net.IP(append([]byte(nil), sa.Addr[:]...)), Port: sa.Port}, nil
-	case *unix.SockaddrInet6:
-		a := &net.TCPAddr{IP: net.IP(append([]byte(nil), sa.Addr[:]...)), Port: sa.Port}
-		if sa.ZoneId != 0 {
-			if ifi, err := net.InterfaceByIndex(int(sa.ZoneId)); err == nil {
-				a.Zone = ifi.Name
-			}
-		}
-		return a, nil
-	}
-	return nil, fmt.Errorf("netpoll: gnet listener: unexpected address %T", sa)
+// OnTick runs on gnet's ticker goroutine, first once the loops exist.
+func (g *gnetEngine) OnTick() (time.Duration, gnet.Action) {
+	g.once.Do(func() { close(g.started) })
+	return 24 * time.Hour, gnet.None
 }
 
-// stopAccepting: gnet cannot stop accepting without stopping everything, so
-// while the server is closing OnOpen closes every new connection at once.
-func (g *gnetEngine) stopAccepting() {}
+// serve implements engine. Register returns at once; a goroutine waits for
+// the registration to give back the admission if OnOpen never runs (the
+// duplicate failed: out of descriptors; or the loop refused the socket).
+func (g *gnetEngine) serve(nc net.Conn, ip netip.Addr) {
+	p := &pendingConn{ip: ip}
+	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), p), nc)
+	g.handoffs.Add(1)
+	res, err := g.eng.Register(ctx)
+	if err != nil {
+		_ = nc.Close()
+		g.registered(p, err)
+		return
+	}
+	go func() {
+		var err error
+		select {
+		case r := <-res: // sent after OnOpen, if it runs at all
+			err = r.Err
+		case <-g.exited:
+			err = ErrClosed
+		}
+		g.registered(p, err)
+	}()
+}
+
+func (g *gnetEngine) registered(p *pendingConn, err error) {
+	if p.claim() {
+		g.s.log.Warn("netpoll: handing a connection to gnet failed", "err", err)
+		g.s.acc.release(p.ip)
+	}
+	g.handoffs.Done()
+}
+
+// stopAccepting implements engine: wait for the connections on their way
+// to a loop, so that none arrives after Stop.
+func (g *gnetEngine) stopAccepting() { g.handoffs.Wait() }
 
 func (g *gnetEngine) shutdown() {
 	// Stop only signals the engine and then polls for it, twice a second;
 	// with a context already done it returns right after signalling, and
 	// exited tells us when gnet has closed every connection.
+	g.stopping.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = g.eng.Stop(ctx)
@@ -143,21 +166,27 @@ func (g *gnetEngine) shutdown() {
 	g.watch.close()
 }
 
-// OnBoot runs once gnet listens, before its loops start.
+// OnBoot runs once gnet's listener is bound, before the loops start: its
+// path goes at once, and with it any way to connect to it.
 func (g *gnetEngine) OnBoot(eng gnet.Engine) gnet.Action {
 	g.eng = eng
-	close(g.booted)
+	if err := os.RemoveAll(g.sockDir); err != nil {
+		g.s.log.Warn("netpoll: removing gnet's listener path", "err", err)
+	}
 	return gnet.None
 }
 
-// OnOpen runs on the connection's loop.
+// OnOpen runs on the connection's loop once Register has put it there.
 func (g *gnetEngine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	if !g.s.admit() {
+	p, ok := gc.Context().(*pendingConn)
+	if !ok || !p.claim() {
 		return nil, gnet.Close
 	}
 	lc := &loopConn{g: g, gc: gc, fd: gc.Fd(), fr: newFramer(g.s.cfg.Splitter, g.s.cfg.MaxFrameBytes)}
-	lc.c = newConn(g.s, lc, gc.RemoteAddr())
+	lc.c = newConn(g.s, lc, gc.RemoteAddr(), p.ip)
+	lc.fr.maxp = &lc.c.frameMax
 	gc.SetContext(lc)
+	g.s.track(lc.c)
 	return nil, gnet.None
 }
 
@@ -171,8 +200,8 @@ func (g *gnetEngine) OnTraffic(gc gnet.Conn) gnet.Action {
 	return lc.serve()
 }
 
-// OnClose runs on the connection's loop, before gnet closes the socket; also
-// for the connections OnOpen refused, which have no context.
+// OnClose runs on the connection's loop, before gnet closes the socket; not
+// for connections OnOpen refused, which have no loopConn.
 func (g *gnetEngine) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if lc, ok := gc.Context().(*loopConn); ok {
 		lc.closed(err)

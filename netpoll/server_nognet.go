@@ -7,6 +7,6 @@ import "errors"
 // gnetSupported: not here; Listen always takes the portable path.
 const gnetSupported = false
 
-func listenGnet(*Server) (engine, error) {
+func startGnet(*Server) (engine, error) {
 	return nil, errors.New("netpoll: gnet is not supported on this system")
 }

@@ -7,7 +7,7 @@ import "sync/atomic"
 type Stats struct {
 	Conns    int64 // open connections
 	Accepted int64 // connections accepted and served
-	Rejected int64 // connections closed at accept (MaxConns reached, or the server closing)
+	Rejected int64 // connections closed at accept (MaxConns or MaxConnsPerIP reached, or the server closing)
 	Frames   int64 // request frames handed to the handler
 	BytesIn  int64 // request bytes read, size prefixes included
 	BytesOut int64 // response bytes written to sockets (or handed to gnet), size prefixes included
@@ -19,7 +19,15 @@ type Stats struct {
 
 	QueuedBytes int64 // response bytes replied and not yet written (gauge)
 	InFlight    int64 // requests handed to the handler whose answer is not yet written or skipped (gauge)
-	Pauses      int64 // times a connection stopped reading because MaxInFlight or MaxQueuedBytes was reached
+	Pauses      int64 // times a connection stopped reading because MaxInFlight, MaxQueuedBytes or MaxQueuedRequestBytes was reached
+
+	// QueuedRequestBytes is the request bytes handed to the handler and
+	// not yet answered (gauge), kept only when MaxQueuedRequestBytes is set.
+	QueuedRequestBytes int64
+
+	IdleClosed        int64 // connections closed by IdleTimeout
+	WriteTimeouts     int64 // connections closed by WriteTimeout
+	HandshakeFailures int64 // TLS handshakes that failed or timed out (the connection was closed)
 }
 
 // counters are the atomics behind Stats, updated from every goroutine of the
@@ -29,20 +37,26 @@ type counters struct {
 	bytesIn, bytesOut                 atomic.Int64
 	sendfileBytes, copiedBytes        atomic.Int64
 	queuedBytes, inFlight, pauses     atomic.Int64
+	idleClosed, writeTimeouts         atomic.Int64
+	handshakeFailures                 atomic.Int64
 }
 
-func (c *counters) snapshot() Stats {
+func (c *counters) snapshot(s *Server) Stats {
 	return Stats{
-		Conns:         c.conns.Load(),
-		Accepted:      c.accepted.Load(),
-		Rejected:      c.rejected.Load(),
-		Frames:        c.frames.Load(),
-		BytesIn:       c.bytesIn.Load(),
-		BytesOut:      c.bytesOut.Load(),
-		SendfileBytes: c.sendfileBytes.Load(),
-		CopiedBytes:   c.copiedBytes.Load(),
-		QueuedBytes:   c.queuedBytes.Load(),
-		InFlight:      c.inFlight.Load(),
-		Pauses:        c.pauses.Load(),
+		QueuedRequestBytes: s.reqBytes.Load(),
+		IdleClosed:         c.idleClosed.Load(),
+		WriteTimeouts:      c.writeTimeouts.Load(),
+		HandshakeFailures:  c.handshakeFailures.Load(),
+		Conns:              c.conns.Load(),
+		Accepted:           c.accepted.Load(),
+		Rejected:           c.rejected.Load(),
+		Frames:             c.frames.Load(),
+		BytesIn:            c.bytesIn.Load(),
+		BytesOut:           c.bytesOut.Load(),
+		SendfileBytes:      c.sendfileBytes.Load(),
+		CopiedBytes:        c.copiedBytes.Load(),
+		QueuedBytes:        c.queuedBytes.Load(),
+		InFlight:           c.inFlight.Load(),
+		Pauses:             c.pauses.Load(),
 	}
 }
