@@ -38,6 +38,9 @@ type Listener struct {
 	// AuthTimeout bounds a SASL client's time to authenticate
 	// (ringlog.sasl.authentication.timeout.ms; 0: 30 s).
 	AuthTimeout time.Duration
+	// PrincipalRules is ssl.principal.mapping.rules: how an SSL client
+	// certificate's subject becomes its principal (nil: DEFAULT).
+	PrincipalRules []kafka.PrincipalRule
 }
 
 // interBrokerName is the inter-broker listener's name when Config leaves
@@ -123,13 +126,19 @@ func (b *Broker) resolveListeners(interAdvertise string) (map[string]string, err
 func (b *Broker) listenOthers(base netpoll.Config, adv map[string]string) error {
 	for _, l := range b.cfg.Listeners {
 		nc := base
-		nc.Addr = l.Addr
-		if l.TLS != nil {
-			return fmt.Errorf("broker: listener %s: TLS is not served yet (TODO-NETPOLL-TLS)", l.Name)
+		nc.Addr, nc.TLS = l.Addr, l.TLS
+		if l.Protocol.SASL() {
+			// Until a client authenticates its frames are bounded by
+			// sasl.server.max.receive.size, before their bodies are
+			// allocated; the session lifts the bound when it completes.
+			nc.InitialMaxFrameBytes = l.MaxReceiveBytes
+			if nc.InitialMaxFrameBytes <= 0 {
+				nc.InitialMaxFrameBytes = kafka.SASLMaxReceiveBytesDefault
+			}
 		}
 		h := b.srv.Listener(kafka.Listener{Name: l.Name, Protocol: l.Protocol, Advertised: adv[l.Name],
 			Mechanisms: l.Mechanisms, PlainUsers: l.PlainUsers, ReauthMax: l.ReauthMax, MaxReceiveBytes: l.MaxReceiveBytes,
-			AuthTimeout: l.AuthTimeout})
+			AuthTimeout: l.AuthTimeout, PrincipalRules: l.PrincipalRules})
 		ns, err := netpoll.Listen(nc, h)
 		if err != nil {
 			return fmt.Errorf("broker: listener %s on %s: %w", l.Name, l.Addr, err)

@@ -70,6 +70,9 @@ type Listener struct {
 	MaxReceiveBytes int32
 	// AuthTimeout bounds the time to authenticate (0: 30 s).
 	AuthTimeout time.Duration
+	// PrincipalRules is ssl.principal.mapping.rules (nil: DEFAULT): an SSL
+	// listener's client with a certificate is User:<its mapped subject>.
+	PrincipalRules []PrincipalRule
 }
 
 // Principal is the anonymous principal of a connection that does not
@@ -95,6 +98,7 @@ const (
 // on other goroutines.
 type session struct {
 	l *Listener
+	c *netpoll.Conn
 
 	state saslState
 	mech  string
@@ -153,9 +157,17 @@ func (h *handler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
 }
 
 // open makes a new connection's session: authenticated at once on a
-// listener without SASL, else waiting for SASL with a deadline.
+// listener without SASL (an SSL client with a certificate as the
+// principal its subject maps to), else waiting for SASL with a deadline.
 func (h *handler) open(c *netpoll.Conn) *session {
-	ss := &session{l: h.l}
+	if ss, ok := c.Context().(*session); ok {
+		return ss
+	}
+	ss := &session{l: h.l, c: c}
+	if st := c.TLS(); h.l.Protocol == SSL && st != nil && len(st.PeerCertificates) > 0 {
+		p := certPrincipal(st.PeerCertificates[0], h.l.PrincipalRules)
+		ss.principal.Store(&p)
+	}
 	if h.l.Protocol.SASL() {
 		ss.timer = time.AfterFunc(h.l.AuthTimeout, func() {
 			if ss.principal.Load() == nil {
@@ -226,6 +238,9 @@ func (ss *session) complete(user string) (time.Duration, error) {
 	if ss.timer != nil {
 		ss.timer.Stop()
 	}
+	// An authenticated client may send what any client may
+	// (socket.request.max.bytes).
+	ss.c.SetMaxFrameBytes(0)
 	if ss.l.ReauthMax > 0 {
 		ss.expiry.Store(time.Now().Add(ss.l.ReauthMax).UnixNano())
 	}

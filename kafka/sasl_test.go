@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/x509/pkix"
 	"errors"
 	"net"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"ringlog/broker"
+	"ringlog/internal/testkit"
 	"ringlog/kafka"
 )
 
@@ -112,7 +114,8 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 // SaslAuthenticate are read (anything else closes the connection, as
 // Kafka's authenticator does), a mechanism the listener does not offer is
 // UNSUPPORTED_SASL_MECHANISM with the list it offers, a frame above
-// sasl.server.max.receive.size closes. On the PLAINTEXT listener the SASL
+// sasl.server.max.receive.size closes, and a client that does not
+// authenticate in time is disconnected. On the PLAINTEXT listener the SASL
 // APIs are ILLEGAL_SASL_STATE.
 func TestSASLGate(t *testing.T) {
 	b, addr := saslBroker(t, func(l *broker.Listener) { l.AuthTimeout = time.Second; l.MaxReceiveBytes = 4096 })
@@ -142,6 +145,13 @@ func TestSASLGate(t *testing.T) {
 	auth.Version, auth.SASLAuthBytes = 2, make([]byte, 8192)
 	w.send(auth)
 	w.expectClosed()
+
+	w = dialWire(t, addr)
+	start := time.Now()
+	w.expectClosed()
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Fatalf("closed after %v, before the authentication timeout", d)
+	}
 
 	w = dialWire(t, b.Addr)
 	if resp := w.roundTrip(hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != kerr.IllegalSaslState.Code {
@@ -266,5 +276,67 @@ func TestAlterUserScramCredentialsErrors(t *testing.T) {
 	if len(dr.Results) != 2 || dr.Results[0].User != "ok" || dr.Results[0].ErrorCode != kerr.DuplicateResource.Code ||
 		dr.Results[1].User != "few" || dr.Results[1].ErrorCode != kerr.ResourceNotFound.Code {
 		t.Fatalf("describe: %+v", dr.Results)
+	}
+}
+
+// tlsListener is a listener over TLS with the CA's server certificate,
+// client certificates required or not.
+func tlsListener(t *testing.T, ca *testkit.CA, name string, p kafka.SecurityProtocol, clientAuth string) broker.Listener {
+	t.Helper()
+	server := ca.Issue(pkix.Name{CommonName: "broker"})
+	cfg, err := broker.TLSConfig(broker.TLSSettings{"ssl.keystore.location": server.File, "ssl.truststore.location": ca.CertFile,
+		"ssl.client.auth": clientAuth}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return broker.Listener{Name: name, Protocol: p, Addr: "127.0.0.1:0", TLS: cfg}
+}
+
+// TestSASLSSL: kgo over TLS with SCRAM-SHA-256 on a SASL_SSL listener
+// (credentials made on the PLAINTEXT one) produces and consumes; a client
+// that does not speak TLS there gets nothing served; and on an SSL
+// listener that requires client certificates, a certificate of the CA is
+// served while none, or one of another CA, is refused in the handshake.
+func TestSASLSSL(t *testing.T) {
+	ca, other := testkit.NewCA(t, "ringlog test CA"), testkit.NewCA(t, "another CA")
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) {
+		l := tlsListener(t, ca, "SASL_SSL", kafka.SASLSSL, "none")
+		l.Mechanisms = []string{"SCRAM-SHA-256"}
+		c.Listeners = append(c.Listeners, l, tlsListener(t, ca, "SSL", kafka.SSL, "required"))
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := b.admin().AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-pw"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	saslAddr, sslAddr := b.B.ListenerAddr("SASL_SSL"), b.B.ListenerAddr("SSL")
+	cl := saslClient(t, saslAddr, scram.Auth{User: "bob", Pass: "bob-pw"}.AsSha256Mechanism(),
+		kgo.DialTLSConfig(ca.ClientTLS(nil)), kgo.AllowAutoTopicCreation(), kgo.ConsumeTopics("over-tls"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "over-tls", Value: []byte("secret")}).FirstErr(); err != nil {
+		t.Fatalf("produce over SASL_SSL: %v", err)
+	}
+	if fs := cl.PollFetches(ctx); fs.Err0() != nil || len(fs.Records()) != 1 || string(fs.Records()[0].Value) != "secret" {
+		t.Fatalf("consume over SASL_SSL: %v %d", fs.Err0(), len(fs.Records()))
+	}
+	plain := saslClient(t, saslAddr, scram.Auth{User: "bob", Pass: "bob-pw"}.AsSha256Mechanism())
+	if err := plain.Ping(ctx); err == nil {
+		t.Fatal("a client without TLS was served on SASL_SSL")
+	}
+
+	alice := ca.Issue(pkix.Name{CommonName: "alice"})
+	for name, c := range map[string]struct {
+		cert *testkit.Issued
+		ok   bool
+	}{"the CA's certificate": {alice, true}, "no certificate": {nil, false}, "another CA's certificate": {other.Issue(pkix.Name{CommonName: "mallory"}), false}} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sslAddr), kgo.DialTLSConfig(ca.ClientTLS(c.cert)), kgo.RequestRetries(0), kgo.RetryTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cl.Ping(ctx)
+		cl.Close()
+		if (err == nil) != c.ok {
+			t.Fatalf("%s on SSL with ssl.client.auth=required: %v", name, err)
+		}
 	}
 }

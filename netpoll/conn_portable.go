@@ -120,6 +120,9 @@ func (pc *pconn) readLoop() {
 	if pc.tc != nil {
 		err = pc.handshake()
 	}
+	if o, ok := s.h.(Opener); ok && err == nil {
+		o.Opened(pc.c)
+	}
 	for err == nil {
 		if !fr.midFrame() {
 			// Between frames: wait here, before reading the next one,

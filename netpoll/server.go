@@ -30,6 +30,16 @@ type Handler interface {
 	Closed(c *Conn)
 }
 
+// Opener is a Handler that wants to know of a connection before its first
+// frame: a deadline to authenticate runs from the connection's first
+// moment, not from its first request. Opened is called once per
+// connection, on the goroutine Serve will be called on, after a TLS
+// handshake has completed and before any Serve. A connection whose TLS
+// handshake fails is never opened, but Closed is called for it.
+type Opener interface {
+	Opened(c *Conn)
+}
+
 // engine is one implementation of the connection layer.
 type engine interface {
 	// name is "gnet" or "portable", for logs.

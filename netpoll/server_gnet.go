@@ -187,6 +187,9 @@ func (g *gnetEngine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	lc.fr.maxp = &lc.c.frameMax
 	gc.SetContext(lc)
 	g.s.track(lc.c)
+	if o, ok := g.s.h.(Opener); ok {
+		o.Opened(lc.c)
+	}
 	return nil, gnet.None
 }
 

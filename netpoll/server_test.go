@@ -658,3 +658,38 @@ func TestDoneWhenClientGoes(t *testing.T) {
 		testkit.WaitFor(t, 5*time.Second, "Closed", func() bool { return h.closed.Load() == 1 })
 	})
 }
+
+// openingHandler is a testHandler that records Opened calls.
+type openingHandler struct {
+	*testHandler
+	opened chan *Conn
+}
+
+func (h *openingHandler) Opened(c *Conn) { h.opened <- c }
+
+// TestOpenedBeforeAnyFrame: a handler that implements Opener learns of a
+// connection that sends nothing, once, before its first Serve.
+func TestOpenedBeforeAnyFrame(t *testing.T) {
+	ios(t, func(t *testing.T, portable bool) {
+		h := &openingHandler{testHandler: newTestHandler(t, nil), opened: make(chan *Conn, 4)}
+		s := serveHandler(t, portable, Config{}, h, nil)
+		c := dial(t, s)
+		var oc *Conn
+		select {
+		case oc = <-h.opened:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Opened not called for a connection that sent nothing")
+		}
+		c.send(echoReq("x"))
+		if got := string(c.recv()); got != string(echoReq("x")) {
+			t.Fatalf("echo %q", got)
+		}
+		oc.Close()
+		c.expectClosed(5 * time.Second)
+		select {
+		case <-h.opened:
+			t.Fatal("Opened called twice")
+		default:
+		}
+	})
+}

@@ -158,6 +158,9 @@ func buildListener(kv map[string]string, name string, p kafka.SecurityProtocol) 
 			return l, err
 		}
 		l.TLS = cfg
+		if l.PrincipalRules, err = kafka.ParsePrincipalRules(ts["ssl.principal.mapping.rules"]); err != nil {
+			return l, err
+		}
 	}
 	if !p.SASL() {
 		return l, nil
