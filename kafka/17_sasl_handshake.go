@@ -5,10 +5,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// SaslHandshake, v1 (KIP-152: the tokens that follow travel in
-// SaslAuthenticate requests; v0's raw tokens went with Kafka 4.0, KIP-896).
+// SaslHandshake, v0 and v1. After v1 the mechanism's tokens travel in
+// SaslAuthenticate requests (KIP-152); after v0 they travel raw, each a
+// size-prefixed frame with no request header, as Kafka still serves them
+// (librdkafka wants v0 listed before it authenticates at all).
 func init() {
-	register(api{key: kmsg.SASLHandshake, min: 1, max: 1, async: handleSaslHandshake})
+	register(api{key: kmsg.SASLHandshake, min: 0, max: 1, async: handleSaslHandshake})
 }
 
 // handleSaslHandshake picks the mechanism of a SASL listener's exchange.
@@ -35,5 +37,6 @@ func handleSaslHandshake(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		return
 	}
 	ss.begin(s, req.Mechanism)
+	ss.rawTokens = req.Version == 0
 	cx.reply(resp)
 }

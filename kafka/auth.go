@@ -102,6 +102,9 @@ type session struct {
 
 	state saslState
 	mech  string
+	// rawTokens: SaslHandshake v0 chose the mechanism, and its tokens
+	// come as bare frames rather than SaslAuthenticate requests.
+	rawTokens bool
 	ex    sasl.Server
 	timer *time.Timer // the authentication deadline, until authenticated
 
@@ -148,12 +151,36 @@ func (h *handler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
 	if !ok {
 		ss = h.open(c)
 	}
+	if ss.state == saslAuthenticate && ss.rawTokens {
+		h.rawToken(c, seq, frame, ss)
+		return
+	}
 	if err := ss.admit(frame); err != nil {
 		h.s.log.Debug("closing connection", "remote", c.RemoteAddr(), "listener", h.l.Name, "err", err)
 		c.Close()
 		return
 	}
 	h.s.serve(c, seq, frame, ss)
+}
+
+// rawToken steps the mechanism with a bare token (after SaslHandshake v0)
+// and answers with the mechanism's bare token, size-prefixed and nothing
+// else, as Kafka's authenticator does; a failure closes the connection,
+// the only answer v0 has.
+func (h *handler) rawToken(c *netpoll.Conn, seq uint64, frame []byte, ss *session) {
+	out, done, err := ss.ex.Step(frame)
+	if err == nil && done {
+		_, err = ss.complete(ss.ex.User())
+	}
+	if err != nil {
+		h.s.log.Info("kafka: SASL authentication failed", "remote", c.RemoteAddr(), "listener", h.l.Name,
+			"mechanism", ss.mech, "err", err)
+		c.Close()
+		return
+	}
+	r := &netpoll.Response{}
+	r.AppendBytes(out)
+	c.Reply(seq, r)
 }
 
 // open makes a new connection's session: authenticated at once on a

@@ -206,9 +206,13 @@ func (s *scramServer) final(msg string) ([]byte, error) {
 	if err != nil || string(cb) != s.gs2 {
 		return nil, fmt.Errorf("%w: channel binding %q does not echo the GS2 header", ErrProtocol, clip(attrs[0]))
 	}
+	// The nonce must end with the one server-first gave: librdkafka
+	// sends its client nonce before the whole of it (its own nonce
+	// twice), and Kafka's ScramSaslServer checks endsWith for that
+	// reason. The proof covers the nonce as sent either way.
 	nonce := attrs[1][2:]
 	wantNonce := strings.TrimPrefix(strings.SplitN(s.serverFirst, ",", 2)[0], "r=")
-	if subtle.ConstantTimeCompare([]byte(nonce), []byte(wantNonce)) != 1 {
+	if len(nonce) < len(wantNonce) || subtle.ConstantTimeCompare([]byte(nonce[len(nonce)-len(wantNonce):]), []byte(wantNonce)) != 1 {
 		return nil, fmt.Errorf("%w: nonce does not match", ErrAuthentication)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proof64)
