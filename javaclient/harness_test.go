@@ -45,10 +45,16 @@ type syncBuffer = testkit.Buffer
 // another port.
 func startBroker(t *testing.T) *broker {
 	t.Helper()
+	return startBrokerWith(t, "")
+}
+
+// startBrokerWith is startBroker with more server.properties lines.
+func startBrokerWith(t *testing.T, extra string) *broker {
+	t.Helper()
 	bin := testkit.Binary(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(config, []byte(serverProperties), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(serverProperties+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 1; ; attempt++ {

@@ -74,7 +74,9 @@ func (s *settings) buildListeners(kv map[string]string) error {
 	if err != nil {
 		return err
 	}
-	adv := addrs
+	// Without advertised.listeners each listener advertises its own
+	// address, with the port it bound (port 0 takes a free one).
+	adv := map[string]string{}
 	if v := kv["advertised.listeners"]; v != "" {
 		if adv, _, err = parseListeners("advertised.listeners", v); err != nil {
 			return err
