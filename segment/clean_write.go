@@ -362,10 +362,10 @@ func createCleaned(dir string, base, offsetsCap, timesCap int64) (*segment, erro
 		s.times, err = openTimeIndex(s.path(timeIndexSuffix)+cleanedSuffix, base, timesCap)
 	}
 	if err == nil {
-		err = s.offsets.grow(offsetsCap)
+		err = s.offsets.grow()
 	}
 	if err == nil {
-		err = s.times.grow(timesCap)
+		err = s.times.grow()
 	}
 	if err != nil {
 		s.close()

@@ -77,7 +77,7 @@ func (s *segment) path(suffix string) string {
 
 // openSegment opens (creating when absent) the files of the segment based
 // at base. Index mappings are sized for indexBytes so that the segment can
-// become active without remapping.
+// become active without remapping; the files grow as entries arrive.
 func openSegment(dir string, base int64, indexBytes int64) (*segment, error) {
 	s := &segment{dir: dir, base: base, rollTs: -1}
 	s.maxTs.Store(-1)
@@ -86,12 +86,12 @@ func openSegment(dir string, base int64, indexBytes int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.offsets, err = openOffsetIndex(s.path(indexSuffix), base, indexBytes/offsetEntrySize*offsetEntrySize)
+	s.offsets, err = openOffsetIndex(s.path(indexSuffix), base, indexBytes)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
-	s.times, err = openTimeIndex(s.path(timeIndexSuffix), base, indexBytes/timeEntrySize*timeEntrySize)
+	s.times, err = openTimeIndex(s.path(timeIndexSuffix), base, indexBytes)
 	if err != nil {
 		s.close()
 		return nil, err
