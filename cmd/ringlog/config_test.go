@@ -90,6 +90,10 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"log.dirs=/a,/b":                   "one data directory",
 		"num.partitions=zero":              "num.partitions",
 		"log.segment.bytes=1":              "segment.bytes",
+		"log.segment.bytes=1048575":        "log.segment.bytes: Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576",
+		"log.index.size.max.bytes=3":       "Value must be at least 4",
+		"log.roll.ms=0":                    "Value must be at least 1",
+		"log.index.interval.bytes=-1":      "Value must be at least 0",
 		"just a line":                      "want key=value",
 	} {
 		s := defaultSettings()
