@@ -2,6 +2,10 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"ringlog/ioring"
@@ -67,5 +71,85 @@ func TestTopicBelowFloorStillLoads(t *testing.T) {
 	info, ok := e.Topic("old")
 	if !ok || info.Config.Log.SegmentBytes != 32768 {
 		t.Fatalf("after a restart: %+v %v, want the topic with segment.bytes=32768", info, ok)
+	}
+}
+
+// TestLongTopicNameDeletes: a topic of 249 characters, Kafka's longest,
+// has folders of up to 255 bytes (NAME_MAX), and deleting it renames them
+// aside before removing them. Before, the rename target was the folder's
+// name plus a suffix: ENAMETOOLONG, the data stayed on disk, and the name
+// could not be created again (its stale folder was in the way, and moving
+// that aside failed the same way).
+func TestLongTopicNameDeletes(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, ioring.ModeAuto)
+	defer e.Close()
+	name := strings.Repeat("n", 249)
+	for round := range 2 {
+		if _, err := e.CreateTopic(name, 2, -1, nil, false); err != nil {
+			t.Fatalf("round %d: create: %v", round, err)
+		}
+		for p := range int32(2) {
+			r, err := appendSync(e, TP{name, p}, mkBatch(t, 3, "v", 1000, -1, -1, -1))
+			if err != nil || r.BaseOffset != 0 {
+				t.Fatalf("round %d: produce to partition %d: %+v %v (a new topic starts at offset 0)", round, p, r, err)
+			}
+		}
+		if err := e.DeleteTopic(name); err != nil {
+			t.Fatalf("round %d: delete: %v", round, err)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ent := range ents {
+			if strings.HasPrefix(ent.Name(), name[:200]) {
+				t.Fatalf("round %d: %s is still in the data directory after the delete", round, ent.Name())
+			}
+		}
+	}
+}
+
+// TestLongTopicNameStaleFolder: a folder left by a deletion that did not
+// finish is moved aside when a topic of the name is created again, at the
+// longest name too.
+func TestLongTopicNameStaleFolder(t *testing.T) {
+	dir := t.TempDir()
+	name := strings.Repeat("s", 249)
+	stale := filepath.Join(dir, name+"-0")
+	if err := os.MkdirAll(stale, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "00000000000000000000.log"), []byte("left over"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	e := openEngine(t, dir, ioring.ModeAuto)
+	defer e.Close()
+	if _, err := e.CreateTopic(name, 1, -1, nil, false); err != nil {
+		t.Fatalf("create over a stale folder: %v", err)
+	}
+	if r, err := appendSync(e, TP{name, 0}, mkBatch(t, 1, "v", 1000, -1, -1, -1)); err != nil || r.BaseOffset != 0 {
+		t.Fatalf("produce: %+v %v, want offset 0 in a new log", r, err)
+	}
+}
+
+// TestDeletedDirFitsNameMax: the deletion folder's name never passes
+// NAME_MAX, and names the partition.
+func TestDeletedDirFitsNameMax(t *testing.T) {
+	for _, c := range []struct {
+		topic     string
+		partition int32
+		unique    string
+	}{
+		{"short", 3, "0123456789abcdef"},
+		{strings.Repeat("x", 249), 9999, "0123456789abcdef"},
+		{strings.Repeat("y", 249), 0, "1764656400123456789"},
+	} {
+		tp := TP{c.topic, c.partition}
+		got := filepath.Base(deletedDir(filepath.Join("/data", fmt.Sprintf("%s-%d", c.topic, c.partition)), tp, c.unique))
+		want := fmt.Sprintf("-%d.%s-delete", c.partition, c.unique)
+		if len(got) > 255 || !strings.HasSuffix(got, want) || !strings.HasPrefix(c.topic, strings.TrimSuffix(got, want)) {
+			t.Errorf("%q: deletion folder %q (%d bytes)", c.topic[:min(len(c.topic), 10)], got, len(got))
+		}
 	}
 }
