@@ -190,7 +190,7 @@ func topicMetadata(req *kmsg.MetadataRequest, img *controller.Image, t *controll
 	mt.TopicID = [16]byte(t.ID)
 	// Clients leave internal topics out of regex subscriptions and tools
 	// hide them.
-	mt.IsInternal = name == group.OffsetsTopic
+	mt.IsInternal = isInternalTopic(name)
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicOperationsAll
 	} else {

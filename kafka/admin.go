@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
 )
 
 // This file holds what the admin APIs (topics, partitions, configs,
@@ -94,6 +95,20 @@ func (s *Server) checkBrokerResource(name string) error {
 		return refuse(kerr.InvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s", s.eng.NodeID(), name)
 	}
 	return nil
+}
+
+// transactionStateTopic is Kafka's topic of transaction coordinators.
+// ringlog has none yet; the name is reserved so that clients see it as
+// Kafka shows it (internal, its records not deletable) if one makes it.
+const transactionStateTopic = "__transaction_state"
+
+// isInternalTopic reports a topic Kafka's Topic.isInternal names: the
+// group coordinator's and the transaction coordinator's. Kafka lets a
+// client create, grow, reconfigure and delete them like any topic, and
+// refuses only DeleteRecords on them (INVALID_TOPIC_EXCEPTION), which
+// would cut committed offsets out from under the coordinator.
+func isInternalTopic(name string) bool {
+	return name == group.OffsetsTopic || name == transactionStateTopic
 }
 
 // adminTimeout bounds one controller request made for a client.

@@ -1,10 +1,16 @@
 package kafka_test
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/engine/group"
 )
 
 // createOne asks for one topic with the given configs.
@@ -64,5 +70,78 @@ func TestSegmentBytesFloor(t *testing.T) {
 
 	if info, _ := b.Engine.Topic("floor"); info.Config.Log.SegmentBytes != 1<<20 {
 		t.Fatalf("segment.bytes %d after the refused changes, want 1048576", info.Config.Log.SegmentBytes)
+	}
+}
+
+// deleteRecordsOne asks to delete tp's records below offset.
+func deleteRecordsOne(topic string, partition int32, offset int64) *kmsg.DeleteRecordsRequest {
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	p := kmsg.NewDeleteRecordsRequestTopicPartition()
+	p.Partition, p.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, p)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// TestInternalTopicRecords: DeleteRecords on __consumer_offsets and
+// __transaction_state is refused with INVALID_TOPIC_EXCEPTION, as Kafka
+// 4.4 refuses it (Topic.isInternal), and the committed offsets stay. What
+// Kafka allows on them stays allowed: creating __transaction_state (and
+// Metadata marks it internal), changing __consumer_offsets' configs,
+// deleting __transaction_state. Before, DeleteRecords on
+// __consumer_offsets answered POLICY_VIOLATION (it is compacted) and on
+// __transaction_state deleted the records.
+func TestInternalTopicRecords(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	c := dialAdmin(t, b.Addr)
+	adm, ctx := b.admin(), adminCtx(t)
+	commit := kadm.Offsets{}
+	commit.Add(kadm.Offset{Topic: "some", Partition: 0, At: 7})
+	createTopic(t, b, "some", 1, nil)
+	if _, err := adm.CommitOffsets(ctx, "g", commit); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, offset := range []int64{0, -1} {
+		for p := range b.Groups.Partitions() {
+			r := c.do(2, deleteRecordsOne(group.OffsetsTopic, p, offset)).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+			wantCode(t, fmt.Sprintf("DeleteRecords %s-%d to %d", group.OffsetsTopic, p, offset), r.ErrorCode, kerr.InvalidTopicException)
+			if r.LowWatermark != -1 {
+				t.Errorf("refused DeleteRecords answered low watermark %d, want -1", r.LowWatermark)
+			}
+		}
+	}
+	fetched, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := fetched.Lookup("some", 0); !ok || o.At != 7 {
+		t.Fatalf("committed offset after the refused DeleteRecords: %+v %v, want 7", o, ok)
+	}
+
+	rt := c.do(4, createOne(false, "__transaction_state", 1)).(*kmsg.CreateTopicsResponse).Topics[0]
+	wantCode(t, "CreateTopics __transaction_state (Kafka allows it)", rt.ErrorCode, nil)
+	waitLeading(t, b, "__transaction_state")
+	if _, err := b.client().ProduceSync(ctx, &kgo.Record{Topic: "__transaction_state", Value: []byte("v")}).First(); err != nil {
+		t.Fatal(err)
+	}
+	r := c.do(2, deleteRecordsOne("__transaction_state", 0, -1)).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+	wantCode(t, "DeleteRecords __transaction_state", r.ErrorCode, kerr.InvalidTopicException)
+	if lso, err := b.Engine.State(engine.TP{Topic: "__transaction_state", Partition: 0}); err != nil || lso.LogStartOffset != 0 {
+		t.Fatalf("__transaction_state after the refused DeleteRecords: %+v %v, want log start offset 0", lso, err)
+	}
+	md, err := adm.Metadata(ctx, "__transaction_state")
+	if err != nil || !md.Topics["__transaction_state"].IsInternal {
+		t.Fatalf("Metadata of __transaction_state: %+v %v, want it internal", md.Topics["__transaction_state"], err)
+	}
+
+	ar := c.do(2, alterReq(false, kmsg.ConfigResourceTypeTopic, group.OffsetsTopic, sp("retention.ms"), sp("604800000"))).(*kmsg.AlterConfigsResponse).Resources[0]
+	wantCode(t, "AlterConfigs __consumer_offsets (Kafka allows it)", ar.ErrorCode, nil)
+	dr, err := adm.DeleteTopics(ctx, "__transaction_state")
+	if err != nil || dr["__transaction_state"].Err != nil {
+		t.Fatalf("DeleteTopics __transaction_state (Kafka allows it): %+v %v", dr, err)
 	}
 }
