@@ -158,7 +158,7 @@ type Core struct {
 // it reads anything.
 func OpenCore(cfg Config) (_ *Core, err error) {
 	cfg.setDefaults()
-	if err := fsutil.MkdirAllDurable(cfg.Dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(cfg.Dir, fsutil.DirPerm); err != nil {
 		return nil, err
 	}
 	unlock, err := fsutil.LockDir(cfg.Dir)

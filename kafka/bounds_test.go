@@ -2,6 +2,9 @@ package kafka_test
 
 import (
 	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -143,5 +146,56 @@ func TestInternalTopicRecords(t *testing.T) {
 	dr, err := adm.DeleteTopics(ctx, "__transaction_state")
 	if err != nil || dr["__transaction_state"].Err != nil {
 		t.Fatalf("DeleteTopics __transaction_state (Kafka allows it): %+v %v", dr, err)
+	}
+}
+
+// TestDataDirModes: everything the broker creates under its data directory
+// (partition folders, segments, indexes, checkpoints, the group
+// coordinator's topic, the metadata quorum's store, the lock, the
+// clean-shutdown markers) is readable by the broker's user and group only:
+// files 0640 or stricter, folders 0750 or stricter. Before, files were
+// 0644 and folders 0755: any local user could read every record.
+func TestDataDirModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data") // made by the broker
+	b := startBroker(t, brokerOpts{Dir: dir})
+	createTopic(t, b, "modes", 2, map[string]string{"cleanup.policy": "compact"})
+	cl := b.client()
+	ctx := adminCtx(t)
+	for i := range 20 {
+		r := &kgo.Record{Topic: "modes", Partition: int32(i % 2), Key: []byte{byte(i % 3)}, Value: []byte("v")}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := kadm.Offsets{}
+	commit.Add(kadm.Offset{Topic: "modes", Partition: 0, At: 3})
+	if _, err := b.admin().CommitOffsets(ctx, "g", commit); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart() // clean shutdown: markers, producer snapshots, trimmed indexes
+	seen := map[bool]int{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		allowed := fs.FileMode(0o640)
+		if d.IsDir() {
+			allowed = 0o750
+		}
+		if extra := info.Mode().Perm() &^ allowed; extra != 0 {
+			t.Errorf("%s: mode %v, want at most %v", strings.TrimPrefix(path, dir), info.Mode().Perm(), allowed)
+		}
+		seen[d.IsDir()]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen[false] < 10 || seen[true] < 5 {
+		t.Fatalf("walked %d files and %d folders: the broker wrote less than this test expects", seen[false], seen[true])
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"ringlog/segment/batch"
+
+	"ringlog/internal/fsutil"
 )
 
 // File name suffixes of a segment, and the suffix given to files of a
@@ -82,7 +84,7 @@ func openSegment(dir string, base int64, indexBytes int64) (*segment, error) {
 	s := &segment{dir: dir, base: base, rollTs: -1}
 	s.maxTs.Store(-1)
 	var err error
-	s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, fsutil.FilePerm)
 	if err != nil {
 		return nil, err
 	}
