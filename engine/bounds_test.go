@@ -153,3 +153,42 @@ func TestDeletedDirFitsNameMax(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPartitions: the embedding API's CreateTopic holds the broker to
+// Config.MaxPartitions, validate-only included; the cluster's decisions
+// (CreateTopicWithID) are the controller's to bound and always apply.
+func TestMaxPartitions(t *testing.T) {
+	e, err := OpenCore(Config{Dir: t.TempDir(), Shards: 1, IO: ioring.ModePortable, MaxPartitions: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.CreateTopic("a", 3, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, validate := range []bool{true, false} {
+		if _, err := e.CreateTopic("b", 3, -1, nil, validate); !errors.Is(err, ErrTooManyPartitions) {
+			t.Fatalf("3 more partitions of 5 (validate only %v): %v, want ErrTooManyPartitions", validate, err)
+		}
+	}
+	if _, err := e.CreateTopic("b", 2, -1, nil, false); err != nil {
+		t.Fatalf("up to the bound: %v", err)
+	}
+	if _, err := e.CreateTopic("c", 1, -1, nil, false); !errors.Is(err, ErrTooManyPartitions) {
+		t.Fatalf("past the bound: %v", err)
+	}
+	if _, err := e.CreateTopicWithID("d", [16]byte{4}, 2, nil); err != nil {
+		t.Fatalf("the controller's topic: %v", err)
+	}
+	if e.MaxPartitions() != 5 {
+		t.Fatalf("MaxPartitions %d", e.MaxPartitions())
+	}
+	def, err := OpenCore(Config{Dir: t.TempDir(), Shards: 1, IO: ioring.ModePortable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	if def.MaxPartitions() != DefaultMaxPartitions {
+		t.Fatalf("default MaxPartitions %d, want %d", def.MaxPartitions(), DefaultMaxPartitions)
+	}
+}

@@ -96,6 +96,9 @@ func ValidateTopicName(name string) error {
 // CreateTopic creates a topic with partitions partitions (-1: the broker's
 // num.partitions) and config overrides. replication is -1 or the number of
 // replicas; a single node has one. With validateOnly nothing is created.
+// It is the embedding API's creation, held to Config.MaxPartitions here;
+// a broker's topics come through its cluster's controller, which holds
+// them to it (CreateTopicWithID and CreatePartitions apply its decisions).
 func (e *Core) CreateTopic(name string, partitions int32, replication int16, overrides map[string]string, validateOnly bool) (TopicInfo, error) {
 	if e.closed.Load() {
 		return TopicInfo{}, ErrClosed
@@ -121,6 +124,9 @@ func (e *Core) CreateTopic(name string, partitions int32, replication int16, ove
 	ts := *e.topics.Load()
 	if _, ok := ts[name]; ok {
 		return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	if err := e.checkPartitionCapLocked(int(partitions)); err != nil {
+		return TopicInfo{}, err
 	}
 	var id [16]byte
 	rand.Read(id[:])

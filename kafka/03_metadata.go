@@ -159,7 +159,8 @@ func (s *Server) autoCreate(name string) (*controller.Topic, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	n := s.cfg.Node
-	t, err := n.Controller().CreateTopic(ctx, controller.CreateTopicRequest{Name: name, Partitions: s.eng.NumPartitions(), ReplicationFactor: -1})
+	t, err := n.Controller().CreateTopic(ctx, controller.CreateTopicRequest{Name: name, Partitions: s.eng.NumPartitions(), ReplicationFactor: -1,
+		MaxTotal: s.maxTotalPartitions()})
 	if err != nil && !errors.Is(err, controller.ErrTopicExists) {
 		return nil, err
 	}

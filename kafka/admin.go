@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/replication/controller"
 )
 
 // This file holds what the admin APIs (topics, partitions, configs,
@@ -109,6 +111,30 @@ const transactionStateTopic = "__transaction_state"
 // would cut committed offsets out from under the coordinator.
 func isInternalTopic(name string) bool {
 	return name == group.OffsetsTopic || name == transactionStateTopic
+}
+
+// maxTotalPartitions is the cap the controller holds a client's creation
+// to: this broker's ringlog.max.partitions (every broker holds every
+// partition), or 0 for none. The controller answers a creation beyond it
+// with POLICY_VIOLATION: Kafka's code for a request a broker's policy
+// refuses (as a CreateTopicPolicy would), which clients do not retry;
+// INVALID_REQUEST would blame the request's form, and Kafka has no code of
+// its own for a partition limit (KIP-578 was not adopted).
+func (s *Server) maxTotalPartitions() int32 {
+	m := s.eng.MaxPartitions()
+	if m < 0 {
+		return 0
+	}
+	return int32(min(m, math.MaxInt32))
+}
+
+// totalPartitions counts the partitions of every topic in img.
+func totalPartitions(img *controller.Image) int {
+	n := 0
+	for _, name := range img.TopicNames() {
+		n += len(img.Topic(name).Partitions)
+	}
+	return n
 }
 
 // adminTimeout bounds one controller request made for a client.

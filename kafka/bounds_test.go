@@ -199,3 +199,45 @@ func TestDataDirModes(t *testing.T) {
 		t.Fatalf("walked %d files and %d folders: the broker wrote less than this test expects", seen[false], seen[true])
 	}
 }
+
+// TestPartitionCap: CreateTopics and CreatePartitions that would make the
+// broker hold more than ringlog.max.partitions (engine.DefaultMaxPartitions
+// here; __consumer_offsets holds 4) are refused with POLICY_VIOLATION,
+// naming the setting; up to it they pass. Validate-only requests, so that
+// no test waits for ten thousand logs to open (the controller applies
+// the same check to real ones, replication/controller's
+// TestMaxTotalPartitions).
+func TestPartitionCap(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	c := dialAdmin(t, b.Addr)
+	createTopic(t, b, "one", 1, nil)
+	var held int32
+	for _, ti := range b.Engine.Topics() {
+		held += ti.Partitions
+	}
+	if held != 5 {
+		t.Fatalf("the broker holds %d partitions, want __consumer_offsets' 4 and one", held)
+	}
+	room := engine.DefaultMaxPartitions - held
+
+	rt := c.do(4, createOne(true, "wide", room+1)).(*kmsg.CreateTopicsResponse).Topics[0]
+	wantCode(t, "CreateTopics past the cap", rt.ErrorCode, kerr.PolicyViolation)
+	if rt.ErrorMessage == nil || !strings.Contains(*rt.ErrorMessage, "ringlog.max.partitions") {
+		t.Errorf("message %v, want it to name ringlog.max.partitions", derefString(rt.ErrorMessage))
+	}
+	rt = c.do(4, createOne(true, "wide", room)).(*kmsg.CreateTopicsResponse).Topics[0]
+	wantCode(t, "CreateTopics up to the cap", rt.ErrorCode, nil)
+
+	grow := func(count int32) kmsg.CreatePartitionsResponseTopic {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.ValidateOnly, req.TimeoutMillis = true, 5000
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "one", count
+		req.Topics = append(req.Topics, rt)
+		return c.do(3, req).(*kmsg.CreatePartitionsResponse).Topics[0]
+	}
+	gr := grow(1 + room + 1)
+	wantCode(t, "CreatePartitions past the cap", gr.ErrorCode, kerr.PolicyViolation)
+	gr = grow(1 + room)
+	wantCode(t, "CreatePartitions up to the cap", gr.ErrorCode, nil)
+}

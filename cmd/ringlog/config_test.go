@@ -94,6 +94,8 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"log.index.size.max.bytes=3":       "Value must be at least 4",
 		"log.roll.ms=0":                    "Value must be at least 1",
 		"log.index.interval.bytes=-1":      "Value must be at least 0",
+		"ringlog.max.partitions=0":         "want a positive bound",
+		"ringlog.max.partitions=x":         "ringlog.max.partitions",
 		"just a line":                      "want key=value",
 	} {
 		s := defaultSettings()
@@ -105,6 +107,15 @@ func TestServerPropertiesErrors(t *testing.T) {
 	s := defaultSettings()
 	if err := s.loadProperties(strings.NewReader("foo.bar=1")); !errors.Is(err, errUnknownKey) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+func TestMaxPartitionsProperty(t *testing.T) {
+	for text, want := range map[string]int{"ringlog.max.partitions=50000": 50000, "ringlog.max.partitions=-1": -1, "": 0} {
+		s := defaultSettings()
+		if err := s.loadProperties(strings.NewReader(text)); err != nil || s.maxPartitions != want {
+			t.Fatalf("%q: %d %v, want %d", text, s.maxPartitions, err, want)
+		}
 	}
 }
 
