@@ -54,6 +54,9 @@ type Config struct {
 	// NumPartitions is num.partitions, for auto-created topics and
 	// CreateTopics without a count.
 	NumPartitions int32
+	// MaxPartitions is ringlog.max.partitions, the most partitions the
+	// broker holds (0: engine.DefaultMaxPartitions, -1: no bound).
+	MaxPartitions int
 	// MaxFrameBytes is socket.request.max.bytes; MaxRequestBytes bounds
 	// every request but Produce (0: kafka's default).
 	MaxFrameBytes   int32

@@ -145,17 +145,17 @@ func cleanStatus(t testing.TB, e *Core, tp TP) segment.CleanStatus {
 
 func TestCleanerCompactsWhileAppending(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Dir: dir, Shards: 2, Cleaner: CleanerConfig{Backoff: 20 * time.Millisecond, IOMaxBytesPerSecond: 2 << 20}}
+	cfg := Config{Dir: dir, Shards: 2, Cleaner: CleanerConfig{Backoff: 20 * time.Millisecond, IOMaxBytesPerSecond: 2 << 20},
+		Topic: smallSegments(32768)}
 	e, err := OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	compact := map[string]string{"cleanup.policy": "compact", "segment.bytes": "32768", "min.cleanable.dirty.ratio": "0.2"}
+	compact := map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.2"}
 	if _, err := e.CreateTopic("compacted", 1, -1, compact, false); err != nil {
 		t.Fatal(err)
 	}
-	plain := map[string]string{"segment.bytes": "32768"}
-	if _, err := e.CreateTopic("plain", 1, -1, plain, false); err != nil {
+	if _, err := e.CreateTopic("plain", 1, -1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	tp, tpPlain := TP{"compacted", 0}, TP{"plain", 0}
@@ -226,12 +226,12 @@ func TestCleanerCompactsWhileAppending(t *testing.T) {
 
 func TestCleanerStopsOnClose(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Dir: dir, Shards: 1, Cleaner: CleanerConfig{Disabled: true}}
+	cfg := Config{Dir: dir, Shards: 1, Cleaner: CleanerConfig{Disabled: true}, Topic: smallSegments(16384)}
 	e, err := OpenCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.CreateTopic("c", 1, -1, map[string]string{"cleanup.policy": "compact,delete", "segment.bytes": "16384"}, false); err != nil {
+	if _, err := e.CreateTopic("c", 1, -1, map[string]string{"cleanup.policy": "compact,delete"}, false); err != nil {
 		t.Fatal(err)
 	}
 	tp := TP{"c", 0}
@@ -325,4 +325,13 @@ func TestCleanerConfigNames(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
+}
+
+// smallSegments is the default topic configuration with segments of n
+// bytes: below segment.bytes' floor, which binds what clients and
+// server.properties set, not a broker's configuration in Go.
+func smallSegments(n int64) TopicConfig {
+	c := DefaultTopicConfig()
+	c.Log.SegmentBytes = n
+	return c
 }

@@ -54,32 +54,63 @@ type ConfigEntry struct {
 // ErrInvalidConfig is returned for an unknown config name or a bad value.
 var ErrInvalidConfig = errors.New("engine: invalid config")
 
+// configError is a bad value, worded as Kafka's ConfigException words it
+// ("Invalid value 14 for configuration segment.bytes: Value must be at
+// least 1048576"), so that clients and tools show Kafka's message.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+func (e *configError) Unwrap() error { return ErrInvalidConfig }
+
+func invalidValue(name, v string, reason error) error {
+	return &configError{fmt.Sprintf("Invalid value %s for configuration %s: %v", v, name, reason)}
+}
+
 // configKey describes one topic config: how to read it from and write it
 // into a TopicConfig.
 type configKey struct {
 	name string
 	typ  string
 	doc  string
-	get  func(c *TopicConfig) string
-	set  func(c *TopicConfig, v string) error
+	// floor, when set, is Kafka's minimum for a value given by a client or
+	// an operator, above what the log itself can hold (segment.bytes,
+	// KIP-1030). A value stored before the floor existed still loads (see
+	// loadTopicConfig): an upgrade must not lose a topic.
+	floor int64
+	get   func(c *TopicConfig) string
+	set   func(c *TopicConfig, v string) error
 }
 
-func parseLong(v string, lo, hi int64) (int64, error) {
+// parseLong reads an INT or LONG config value in [lo, hi], with Kafka's
+// reasons for a refusal (a value beyond an INT's range is not a number of
+// type INT to Kafka's parser).
+func parseLong(typ, v string, lo, hi int64) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("not a number: %q", v)
+	if err != nil || (typ == "INT" && (n < math.MinInt32 || n > math.MaxInt32)) {
+		return 0, fmt.Errorf("Not a number of type %s", typ)
 	}
-	if n < lo || n > hi {
-		return 0, fmt.Errorf("%d not in [%d, %d]", n, lo, hi)
+	if n < lo {
+		return 0, fmt.Errorf("Value must be at least %d", lo)
+	}
+	if n > hi {
+		return 0, fmt.Errorf("Value must be no more than %d", hi)
 	}
 	return n, nil
 }
 
 func longKey(name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) configKey {
-	return configKey{name: name, typ: "LONG", doc: doc,
+	return numKey("LONG", name, doc, lo, hi, field)
+}
+
+func intKey(name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) configKey {
+	return numKey("INT", name, doc, lo, hi, field)
+}
+
+func numKey(typ, name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) configKey {
+	return configKey{name: name, typ: typ, doc: doc,
 		get: func(c *TopicConfig) string { return strconv.FormatInt(*field(c), 10) },
 		set: func(c *TopicConfig, v string) error {
-			n, err := parseLong(v, lo, hi)
+			n, err := parseLong(typ, v, lo, hi)
 			if err == nil {
 				*field(c) = n
 			}
@@ -87,11 +118,16 @@ func longKey(name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) 
 		}}
 }
 
-func intKey(name, doc string, lo, hi int64, field func(c *TopicConfig) *int64) configKey {
-	k := longKey(name, doc, lo, hi, field)
-	k.typ = "INT"
+// withFloor sets k's floor (see configKey.floor).
+func withFloor(k configKey, floor int64) configKey {
+	k.floor = floor
 	return k
 }
+
+// SegmentBytesFloor is Kafka 4's minimum segment.bytes (KIP-1030): below
+// it a client could make a partition roll a segment (three files, two
+// mappings) every few batches.
+const SegmentBytesFloor = 1 << 20
 
 // configKeys lists every topic config ringlog honours, in Kafka's names.
 var configKeys = []configKey{
@@ -125,11 +161,11 @@ var configKeys = []configKey{
 		func(c *TopicConfig) *int64 { return &c.Log.RetentionMs }),
 	longKey("retention.bytes", "largest size of a partition's log before old segments go (-1: no limit)", -1, math.MaxInt64,
 		func(c *TopicConfig) *int64 { return &c.Log.RetentionBytes }),
-	intKey("segment.bytes", "size at which a segment rolls", 14, math.MaxInt32,
-		func(c *TopicConfig) *int64 { return &c.Log.SegmentBytes }),
+	withFloor(intKey("segment.bytes", "size at which a segment rolls", 14, math.MaxInt32,
+		func(c *TopicConfig) *int64 { return &c.Log.SegmentBytes }), SegmentBytesFloor),
 	longKey("segment.ms", "age at which a segment rolls", 1, math.MaxInt64,
 		func(c *TopicConfig) *int64 { return &c.Log.SegmentMs }),
-	intKey("segment.index.bytes", "preallocated size of each index file", 4*12, math.MaxInt32,
+	intKey("segment.index.bytes", "largest size of each index file (they grow as entries arrive)", 4, math.MaxInt32,
 		func(c *TopicConfig) *int64 { return &c.Log.SegmentIndexBytes }),
 	intKey("index.interval.bytes", "bytes between offset index entries", 0, math.MaxInt32,
 		func(c *TopicConfig) *int64 { return &c.Log.IndexIntervalBytes }),
@@ -142,7 +178,7 @@ var configKeys = []configKey{
 	{name: "min.insync.replicas", typ: "INT", doc: "replicas that must acknowledge an acks=all produce",
 		get: func(c *TopicConfig) string { return strconv.Itoa(int(c.MinInsyncReplicas)) },
 		set: func(c *TopicConfig, v string) error {
-			n, err := parseLong(v, 1, math.MaxInt32)
+			n, err := parseLong("INT", v, 1, math.MaxInt32)
 			if err == nil {
 				c.MinInsyncReplicas = int32(n)
 			}
@@ -206,9 +242,22 @@ func ConfigNames() []string {
 	return names
 }
 
-// ParseTopicConfig applies overrides (Kafka names) to base. An unknown name
-// or a bad value is ErrInvalidConfig naming it.
+// ParseTopicConfig applies overrides (Kafka names) to base, as given by a
+// client (CreateTopics, AlterConfigs) or an operator (server.properties):
+// with Kafka's minimums. An unknown name or a bad value is ErrInvalidConfig
+// naming it, in Kafka's words.
 func ParseTopicConfig(base TopicConfig, overrides map[string]string) (TopicConfig, error) {
+	return parseTopicConfig(base, overrides, true)
+}
+
+// loadTopicConfig applies overrides that were accepted before (topics.json,
+// the cluster's metadata): a value below a floor added since still loads,
+// within what the log can hold.
+func loadTopicConfig(base TopicConfig, overrides map[string]string) (TopicConfig, error) {
+	return parseTopicConfig(base, overrides, false)
+}
+
+func parseTopicConfig(base TopicConfig, overrides map[string]string, floors bool) (TopicConfig, error) {
 	c := base
 	names := make([]string, 0, len(overrides))
 	for n := range overrides {
@@ -220,8 +269,14 @@ func ParseTopicConfig(base TopicConfig, overrides map[string]string) (TopicConfi
 		if !ok {
 			return base, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, n)
 		}
-		if err := k.set(&c, overrides[n]); err != nil {
-			return base, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, n, err)
+		v := overrides[n]
+		if floors && k.floor != 0 {
+			if f, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && f < k.floor {
+				return base, invalidValue(n, v, fmt.Errorf("Value must be at least %d", k.floor))
+			}
+		}
+		if err := k.set(&c, v); err != nil {
+			return base, invalidValue(n, v, err)
 		}
 	}
 	c.Log.Flush = flushPolicy(c.Log)

@@ -157,4 +157,15 @@
 //     inside the broker key what they write.
 //   - cleanup.policy=compact alone turns retention off: retention.ms and
 //     retention.bytes only apply with delete in the policy.
+//   - A partition's folder may already be 255 bytes long (a 249-character
+//     topic): a name derived from it (the deletion folder) is cut to fit
+//     NAME_MAX, never suffixed (deletedDir).
+//   - Config floors (segment.bytes' 1 MiB) bind values as they come in
+//     (ParseTopicConfig); values stored before a floor existed load
+//     (loadTopicConfig), or an upgrade would lose the topic.
+//   - MaxPartitions bounds CreateTopic, the embedding API's creation; a
+//     broker's topics come from its controller, which applies the cap of
+//     the broker asking: CreateTopicWithID and CreatePartitions do not
+//     check it (refusing a decision already in the metadata would leave
+//     the broker without a partition the cluster has).
 package engine

@@ -137,7 +137,8 @@ type TopicOptions struct {
 	Retention      time.Duration
 	RetentionBytes int64
 	// SegmentBytes is the size at which a partition's log rolls to a new
-	// segment file (0: 1 GiB); retention deletes whole segments.
+	// segment file (0: 1 GiB; at least 1 MiB, Kafka's segment.bytes floor);
+	// retention deletes whole segments.
 	SegmentBytes int64
 	// Compact keeps, once compacted, only the last record of each key
 	// (Kafka's cleanup.policy=compact); a record with a nil value deletes

@@ -34,6 +34,13 @@ type Config struct {
 	Topic TopicConfig
 	// NumPartitions is num.partitions, for topics created without a count.
 	NumPartitions int32
+	// MaxPartitions is ringlog.max.partitions: the most partitions the
+	// broker holds (every broker of a cluster holds every partition, so it
+	// bounds the cluster's count too). A CreateTopics, CreatePartitions or
+	// automatic creation beyond it is refused (ErrTooManyPartitions, the
+	// controller's POLICY_VIOLATION). 0 means DefaultMaxPartitions;
+	// negative means no bound.
+	MaxPartitions int
 	// RetentionCheckInterval is log.retention.check.interval.ms (5 min).
 	RetentionCheckInterval time.Duration
 	// ProducerIDExpiration is producer.id.expiration.ms (1 day).
@@ -98,6 +105,9 @@ func (c *Config) setDefaults() {
 	if c.NumPartitions <= 0 {
 		c.NumPartitions = 1
 	}
+	if c.MaxPartitions == 0 {
+		c.MaxPartitions = DefaultMaxPartitions
+	}
 	if c.RetentionCheckInterval <= 0 {
 		c.RetentionCheckInterval = 5 * time.Minute
 	}
@@ -158,7 +168,7 @@ type Core struct {
 // it reads anything.
 func OpenCore(cfg Config) (_ *Core, err error) {
 	cfg.setDefaults()
-	if err := fsutil.MkdirAllDurable(cfg.Dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(cfg.Dir, fsutil.DirPerm); err != nil {
 		return nil, err
 	}
 	unlock, err := fsutil.LockDir(cfg.Dir)
@@ -236,6 +246,29 @@ func (e *Core) Defaults() TopicConfig { return e.cfg.Topic }
 
 // NumPartitions is the default partition count.
 func (e *Core) NumPartitions() int32 { return e.cfg.NumPartitions }
+
+// DefaultMaxPartitions is ringlog.max.partitions' default. Each partition
+// holds three open files and two memory mappings per segment: Linux's
+// default vm.max_map_count (65530) allows about 32,000 segments in all, so
+// 10,000 partitions leave each a few segments, and their descriptors fit a
+// LimitNOFILE of 65536. An operator who raises the bound raises those
+// limits with it, as Kafka's documentation asks for brokers with many
+// partitions.
+const DefaultMaxPartitions = 10000
+
+// MaxPartitions is the most partitions the broker holds (Config's); a
+// negative value means no bound.
+func (e *Core) MaxPartitions() int { return e.cfg.MaxPartitions }
+
+// checkPartitionCapLocked refuses adding n partitions beyond MaxPartitions.
+// Called with e.mu held (the count cannot change under it).
+func (e *Core) checkPartitionCapLocked(n int) error {
+	have := len(*e.parts.Load())
+	if e.cfg.MaxPartitions >= 0 && have+n > e.cfg.MaxPartitions {
+		return fmt.Errorf("%w: the broker holds %d partitions; %d more would pass ringlog.max.partitions=%d", ErrTooManyPartitions, have, n, e.cfg.MaxPartitions)
+	}
+	return nil
+}
 
 // Close stops the shards after the appends already queued, and closes every
 // log cleanly (clean-shutdown markers, producer snapshots), so that the

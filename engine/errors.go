@@ -23,6 +23,9 @@ var (
 	ErrStorage                 = errors.New("engine: storage error")
 	ErrClosed                  = errors.New("engine: closed")
 	ErrInvalidRequest          = errors.New("engine: invalid request")
+	// ErrTooManyPartitions: the broker would hold more partitions than
+	// Config.MaxPartitions (ringlog.max.partitions).
+	ErrTooManyPartitions = errors.New("engine: too many partitions")
 
 	// Replication (replication.go, replica.go).
 	ErrNotLeader        = errors.New("engine: not the leader of the partition")

@@ -812,7 +812,8 @@ func TestTruncateThenReappend(t *testing.T) {
 func TestTruncateBelowSnapshot(t *testing.T) {
 	e := openReplicated(t, t.TempDir(), ioring.ModeAuto, nil)
 	defer e.Close()
-	e.CreateTopic("s", 1, -1, map[string]string{"segment.bytes": "300"}, false)
+	// An index of one entry at most: every append rolls a segment.
+	e.CreateTopic("s", 1, -1, map[string]string{"segment.index.bytes": "4"}, false)
 	tp := TP{"s", 0}
 	mustOK(t, e.BecomeLeader(tp, 1))
 	pid := int64(11)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -334,7 +335,7 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		if _, err := os.Stat(p.dir); err == nil {
 			// Left over from a topic of the same name whose deletion did not
 			// finish: move it aside rather than adopting its data.
-			if err := os.Rename(p.dir, p.dir+fmt.Sprintf(".%d%s", time.Now().UnixNano(), deleteSuffix)); err != nil {
+			if err := os.Rename(p.dir, deletedDir(p.dir, p.tp, strconv.FormatInt(time.Now().UnixNano(), 10))); err != nil {
 				return err
 			}
 		}
@@ -394,6 +395,25 @@ func (s *shard) closePartition(p *partition) error {
 	return errors.Join(errs...)
 }
 
+// nameMax is the longest file name Linux file systems take (NAME_MAX).
+const nameMax = 255
+
+// deletedDir is where the folder dir of partition tp goes while it is
+// removed: Kafka's "<topic>-<partition>.<unique>-delete", with the topic
+// cut short so that the name fits NAME_MAX (Kafka's LocalLog does the
+// same). A topic name may be 249 bytes, and its folder 255 already: a
+// suffix added to that fails the rename (ENAMETOOLONG), the deletion stops
+// there and the data stays. unique tells apart two deletions of
+// partitions whose cut names meet (the topic id, or a time).
+func deletedDir(dir string, tp TP, unique string) string {
+	suffix := fmt.Sprintf("-%d.%s%s", tp.Partition, unique, deleteSuffix)
+	topic := tp.Topic // ASCII (ValidateTopicName): cut anywhere
+	if len(topic)+len(suffix) > nameMax {
+		topic = topic[:nameMax-len(suffix)]
+	}
+	return filepath.Join(filepath.Dir(dir), topic+suffix)
+}
+
 // deletePartition closes p and removes its files (renamed aside first).
 func (s *shard) deletePartition(p *partition) error {
 	for _, r := range p.queue {
@@ -406,7 +426,7 @@ func (s *shard) deletePartition(p *partition) error {
 		p.log.Close()
 	}
 	p.notify()
-	gone := p.dir + "." + fmt.Sprintf("%x", p.topic.id[:8]) + deleteSuffix
+	gone := deletedDir(p.dir, p.tp, fmt.Sprintf("%x", p.topic.id[:8]))
 	if err := os.Rename(p.dir, gone); err != nil {
 		return err
 	}

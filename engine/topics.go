@@ -96,6 +96,9 @@ func ValidateTopicName(name string) error {
 // CreateTopic creates a topic with partitions partitions (-1: the broker's
 // num.partitions) and config overrides. replication is -1 or the number of
 // replicas; a single node has one. With validateOnly nothing is created.
+// It is the embedding API's creation, held to Config.MaxPartitions here;
+// a broker's topics come through its cluster's controller, which holds
+// them to it (CreateTopicWithID and CreatePartitions apply its decisions).
 func (e *Core) CreateTopic(name string, partitions int32, replication int16, overrides map[string]string, validateOnly bool) (TopicInfo, error) {
 	if e.closed.Load() {
 		return TopicInfo{}, ErrClosed
@@ -121,6 +124,9 @@ func (e *Core) CreateTopic(name string, partitions int32, replication int16, ove
 	ts := *e.topics.Load()
 	if _, ok := ts[name]; ok {
 		return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	if err := e.checkPartitionCapLocked(int(partitions)); err != nil {
+		return TopicInfo{}, err
 	}
 	var id [16]byte
 	rand.Read(id[:])
@@ -159,7 +165,8 @@ func (e *Core) CreateTopicWithID(name string, id [16]byte, partitions int32, ove
 	if partitions <= 0 || partitions > maxPartitions {
 		return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
 	}
-	cfg, err := ParseTopicConfig(e.cfg.Topic, overrides)
+	// The controller accepted these overrides (see loadTopicConfig).
+	cfg, err := loadTopicConfig(e.cfg.Topic, overrides)
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -351,22 +358,26 @@ func (e *Core) growLocked(t *topic, total int32) error {
 	return e.publishTopic(nt)
 }
 
-// AlterTopicConfig replaces the topic's overrides (AlterConfigs).
+// AlterTopicConfig replaces the topic's overrides with the cluster's (the
+// replication layer applies what the controller accepted, which is why a
+// value below a floor added since still applies; see loadTopicConfig).
 func (e *Core) AlterTopicConfig(name string, overrides map[string]string, validateOnly bool) error {
-	return e.changeConfig(name, validateOnly, func(map[string]string, TopicConfig) (map[string]string, error) {
+	return e.changeConfig(name, validateOnly, loadTopicConfig, func(map[string]string, TopicConfig) (map[string]string, error) {
 		return maps.Clone(overrides), nil
 	})
 }
 
 // IncrementalAlterTopicConfig applies ops to the topic's overrides
-// (IncrementalAlterConfigs).
+// (IncrementalAlterConfigs), with Kafka's minimums for every value of the
+// result, as Kafka checks it.
 func (e *Core) IncrementalAlterTopicConfig(name string, ops []ConfigOp, validateOnly bool) error {
-	return e.changeConfig(name, validateOnly, func(cur map[string]string, base TopicConfig) (map[string]string, error) {
+	return e.changeConfig(name, validateOnly, ParseTopicConfig, func(cur map[string]string, base TopicConfig) (map[string]string, error) {
 		return applyOps(cur, base, ops)
 	})
 }
 
-func (e *Core) changeConfig(name string, validateOnly bool, change func(map[string]string, TopicConfig) (map[string]string, error)) error {
+func (e *Core) changeConfig(name string, validateOnly bool, parse func(TopicConfig, map[string]string) (TopicConfig, error),
+	change func(map[string]string, TopicConfig) (map[string]string, error)) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -383,7 +394,7 @@ func (e *Core) changeConfig(name string, validateOnly bool, change func(map[stri
 	if overrides == nil {
 		overrides = map[string]string{}
 	}
-	cfg, err := ParseTopicConfig(e.cfg.Topic, overrides)
+	cfg, err := parse(e.cfg.Topic, overrides)
 	if err != nil {
 		return err
 	}
@@ -458,7 +469,7 @@ func (e *Core) loadTopics() error {
 		if r.Partitions <= 0 || r.Partitions > maxPartitions {
 			return fmt.Errorf("engine: %s: topic %s with %d partitions", topicsFile, r.Name, r.Partitions)
 		}
-		cfg, err := ParseTopicConfig(e.cfg.Topic, r.Configs)
+		cfg, err := loadTopicConfig(e.cfg.Topic, r.Configs)
 		if err != nil {
 			return fmt.Errorf("engine: %s: topic %s: %w", topicsFile, r.Name, err)
 		}

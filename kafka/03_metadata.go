@@ -159,7 +159,8 @@ func (s *Server) autoCreate(name string) (*controller.Topic, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	n := s.cfg.Node
-	t, err := n.Controller().CreateTopic(ctx, controller.CreateTopicRequest{Name: name, Partitions: s.eng.NumPartitions(), ReplicationFactor: -1})
+	t, err := n.Controller().CreateTopic(ctx, controller.CreateTopicRequest{Name: name, Partitions: s.eng.NumPartitions(), ReplicationFactor: -1,
+		MaxTotal: s.maxTotalPartitions()})
 	if err != nil && !errors.Is(err, controller.ErrTopicExists) {
 		return nil, err
 	}
@@ -190,7 +191,7 @@ func topicMetadata(req *kmsg.MetadataRequest, img *controller.Image, t *controll
 	mt.TopicID = [16]byte(t.ID)
 	// Clients leave internal topics out of regex subscriptions and tools
 	// hide them.
-	mt.IsInternal = name == group.OffsetsTopic
+	mt.IsInternal = isInternalTopic(name)
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicOperationsAll
 	} else {

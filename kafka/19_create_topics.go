@@ -95,7 +95,7 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 		return fail(err)
 	}
 	req := controller.CreateTopicRequest{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor,
-		Configs: overrides, ValidateOnly: validateOnly}
+		Configs: overrides, ValidateOnly: validateOnly, MaxTotal: s.maxTotalPartitions()}
 	if len(t.ReplicaAssignment) > 0 {
 		if t.ReplicationFactor != -1 {
 			return fail(refuse(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1."))

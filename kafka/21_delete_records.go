@@ -14,7 +14,9 @@ import (
 // OFFSET_OUT_OF_RANGE; one below the current log start changes nothing.
 // The answer carries the new low watermark (the log start offset). v2 is
 // flexible. On a single node there is no follower to wait for, so
-// timeout_ms is not needed.
+// timeout_ms is not needed. Internal topics (__consumer_offsets,
+// __transaction_state) are refused with INVALID_TOPIC_EXCEPTION, as Kafka
+// refuses them.
 func init() {
 	register(api{key: kmsg.DeleteRecords, min: 0, max: 2, sync: handleDeleteRecords})
 }
@@ -33,6 +35,10 @@ func handleDeleteRecords(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response
 			// -1 is Kafka's "no low watermark" in an error answer.
 			rp.LowWatermark = -1
 			switch {
+			case isInternalTopic(t.Topic):
+				// Kafka's answer, whatever the partition's state: the
+				// coordinator's records are not a client's to delete.
+				rp.ErrorCode = kerr.InvalidTopicException.Code
 			case exists && !strings.Contains(info.Config.CleanupPolicy, "delete"):
 				// A compacted topic keeps the latest value of every
 				// key; Kafka refuses to cut its head.

@@ -64,6 +64,12 @@ func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validate
 		}
 	}
 	if validateOnly {
+		// The controller's check of ringlog.max.partitions, on the
+		// metadata this broker applied.
+		if maxTotal := s.maxTotalPartitions(); maxTotal > 0 && totalPartitions(s.cfg.Node.Image())+int(t.Count-have) > int(maxTotal) {
+			return refuse(kerr.PolicyViolation, "Unable to add %d partitions: the brokers hold %d, and ringlog.max.partitions is %d",
+				t.Count-have, totalPartitions(s.cfg.Node.Image()), maxTotal)
+		}
 		return nil
 	}
 	var as [][]int32
@@ -72,7 +78,7 @@ func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validate
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	if err := s.cfg.Node.Controller().CreatePartitions(ctx, t.Topic, t.Count, as); err != nil {
+	if err := s.cfg.Node.Controller().CreatePartitions(ctx, t.Topic, t.Count, as, s.maxTotalPartitions()); err != nil {
 		return err
 	}
 	return s.waitApplied(ctx)

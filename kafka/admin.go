@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"ringlog/engine"
+	"ringlog/engine/group"
+	"ringlog/replication/controller"
 )
 
 // This file holds what the admin APIs (topics, partitions, configs,
@@ -94,6 +97,44 @@ func (s *Server) checkBrokerResource(name string) error {
 		return refuse(kerr.InvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s", s.eng.NodeID(), name)
 	}
 	return nil
+}
+
+// transactionStateTopic is Kafka's topic of transaction coordinators.
+// ringlog has none yet; the name is reserved so that clients see it as
+// Kafka shows it (internal, its records not deletable) if one makes it.
+const transactionStateTopic = "__transaction_state"
+
+// isInternalTopic reports a topic Kafka's Topic.isInternal names: the
+// group coordinator's and the transaction coordinator's. Kafka lets a
+// client create, grow, reconfigure and delete them like any topic, and
+// refuses only DeleteRecords on them (INVALID_TOPIC_EXCEPTION), which
+// would cut committed offsets out from under the coordinator.
+func isInternalTopic(name string) bool {
+	return name == group.OffsetsTopic || name == transactionStateTopic
+}
+
+// maxTotalPartitions is the cap the controller holds a client's creation
+// to: this broker's ringlog.max.partitions (every broker holds every
+// partition), or 0 for none. The controller answers a creation beyond it
+// with POLICY_VIOLATION: Kafka's code for a request a broker's policy
+// refuses (as a CreateTopicPolicy would), which clients do not retry;
+// INVALID_REQUEST would blame the request's form, and Kafka has no code of
+// its own for a partition limit (KIP-578 was not adopted).
+func (s *Server) maxTotalPartitions() int32 {
+	m := s.eng.MaxPartitions()
+	if m < 0 {
+		return 0
+	}
+	return int32(min(m, math.MaxInt32))
+}
+
+// totalPartitions counts the partitions of every topic in img.
+func totalPartitions(img *controller.Image) int {
+	n := 0
+	for _, name := range img.TopicNames() {
+		n += len(img.Topic(name).Partitions)
+	}
+	return n
 }
 
 // adminTimeout bounds one controller request made for a client.

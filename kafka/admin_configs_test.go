@@ -204,7 +204,7 @@ var sp = kmsg.StringPtr
 // nothing, refusals have Kafka's codes, and the result survives a restart.
 func TestAlterConfigs(t *testing.T) {
 	adminIOPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
-		createTopic(t, b, "altered", 2, map[string]string{"retention.ms": "1000", "segment.bytes": "100000"})
+		createTopic(t, b, "altered", 2, map[string]string{"retention.ms": "1000", "segment.bytes": "2000000"})
 		c := dialAdmin(t, b.Addr)
 		overrides := func() map[string]string { info, _ := b.Engine.Topic("altered"); return info.Overrides }
 
@@ -273,7 +273,7 @@ func TestAlterConfigs(t *testing.T) {
 // a restart and is what DescribeConfigs shows.
 func TestIncrementalAlterConfigs(t *testing.T) {
 	adminIOPaths(t, brokerOpts{}, func(t *testing.T, b *testBroker) {
-		createTopic(t, b, "inc", 1, map[string]string{"segment.bytes": "100000"})
+		createTopic(t, b, "inc", 1, map[string]string{"segment.bytes": "2000000"})
 		adm, ctx := b.admin(), adminCtx(t)
 		resps, err := adm.ValidateAlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: sp("5")}}, "inc")
 		if err != nil || resps[0].Err != nil {

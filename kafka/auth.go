@@ -105,8 +105,8 @@ type session struct {
 	// rawTokens: SaslHandshake v0 chose the mechanism, and its tokens
 	// come as bare frames rather than SaslAuthenticate requests.
 	rawTokens bool
-	ex    sasl.Server
-	timer *time.Timer // the authentication deadline, until authenticated
+	ex        sasl.Server
+	timer     *time.Timer // the authentication deadline, until authenticated
 
 	principal atomic.Pointer[string]
 	expiry    atomic.Int64 // unix nanoseconds after which requests close the connection; 0: never

@@ -35,6 +35,8 @@ func errorCode(err error) int16 {
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, engine.ErrInvalidTopic):
 		return kerr.InvalidTopicException.Code
+	case errors.Is(err, engine.ErrTooManyPartitions):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, engine.ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, engine.ErrInvalidReplication):

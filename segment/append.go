@@ -174,18 +174,27 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 	if opts.LogAppendTime && !opts.Replica {
 		incomingTs = now
 	}
-	if l.shouldRoll(l.active, total, next-1, incomingTs, now) {
-		rt, err := l.roll(first.BaseOffset)
+	// Index files grow before the write, so that a full disk fails the
+	// append here instead of raising SIGBUS when Complete stores an entry
+	// through the mapping. A new segment (roll, rebase) reserves its room
+	// as it is created, before it replaces the active one.
+	switch {
+	case l.shouldRoll(l.active, total, next-1, incomingTs, now):
+		rt, err := l.roll(first.BaseOffset, indexEntriesFor(t.hdrs, 0, l.cfg.IndexIntervalBytes))
 		if err != nil {
 			return nil, err
 		}
 		for i := range rt.syncs {
 			t.Ops = append(t.Ops, &rt.syncs[i])
 		}
-	} else if opts.Replica && l.active.written == 0 && first.BaseOffset != l.active.base {
+	case opts.Replica && l.active.written == 0 && first.BaseOffset != l.active.base:
 		// An empty active segment takes the base of the first batch a
 		// follower copies into it (the leader's log may have a gap here).
-		if err := l.rebaseEmptyActive(first.BaseOffset); err != nil {
+		if err := l.rebaseEmptyActive(first.BaseOffset, indexEntriesFor(t.hdrs, 0, l.cfg.IndexIntervalBytes)); err != nil {
+			return nil, err
+		}
+	default:
+		if err := l.active.reserveIndex(indexEntriesFor(t.hdrs, l.active.bytesSinceIndex, l.cfg.IndexIntervalBytes)); err != nil {
 			return nil, err
 		}
 	}
@@ -258,11 +267,39 @@ func (l *Log) shouldRoll(s *segment, size, lastOffset, incomingTs, nowMs int64) 
 	return false
 }
 
-// roll starts a new active segment at base and returns the background
-// task that syncs the old one.
-func (l *Log) roll(base int64) (*Task, error) {
+// indexEntriesFor is the most index entries that appending hdrs adds to
+// a segment whose bytesSinceIndex is since: indexBatch's rule, run ahead.
+func indexEntriesFor(hdrs []batch.Header, since, intervalBytes int64) int {
+	n := 0
+	for _, h := range hdrs {
+		if since > intervalBytes {
+			n++
+			since = 0
+		}
+		since += int64(h.Size())
+	}
+	return n
+}
+
+// reserveIndex makes room in both index files for n more entries.
+func (s *segment) reserveIndex(n int) error {
+	if n == 0 {
+		return nil
+	}
+	if err := s.offsets.reserve(n); err != nil {
+		return fmt.Errorf("segment: grow %s: %w", s.offsets.m.f.Name(), err)
+	}
+	if err := s.times.reserve(n); err != nil {
+		return fmt.Errorf("segment: grow %s: %w", s.times.m.f.Name(), err)
+	}
+	return nil
+}
+
+// roll starts a new active segment at base, with room in its indexes for
+// entries, and returns the background task that syncs the old one.
+func (l *Log) roll(base int64, entries int) (*Task, error) {
 	old := l.active
-	s, err := l.newEmptySegment(base)
+	s, err := l.newEmptySegment(base, entries)
 	if err != nil {
 		return nil, err
 	}
@@ -287,8 +324,9 @@ func (l *Log) roll(base int64) (*Task, error) {
 }
 
 // newEmptySegment creates segment files at base, discarding any leftover
-// content a file of that name might have, and publishes it as empty.
-func (l *Log) newEmptySegment(base int64) (*segment, error) {
+// content a file of that name might have, with room in its indexes for
+// entries, and publishes it as empty.
+func (l *Log) newEmptySegment(base int64, entries int) (*segment, error) {
 	s, err := openSegment(l.dir, base, l.cfg.SegmentIndexBytes)
 	if err != nil {
 		return nil, err
@@ -304,9 +342,13 @@ func (l *Log) newEmptySegment(base int64) (*segment, error) {
 		s.close()
 		return nil, err
 	}
+	// Leftover index entries are zeroed, not cut off: the files may be
+	// those of a segment of the same base that readers still map
+	// (TruncateFullyAndStartAt), and a page past a file's end is a SIGBUS
+	// to whoever touches it.
 	s.offsets.setCount(0)
 	s.times.setCount(0)
-	if err := l.activate(s); err != nil {
+	if err := s.reserveIndex(entries); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -334,9 +376,9 @@ func discardContent(f *os.File) error {
 
 // rebaseEmptyActive replaces the empty active segment with one based at
 // base (> its base).
-func (l *Log) rebaseEmptyActive(base int64) error {
+func (l *Log) rebaseEmptyActive(base int64, entries int) error {
 	old := l.active
-	s, err := l.newEmptySegment(base)
+	s, err := l.newEmptySegment(base, entries)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"ringlog/internal/fsutil"
 )
 
 // Log compaction (cleanup.policy=compact), after Kafka's LogCleaner.
@@ -119,7 +121,7 @@ func (l *Log) cleanerPersist() error {
 		hz = -1
 	}
 	path := filepath.Join(l.dir, cleanerCheckpointFile)
-	if err := os.WriteFile(path+tmpSuffix, fmt.Appendf(nil, "0\n%d %d\n", l.cleaner.firstDirty, hz), 0o644); err != nil {
+	if err := os.WriteFile(path+tmpSuffix, fmt.Appendf(nil, "0\n%d %d\n", l.cleaner.firstDirty, hz), fsutil.FilePerm); err != nil {
 		return err
 	}
 	return os.Rename(path+tmpSuffix, path)

@@ -106,7 +106,7 @@ func forceRoll(t testing.TB, l *Log) {
 	if l.active.written == 0 {
 		return
 	}
-	rt, err := l.roll(l.nextOffset)
+	rt, err := l.roll(l.nextOffset, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

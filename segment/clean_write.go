@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"ringlog/segment/batch"
+
+	"ringlog/internal/fsutil"
 )
 
 // CleanResult holds the cleaned segments a clean wrote, under their
@@ -355,17 +357,17 @@ func createCleaned(dir string, base, offsetsCap, timesCap int64) (*segment, erro
 		return nil, err
 	}
 	var err error
-	if s.log, err = os.OpenFile(s.path(logSuffix)+cleanedSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+	if s.log, err = os.OpenFile(s.path(logSuffix)+cleanedSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, fsutil.FilePerm); err != nil {
 		return nil, err
 	}
 	if s.offsets, err = openOffsetIndex(s.path(indexSuffix)+cleanedSuffix, base, offsetsCap); err == nil {
 		s.times, err = openTimeIndex(s.path(timeIndexSuffix)+cleanedSuffix, base, timesCap)
 	}
 	if err == nil {
-		err = s.offsets.grow(offsetsCap)
+		err = s.offsets.grow()
 	}
 	if err == nil {
-		err = s.times.grow(timesCap)
+		err = s.times.grow()
 	}
 	if err != nil {
 		s.close()

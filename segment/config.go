@@ -87,8 +87,9 @@ type Config struct {
 	// SegmentMs is segment.ms: a segment rolls once its first batch is
 	// this old. 0 disables time-based rolling.
 	SegmentMs int64
-	// SegmentIndexBytes is segment.index.bytes: the preallocated size of
-	// each index file, which bounds the entries per segment.
+	// SegmentIndexBytes is segment.index.bytes: the largest size of each
+	// index file, which bounds the entries per segment (the files grow as
+	// entries arrive).
 	SegmentIndexBytes int64
 	// IndexIntervalBytes is index.interval.bytes: bytes of batches between
 	// two offset index entries.
@@ -165,8 +166,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: segment.bytes %d not in [14, %d]", ErrConfig, c.SegmentBytes, math.MaxInt32)
 	case c.SegmentMs < 0:
 		return fmt.Errorf("%w: segment.ms %d is negative", ErrConfig, c.SegmentMs)
-	case c.SegmentIndexBytes < 4*timeEntrySize || c.SegmentIndexBytes > math.MaxInt32:
-		return fmt.Errorf("%w: segment.index.bytes %d not in [%d, %d]", ErrConfig, c.SegmentIndexBytes, 4*timeEntrySize, math.MaxInt32)
+	case c.SegmentIndexBytes < 4 || c.SegmentIndexBytes > math.MaxInt32:
+		// Kafka's minimum: below one entry an index is full from the start,
+		// and every append rolls a segment, which works.
+		return fmt.Errorf("%w: segment.index.bytes %d not in [4, %d]", ErrConfig, c.SegmentIndexBytes, math.MaxInt32)
 	case c.IndexIntervalBytes < 0:
 		return fmt.Errorf("%w: index.interval.bytes %d is negative", ErrConfig, c.IndexIntervalBytes)
 	case c.MaxMessageBytes < 0 || c.MaxMessageBytes > math.MaxInt32:

@@ -20,9 +20,10 @@
 // A .log file is a sequence of batches (see package batch for their
 // layout). Index entries are added once more than index.interval.bytes of
 // batches were written since the previous one, mapping the last offset of a
-// batch to the position where it starts; the active segment's index files
-// are preallocated (segment.index.bytes), mmap'd, and trimmed when the
-// segment rolls or the log closes.
+// batch to the position where it starts; index files are mmap'd for up to
+// segment.index.bytes, grow (fallocate) in steps from one page as entries
+// arrive, and are trimmed to their entries when the segment rolls or the
+// log closes.
 //
 // # Write path
 //
@@ -87,9 +88,18 @@
 //     Kafka's do; lookup returns the entry at or below the target, and a scan
 //     from there finds the batch holding it.
 //   - Index mappings have a fixed length for the segment's life and are never
-//     moved; a trimmed file only shrinks below entries nobody reads. Growth
-//     uses fallocate: a store through the mapping into a hole on a full disk
-//     would be a SIGBUS.
+//     moved; a trimmed file only shrinks below entries nobody reads. The
+//     mapping is longer than the file: no page past the file's end is ever
+//     touched (a SIGBUS). Prepare grows the index files (fallocate, not a
+//     sparse truncate: a store into a hole on a full disk is a SIGBUS too)
+//     for every entry the append may add before anything is written, so a
+//     full disk is an ENOSPC error of the append; Complete only stores into
+//     room already allocated. Only Open (no readers yet) shrinks an index
+//     below entries a reader may hold; a segment recreated over the files
+//     of one still mapped zeroes its entries instead.
+//   - full() is segment.index.bytes / entry size, not the mapping's length
+//     (rounded up to a page): an index never holds more entries than its
+//     file can keep.
 //   - A failed fdatasync stops the log (Failed): the kernel may have dropped
 //     the dirty pages, so only a reopen and recovery can say what is on disk.
 //     A failed write is undone by truncating the file back; the log goes on.

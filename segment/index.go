@@ -27,40 +27,75 @@ const (
 // index is the part shared by both index kinds: a mapped file of fixed-size
 // entries whose count is published with an atomic so that readers on other
 // goroutines see only complete entries.
+//
+// The mapping covers maxEntries (segment.index.bytes) from the start, but
+// the file only grows as entries arrive (reserve): a partition that holds
+// little data holds little index. No page past the file's end is ever
+// touched, so the mapping never raises SIGBUS: readers stay below count,
+// and the writer stores entry count only after reserve made room for it.
 type index struct {
-	m         *mapFile
-	base      int64
-	entrySize int
-	count     atomic.Int32 // entries readers may use
+	m          *mapFile
+	base       int64
+	entrySize  int
+	maxEntries int          // segment.index.bytes / entrySize: full() beyond
+	count      atomic.Int32 // entries readers may use
 }
 
-func openIndex(path string, base int64, entrySize int, capacity int64) (*index, error) {
-	m, err := openMapFile(path, capacity)
+// indexGrowMin and indexGrowMax bound one growth of an index file: the
+// first entry allocates one page, each growth after it doubles the file,
+// up to 1 MiB at a time. A partition that gets one entry costs 4 KiB
+// instead of segment.index.bytes (10 MiB by default), and a busy one grows
+// its file a handful of times per segment.
+const (
+	indexGrowMin = 4 << 10
+	indexGrowMax = 1 << 20
+)
+
+func openIndex(path string, base int64, entrySize int, maxBytes int64) (*index, error) {
+	maxEntries := maxBytes / int64(entrySize)
+	m, err := openMapFile(path, maxEntries*int64(entrySize))
 	if err != nil {
 		return nil, err
 	}
-	x := &index{m: m, base: base, entrySize: entrySize}
+	x := &index{m: m, base: base, entrySize: entrySize, maxEntries: int(maxEntries)}
 	// The file holds whole entries after a clean shutdown (it is trimmed on
 	// close); a partial entry can only come from a torn file and is ignored.
+	// A file longer than maxEntries (segment.index.bytes was lowered) keeps
+	// its entries and reports full, so the segment rolls.
 	x.count.Store(int32(m.size / int64(entrySize)))
 	return x, nil
 }
 
-// capacity is the number of entries the mapping can hold.
-func (x *index) capacity() int { return len(x.m.mem) / x.entrySize }
-
-func (x *index) full() bool { return int(x.count.Load()) >= x.capacity() }
+// full reports that no entry may be added: the segment must roll.
+func (x *index) full() bool { return int(x.count.Load()) >= x.maxEntries }
 
 func (x *index) at(i int) []byte {
 	return x.m.mem[i*x.entrySize : (i+1)*x.entrySize]
 }
 
-// grow makes the file as large as the mapping so that entries can be
-// appended (the active segment's index is preallocated, as in Kafka).
-func (x *index) grow(limit int64) error {
-	n := min(int64(x.capacity()), limit/int64(x.entrySize)) * int64(x.entrySize)
-	n = max(n, int64(x.count.Load())*int64(x.entrySize))
-	return x.m.resize(n)
+// reserve makes the file long enough for n more entries (fewer when
+// maxEntries comes first), allocating its blocks with fallocate. It is
+// called before entries are stored, while a failure can still be an
+// error of the append (ENOSPC) rather than a signal.
+func (x *index) reserve(n int) error {
+	need := int64(min(int(x.count.Load())+n, x.maxEntries)) * int64(x.entrySize)
+	size := x.m.size
+	if need <= size {
+		return nil
+	}
+	limit := int64(x.maxEntries) * int64(x.entrySize)
+	target := max(need, size+min(max(size, indexGrowMin), indexGrowMax))
+	page := int64(indexGrowMin)
+	target = (target + page - 1) / page * page
+	// Whole entries only: a file cut mid-entry would read as torn.
+	target = target / int64(x.entrySize) * int64(x.entrySize)
+	return x.m.resize(min(target, limit))
+}
+
+// grow makes the file as large as maxEntries at once (cleaned segments,
+// whose entry count is bounded by the bytes they are written from).
+func (x *index) grow() error {
+	return x.reserve(x.maxEntries)
 }
 
 // trim cuts the file to its valid entries (on roll and close).
@@ -85,8 +120,8 @@ func (x *index) close() error { return x.m.close() }
 // offsetIndex maps last offsets of batches to their positions.
 type offsetIndex struct{ *index }
 
-func openOffsetIndex(path string, base int64, capacity int64) (*offsetIndex, error) {
-	x, err := openIndex(path, base, offsetEntrySize, capacity)
+func openOffsetIndex(path string, base int64, maxBytes int64) (*offsetIndex, error) {
+	x, err := openIndex(path, base, offsetEntrySize, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +169,8 @@ func (x *offsetIndex) lookup(target int64) (offset int64, pos int64) {
 	return x.entry(lo - 1)
 }
 
-// append adds an entry; the caller has checked full() and ordering.
+// append adds an entry; the caller has checked full() and ordering, and
+// reserved room for it.
 func (x *offsetIndex) append(offset int64, pos int64) error {
 	n := int(x.count.Load())
 	if n > 0 {
@@ -162,8 +198,8 @@ func (x *offsetIndex) truncateTo(offset int64) {
 // timeIndex maps growing timestamps to offsets.
 type timeIndex struct{ *index }
 
-func openTimeIndex(path string, base int64, capacity int64) (*timeIndex, error) {
-	x, err := openIndex(path, base, timeEntrySize, capacity)
+func openTimeIndex(path string, base int64, maxBytes int64) (*timeIndex, error) {
+	x, err := openIndex(path, base, timeEntrySize, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +236,7 @@ func (x *timeIndex) lookupBefore(ts int64) (int64, int64) {
 }
 
 // maybeAppend adds (ts, offset) when ts is larger than the last entry's
-// timestamp; the caller has checked full().
+// timestamp; the caller has checked full() and reserved room for it.
 func (x *timeIndex) maybeAppend(ts int64, offset int64) {
 	n := int(x.count.Load())
 	if n > 0 {

@@ -147,7 +147,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := fsutil.MkdirAllDurable(dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(dir, fsutil.DirPerm); err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir, cfg: cfg, opts: opts, io: opts.IO}

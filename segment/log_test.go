@@ -588,7 +588,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, mut := range []func(*Config){
 		func(c *Config) { c.SegmentBytes = 0 },
 		func(c *Config) { c.SegmentBytes = math.MaxInt32 + 1 },
-		func(c *Config) { c.SegmentIndexBytes = 10 },
+		func(c *Config) { c.SegmentIndexBytes = 3 },
 		func(c *Config) { c.FlushMessages = 0 },
 		func(c *Config) { c.Flush = 9 },
 	} {

@@ -62,10 +62,6 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	dropped := l.segs[i+1:]
 	if len(dropped) > 0 {
-		if err := l.activate(s); err != nil {
-			l.fail(err)
-			return err
-		}
 		l.install(slices.Clone(l.segs[:i+1]))
 		for _, d := range dropped {
 			if err := l.dropSegment(d); err != nil {
@@ -172,7 +168,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 
 func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	old := l.segs
-	s, err := l.newEmptySegment(offset)
+	s, err := l.newEmptySegment(offset, 0)
 	if err != nil {
 		return err
 	}
@@ -304,7 +300,7 @@ func (l *Log) deleteOldSegments(deletable func(i int, s *segment) bool, upper in
 	doomed := l.segs[:n]
 	keep := slices.Clone(l.segs[n:])
 	if len(keep) == 0 {
-		s, err := l.newEmptySegment(l.nextOffset)
+		s, err := l.newEmptySegment(l.nextOffset, 0)
 		if err != nil {
 			l.fail(err)
 			return 0, err

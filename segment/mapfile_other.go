@@ -5,6 +5,8 @@ package segment
 import (
 	"fmt"
 	"os"
+
+	"ringlog/internal/fsutil"
 )
 
 // mapFile keeps an index file in a heap buffer where mmap is unavailable
@@ -18,7 +20,7 @@ type mapFile struct {
 }
 
 func openMapFile(path string, capacity int64) (*mapFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fsutil.FilePerm)
 	if err != nil {
 		return nil, err
 	}

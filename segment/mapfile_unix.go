@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"ringlog/internal/fsutil"
 )
 
 // mapFile is an index file mapped into memory with MAP_SHARED. The mapping
@@ -21,7 +23,7 @@ type mapFile struct {
 }
 
 func openMapFile(path string, capacity int64) (*mapFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fsutil.FilePerm)
 	if err != nil {
 		return nil, err
 	}

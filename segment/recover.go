@@ -185,9 +185,6 @@ func (l *Log) load() error {
 			}
 		}
 	}
-	if err := l.activate(active); err != nil {
-		return err
-	}
 	l.install(segs)
 	leo := active.next()
 	l.nextOffset = leo
@@ -258,15 +255,6 @@ func (l *Log) load() error {
 	return nil
 }
 
-// activate prepares s to take appends: its indexes get their full
-// preallocated size.
-func (l *Log) activate(s *segment) error {
-	if err := s.offsets.grow(l.cfg.SegmentIndexBytes); err != nil {
-		return err
-	}
-	return s.times.grow(l.cfg.SegmentIndexBytes)
-}
-
 // loadTrusted sets up a segment from its indexes without validating every
 // batch: the index files are sanity-checked and the batches after the last
 // index entry are walked to find the segment's end. It returns false when
@@ -332,11 +320,13 @@ func (l *Log) scan(s *segment) (int64, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	if err := l.activate(s); err != nil {
-		return 0, "", err
-	}
+	// The indexes are rebuilt from nothing, their files growing with the
+	// entries (Open runs before any reader, so the files may shrink).
 	s.offsets.setCount(0)
 	s.times.setCount(0)
+	if err := errors.Join(s.offsets.trim(), s.times.trim()); err != nil {
+		return 0, "", err
+	}
 	s.maxTs.Store(-1)
 	s.bytesSinceIndex, s.rollTs, s.createdMs = 0, -1, l.opts.Now().UnixMilli()
 	sc := newBatchScanner(s.log, size)
@@ -363,6 +353,9 @@ func (l *Log) scan(s *segment) (int64, string, error) {
 		if why != "" {
 			bad, reason = pos, why
 			break
+		}
+		if err := s.reserveIndex(indexEntriesFor([]batch.Header{h}, s.bytesSinceIndex, l.cfg.IndexIntervalBytes)); err != nil {
+			return 0, "", err
 		}
 		s.indexBatch(pos, h, l.cfg.IndexIntervalBytes)
 		if l.epochs.assignIfNewer(h.PartitionLeaderEpoch, h.BaseOffset) {

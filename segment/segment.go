@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"ringlog/segment/batch"
+
+	"ringlog/internal/fsutil"
 )
 
 // File name suffixes of a segment, and the suffix given to files of a
@@ -77,21 +79,21 @@ func (s *segment) path(suffix string) string {
 
 // openSegment opens (creating when absent) the files of the segment based
 // at base. Index mappings are sized for indexBytes so that the segment can
-// become active without remapping.
+// become active without remapping; the files grow as entries arrive.
 func openSegment(dir string, base int64, indexBytes int64) (*segment, error) {
 	s := &segment{dir: dir, base: base, rollTs: -1}
 	s.maxTs.Store(-1)
 	var err error
-	s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, fsutil.FilePerm)
 	if err != nil {
 		return nil, err
 	}
-	s.offsets, err = openOffsetIndex(s.path(indexSuffix), base, indexBytes/offsetEntrySize*offsetEntrySize)
+	s.offsets, err = openOffsetIndex(s.path(indexSuffix), base, indexBytes)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
-	s.times, err = openTimeIndex(s.path(timeIndexSuffix), base, indexBytes/timeEntrySize*timeEntrySize)
+	s.times, err = openTimeIndex(s.path(timeIndexSuffix), base, indexBytes)
 	if err != nil {
 		s.close()
 		return nil, err

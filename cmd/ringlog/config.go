@@ -268,6 +268,14 @@ func (s *settings) set(k, v string) error {
 	case "default.replication.factor":
 		n, err = num(1, math.MaxInt16)
 		s.Cluster.ReplicationFactor = int16(n)
+	case "ringlog.max.partitions":
+		// No Kafka equivalent (KIP-578 was not adopted): the most
+		// partitions the broker holds; -1 for no bound.
+		n, err = num(-1, math.MaxInt32)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%s=0: want a positive bound, or -1 for none", k)
+		}
+		s.MaxPartitions = int(n)
 	case "ringlog.replica.fetch.slots":
 		n, err = num(1, 32)
 		s.Cluster.FetchSlots = int(n)

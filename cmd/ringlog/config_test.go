@@ -101,11 +101,17 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\ninter.broker.listener.name=SASL_PLAINTEXT":             "PLAINTEXT only",
 		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\nlistener.name.sasl_plaintext.plain.sasl.jaas.config=x": "PlainLoginModule",
 		"listeners=PLAINTEXT://:1\nadvertised.listeners=OTHER://h:1":                                                                         "OTHER is not in listeners",
-		"ssl.client.auth=required": "the only listener is PLAINTEXT",
-		"log.dirs=/a,/b":           "one data directory",
-		"num.partitions=zero":      "num.partitions",
-		"log.segment.bytes=1":      "segment.bytes",
-		"just a line":              "want key=value",
+		"ssl.client.auth=required":    "the only listener is PLAINTEXT",
+		"log.dirs=/a,/b":              "one data directory",
+		"num.partitions=zero":         "num.partitions",
+		"log.segment.bytes=1":         "segment.bytes",
+		"log.segment.bytes=1048575":   "log.segment.bytes: Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576",
+		"log.index.size.max.bytes=3":  "Value must be at least 4",
+		"log.roll.ms=0":               "Value must be at least 1",
+		"log.index.interval.bytes=-1": "Value must be at least 0",
+		"ringlog.max.partitions=0":    "want a positive bound",
+		"ringlog.max.partitions=x":    "ringlog.max.partitions",
+		"just a line":                 "want key=value",
 	} {
 		s := defaultSettings()
 		err := s.loadProperties(strings.NewReader(strings.ReplaceAll(text, `\n`, "\n")))
@@ -153,6 +159,15 @@ connections.max.reauth.ms=60000
 		strings.Join(l.Mechanisms, ",") != "SCRAM-SHA-256,PLAIN" || l.PlainUsers["alice"] != `al"ice` || l.PlainUsers["admin"] != "a" ||
 		l.ReauthMax != time.Minute || l.TLS == nil {
 		t.Fatalf("CLIENT: %+v", l)
+	}
+}
+
+func TestMaxPartitionsProperty(t *testing.T) {
+	for text, want := range map[string]int{"ringlog.max.partitions=50000": 50000, "ringlog.max.partitions=-1": -1, "": 0} {
+		s := defaultSettings()
+		if err := s.loadProperties(strings.NewReader(text)); err != nil || s.MaxPartitions != want {
+			t.Fatalf("%q: %d %v, want %d", text, s.MaxPartitions, err, want)
+		}
 	}
 }
 

@@ -269,7 +269,7 @@ func (c *powerCluster) createTopic() {
 	defer cancel()
 	adm := c.admin()
 	defer adm.Close()
-	resp, err := adm.CreateTopic(ctx, clusterPartitions, 3, map[string]*string{"segment.bytes": new("65536")}, powerTopic)
+	resp, err := adm.CreateTopic(ctx, clusterPartitions, 3, map[string]*string{"segment.index.bytes": new("192")}, powerTopic)
 	if err == nil {
 		err = resp.Err
 	}

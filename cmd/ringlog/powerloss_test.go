@@ -370,7 +370,9 @@ func TestPowerLossFlushAlways(t *testing.T) {
 
 // TestPowerLossFlushNever: with -flush never (Kafka's default) a power
 // loss takes what was acknowledged after the last sync and nothing else.
-// Segments roll every 64 KiB and each roll syncs the segment it closes;
+// Segments roll about every 64 KiB (segment.index.bytes=192: 16 time index
+// entries, one per index.interval.bytes of 4 KiB; segment.bytes cannot go
+// below 1 MiB) and each roll syncs the segment it closes;
 // after each power loss, every acknowledged record below the recovery
 // point that the broker had checkpointed is read back at its offset, each
 // partition is a whole prefix of what was written (what survives above
@@ -388,7 +390,7 @@ func TestPowerLossFlushNever(t *testing.T) {
 		p, addr := r.start()
 		p.waitFor(t, "ringlog started")
 		if round == 0 {
-			createPowerTopic(t, addr, partitions, "segment.bytes", "65536")
+			createPowerTopic(t, addr, partitions, "segment.index.bytes", "192")
 		} else {
 			if !strings.Contains(p.out.String(), "recovered partition") {
 				t.Fatalf("round %d: the broker did not say it recovered from the power loss:\n%s", round, p.out.String())

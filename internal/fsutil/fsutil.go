@@ -13,13 +13,23 @@ import (
 // by a crash can be removed.
 const TmpSuffix = ".tmp"
 
+// FilePerm and DirPerm are the modes of every file and directory the
+// broker creates in its data directory: records, offsets and the
+// cluster's metadata are for the broker's user and group only (others
+// could read every record otherwise; the process umask may only take more
+// away).
+const (
+	FilePerm os.FileMode = 0o640
+	DirPerm  os.FileMode = 0o750
+)
+
 // WriteFileAtomic replaces dir/name with data durably: the data goes to a
 // temporary file that is synced, renamed over name, and the directory is
 // synced, so that a crash leaves either the old or the new content, never a
 // mix or nothing.
 func WriteFileAtomic(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, name+TmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, FilePerm)
 	if err != nil {
 		return err
 	}

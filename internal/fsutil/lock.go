@@ -20,7 +20,7 @@ var ErrDirLocked = errors.New("data directory in use by another process")
 // lock is the operating system's (released when the process dies, however
 // it dies); unlock releases it.
 func LockDir(dir string) (unlock func() error, err error) {
-	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, FilePerm)
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,10 @@ type CreateTopicRequest struct {
 	// broker adopting the topics it held before it had a quorum keeps
 	// their ids (INVALID_REQUEST if another topic has it).
 	ID TopicID
+	// MaxTotal, when positive, is the most partitions the cluster may hold
+	// with the new topic's (ringlog.max.partitions of the broker asking):
+	// beyond it the creation is POLICY_VIOLATION.
+	MaxTotal int32
 }
 
 // AlterPartitionRequest is a partition leader's ISR change (Kafka's
@@ -162,6 +166,7 @@ func (c *Controller) CreateTopic(ctx context.Context, req CreateTopicRequest) (*
 	r, err := c.submit(ctx, &command{
 		typ: cmdCreateTopic, topic: req.Name, partitions: req.Partitions, rf: req.ReplicationFactor,
 		assignments: req.Assignments, configs: req.Configs, validateOnly: req.ValidateOnly, topicID: req.ID,
+		maxTotal: max(req.MaxTotal, 0),
 	})
 	if err != nil {
 		return nil, err
@@ -181,9 +186,12 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 }
 
 // CreatePartitions grows a topic to count partitions (never shrinks it).
-// assignments, if set, gives the replicas of each new partition.
-func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32) error {
-	_, err := c.submit(ctx, &command{typ: cmdCreatePartitions, topic: topic, partitions: count, assignments: assignments})
+// assignments, if set, gives the replicas of each new partition. maxTotal,
+// when positive, is the most partitions the cluster may hold afterwards
+// (as CreateTopicRequest.MaxTotal).
+func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, maxTotal int32) error {
+	_, err := c.submit(ctx, &command{typ: cmdCreatePartitions, topic: topic, partitions: count, assignments: assignments,
+		maxTotal: max(maxTotal, 0)})
 	return err
 }
 

@@ -90,7 +90,7 @@ func testOneVoterRestart(t *testing.T, local bool) {
 	if err := nd.c.DeleteTopic(ctx, "lat-0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := nd.c.CreatePartitions(ctx, "orders", 5, nil); err != nil {
+	if err := nd.c.CreatePartitions(ctx, "orders", 5, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	before := stateOf(nd.c.Image())

@@ -9,9 +9,9 @@ const (
 	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack[, configs: listeners]; epoch = entry index
 	cmdUnfenceBroker       cmdType = 3  // brokerID, epoch
 	cmdFenceBroker         cmdType = 4  // brokerID, epoch
-	cmdCreateTopic         cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments
+	cmdCreateTopic         cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments[, maxTotal]
 	cmdDeleteTopic         cmdType = 6  // topic
-	cmdCreatePartitions    cmdType = 7  // topic, partitions (new total); + assignments of the new ones
+	cmdCreatePartitions    cmdType = 7  // topic, partitions (new total); + assignments of the new ones[, maxTotal]
 	cmdAlterConfigs        cmdType = 8  // topic, configs (set), deletes
 	cmdAlterPartition      cmdType = 9  // topic, partition, brokerID, epoch, leaderEpoch, partitionEpoch, isr
 	cmdElectPreferred      cmdType = 10 // elect (empty: every partition)
@@ -77,6 +77,13 @@ type command struct {
 	floor          int64   // AllocateProducerIDs: the block starts at or above it
 	elect          []TopicPartition
 	scram          []ScramChange
+	// maxTotal (CreateTopic, CreatePartitions; 0: none) is the most
+	// partitions the cluster may hold after the command: the cap
+	// (ringlog.max.partitions) of the broker that took the client's
+	// request. It travels in the command so that the state machine checks
+	// it against the count at the command's place in the log: concurrent
+	// creations cannot pass it together.
+	maxTotal int32
 }
 
 func (c *command) encode() []byte {
@@ -109,12 +116,19 @@ func (c *command) encode() []byte {
 		e.bool(c.validateOnly)
 		e.stringMap(c.configs)
 		encodeAssignments(e, c.assignments)
+		if c.maxTotal > 0 {
+			// A trailing field: entries written before it still decode.
+			e.i32(c.maxTotal)
+		}
 	case cmdDeleteTopic:
 		e.str(c.topic)
 	case cmdCreatePartitions:
 		e.str(c.topic)
 		e.i32(c.partitions)
 		encodeAssignments(e, c.assignments)
+		if c.maxTotal > 0 {
+			e.i32(c.maxTotal)
+		}
 	case cmdAlterConfigs:
 		e.str(c.topic)
 		e.stringMap(c.configs)
@@ -163,6 +177,18 @@ func decodeAssignments(d *decoder) [][]int32 {
 	return as
 }
 
+// decodeMaxTotal reads the optional trailing maxTotal.
+func decodeMaxTotal(d *decoder) int32 {
+	if len(d.b) == 0 {
+		return 0
+	}
+	n := d.i32()
+	if d.err == nil && n <= 0 {
+		d.fail("partition cap %d", n)
+	}
+	return n
+}
+
 // decodeCommand decodes a command from a raft entry or an RPC body. It
 // never panics and allocates no more than the input justifies.
 func decodeCommand(b []byte) (*command, error) {
@@ -201,12 +227,14 @@ func decodeCommand(b []byte) (*command, error) {
 		c.validateOnly = d.bool()
 		c.configs = d.stringMap()
 		c.assignments = decodeAssignments(d)
+		c.maxTotal = decodeMaxTotal(d)
 	case cmdDeleteTopic:
 		c.topic = d.str()
 	case cmdCreatePartitions:
 		c.topic = d.str()
 		c.partitions = d.i32()
 		c.assignments = decodeAssignments(d)
+		c.maxTotal = decodeMaxTotal(d)
 	case cmdAlterConfigs:
 		c.topic = d.str()
 		c.configs = d.stringMap()

@@ -129,7 +129,7 @@ func (c *Controller) open() (err error) {
 			ln.Close()
 		}
 	}()
-	if err := fsutil.MkdirAllDurable(cfg.Dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllDurable(cfg.Dir, fsutil.DirPerm); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{

@@ -36,6 +36,7 @@ var (
 	ErrInvalidConfig            = &Error{40, "INVALID_CONFIG", "controller: invalid config"}
 	ErrNotController            = &Error{41, "NOT_CONTROLLER", "controller: no raft leader reachable"}
 	ErrInvalidRequest           = &Error{42, "INVALID_REQUEST", "controller: invalid request"}
+	ErrPolicyViolation          = &Error{44, "POLICY_VIOLATION", "controller: the request breaks a broker policy"}
 	ErrFencedLeaderEpoch        = &Error{74, "FENCED_LEADER_EPOCH", "controller: leader epoch does not match the current one"}
 	ErrStaleBrokerEpoch         = &Error{77, "STALE_BROKER_EPOCH", "controller: broker epoch has changed"}
 	ErrPreferredLeaderNotAvail  = &Error{80, "PREFERRED_LEADER_NOT_AVAILABLE", "controller: preferred leader is not in the ISR or not live"}
@@ -58,7 +59,7 @@ var errorsByCode = func() map[int16]*Error {
 	for _, e := range []*Error{ErrUnknown, ErrUnknownTopicOrPartition,
 		ErrRequestTimedOut, ErrInvalidTopic, ErrTopicExists, ErrInvalidPartitions,
 		ErrInvalidReplicationFactor, ErrInvalidReplicaAssignment, ErrInvalidConfig, ErrNotController,
-		ErrInvalidRequest, ErrFencedLeaderEpoch, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvail,
+		ErrInvalidRequest, ErrPolicyViolation, ErrFencedLeaderEpoch, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvail,
 		ErrElectionNotNeeded, ErrInvalidUpdateVersion, ErrBrokerIDNotRegistered, ErrIneligibleReplica} {
 		m[e.Code] = e
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,12 +29,17 @@ type durableSnapshots struct {
 
 // newSnapshotStore opens the store under dir/snapshots, durably.
 func newSnapshotStore(dir string, logger hclog.Logger) (*durableSnapshots, error) {
+	// raft's own name for the folder (file_snapshot.go's snapPath). It is
+	// made here with the data directory's mode, before raft would make it
+	// 0755 (it keeps a folder that exists).
+	snaps := filepath.Join(dir, "snapshots")
+	if err := fsutil.MkdirAllDurable(snaps, fsutil.DirPerm); err != nil {
+		return nil, err
+	}
 	store, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotRetain, logger)
 	if err != nil {
 		return nil, err
 	}
-	// raft's own name for the folder (file_snapshot.go's snapPath).
-	snaps := filepath.Join(dir, "snapshots")
 	for _, d := range []string{snaps, dir} {
 		if err := fsutil.SyncDir(d); err != nil {
 			return nil, err
@@ -51,10 +57,34 @@ func (s *durableSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	if err != nil {
 		return nil, err
 	}
-	// raft names the directory of a snapshot under way <id>.tmp.
-	if err := fsutil.SyncDir(filepath.Join(s.dir, sink.ID()+".tmp")); err != nil {
+	// raft names the directory of a snapshot under way <id>.tmp, and
+	// makes it 0755 and its files 0644 (umask permitting): they get the
+	// data directory's modes before anything is written into them.
+	tmp := filepath.Join(s.dir, sink.ID()+".tmp")
+	if err := restrict(tmp); err != nil {
+		sink.Cancel()
+		return nil, fmt.Errorf("controller: snapshot %s: %w", sink.ID(), err)
+	}
+	if err := fsutil.SyncDir(tmp); err != nil {
 		sink.Cancel()
 		return nil, fmt.Errorf("controller: snapshot %s: %w", sink.ID(), err)
 	}
 	return sink, nil
+}
+
+// restrict gives dir and the files in it the modes of the data directory
+// (fsutil.DirPerm, fsutil.FilePerm).
+func restrict(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			if err := os.Chmod(filepath.Join(dir, e.Name()), fsutil.FilePerm); err != nil {
+				return err
+			}
+		}
+	}
+	return os.Chmod(dir, fsutil.DirPerm)
 }

@@ -42,6 +42,9 @@ func (t *tx) createTopic(c *command) result {
 	if err != nil {
 		return result{err: err}
 	}
+	if err := t.checkMaxTotal(c.maxTotal, len(parts)); err != nil {
+		return result{err: err}
+	}
 	tp := &Topic{Name: c.topic, ID: c.topicID, Configs: c.configs, Partitions: parts}
 	if tp.Configs == nil {
 		tp.Configs = map[string]string{}
@@ -93,6 +96,23 @@ func (t *tx) newPartitions(as [][]int32, rf int, first int) ([]Partition, error)
 	return parts, nil
 }
 
+// checkMaxTotal refuses n more partitions when the cluster would then hold
+// more than maxTotal (0: no bound). Every broker holds every partition of
+// the cluster (replication/node), so the cluster's count is each broker's.
+func (t *tx) checkMaxTotal(maxTotal int32, n int) error {
+	if maxTotal <= 0 {
+		return nil
+	}
+	have := 0
+	for _, tp := range t.topicMap() {
+		have += len(tp.Partitions)
+	}
+	if have+n > int(maxTotal) {
+		return errf(ErrPolicyViolation, "Unable to add %d partitions: the brokers hold %d, and ringlog.max.partitions is %d", n, have, maxTotal)
+	}
+	return nil
+}
+
 func (t *tx) deleteTopicCmd(c *command) result {
 	if t.topic(c.topic) == nil {
 		return result{err: errf(ErrUnknownTopicOrPartition, "topic %q", c.topic)}
@@ -117,6 +137,9 @@ func (t *tx) createPartitions(c *command) result {
 	}
 	parts, err := t.newPartitions(c.assignments, len(old.Partitions[0].Replicas), n)
 	if err != nil {
+		return result{err: err}
+	}
+	if err := t.checkMaxTotal(c.maxTotal, len(parts)); err != nil {
 		return result{err: err}
 	}
 	tp := t.mutableTopic(c.topic)
