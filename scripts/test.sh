@@ -29,6 +29,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	step "installing ${missing[*]}"
 	apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi
+# kafka-python, the Python client the SSL client-certificate test drives,
+# from PyPI when it is missing.
+if ! python3 -m pip show -q kafka-python >/dev/null 2>&1; then
+	step "installing kafka-python"
+	python3 -m pip install -q kafka-python
+fi
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
