@@ -35,7 +35,7 @@ func TestToolConsumerGroups(t *testing.T) {
 	}
 	// franz-go reads them: every value once, each key in one partition.
 	cl := b.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var want []string // Partition:p\tOffset:o\tkey\tvalue, as the console consumer prints them
 	keyPartition := map[string]int32{}
