@@ -192,3 +192,15 @@ func engineTopicEntry(s settings, name string) (string, bool) {
 	}
 	return "", false
 }
+
+func TestAdminAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{"": true, "127.0.0.1:9644": true, "[::1]:9644": true, "localhost:9644": true,
+		":9644": false, "0.0.0.0:9644": false, "10.0.0.5:9644": false, "example.com:9644": false} {
+		if err := checkAdminAddr(addr, false); (err == nil) != ok {
+			t.Errorf("-admin %q: %v", addr, err)
+		}
+		if err := checkAdminAddr(addr, true); err != nil && addr != "" {
+			t.Errorf("-admin %q -admin-public: %v", addr, err)
+		}
+	}
+}

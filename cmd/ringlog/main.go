@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -50,7 +51,8 @@ func run(args []string) error {
 	shards := fs.Int("shards", 0, "shards (goroutines owning partitions); 0 = GOMAXPROCS")
 	ioMode := fs.String("io", string(s.IO), "I/O path: auto (probe io_uring), uring (fail without it) or portable")
 	flush := fs.String("flush", "never", "default flush policy: always (fsync each append round), interval, never (Kafka's default)")
-	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty")
+	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty; loopback only unless -admin-public")
+	adminPublic := fs.Bool("admin-public", false, "let -admin listen on an address other than loopback: pprof and metrics are unauthenticated")
 	config := fs.String("config", "", "a Kafka server.properties file; flags override it")
 	nodeID := fs.Int("node-id", 0, "this broker's node id")
 	voters := fs.String("controller-voters", "", "the metadata quorum, id@host:port of each voter's controller listener (this node's included); empty: a broker on its own, the only voter of a local quorum (no listener)")
@@ -102,7 +104,29 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkAdminAddr(s.admin, *adminPublic); err != nil {
+		return err
+	}
 	return serve(s)
+}
+
+// checkAdminAddr refuses an admin listener off loopback unless public
+// says the operator means it: pprof and metrics have no authentication.
+func checkAdminAddr(addr string, public bool) error {
+	if addr == "" || public {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-admin %s: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-admin %s is not a loopback address: pprof and metrics have no authentication; add -admin-public to serve them there anyway", addr)
 }
 
 func serve(s settings) error {
