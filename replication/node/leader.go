@@ -53,7 +53,9 @@ func (n *Node) FollowerFetch(tp engine.TP, replicaID int32, brokerEpoch, fetchOf
 	// is no incarnation of it: honouring it would fence the real
 	// follower's fetches as stale (the reviewers' forged fetch with epoch
 	// MaxInt64).
-	if b, ok := n.Image().Broker(replicaID); brokerEpoch > 0 && (!ok || brokerEpoch > b.Epoch) {
+	// (A broker the quorum does not know is no replica: the leader's own
+	// check below answers that.)
+	if b, ok := n.Image().Broker(replicaID); ok && brokerEpoch > b.Epoch {
 		pt.mu.Unlock()
 		return fmt.Errorf("%w: broker %d fetches with epoch %d, above the %d the quorum registered", replication.ErrStaleBrokerEpoch, replicaID, brokerEpoch, b.Epoch)
 	}
