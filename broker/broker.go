@@ -138,8 +138,11 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node,
 	}, b.eng)
+	lim := cfg.Connections
 	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
-		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger}
+		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger, MaxConns: lim.MaxConnections,
+		MaxConnsPerIP: lim.MaxPerIP, MaxConnsPerIPOverrides: lim.PerIPOverrides, IdleTimeout: lim.IdleMax,
+		MaxQueuedRequestBytes: max(lim.QueuedRequestBytes, 0)}
 	inter := base
 	inter.Addr = b.cfg.Listen
 	ns, err := netpoll.Listen(inter, b.srv.Listener(kafka.Listener{Name: b.cfg.interBroker(), Protocol: kafka.Plaintext,

@@ -61,6 +61,11 @@ type Config struct {
 	// every request but Produce (0: kafka's default).
 	MaxFrameBytes   int32
 	MaxRequestBytes int
+	// Connections bounds what clients may hold, on every listener:
+	// max.connections, max.connections.per.ip and its overrides,
+	// connections.max.idle.ms, queued.max.request.bytes (zero values:
+	// netpoll's defaults; see netpoll.Config).
+	Connections ConnectionLimits
 	// RetentionCheckInterval is log.retention.check.interval.ms;
 	// ProducerIDExpiration is producer.id.expiration.ms.
 	RetentionCheckInterval time.Duration
@@ -75,6 +80,23 @@ type Config struct {
 	// Metrics, when set, receives the broker's metrics (requests, network,
 	// partition offsets).
 	Metrics prometheus.Registerer
+}
+
+// ConnectionLimits are the bounds on what clients' connections may hold.
+type ConnectionLimits struct {
+	// MaxConnections is max.connections (0: netpoll's 10,000).
+	MaxConnections int
+	// MaxPerIP is max.connections.per.ip (0: no bound); PerIPOverrides
+	// is max.connections.per.ip.overrides, by IP address.
+	MaxPerIP       int
+	PerIPOverrides map[string]int
+	// IdleMax is connections.max.idle.ms (0: Kafka's 10 minutes; negative:
+	// never).
+	IdleMax time.Duration
+	// QueuedRequestBytes is queued.max.request.bytes: request bytes read
+	// and not yet answered, over all connections (0 or -1: no bound, as
+	// Kafka's default).
+	QueuedRequestBytes int64
 }
 
 // ClusterConfig is the broker's part in a cluster. Without Voters the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -276,6 +277,23 @@ func (s *settings) set(k, v string) error {
 			err = fmt.Errorf("%s=0: want a positive bound, or -1 for none", k)
 		}
 		s.MaxPartitions = int(n)
+	case "max.connections":
+		n, err = num(1, math.MaxInt32)
+		s.Connections.MaxConnections = int(n)
+	case "max.connections.per.ip":
+		n, err = num(1, math.MaxInt32)
+		s.Connections.MaxPerIP = int(n)
+	case "max.connections.per.ip.overrides":
+		s.Connections.PerIPOverrides, err = perIPOverrides(v)
+	case "connections.max.idle.ms":
+		n, err = num(-1, math.MaxInt64/int64(time.Millisecond))
+		s.Connections.IdleMax = time.Duration(n) * time.Millisecond
+		if n == 0 {
+			err = errors.New("0: want a count of milliseconds, or -1 for never")
+		}
+	case "queued.max.request.bytes":
+		n, err = num(-1, math.MaxInt64)
+		s.Connections.QueuedRequestBytes = n
 	case "ringlog.replica.fetch.slots":
 		n, err = num(1, 32)
 		s.Cluster.FetchSlots = int(n)
@@ -299,4 +317,27 @@ func (s *settings) loadPropertiesFile(path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// perIPOverrides reads max.connections.per.ip.overrides: "ip:count,..."
+// (an IPv6 address in brackets).
+func perIPOverrides(v string) (map[string]int, error) {
+	m := map[string]int{}
+	for _, e := range splitList(v) {
+		i := strings.LastIndex(e, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want ip:count", e)
+		}
+		host := strings.Trim(e[:i], "[]")
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", e, err)
+		}
+		n, err := strconv.Atoi(e[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: want a count >= 0", e)
+		}
+		m[ip.String()] = n
+	}
+	return m, nil
 }
