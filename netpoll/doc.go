@@ -129,9 +129,11 @@
 //
 // # Concurrency contract
 //
-//   - Listen, Server.Addr, Server.IO, Server.Stats, Server.Close: any
-//     goroutine. Close may be called more than once; later calls wait for
-//     the first.
+//   - Listen, Server.Addr, Server.IO, Server.Stats, Server.Close,
+//     Server.Done, Server.Err: any goroutine. Close may be called more than
+//     once; later calls wait for the first. Done is closed after Close, or
+//     when gnet's engine stopped on its own (Err then says why): a broker
+//     should exit then rather than look alive.
 //   - Handler.Serve: on the connection's event loop (gnet) or reader
 //     goroutine (portable), once per frame, in arrival order, never
 //     concurrently for one connection. It must not block: on gnet it holds
