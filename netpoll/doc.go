@@ -286,6 +286,10 @@
 //     tls.Conn.Close sends the alert with a 5 s write deadline, which
 //     would block Conn.Close and the sweeper on a client that stopped
 //     reading.
+//   - A connection the sweeper closed stays in its list until the engine
+//     has torn it down (on gnet, a turn of its loop later): the sweeper
+//     marks it and skips it, or it closed and counted it again at every
+//     sweep meanwhile (TestIdleTimeout saw IdleClosed reach 4 for 2).
 //   - A connection paused on the request budget registers to be woken
 //     before it looks at the budget a second time: an answer landing
 //     between the two looks would otherwise wake nobody.
