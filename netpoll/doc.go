@@ -244,9 +244,10 @@
 //   - Answers arriving after a connection closed release their response
 //     (OnDone) and change no counter: teardown already counted their
 //     sequence numbers as finished.
-//   - The gnet listener sets SO_REUSEADDR, as Go's net.Listen does: without
-//     it, a broker restarted on its port cannot bind while the connections
-//     it closed sit in TIME_WAIT.
+//   - The listener sets SO_REUSEADDR (Go's net.Listen does; gnet's own
+//     listener, when it had the port, did not until told to): without it,
+//     a broker restarted on its port cannot bind while the connections it
+//     closed sit in TIME_WAIT.
 //   - A frame body of 64 KiB or more sits in a pooled buffer rounded up to
 //     a power of two: the framer never offers the room past the frame's
 //     end (those bytes are the next frame's), and hands the frame out cut
