@@ -52,7 +52,42 @@
 //     sendfile on Linux (through the socket's RawConn, so waiting for room
 //     parks the goroutine on Go's poller), by pread and write elsewhere.
 //
-// Listen picks one from Config; Server.IO reports which.
+// Listen picks one from Config; Server.IO reports which. A server with
+// Config.TLS serves on the portable path whatever Config.Portable says (gnet
+// cannot terminate TLS), and says so in its "listening" log line.
+//
+// # Accepting
+//
+// Both implementations accept from one Go net.Listener, on one goroutine
+// that checks MaxConns and MaxConnsPerIP (overrides by address) before
+// anything else sees the connection, and waits out accept errors with a
+// growing delay (5 ms to 1 s) instead of giving up: at EMFILE the kernel
+// keeps the connections waiting in the backlog, and the server accepts
+// them once descriptors free up. The listener sets Config.KeepAlive on
+// every accepted socket (idle time and probe interval; 9 probes).
+//
+// gnet's own acceptor cannot do that: on any accept error but a reset it
+// returns ErrAcceptSocket, which ends its main reactor; the reactor shuts
+// the engine down, every loop closes its connections, and gnet.Run returns
+// nil, so the process went on with nothing listening (gnet v2.9.7,
+// acceptor_unix.go and reactor_default.go). So gnet accepts nothing: each
+// admitted connection is handed over with gnet's Engine.Register, which
+// duplicates the descriptor into a gnet connection on the next loop (round
+// robin) and runs OnOpen there. Register refuses an engine without a
+// listener, so gnet is given a Unix socket in a private temporary
+// directory, unlinked in OnBoot: nothing can ever connect to it.
+//
+// # TLS
+//
+// With Config.TLS every connection is a crypto/tls server connection. The
+// handshake runs on the connection's reader goroutine, bounded by
+// HandshakeTimeout, so a client that connects and says nothing costs its
+// two goroutines and nothing else; Serve is first called after it, and
+// Conn.TLS then returns the session's state (the client's certificate for
+// the handler's authorization). File regions are read and written through
+// the TLS connection in 64 KiB chunks (Stats.CopiedBytes): sendfile would
+// put the file's plaintext on the wire. Byte segments are gathered into one
+// Write per 64 KiB, or every 4-byte size prefix would be a TLS record.
 //
 // # sendfile on gnet
 //
@@ -94,9 +129,11 @@
 //
 // # Concurrency contract
 //
-//   - Listen, Server.Addr, Server.IO, Server.Stats, Server.Close: any
-//     goroutine. Close may be called more than once; later calls wait for
-//     the first.
+//   - Listen, Server.Addr, Server.IO, Server.Stats, Server.Close,
+//     Server.Done, Server.Err: any goroutine. Close may be called more than
+//     once; later calls wait for the first. Done is closed after Close, or
+//     when gnet's engine stopped on its own (Err then says why): a broker
+//     should exit then rather than look alive.
 //   - Handler.Serve: on the connection's event loop (gnet) or reader
 //     goroutine (portable), once per frame, in arrival order, never
 //     concurrently for one connection. It must not block: on gnet it holds
@@ -112,8 +149,11 @@
 //   - Conn.Reply, Conn.NoReply: any goroutine, exactly one of them per
 //     sequence number. They do not block and never write to the socket
 //     themselves; the connection's writer (loop or writer goroutine) does.
-//   - Conn.Close, Conn.RemoteAddr, Conn.SetContext, Conn.Context: any
-//     goroutine.
+//   - Conn.Close, Conn.RemoteAddr, Conn.SetContext, Conn.Context, Conn.TLS:
+//     any goroutine.
+//   - Conn.SetMaxFrameBytes: any goroutine; it bounds the frames whose
+//     first bytes are looked at after it, so called from Serve it bounds
+//     the very next frame.
 //   - Response: built by one goroutine; owned by netpoll from Reply until
 //     its OnDone functions run. They run on the connection's loop or writer
 //     goroutine once the response is written, on the goroutine that closed
@@ -124,19 +164,48 @@
 //
 // # Limits and back-pressure
 //
+// Every limit is a Config field; where Kafka has the setting its doc
+// comment names it.
+//
 // A connection stops reading (does not call Serve) while MaxInFlight
 // requests are unanswered or more than MaxQueuedBytes of responses wait to
 // be written; it resumes when answers arrive and the client reads. The
-// portable path then simply does not read, and TCP holds the client back.
-// gnet cannot stop reading a socket (its poller is not exposed), so a
-// paused gnet connection's requests wait unparsed in gnet's inbound buffer,
-// and a client that sends more than max(MaxQueuedBytes, 1 MiB) without
-// reading its responses is closed. MaxConns is enforced at accept.
+// portable path then simply does not read (it checks before a frame's
+// first byte), and TCP holds the client back. gnet cannot stop reading a
+// socket (its poller is not exposed), so a paused gnet connection's
+// requests wait unparsed in gnet's inbound buffer, and a client that sends
+// more than max(MaxQueuedBytes, 1 MiB) without reading its responses is
+// closed. MaxConns and MaxConnsPerIP are enforced at accept.
 //
-// Server.Close is graceful: new connections are refused (gnet accepts and
-// closes them at once: it cannot stop accepting without stopping), no new
-// request is served, requests in flight are answered and written until ctx
-// is done, then every connection is closed.
+// MaxQueuedRequestBytes (queued.max.request.bytes) is the same pause,
+// taken on a budget all connections share: the bytes of the request frames
+// handed to the handler and not yet answered. At the budget, a connection
+// that has a request of its own in flight stops taking new ones; one that
+// has none is always served one. That exemption is a decision: without it
+// a frame larger than the budget would never pass, and requests waiting on
+// another connection's request (a produce waiting for a follower's fetch,
+// over another connection) could hold the budget forever. The price is the
+// bound: the budget plus one frame per connection, which is what paused
+// connections hold anyway (a frame read and not yet served). The answer
+// that brings the sum under the budget wakes every connection paused on
+// it. Unbounded by default, as in Kafka.
+//
+// A connection's frames are bounded by InitialMaxFrameBytes until the
+// handler calls Conn.SetMaxFrameBytes (Kafka keeps an unauthenticated SASL
+// connection to sasl.server.max.receive.size), never above MaxFrameBytes.
+//
+// One sweeper goroutine per server, a few times per timeout, closes
+// connections with nothing in flight, nothing to write and no byte moved
+// for IdleTimeout (connections.max.idle.ms), and connections with
+// responses waiting whose socket took none of their bytes for
+// WriteTimeout (a client that stopped reading: its responses and the
+// segment files their regions pin are released). Connections arm no
+// timers: reading and writing raise a flag on the Conn (a load, and a
+// store once per sweep), which the sweeper turns into times.
+//
+// Server.Close is graceful: the listener is closed (new connections are
+// refused), no new request is served, requests in flight are answered and
+// written until ctx is done, then every connection is closed.
 //
 // # Non-obvious invariants
 //
@@ -175,9 +244,10 @@
 //   - Answers arriving after a connection closed release their response
 //     (OnDone) and change no counter: teardown already counted their
 //     sequence numbers as finished.
-//   - The gnet listener sets SO_REUSEADDR, as Go's net.Listen does: without
-//     it, a broker restarted on its port cannot bind while the connections
-//     it closed sit in TIME_WAIT.
+//   - The listener sets SO_REUSEADDR (Go's net.Listen does; gnet's own
+//     listener, when it had the port, did not until told to): without it,
+//     a broker restarted on its port cannot bind while the connections it
+//     closed sit in TIME_WAIT.
 //   - A frame body of 64 KiB or more sits in a pooled buffer rounded up to
 //     a power of two: the framer never offers the room past the frame's
 //     end (those bytes are the next frame's), and hands the frame out cut
@@ -202,9 +272,34 @@
 //     inbound buffer is empty (its bytes come first), and asks for no more
 //     than the frame still lacks: the next frame's bytes stay in the
 //     socket for gnet. End of stream there is a frame cut short.
-//   - gnet's Accept errors other than a reset (EMFILE included) stop the
-//     whole engine (a gnet behaviour); keep the process's descriptor limit
-//     above MaxConns plus the open segment files.
+//   - gnet never accepts: any accept error of its own stops the whole
+//     engine (see "Accepting"). Its listener is a Unix socket unlinked in
+//     OnBoot, and Register is only called after the first OnTick (gnet's
+//     ticker starts after its loops are registered: the only
+//     happens-before edge gnet offers for them).
+//   - A connection handed to Register is admitted (counted against
+//     MaxConns and its IP) before gnet sees it; OnOpen claims the
+//     admission, or, if OnOpen never runs (the duplicate failed at EMFILE,
+//     the loop refused the socket), the goroutine waiting for Register's
+//     result gives it back. A compare-and-swap decides, so it is given
+//     back exactly once.
+//   - A TLS connection is closed under its TLS layer, without close_notify:
+//     tls.Conn.Close sends the alert with a 5 s write deadline, which
+//     would block Conn.Close and the sweeper on a client that stopped
+//     reading.
+//   - A connection the sweeper closed stays in its list until the engine
+//     has torn it down (on gnet, a turn of its loop later): the sweeper
+//     marks it and skips it, or it closed and counted it again at every
+//     sweep meanwhile (TestIdleTimeout saw IdleClosed reach 4 for 2).
+//   - A connection paused on the request budget registers to be woken
+//     before it looks at the budget a second time: an answer landing
+//     between the two looks would otherwise wake nobody.
+//   - gnet's outbound buffer holds response bytes netpoll counts written.
+//     With WriteTimeout on, the loop publishes its size after every turn
+//     (Conn.outBuffered) and keeps the drain watcher armed while it is not
+//     empty, since gnet drains it without a word: the next room in the
+//     socket brings the loop back to publish what is left, and a buffer
+//     that shrank is write progress.
 //   - RESP refuses a count or length with a leading zero ("$03"), as
 //     Redis does: a command then has one encoding, and RESP.Args's
 //     arguments re-encode to the very frame (its fuzz target checks it).

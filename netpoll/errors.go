@@ -20,4 +20,5 @@ var (
 	ErrIdle             = errors.New("netpoll: connection idle for IdleTimeout")
 	ErrWriteTimeout     = errors.New("netpoll: responses waiting and no byte written for WriteTimeout")
 	ErrHandshake        = errors.New("netpoll: TLS handshake failed")
+	ErrEngineStopped    = errors.New("netpoll: engine stopped on its own")
 )

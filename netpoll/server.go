@@ -89,6 +89,12 @@ type Server struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
+
+	// done is closed when the server stops serving, by Close or on its
+	// own; stopErr says why, set once before done closes.
+	doneOnce sync.Once
+	done     chan struct{}
+	stopErr  error
 }
 
 // Listen binds cfg.Addr and serves connections in the background with the
@@ -101,7 +107,7 @@ func Listen(cfg Config, h Handler) (*Server, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: nil handler", ErrConfig)
 	}
-	s := &Server{cfg: cfg, h: h, log: cfg.Logger, closed: make(chan struct{}),
+	s := &Server{cfg: cfg, h: h, log: cfg.Logger, closed: make(chan struct{}), done: make(chan struct{}),
 		live: make(map[*Conn]struct{}), budgetWait: make(map[*Conn]struct{})}
 	s.acc, err = listen(s)
 	if err != nil {
@@ -143,6 +149,35 @@ func (s *Server) Addr() net.Addr { return s.addr }
 // IO reports the implementation serving: "gnet" or "portable".
 func (s *Server) IO() string { return s.eng.name() }
 
+// Done returns a channel closed when the server has stopped serving: once
+// Close has finished, or as soon as its implementation stopped on its own
+// (gnet's engine ended without Close: a poller failure), in which case the
+// listener is closed too, and the process should exit rather than look
+// alive. Any goroutine.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns why the server stopped on its own (ErrEngineStopped, with
+// the cause), or nil: while it serves, and after Close. Any goroutine.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.stopErr
+	default:
+		return nil
+	}
+}
+
+// stopped closes Done, with err as Err, unless it is closed already.
+func (s *Server) stopped(err error) {
+	s.doneOnce.Do(func() {
+		s.stopErr = err
+		if err != nil {
+			_ = s.acc.ln.Close() // refuse rather than accept and drop
+		}
+		close(s.done)
+	})
+}
+
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats { return s.st.snapshot(s) }
 
@@ -161,6 +196,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.eng.shutdown()
 		s.sweep.stop()
 		s.log.Info("netpoll: closed", "addr", s.addr.String(), "err", s.closeErr)
+		s.stopped(nil)
 		close(s.closed)
 	})
 	<-s.closed

@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -105,9 +106,14 @@ func (g *gnetEngine) run() {
 		gnet.WithTicker(true),
 		gnet.WithLogger(gnetLogger{g.s.log}))
 	if !g.stopping.Load() {
-		// gnet returns nil even when a loop failed: say it loudly, the
-		// server no longer serves anything.
-		g.s.log.Error("netpoll: gnet engine stopped on its own", "addr", g.s.addr, "err", g.runErr)
+		// gnet returns nil even when a loop failed: say it loudly, and
+		// close Server.Done, the server no longer serves anything.
+		cause := g.runErr
+		if cause == nil {
+			cause = errors.New("gnet returned no error; its own log line says why")
+		}
+		g.s.log.Error("netpoll: gnet engine stopped on its own", "addr", g.s.addr, "err", cause)
+		g.s.stopped(fmt.Errorf("%w: %w", ErrEngineStopped, cause))
 	}
 }
 

@@ -23,6 +23,10 @@ type sweepState struct {
 	lastRead, lastWrite time.Time // when the sweeper last saw bytes move
 	stalled             bool      // responses were waiting at the last sweep
 	stalledSince        time.Time // when the sweeper first saw them waiting
+	// closed: the sweeper closed the connection; it stays live until its
+	// engine has torn it down (a turn of its gnet loop, say), and must not
+	// be closed, and counted, again meanwhile.
+	closed bool
 }
 
 // sweepsPerTimeout: a connection is checked this often per timeout, so it
@@ -73,7 +77,11 @@ func (sw *sweeper) sweep(s *Server, now time.Time) {
 	}
 	s.liveMu.Unlock()
 	for _, c := range sw.conns {
+		if c.sweep.closed {
+			continue
+		}
 		if err := c.sweepCheck(now, s.cfg.IdleTimeout, s.cfg.WriteTimeout); err != nil {
+			c.sweep.closed = true
 			if err == ErrIdle {
 				s.st.idleClosed.Add(1)
 			} else {
