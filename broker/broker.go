@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"ringlog/engine"
@@ -33,6 +34,9 @@ type Broker struct {
 	// closes it in reverse.
 	stack  []closer
 	closed atomic.Bool
+
+	failedOnce sync.Once
+	failed     chan error // Failed's
 }
 
 // closer is one step of the shutdown.

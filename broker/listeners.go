@@ -154,6 +154,30 @@ type namedServer struct {
 	ns   *netpoll.Server
 }
 
+// Failed receives an error when one of the broker's listeners stops
+// serving on its own (netpoll's engine ended without Close): the broker
+// can no longer be reached there, and the process should exit so that the
+// controller fences it. Nothing is sent after Close.
+func (b *Broker) Failed() <-chan error {
+	b.failedOnce.Do(func() {
+		b.failed = make(chan error, 1)
+		watch := func(name string, ns *netpoll.Server) {
+			<-ns.Done()
+			if err := ns.Err(); err != nil && !b.closed.Load() {
+				select {
+				case b.failed <- fmt.Errorf("broker: listener %s: %w", name, err):
+				default:
+				}
+			}
+		}
+		go watch(b.cfg.interBroker(), b.net)
+		for _, o := range b.others {
+			go watch(o.name, o.ns)
+		}
+	})
+	return b.failed
+}
+
 // ListenerAddr is the bound address of the named listener, or "".
 func (b *Broker) ListenerAddr(name string) string {
 	if name == b.cfg.interBroker() {

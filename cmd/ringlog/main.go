@@ -181,11 +181,19 @@ func serve(s settings) error {
 		logger.Info("admin HTTP", "addr", ln.Addr().String())
 	}
 
-	got := <-sig
-	logger.Info("shutting down", "signal", got.String())
+	var failed error
+	select {
+	case got := <-sig:
+		logger.Info("shutting down", "signal", got.String())
+	case failed = <-b.Failed():
+		// A listener stopped serving on its own: the process exits rather
+		// than keep heartbeating and leading partitions nobody can reach,
+		// so that the controller fences it and moves its leaderships.
+		logger.Error("shutting down: a listener stopped serving", "err", failed)
+	}
 	stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
-	var errs []error
+	errs := []error{failed}
 	if adminSrv != nil {
 		errs = append(errs, adminSrv.Shutdown(stopCtx))
 	}
