@@ -48,6 +48,10 @@ type Config struct {
 	// Listener, if set, is used instead of listening on this node's voter
 	// address (tests pass a listener on port 0). Close closes it.
 	Listener net.Listener
+	// TLS, when set, runs the controller port over mutual TLS: every
+	// node's certificate is CN=node-<id> (NodeCertName), signed by the CA
+	// the others trust (tls.go). Without it the port trusts its network.
+	TLS *TLSConfig
 
 	// BrokerSessionTimeout is Kafka's broker.session.timeout.ms: a broker
 	// that has not heartbeated for this long is fenced. Default 9s.

@@ -166,7 +166,7 @@ func (c *Controller) open() (err error) {
 		// No peer ever sends or receives: the transport only has to exist.
 		_, c.trans = raft.NewInmemTransport(localAddr)
 	} else {
-		c.mux = newMux(ln, addr, c.serveRPC, c.log)
+		c.mux = newMux(ln, addr, cfg.TLS, cfg.Voters, c.serveRPC, c.log)
 		c.netTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  c.mux,
 			MaxPool: 3,

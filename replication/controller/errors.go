@@ -29,6 +29,7 @@ var (
 	ErrUnknownTopicOrPartition  = &Error{3, "UNKNOWN_TOPIC_OR_PARTITION", "controller: unknown topic or partition"}
 	ErrRequestTimedOut          = &Error{7, "REQUEST_TIMED_OUT", "controller: request timed out"}
 	ErrInvalidTopic             = &Error{17, "INVALID_TOPIC_EXCEPTION", "controller: invalid topic name"}
+	ErrClusterAuthorization     = &Error{31, "CLUSTER_AUTHORIZATION_FAILED", "controller: not authorized for the cluster action"}
 	ErrTopicExists              = &Error{36, "TOPIC_ALREADY_EXISTS", "controller: topic already exists"}
 	ErrInvalidPartitions        = &Error{37, "INVALID_PARTITIONS", "controller: invalid number of partitions"}
 	ErrInvalidReplicationFactor = &Error{38, "INVALID_REPLICATION_FACTOR", "controller: invalid replication factor"}
@@ -56,7 +57,7 @@ var ErrCorrupt = errors.New("controller: corrupt encoding")
 
 var errorsByCode = func() map[int16]*Error {
 	m := map[int16]*Error{}
-	for _, e := range []*Error{ErrUnknown, ErrUnknownTopicOrPartition,
+	for _, e := range []*Error{ErrUnknown, ErrUnknownTopicOrPartition, ErrClusterAuthorization,
 		ErrRequestTimedOut, ErrInvalidTopic, ErrTopicExists, ErrInvalidPartitions,
 		ErrInvalidReplicationFactor, ErrInvalidReplicaAssignment, ErrInvalidConfig, ErrNotController,
 		ErrInvalidRequest, ErrPolicyViolation, ErrFencedLeaderEpoch, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvail,

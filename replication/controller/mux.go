@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -34,7 +36,9 @@ const (
 type mux struct {
 	ln        net.Listener
 	addr      advertisedAddr
-	serveRPC  func(net.Conn)
+	tls       *TLSConfig
+	voters    map[int32]bool
+	serveRPC  func(conn net.Conn, peer int32)
 	log       *slog.Logger
 	raftConns chan net.Conn
 	closed    chan struct{}
@@ -54,10 +58,22 @@ type advertisedAddr string
 func (a advertisedAddr) Network() string { return "tcp" }
 func (a advertisedAddr) String() string  { return string(a) }
 
-func newMux(ln net.Listener, addr string, serveRPC func(net.Conn), log *slog.Logger) *mux {
+// newMux serves the controller port on ln. With tlsCfg, ln is wrapped in
+// TLS (client certificates required) and every connection's certificate
+// names its node; raft's connections are taken only from voters.
+func newMux(ln net.Listener, addr string, tlsCfg *TLSConfig, voters []Voter, serveRPC func(net.Conn, int32), log *slog.Logger) *mux {
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg.Server)
+	}
+	vs := map[int32]bool{}
+	for _, v := range voters {
+		vs[v.ID] = true
+	}
 	m := &mux{
 		ln:        ln,
 		addr:      advertisedAddr(addr),
+		tls:       tlsCfg,
+		voters:    vs,
 		serveRPC:  serveRPC,
 		log:       log,
 		raftConns: make(chan net.Conn),
@@ -123,11 +139,20 @@ func (m *mux) untrack(c net.Conn) {
 	m.mu.Unlock()
 }
 
-// route reads the first byte and dispatches the connection.
+// route completes the TLS handshake (when configured), reads the first
+// byte and dispatches the connection. peer is the node id of the
+// connection's certificate (-1 without TLS: every peer is trusted).
 func (m *mux) route(conn net.Conn) {
 	defer m.wg.Done()
+	peer, err := handshake(conn, peekTimeout)
+	if err != nil {
+		m.log.Warn("controller: connection refused", "remote", conn.RemoteAddr().String(), "error", err)
+		m.untrack(conn)
+		conn.Close()
+		return
+	}
 	var first [1]byte
-	err := conn.SetReadDeadline(time.Now().Add(peekTimeout))
+	err = conn.SetReadDeadline(time.Now().Add(peekTimeout))
 	if err == nil {
 		_, err = io.ReadFull(conn, first[:])
 	}
@@ -140,7 +165,13 @@ func (m *mux) route(conn net.Conn) {
 		return
 	}
 	if first[0] == rpcMagic {
-		m.serveRPC(conn)
+		m.serveRPC(conn, peer)
+		m.untrack(conn)
+		conn.Close()
+		return
+	}
+	if m.tls != nil && !m.voters[peer] {
+		m.log.Warn("controller: raft connection from a node that is no voter refused", "remote", conn.RemoteAddr().String(), "node", peer)
 		m.untrack(conn)
 		conn.Close()
 		return
@@ -185,7 +216,9 @@ func (m *mux) Addr() net.Addr { return m.addr }
 
 // Dial opens a raft connection to a peer; raft writes its type byte first.
 func (m *mux) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(addr), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return m.tls.dial(ctx, string(addr))
 }
 
 // peekedConn gives back the byte the mux read before raft reads the rest.

@@ -124,8 +124,10 @@ func decodeResponse(b []byte) (reply, error) {
 }
 
 // serveRPC serves one forwarding connection until it fails, idles out or
-// the controller closes (the mux closes the connection then).
-func (c *Controller) serveRPC(conn net.Conn) {
+// the controller closes (the mux closes the connection then). peer is the
+// node its TLS certificate names (-1 without TLS): a command that acts for
+// one broker is refused from any other.
+func (c *Controller) serveRPC(conn net.Conn, peer int32) {
 	br := bufio.NewReader(conn)
 	for {
 		if err := conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout)); err != nil {
@@ -138,10 +140,13 @@ func (c *Controller) serveRPC(conn net.Conn) {
 		timeout, cmd, err := decodeRequest(body)
 		var r reply
 		if err == nil {
-			switch cmd.typ {
-			case cmdFenceBroker, cmdUnfenceBroker:
+			id, scoped := actsFor(cmd)
+			switch {
+			case cmd.typ == cmdFenceBroker, cmd.typ == cmdUnfenceBroker:
 				// Only the leader itself decides on liveness.
 				err = errf(ErrInvalidRequest, "%s is not a request", cmd.typ)
+			case c.cfg.TLS != nil && scoped && id != peer:
+				err = errf(ErrClusterAuthorization, "node %d may not send %s for broker %d", peer, cmd.typ, id)
 			default:
 				ctx, cancel := context.WithTimeout(c.ctx, min(max(timeout, time.Millisecond), rpcTimeoutMax))
 				select {
@@ -208,8 +213,7 @@ func (c *Controller) rpcConn(ctx context.Context, addr string) (net.Conn, error)
 		return conn, nil
 	}
 	c.rpcMu.Unlock()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := c.cfg.TLS.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
