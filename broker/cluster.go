@@ -159,6 +159,7 @@ func (c *cluster) start(eng *engine.Core) error {
 		NodeID: c.cfg.NodeID, Voters: voters, Dir: ctlDir,
 		BrokerSessionTimeout: c.cfg.Cluster.SessionTimeout, BrokerHeartbeatInterval: c.cfg.Cluster.HeartbeatInterval,
 		DefaultPartitions: c.cfg.NumPartitions, DefaultReplicationFactor: c.cfg.Cluster.ReplicationFactor, Logger: c.log,
+		TLS: c.cfg.Cluster.TLS,
 	})
 	if err != nil {
 		return err

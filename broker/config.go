@@ -12,6 +12,7 @@ import (
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/ioring"
+	"ringlog/replication/controller"
 )
 
 // Config is everything a broker is configured with. cmd/ringlog fills it
@@ -117,6 +118,10 @@ type ClusterConfig struct {
 	// FetchSlots is ringlog.replica.fetch.slots: requests in flight per
 	// follower stream (0: the fetcher's default).
 	FetchSlots int
+	// TLS runs the controller port (raft and the forwarding RPC) over
+	// mutual TLS: the controller listener's SSL settings, each node's
+	// certificate CN=node-<id> (controller.TLSConfig).
+	TLS *controller.TLSConfig
 }
 
 // DefaultConfig is Kafka's defaults, with the listener and data directory

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"ringlog/replication/controller"
 	"slices"
 	"strings"
 	"sync"
@@ -231,4 +232,33 @@ func pemTypes(b []byte) string {
 
 func sortedKeys(m map[string]bool) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// ControllerTLS builds the controller port's mutual TLS from the
+// controller listener's ssl.* settings: client certificates are required
+// whatever ssl.client.auth says, and the node dials its peers with its own
+// certificate (reloaded with the file) and the truststore's CAs (read at
+// the start). Each node's certificate must be CN=node-<id>
+// (controller.NodeCertName).
+func ControllerTLS(s TLSSettings, logf func(msg string, args ...any)) (*controller.TLSConfig, error) {
+	s = maps.Clone(s)
+	if a := s["ssl.client.auth"]; a != "" && a != "required" {
+		return nil, fmt.Errorf("ssl.client.auth=%s: the controller listener requires client certificates", a)
+	}
+	s["ssl.client.auth"] = "required"
+	server, err := TLSConfig(s, logf)
+	if err != nil {
+		return nil, err
+	}
+	ks := &keystore{settings: s}
+	if err := ks.load(); err != nil {
+		return nil, err
+	}
+	_, pool := ks.current(logf)
+	client := &tls.Config{MinVersion: server.MinVersion, MaxVersion: server.MaxVersion, RootCAs: pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, _ := ks.current(logf)
+			return &cert, nil
+		}}
+	return &controller.TLSConfig{Server: server, Client: client}, nil
 }

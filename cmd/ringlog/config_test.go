@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"crypto/x509/pkix"
 	"time"
 
@@ -201,6 +202,34 @@ func TestAdminAddr(t *testing.T) {
 		}
 		if err := checkAdminAddr(addr, true); err != nil && addr != "" {
 			t.Errorf("-admin %q -admin-public: %v", addr, err)
+		}
+	}
+}
+
+// TestControllerListenerTLS: a controller listener mapped to SSL runs the
+// controller port over mutual TLS (client certificates required); SASL
+// there is refused, and an ssl.client.auth other than required too.
+func TestControllerListenerTLS(t *testing.T) {
+	ca := testkit.NewCA(t, "ca")
+	node := ca.Issue(pkix.Name{CommonName: "node-1"})
+	base := `listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093
+controller.listener.names=CONTROLLER
+listener.name.controller.ssl.keystore.location=` + node.File + `
+listener.name.controller.ssl.truststore.location=` + ca.CertFile + "\n"
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader(base + "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\n")); err != nil {
+		t.Fatal(err)
+	}
+	if s.Cluster.TLS == nil || s.Cluster.TLS.Server.ClientAuth != tls.RequireAndVerifyClientCert || s.Cluster.TLS.Client == nil {
+		t.Fatalf("controller TLS: %+v", s.Cluster.TLS)
+	}
+	for extra, want := range map[string]string{
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL\n":                                           "PLAINTEXT or SSL",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\nlistener.name.controller.ssl.client.auth=none\n": "requires client certificates",
+	} {
+		s := defaultSettings()
+		if err := s.loadProperties(strings.NewReader(base + extra)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %q", extra, err, want)
 		}
 	}
 }

@@ -104,6 +104,9 @@ func (s *settings) buildListeners(kv map[string]string) error {
 	}
 	s.Listen, s.Advertise, s.InterBrokerName = addrs[inter], adv[inter], inter
 	s.Listeners = nil
+	if err := s.controllerTLS(kv, controller, protocols); err != nil {
+		return err
+	}
 	for _, name := range order {
 		if name == inter || controller[name] {
 			// The controller listener is bound from controller.quorum.voters.
@@ -259,4 +262,39 @@ func plainJAAS(v string) (map[string]string, error) {
 		return nil, fmt.Errorf("no user_<name>=\"<password>\" option")
 	}
 	return users, nil
+}
+
+// controllerTLS sets the controller port's mutual TLS when the controller
+// listener (controller.listener.names) maps to SSL; PLAINTEXT leaves it
+// trusting its network, and the SASL protocols are refused (the port
+// authenticates nodes by certificate only).
+func (s *settings) controllerTLS(kv map[string]string, names map[string]bool, protocols map[string]kafka.SecurityProtocol) error {
+	s.Cluster.TLS = nil
+	for name := range names {
+		p, ok := protocols[name]
+		switch {
+		case !ok || p == kafka.Plaintext:
+			continue
+		case p != kafka.SSL:
+			return fmt.Errorf("controller listener %s is %s: the controller port is PLAINTEXT or SSL (mutual TLS, CN=node-<id>)", name, p)
+		}
+		prefix := "listener.name." + strings.ToLower(name) + "."
+		ts := broker.TLSSettings{}
+		for k, v := range kv {
+			if strings.HasPrefix(k, "ssl.") && k != "ssl.principal.mapping.rules" {
+				ts[k] = v
+			}
+		}
+		for k, v := range kv {
+			if strings.HasPrefix(k, prefix+"ssl.") {
+				ts[k[len(prefix):]] = v
+			}
+		}
+		cfg, err := broker.ControllerTLS(ts, nil)
+		if err != nil {
+			return fmt.Errorf("controller listener %s: %w", name, err)
+		}
+		s.Cluster.TLS = cfg
+	}
+	return nil
 }
