@@ -260,6 +260,8 @@ func (s *suite) writeSendfile(w io.Writer) {
 			sf = cell(sp, fmtPct)
 		} else if len(r.samples) > 0 && r.peer.spec.kafkaNodes > 0 {
 			sf = "sendfile (transferTo), not counted"
+		} else if len(r.samples) > 0 && r.peer.spec.saslSSL {
+			sf = "copies (TLS encrypts records in user space)"
 		} else if len(r.samples) > 0 && !r.peer.spec.memory && !r.peer.spec.nats {
 			sf = "no counters"
 		} else if len(r.samples) > 0 {
