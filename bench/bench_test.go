@@ -565,3 +565,40 @@ func TestKafkaFlushSettings(t *testing.T) {
 		t.Error("the 3-node Kafka is a peer of the matrix's tables")
 	}
 }
+
+// The SASL_SSL targets are ringlog SASL_SSL's records/s over ringlog
+// io_uring's in the same table, produce and consume judged apart, each
+// with both brokers' CPU per GB; without the peer they say why.
+func TestSASLSSLTargets(t *testing.T) {
+	s := fakeSuite(t)
+	base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
+	for i := range base.rows[saslSSLPeer].samples {
+		smp := &base.rows[saslSSLPeer].samples[i]
+		smp.records = smp.records * 6 / 10
+		smp.bytes = smp.bytes * 6 / 10
+	}
+	var b bytes.Buffer
+	s.writeReport(&b)
+	targets := section(b.String(), "## Targets")
+	for _, want := range []string{
+		"| SASL_SSL records/s ≥ 0.7x PLAINTEXT at 1 KiB (produce) | 0.60x (1.20k against 2.00k records/s, kgo; broker CPU 417 against 250 s/GB) | **not met** |",
+		"| SASL_SSL records/s ≥ 0.7x PLAINTEXT at 1 KiB (consume from the page cache) | 1.00x (2.00k against 2.00k records/s, kgo; broker CPU 250 against 250 s/GB) | met |",
+	} {
+		if !strings.Contains(targets, want) {
+			t.Errorf("targets lack %q:\n%s", want, targets)
+		}
+	}
+	if l := lineWith(strings.Split(b.String(), "\n### ")[1], "| ringlog SASL_SSL |"); !strings.Contains(l, "| 0.60x |") {
+		t.Errorf("the base produce table's SASL_SSL row lacks its ratio to io_uring: %q", l)
+	}
+	for _, tb := range s.tables {
+		if r := tb.rows[saslSSLPeer]; r != nil {
+			r.samples, r.status, r.reason = nil, statusUnavailable, "not selected (-peers)"
+		}
+	}
+	b.Reset()
+	s.writeTargets(&b)
+	if n := strings.Count(b.String(), "| — | not measured: ringlog SASL_SSL unavailable |"); n != 2 {
+		t.Errorf("%d SASL_SSL targets say the peer was unavailable, want 2:\n%s", n, b.String())
+	}
+}

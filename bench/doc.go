@@ -10,6 +10,7 @@
 //	  ├─ ringlog -io portable ...      durability setting, each measured from
 //	  ├─ ringlog bench peer kfake      /proc/<pid> (CPU, peak RSS) and, for
 //	  ├─ ringlog bench peer nats       ringlog, its admin /metrics and pprof
+//	  ├─ ringlog -config ... SASL_SSL  (its listeners: saslssl.go)
 //	  ├─ ringlog -node-id 1 -controller-voters ... ┐ the 3-broker cluster:
 //	  ├─ ringlog -node-id 2 ...                    │ CPU and peak RSS summed
 //	  ├─ ringlog -node-id 3 ...                    ┘ over the three
@@ -45,6 +46,29 @@
 // records/s, broker CPU per GB and peak RSS, produce p99 at the fixed 50k
 // records/s, RF 3 acks=all records/s of the two clusters, and records/s
 // consumed from the page cache.
+//
+// # SASL_SSL
+//
+// The peer "ringlog-sasl-ssl" (saslssl.go) is the benchmarked binary with
+// -io uring and a server.properties as docs/security.md writes it: a
+// PLAINTEXT listener and a SASL_SSL one on loopback,
+// sasl.enabled.mechanisms=SCRAM-SHA-512, ssl.keystore.type=PEM. Its CA
+// and certificate (ECDSA P-256, for 127.0.0.1 and localhost) are made
+// with crypto/x509 when it starts, in a folder beside its data
+// directory, the keystore written as the private key then the
+// certificate. Before anything is measured the SCRAM user is made with
+// kadm's AlterUserSCRAMs on the PLAINTEXT listener; then every client,
+// kgo and kcat, connects to the SASL_SSL listener only. The peer runs the
+// workloads of its targets (1 KiB produce with kgo and kcat, consume;
+// base settings, flush never) in every matrix, -quick included; its other
+// rows say why not. Its client listener runs netpoll's portable engine
+// (gnet cannot terminate TLS): its rows against ringlog io_uring compare
+// TLS on the portable engine with plaintext on gnet, as users run each,
+// and ringlog portable's rows beside them separate the engine's share.
+// The targets "SASL_SSL records/s ≥ 0.7x PLAINTEXT at 1 KiB" (produce,
+// and consume from the page cache, judged apart) take ringlog SASL_SSL's
+// kgo figures over ringlog io_uring's in the same tables, and state both
+// brokers' CPU per GB.
 //
 // # The cluster and the Replication section
 //
@@ -141,6 +165,18 @@
 //     section: three idle JVMs cost the other runs more CPU than three
 //     idle ringlog brokers. It takes from 20 s to a minute to start on two
 //     cores, which -quick's time limit allows for when it is selected.
+//   - A SCRAM credential reaches the broker's metadata image a moment after
+//     AlterUserSCRAMs is answered (the controller commits it, then the
+//     broker applies it): the SASL_SSL peer's driver connects once a
+//     SASL_SSL client has authenticated, retried for up to 30 s.
+//   - librdkafka checks the broker's name against its certificate
+//     (ssl.endpoint.identification.algorithm is https by default): the
+//     certificate names 127.0.0.1, the address every listener advertises.
+//   - ringlog's fetch counters (ringlog_fetch_sendfile_bytes_total and
+//     ringlog_fetch_copied_bytes_total) are its inter-broker listener's:
+//     the SASL_SSL peer's consumers fetch elsewhere, so its "sent by
+//     sendfile" is "—" (TLS encrypts in user space: nothing goes by
+//     sendfile there anyway).
 //   - internal/kafkaref reaps its nodes itself: a node is alive while
 //     /proc/<pid> is there and not a zombie.
 //   - A restarted broker gets new Kafka and admin ports (a killed broker's

@@ -109,10 +109,11 @@ func kcatAcks(acks int) []string {
 }
 
 // produce runs s.producers kcat processes at once, each sending its share
-// of the records from a file. kcat cannot stop on a clock, so the run is
+// of the records from a file, to the peer conn reaches (-b and any
+// security settings). kcat cannot stop on a clock, so the run is
 // bounded by records (the caller sizes them to the run's duration) and by
 // ctx, which kills the processes.
-func (k *kcat) produce(ctx context.Context, addr string, s produceSpec) (loadResult, error) {
+func (k *kcat) produce(ctx context.Context, conn []string, s produceSpec) (loadResult, error) {
 	per := max(1, s.records/int64(s.producers))
 	// Files hold a power of two of lines, so that runs sized a little
 	// differently share one file; -c stops kcat after its share.
@@ -124,8 +125,9 @@ func (k *kcat) produce(ctx context.Context, addr string, s produceSpec) (loadRes
 	if err != nil {
 		return loadResult{}, fmt.Errorf("kcat input: %w", err)
 	}
-	args := append([]string{"-P", "-b", addr, "-t", s.topic, "-q", "-c", strconv.FormatInt(per, 10),
+	args := append([]string{"-P", "-t", s.topic, "-q", "-c", strconv.FormatInt(per, 10),
 		"-X", "compression.codec=" + s.compression}, kcatAcks(s.acks)...)
+	args = append(args, conn...)
 	args = append(args, "-l", file)
 	if s.sending != nil {
 		s.sending()
@@ -149,12 +151,14 @@ func (k *kcat) produce(ctx context.Context, addr string, s produceSpec) (loadRes
 }
 
 // consume reads want records from every partition with one kcat process.
-func (k *kcat) consume(ctx context.Context, addr string, s consumeSpec) (loadResult, error) {
-	args := []string{"-C", "-b", addr, "-t", s.topic, "-o", "beginning", "-e", "-q",
+// conn are the arguments that reach the peer (-b and any security
+// settings).
+func (k *kcat) consume(ctx context.Context, conn []string, s consumeSpec) (loadResult, error) {
+	args := append([]string{"-C", "-t", s.topic, "-o", "beginning", "-e", "-q",
 		"-c", strconv.FormatInt(s.want, 10), "-f", "%o\n",
 		// librdkafka learns that a partition has no more data from a fetch
 		// that long-polls for fetch.wait.max.ms; -c ends the run first.
-		"-X", "fetch.wait.max.ms=100"}
+		"-X", "fetch.wait.max.ms=100"}, conn...)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, k.path, args...)
 	setParentDeathSignal(cmd)

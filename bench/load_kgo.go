@@ -26,17 +26,21 @@ type kafkaDriver struct {
 	// cluster's topics are replicated (see clusterTopicConfigs).
 	rf      int16
 	configs map[string]*string
+	// opts are given to every client besides the seeds: how to connect
+	// (TLS and SASL for the SASL_SSL peer).
+	opts []kgo.Opt
 }
 
-func newKafkaDriver(seeds []string, rf int16, configs map[string]*string) (*kafkaDriver, error) {
+// newKafkaDriver connects to seeds with opts (see kafkaDriver.opts).
+func newKafkaDriver(seeds []string, rf int16, configs map[string]*string, opts ...kgo.Opt) (*kafkaDriver, error) {
 	// The admin client caches metadata for MetadataMinAge (5 s by
 	// default), also when asked for a topic that it does not know yet: a
 	// topic just created would stay unknown to it for that long.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaDriver{seeds: seeds, cl: cl, adm: kadm.NewClient(cl), rf: rf, configs: configs}, nil
+	return &kafkaDriver{seeds: seeds, cl: cl, adm: kadm.NewClient(cl), rf: rf, configs: configs, opts: opts}, nil
 }
 
 // kgoSettings is the client configuration as the report states it.
@@ -237,6 +241,7 @@ func (d *kafkaDriver) produce(ctx context.Context, s produceSpec) (loadResult, e
 				// producer, and the suite would measure its own GC.
 				kgo.MaxBufferedBytes(32 << 20),
 			}
+			opts = append(opts, d.opts...)
 			if s.acks != -1 {
 				opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
 			}
@@ -339,8 +344,8 @@ func (d *kafkaDriver) consume(ctx context.Context, s consumeSpec) (loadResult, e
 			for p := c; p < s.partitions; p += n {
 				parts[int32(p)] = kgo.NewOffset().At(0)
 			}
-			cl, err := kgo.NewClient(kgo.SeedBrokers(d.seeds...),
-				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: parts}))
+			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.seeds...),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: parts})}, d.opts...)...)
 			ready <- struct{}{}
 			if err != nil {
 				errs.add(err)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"ringlog/internal/kafkaref"
 )
 
@@ -39,6 +41,10 @@ type peerSpec struct {
 	// replicationOnly keeps the peer out of the matrix's tables: it runs
 	// in the Replication section only.
 	replicationOnly bool
+	// saslSSL makes the peer ringlog with a SASL_SSL listener for its
+	// clients beside its PLAINTEXT one (see saslssl.go); it runs the
+	// workloads of its targets only.
+	saslSSL bool
 	// absent, when set, is why the peer cannot run at all.
 	absent string
 }
@@ -49,6 +55,7 @@ type peerSpec struct {
 var peerSpecs = []peerSpec{
 	{key: "ringlog-uring", name: "ringlog io_uring"},
 	{key: "ringlog-portable", name: "ringlog portable"},
+	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
 	{key: "kafka", name: "Apache Kafka", kafkaNodes: 1},
 	{key: "kfake", name: "kfake (in memory)", memory: true},
 	{key: "nats", name: "NATS JetStream (file)", nats: true},
@@ -63,6 +70,7 @@ const (
 	kafkaPeer        = "kafka"
 	clusterPeer      = "ringlog-cluster"
 	kafkaClusterPeer = "kafka-cluster"
+	saslSSLPeer      = "ringlog-sasl-ssl"
 )
 
 func peerKeys() []string {
@@ -124,6 +132,7 @@ type peer struct {
 	settings string
 	cl       *clusterProcs     // the cluster's ports and files; nil for the others
 	kc       *kafkaref.Cluster // Apache Kafka's nodes; nil for the others
+	sec      *saslSSL          // the SASL_SSL peer's certificates and user; nil for the others
 }
 
 // id is the peer's key qualified by its durability setting.
@@ -140,6 +149,25 @@ func (p *peer) id() string {
 
 // seeds are the Kafka bootstrap addresses.
 func (p *peer) seeds() []string { return strings.Split(p.addr, ",") }
+
+// clientOpts are the kgo options every client of the peer needs besides
+// its seeds: SASL_SSL's, or none.
+func (p *peer) clientOpts() []kgo.Opt {
+	if p.sec == nil {
+		return nil
+	}
+	return p.sec.kgoOpts()
+}
+
+// kcatConn are kcat's arguments to reach the peer: its bootstrap
+// address, and SASL_SSL's settings where it has them.
+func (p *peer) kcatConn() []string {
+	args := []string{"-b", p.addr}
+	if p.sec != nil {
+		args = append(args, p.sec.kcatArgs()...)
+	}
+	return args
+}
 
 // running is true once the peer's processes were started and are there.
 func (p *peer) running() bool { return len(p.pids()) > 0 }
@@ -264,6 +292,14 @@ func (p *peer) start(broker, workDir string) error {
 		p.err = err
 		return err
 	}
+	if p.spec.saslSSL {
+		// Beside the data directory, not in it: the broker owns that.
+		var err error
+		if p.sec, err = newSASLSSL(filepath.Join(workDir, p.id()+"-tls")); err != nil {
+			p.err = err
+			return err
+		}
+	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = p.startOnce(broker); err == nil || !strings.Contains(err.Error(), "address already in use") {
@@ -285,6 +321,8 @@ func (p *peer) startOnce(broker string) error {
 		return p.startCluster(broker)
 	case p.spec.kafkaNodes > 0:
 		return p.startKafka()
+	case p.spec.saslSSL:
+		return p.startSASLSSL(broker)
 	case strings.HasPrefix(p.spec.key, "ringlog-"):
 		adminPort, err := freePort()
 		if err != nil {
@@ -396,6 +434,9 @@ func (p *peer) stop() error {
 	p.procs = nil
 	if p.dataDir != "" {
 		os.RemoveAll(p.dataDir)
+	}
+	if p.sec != nil {
+		os.RemoveAll(p.sec.dir)
 	}
 	return errors.Join(errs...)
 }

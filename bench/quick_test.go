@@ -110,7 +110,7 @@ func parsePid(s string) (int, error) {
 // nothing, their presence does.
 func TestQuickReport(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the quick benchmark suite (about 2.5 min)")
+		t.Skip("runs the quick benchmark suite (about 2.5 to 3 min)")
 	}
 	if runtime.GOOS != "linux" {
 		t.Skip("the suite measures brokers through /proc")
@@ -127,7 +127,8 @@ func TestQuickReport(t *testing.T) {
 	if err := os.WriteFile(readme, []byte("# x\n\nintro\n\n## Layout\n\nfolders\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The suite's own limit is 3.5 min with the Kafka peers (-quick).
+	// The suite's own limit is under 4 min with the Kafka and SASL_SSL
+	// peers (-quick).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", out, "-dir", filepath.Join(dir, "data"), "-readme", readme)
@@ -149,6 +150,7 @@ func TestQuickReport(t *testing.T) {
 	}
 	checkReport(t, string(report))
 	checkKafka(t, string(report))
+	checkSASLSSL(t, string(report))
 	checkJSON(t, filepath.Join(out, resultsFile), strings.Count(string(report), "\n### "))
 	for _, f := range []string{plotThroughput, plotLatency} {
 		checkSVG(t, filepath.Join(out, f))
@@ -381,6 +383,67 @@ func checkKafka(t *testing.T, report string) {
 		}
 		if !judgedRatio.MatchString(cs[1]) || (cs[2] != "met" && cs[2] != "**not met**") {
 			t.Errorf("Targets: %q is not judged from figures: %v", want, cs)
+		}
+	}
+}
+
+// checkSASLSSL checks ringlog SASL_SSL's part of a -quick report: its
+// settings (both listeners, the client one's engine), figures in the kgo
+// tables of its targets, an attempt in its kcat tables, and a verdict on
+// both of its targets from figures.
+func checkSASLSSL(t *testing.T, report string) {
+	t.Helper()
+	l := lineWith(section(report, "## Peers"), "| ringlog SASL_SSL | flush=never |")
+	for _, want := range []string{"PLAINTEXT://127.0.0.1:", "SASL_SSL://127.0.0.1:", "SCRAM-SHA-512", "network portable"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("Peers: ringlog SASL_SSL's settings do not state %q: %q", want, l)
+		}
+	}
+	tables := strings.Split(report, "\n### ")[1:]
+	for _, want := range []struct {
+		title   string
+		figures bool // kgo: the targets' figures; kcat: attempted
+	}{
+		{"Produce, closed loop — 1 KiB values, 16 partitions, acks=1, no compression, 2 producers, flush never (page cache) — client kgo", true},
+		{"Produce, closed loop — 1 KiB values, 16 partitions, acks=1, no compression, 2 producers, flush never (page cache) — client kcat", false},
+		{"Consume from the page cache — 1 KiB values, 16 partitions, acks=1, no compression, 2 consumers, flush never (page cache) — client kgo", true},
+		{"Consume from the page cache — 1 KiB values, 16 partitions, acks=1, no compression, 2 consumers, flush never (page cache) — client kcat", false},
+		{"Consume after dropping the cache — 1 KiB", false},
+	} {
+		found := false
+		for _, tb := range tables {
+			title := strings.SplitN(tb, "\n", 2)[0]
+			if !strings.Contains(title, want.title) {
+				continue
+			}
+			found = true
+			cs := cells(lineWith(tb, "| ringlog SASL_SSL |"))
+			switch {
+			case len(cs) < 3:
+				t.Errorf("table %q: no SASL_SSL row", title)
+			case figure.MatchString(cs[2]):
+			case want.figures:
+				t.Errorf("table %q: ringlog SASL_SSL's row has no figures: %v", title, cs)
+			case strings.HasPrefix(cs[2], "*failed: "):
+				t.Logf("table %q: ringlog SASL_SSL %s", title, cs[2])
+			default:
+				t.Errorf("table %q: ringlog SASL_SSL's row was not attempted: %v", title, cs)
+			}
+		}
+		if !found {
+			t.Errorf("no table %q", want.title)
+		}
+	}
+	targets := section(report, "## Targets")
+	for _, want := range []string{"SASL_SSL records/s ≥ 0.7x PLAINTEXT at 1 KiB (produce)",
+		"SASL_SSL records/s ≥ 0.7x PLAINTEXT at 1 KiB (consume from the page cache)"} {
+		cs := cells(lineWith(targets, want))
+		if len(cs) != 3 {
+			t.Errorf("Targets: no line %q", want)
+			continue
+		}
+		if !judgedRatio.MatchString(cs[1]) || !strings.Contains(cs[1], " s/GB") || (cs[2] != "met" && cs[2] != "**not met**") {
+			t.Errorf("Targets: %q is not judged from figures with CPU per GB: %v", want, cs)
 		}
 	}
 }

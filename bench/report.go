@@ -281,6 +281,8 @@ func (s *suite) writePeers(w io.Writer) {
 			settings = "*skipped: " + quickClusterReason + "*"
 		case p.settings == "" && p.spec.kafkaNodes > 0 && s.cfg.quick:
 			settings = "*skipped: " + quickKafkaReason + "*"
+		case p.settings == "" && p.spec.saslSSL:
+			settings = "*skipped: " + saslSSLReason + "*"
 		case p.settings == "":
 			settings = "*skipped: not started (no time left)*"
 		}

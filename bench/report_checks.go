@@ -116,7 +116,7 @@ func (s *suite) writeTargets(w io.Writer) {
 	} else {
 		line(s.rf3TargetText(), "—", false, false)
 	}
-	for _, k := range s.kafkaTargets() {
+	for _, k := range append(s.kafkaTargets(), s.saslSSLTargets()...) {
 		switch {
 		case k.known:
 			line(k.target, fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where),
@@ -127,17 +127,21 @@ func (s *suite) writeTargets(w io.Writer) {
 			line(k.target, "—", false, false)
 		}
 	}
-	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's; the last six "+
-		"against Apache Kafka in the same run (its single node, or its 3-node cluster for RF=3)")
+	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's, and the SASL_SSL rows, "+
+		"ringlog SASL_SSL's; the six naming Apache Kafka against it in the same run (its single node, or its 3-node "+
+		"cluster for RF=3); the SASL_SSL rows against ringlog io_uring's PLAINTEXT in the same run and table, kgo "+
+		"clients (their SASL_SSL listener runs netpoll's portable engine, as gnet cannot terminate TLS; PLAINTEXT "+
+		"runs on gnet)")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
 	fmt.Fprint(w, ".\n\n")
 }
 
-// kafkaTarget is one target against Apache Kafka: ringlog's figure over
-// Kafka's, from the same run.
-type kafkaTarget struct {
+// ratioTarget is one target that is a ratio of two figures of the same
+// run: ringlog's over Apache Kafka's, or ringlog SASL_SSL's over its
+// PLAINTEXT's.
+type ratioTarget struct {
 	target       string
 	ratio        float64
 	ours, theirs float64
@@ -151,7 +155,7 @@ type kafkaTarget struct {
 	missing string
 }
 
-func (k kafkaTarget) met() bool {
+func (k ratioTarget) met() bool {
 	if k.atLeast {
 		return k.ratio >= k.bound
 	}
@@ -162,34 +166,34 @@ func (k kafkaTarget) met() bool {
 // ringlog io_uring against the single Kafka node in the matrix's tables,
 // the ringlog cluster against the 3-node Kafka in the Replication
 // section. A target whose figures are missing is not known.
-func (s *suite) kafkaTargets() []kafkaTarget {
+func (s *suite) kafkaTargets() []ratioTarget {
 	base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
 	fixed := s.findTable(partProduce, fixedRateLike(kindLatency, 1024, false, fixedLatencyRate))
 	warm := s.findTable(partWarmKgo, baseLike(kindConsume, 1024, false))
-	var ks []kafkaTarget
-	add := func(k kafkaTarget, t *table, m metric) {
+	var ks []ratioTarget
+	add := func(k ratioTarget, t *table, m metric) {
 		if t != nil {
 			k.compare(m, t.refRowOf(referencePeer), t.refRowOf(kafkaPeer), "ringlog io_uring", "Apache Kafka")
 		}
 		ks = append(ks, k)
 	}
-	add(kafkaTarget{target: "produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's", atLeast: true, bound: 1.5,
+	add(ratioTarget{target: "produce 1 KiB, 16 partitions records/s ≥ 1.5x Apache Kafka's", atLeast: true, bound: 1.5,
 		format: fmtCount, where: " records/s"}, base, metricRate)
-	add(kafkaTarget{target: "broker CPU per GB ≤ 0.4x Apache Kafka's", bound: 0.4,
+	add(ratioTarget{target: "broker CPU per GB ≤ 0.4x Apache Kafka's", bound: 0.4,
 		format: fmtSeconds, where: " s/GB, 1 KiB produce"}, base, metricCPUPerGB)
-	add(kafkaTarget{target: fmt.Sprintf("produce ack p99 at %s records/s ≤ 0.5x Apache Kafka's", fmtCount(fixedLatencyRate)),
+	add(ratioTarget{target: fmt.Sprintf("produce ack p99 at %s records/s ≤ 0.5x Apache Kafka's", fmtCount(fixedLatencyRate)),
 		bound: 0.5, format: fmtMicros, where: ", open loop"}, fixed, metricLatency(99))
-	add(kafkaTarget{target: "broker peak RSS ≤ 0.25x Apache Kafka's", bound: 0.25,
+	add(ratioTarget{target: "broker peak RSS ≤ 0.25x Apache Kafka's", bound: 0.25,
 		format: fmtMiB, where: ", 1 KiB produce"}, base, metricRSS)
 	ks = append(ks, s.kafkaRF3Target())
-	add(kafkaTarget{target: "consume from the page cache records/s ≥ 1.0x Apache Kafka's", atLeast: true, bound: 1.0,
+	add(ratioTarget{target: "consume from the page cache records/s ≥ 1.0x Apache Kafka's", atLeast: true, bound: 1.0,
 		format: fmtCount, where: " records/s, kgo"}, warm, metricRate)
 	return ks
 }
 
 // compare fills in the target from the medians of m in ours and theirs,
 // or says which of them has no figure.
-func (k *kafkaTarget) compare(m metric, ours, theirs *row, oursName, theirsName string) {
+func (k *ratioTarget) compare(m metric, ours, theirs *row, oursName, theirsName string) {
 	a, ok1 := ours.spread(m)
 	b, ok2 := theirs.spread(m)
 	if ok1 && ok2 && b.med > 0 {
@@ -215,14 +219,49 @@ func (k *kafkaTarget) compare(m metric, ours, theirs *row, oursName, theirsName 
 
 // kafkaRF3Target is the target of the ringlog cluster against Kafka's:
 // RF=3 acks=all records/s, from the Replication section.
-func (s *suite) kafkaRF3Target() kafkaTarget {
-	k := kafkaTarget{target: fmt.Sprintf("produce RF=3 acks=all records/s ≥ 1.5x a %d-node Apache Kafka's", clusterBrokers),
+func (s *suite) kafkaRF3Target() ratioTarget {
+	k := ratioTarget{target: fmt.Sprintf("produce RF=3 acks=all records/s ≥ 1.5x a %d-node Apache Kafka's", clusterBrokers),
 		atLeast: true, bound: 1.5, format: fmtCount, where: " records/s; Replication section"}
 	if s.replicationSelected() {
 		k.compare(metricRate, s.repl.run("rf3-acksall").row, s.repl.run("kafka-rf3-acksall").row,
 			"the ringlog cluster", "the 3-node Apache Kafka")
 	}
 	return k
+}
+
+// saslSSLTarget is the bound for SASL_SSL: records/s at 1 KiB at
+// no less than this share of PLAINTEXT's.
+const saslSSLTarget = 0.7
+
+// saslSSLTargets compares ringlog SASL_SSL with ringlog io_uring (the
+// same binary and disk I/O, PLAINTEXT) in the 1 KiB produce table and the
+// page cache consume table, both with kgo: records/s, judged, and each
+// one's broker CPU per GB, stated. Produce and consume are judged apart:
+// TLS costs the broker a decryption per produced byte and an encryption
+// (and a copy, where PLAINTEXT uses sendfile) per fetched one.
+func (s *suite) saslSSLTargets() []ratioTarget {
+	var ks []ratioTarget
+	for _, c := range []struct {
+		what string
+		t    *table
+	}{
+		{"produce", s.findTable(partProduce, baseLike(kindProduce, 1024, false))},
+		{"consume from the page cache", s.findTable(partWarmKgo, baseLike(kindConsume, 1024, false))},
+	} {
+		k := ratioTarget{target: fmt.Sprintf("SASL_SSL records/s ≥ %.1fx PLAINTEXT at 1 KiB (%s)", saslSSLTarget, c.what),
+			atLeast: true, bound: saslSSLTarget, format: fmtCount, where: " records/s, kgo"}
+		if c.t != nil {
+			ours, theirs := c.t.rows[saslSSLPeer], c.t.refRowOf(referencePeer)
+			k.compare(metricRate, ours, theirs, "ringlog SASL_SSL", "ringlog io_uring")
+			a, ok1 := ours.spread(metricCPUPerGB)
+			b, ok2 := theirs.spread(metricCPUPerGB)
+			if k.known && ok1 && ok2 {
+				k.where += fmt.Sprintf("; broker CPU %s against %s s/GB", fmtSeconds(a.med), fmtSeconds(b.med))
+			}
+		}
+		ks = append(ks, k)
+	}
+	return ks
 }
 
 // limitMedian is the median of one machine limit over the rounds.
@@ -260,6 +299,8 @@ func (s *suite) writeSendfile(w io.Writer) {
 			sf = cell(sp, fmtPct)
 		} else if len(r.samples) > 0 && r.peer.spec.kafkaNodes > 0 {
 			sf = "sendfile (transferTo), not counted"
+		} else if len(r.samples) > 0 && r.peer.spec.saslSSL {
+			sf = "copies (TLS encrypts records in user space)"
 		} else if len(r.samples) > 0 && !r.peer.spec.memory && !r.peer.spec.nats {
 			sf = "no counters"
 		} else if len(r.samples) > 0 {

@@ -129,7 +129,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		var err error
 		if w.client == "kcat" {
 			spec.records = s.kcatRecords(p, w)
-			res, err = s.kcat.produce(ctx, p.addr, spec)
+			res, err = s.kcat.produce(ctx, p.kcatConn(), spec)
 		} else {
 			res, err = d.produce(ctx, spec)
 		}
@@ -164,7 +164,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		}
 		if rows[partWarmKcat].status == "" {
 			m := s.meter(ctx, p)
-			res, err := s.kcat.consume(ctx, p.addr, cspec)
+			res, err := s.kcat.consume(ctx, p.kcatConn(), cspec)
 			out[partWarmKcat] = outcome{sample: m.sample(ctx, res), err: err}
 		}
 		if rows[partColdKgo].status == "" {

@@ -238,6 +238,10 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		markAll(statusSkipped, quickKafkaReason)
 		return
 	}
+	if p.spec.saslSSL && !saslSSLWorkload(w) {
+		markAll(statusSkipped, saslSSLReason)
+		return
+	}
 	pending := false
 	for _, r := range rows {
 		pending = pending || r.status == ""
@@ -374,6 +378,12 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 			d = kd
 			// Every broker registered and unfenced before the first run.
 			err = kd.waitBrokers(ctx, clusterBrokers, peerStartTimeout)
+		}
+	case p.sec != nil:
+		// The user first, on the PLAINTEXT listener; then every client
+		// over SASL_SSL.
+		if err = p.sec.makeUser(ctx, p.addr, peerStartTimeout); err == nil {
+			d, err = newKafkaDriver(p.seeds(), 1, nil, p.clientOpts()...)
 		}
 	default:
 		d, err = newKafkaDriver(p.seeds(), 1, nil)

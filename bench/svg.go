@@ -27,6 +27,7 @@ var peerColors = map[string]string{
 	"ringlog-cluster":  "#8c564b",
 	"kafka":            "#d62728",
 	"kafka-cluster":    "#e377c2",
+	saslSSLPeer:        "#17becf",
 }
 
 func esc(s string) string { return html.EscapeString(s) }
@@ -126,12 +127,18 @@ func (s *suite) writeThroughputSVG(w io.Writer) {
 }
 
 // legend draws a colour key for the peers.
+// Keys go on a second line, above the plots' tops (78 px and more), once
+// the first would pass 990 px: the narrowest plot is 1000 px wide.
 func legend(w io.Writer, peers []peerSpec) {
-	x := 10.0
+	x, y := 10.0, 50.0
 	for _, p := range peers {
-		fmt.Fprintf(w, `<rect x="%.1f" y="50" width="10" height="10" fill="%s"/>`+"\n", x, peerColors[p.key])
-		svgText(w, x+14, 59, 11, "start", "#000", p.name)
-		x += 14 + 6.5*float64(len(p.name)) + 16
+		width := 14 + 6.5*float64(len(p.name)) + 16
+		if x+width > 990 && x > 10 {
+			x, y = 10, y+14
+		}
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.0f" width="10" height="10" fill="%s"/>`+"\n", x, y, peerColors[p.key])
+		svgText(w, x+14, y+9, 11, "start", "#000", p.name)
+		x += width
 	}
 }
 
