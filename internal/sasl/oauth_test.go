@@ -1,13 +1,10 @@
 package sasl
 
 import (
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
+
+	"ringlog/internal/testkit"
 )
 
 // The test keys, generated once per test binary.
@@ -53,78 +52,6 @@ func testKeys(t testing.TB) {
 	})
 }
 
-// signJWT makes a compact JWS of claims with key (an *rsa.PrivateKey, an
-// *ecdsa.PrivateKey, or nil for alg none).
-func signJWT(t testing.TB, alg, kid string, key any, claims map[string]any) string {
-	t.Helper()
-	h := map[string]any{"alg": alg, "typ": "JWT"}
-	if kid != "" {
-		h["kid"] = kid
-	}
-	hb, _ := json.Marshal(h)
-	cb, _ := json.Marshal(claims)
-	input := b64(hb) + "." + b64(cb)
-	if key == nil {
-		return input + "."
-	}
-	var hash crypto.Hash
-	var digest []byte
-	switch alg[2:] {
-	case "256":
-		d := sha256.Sum256([]byte(input))
-		hash, digest = crypto.SHA256, d[:]
-	case "384":
-		d := sha512.Sum384([]byte(input))
-		hash, digest = crypto.SHA384, d[:]
-	default:
-		d := sha512.Sum512([]byte(input))
-		hash, digest = crypto.SHA512, d[:]
-	}
-	var sig []byte
-	switch k := key.(type) {
-	case *rsa.PrivateKey:
-		var err error
-		if sig, err = rsa.SignPKCS1v15(rand.Reader, k, hash, digest); err != nil {
-			t.Fatal(err)
-		}
-	case *ecdsa.PrivateKey:
-		r, s, err := ecdsa.Sign(rand.Reader, k, digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		size := (k.Curve.Params().BitSize + 7) / 8
-		sig = make([]byte, 2*size)
-		r.FillBytes(sig[:size])
-		s.FillBytes(sig[size:])
-	}
-	return input + "." + b64(sig)
-}
-
-func rsaJWK(kid string, k *rsa.PublicKey) map[string]any {
-	e := []byte{byte(k.E >> 16), byte(k.E >> 8), byte(k.E)}
-	return map[string]any{"kty": "RSA", "kid": kid, "use": "sig", "n": b64(k.N.Bytes()), "e": b64(e)}
-}
-
-func ecJWK(kid string, k *ecdsa.PublicKey) map[string]any {
-	b, err := k.Bytes()
-	if err != nil {
-		panic(err)
-	}
-	size := (len(b) - 1) / 2
-	crv := map[int]string{32: "P-256", 48: "P-384", 66: "P-521"}[size]
-	return map[string]any{"kty": "EC", "kid": kid, "crv": crv, "x": b64(b[1 : 1+size]), "y": b64(b[1+size:])}
-}
-
-// writeJWKS writes a JWKS file and returns its file: URL.
-func writeJWKS(t testing.TB, path string, keys ...map[string]any) string {
-	t.Helper()
-	b, _ := json.Marshal(map[string]any{"keys": keys})
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return "file://" + path
-}
-
 // claims are a valid token's claims at testNow, with changes.
 func claims(change map[string]any) map[string]any {
 	c := map[string]any{"sub": "alice", "iss": "https://idp.example", "aud": "ringlog",
@@ -142,9 +69,9 @@ func claims(change map[string]any) map[string]any {
 func jwksTestValidator(t *testing.T) TokenValidator {
 	t.Helper()
 	testKeys(t)
-	url := writeJWKS(t, filepath.Join(t.TempDir(), "jwks.json"),
-		rsaJWK("rsa1", &rsaKey.PublicKey), ecJWK("ec256", &ecKey256.PublicKey),
-		ecJWK("ec384", &ecKey384.PublicKey), ecJWK("ec521", &ecKey521.PublicKey),
+	url := testkit.WriteJWKS(t, filepath.Join(t.TempDir(), "jwks.json"),
+		testkit.RSAJWK("rsa1", &rsaKey.PublicKey), testkit.ECJWK(t, "ec256", &ecKey256.PublicKey),
+		testkit.ECJWK(t, "ec384", &ecKey384.PublicKey), testkit.ECJWK(t, "ec521", &ecKey521.PublicKey),
 		map[string]any{"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"}) // skipped: not offered
 	v, err := NewOAuthValidator(OAuthConfig{JWKSURL: url, ExpectedIssuer: "https://idp.example",
 		ExpectedAudience: []string{"other", "ringlog"}, ClockSkew: OAuthClockSkewDefault, Now: testNowFn})
@@ -194,7 +121,7 @@ func TestJWKSValidation(t *testing.T) {
 		{"duplicate scope", "RS256", "rsa1", rsaKey, map[string]any{"scope": []string{"a", "a"}}, "scope value must not contain duplicates"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tok, err := v.Validate(signJWT(t, tc.alg, tc.kid, tc.key, claims(tc.change)))
+			tok, err := v.Validate(testkit.SignJWT(t, tc.alg, tc.kid, tc.key, claims(tc.change)))
 			if tc.err == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -220,15 +147,15 @@ func TestJWKSValidation(t *testing.T) {
 // one without aud passes.
 func TestJWKSAudienceUnexpected(t *testing.T) {
 	testKeys(t)
-	url := writeJWKS(t, filepath.Join(t.TempDir(), "jwks.json"), rsaJWK("k", &rsaKey.PublicKey))
+	url := testkit.WriteJWKS(t, filepath.Join(t.TempDir(), "jwks.json"), testkit.RSAJWK("k", &rsaKey.PublicKey))
 	v, err := NewOAuthValidator(OAuthConfig{JWKSURL: url, Now: testNowFn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Validate(signJWT(t, "RS256", "k", rsaKey, claims(map[string]any{"aud": nil}))); err != nil {
+	if _, err := v.Validate(testkit.SignJWT(t, "RS256", "k", rsaKey, claims(map[string]any{"aud": nil}))); err != nil {
 		t.Fatalf("no aud: %v", err)
 	}
-	_, err = v.Validate(signJWT(t, "RS256", "k", rsaKey, claims(nil)))
+	_, err = v.Validate(testkit.SignJWT(t, "RS256", "k", rsaKey, claims(nil)))
 	if err == nil || !strings.Contains(err.Error(), "present in the JWT but no expected audience value(s) were provided") {
 		t.Fatalf("aud, none expected: %v", err)
 	}
@@ -240,17 +167,17 @@ func TestJWKSAudienceUnexpected(t *testing.T) {
 func TestJWKSFileReload(t *testing.T) {
 	testKeys(t)
 	path := filepath.Join(t.TempDir(), "jwks.json")
-	url := writeJWKS(t, path, rsaJWK("old", &rsaKey.PublicKey))
+	url := testkit.WriteJWKS(t, path, testkit.RSAJWK("old", &rsaKey.PublicKey))
 	now := testNow
 	v, err := NewOAuthValidator(OAuthConfig{JWKSURL: url, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	newTok := signJWT(t, "RS256", "new", rsaOther, claims(map[string]any{"aud": nil}))
+	newTok := testkit.SignJWT(t, "RS256", "new", rsaOther, claims(map[string]any{"aud": nil}))
 	if _, err := v.Validate(newTok); err == nil {
 		t.Fatal("a key not yet in the file")
 	}
-	writeJWKS(t, path, rsaJWK("old", &rsaKey.PublicKey), rsaJWK("new", &rsaOther.PublicKey), map[string]any{"pad": "size changes"})
+	testkit.WriteJWKS(t, path, testkit.RSAJWK("old", &rsaKey.PublicKey), testkit.RSAJWK("new", &rsaOther.PublicKey), map[string]any{"pad": "size changes"})
 	if _, err := v.Validate(newTok); err == nil {
 		t.Fatal("the file was checked again at once")
 	}
@@ -305,7 +232,7 @@ func TestUnsecuredValidation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok, err := v.Validate(signJWT(t, tc.alg, "", tc.key, claims(tc.change)))
+			tok, err := v.Validate(testkit.SignJWT(t, tc.alg, "", tc.key, claims(tc.change)))
 			if tc.err == "" {
 				if err != nil || tok.Principal != "alice" {
 					t.Fatalf("refused: %v (%+v)", err, tok)
@@ -330,7 +257,7 @@ func TestUnsecuredValidation(t *testing.T) {
 		t.Fatalf("a header with ALG: %v", err)
 	}
 	// A signature on an unsecured token.
-	tok := signJWT(t, "none", "", nil, claims(nil)) + "c2ln"
+	tok := testkit.SignJWT(t, "none", "", nil, claims(nil)) + "c2ln"
 	if _, err := v.Validate(tok); err == nil || !strings.Contains(err.Error(), "must not contain a digital signature") {
 		t.Fatalf("a signed unsecured token: %v", err)
 	}
@@ -349,7 +276,7 @@ func cmpOr(a, b string) string {
 // exchange then fails with the JSON as the client's message.
 func TestOAuthBearerWithFranzGoClient(t *testing.T) {
 	v := jwksTestValidator(t)
-	good := signJWT(t, "ES256", "ec256", ecKey256, claims(nil))
+	good := testkit.SignJWT(t, "ES256", "ec256", ecKey256, claims(nil))
 	s := NewOAuthBearerServer(v)
 	if err := run(t, oauth.Auth{Token: good, Extensions: map[string]string{"traceId": "x y", "logicalCluster": "lc-1"}}.AsMechanism(), s); err != nil {
 		t.Fatalf("a valid token: %v", err)
@@ -369,7 +296,7 @@ func TestOAuthBearerWithFranzGoClient(t *testing.T) {
 		t.Fatalf("another authorization id: %v", err)
 	}
 
-	expired := signJWT(t, "RS256", "rsa1", rsaKey, claims(map[string]any{"exp": testNow.Unix() - 3600}))
+	expired := testkit.SignJWT(t, "RS256", "rsa1", rsaKey, claims(map[string]any{"exp": testNow.Unix() - 3600}))
 	s = NewOAuthBearerServer(v)
 	out, done, err := s.Step([]byte("n,,\x01auth=Bearer " + expired + "\x01\x01"))
 	if err != nil || done || string(out) != `{"status":"invalid_token"}` {
@@ -383,7 +310,7 @@ func TestOAuthBearerWithFranzGoClient(t *testing.T) {
 
 	// insufficient_scope carries the scope.
 	uv, _ := NewOAuthValidator(OAuthConfig{Unsecured: UnsecuredOptions{RequiredScope: []string{"admin"}}, Now: testNowFn})
-	out, _, _ = NewOAuthBearerServer(uv).Step([]byte("n,,\x01auth=Bearer " + signJWT(t, "none", "", nil, claims(nil)) + "\x01\x01"))
+	out, _, _ = NewOAuthBearerServer(uv).Step([]byte("n,,\x01auth=Bearer " + testkit.SignJWT(t, "none", "", nil, claims(nil)) + "\x01\x01"))
 	if string(out) != `{"scope":"[admin]","status":"insufficient_scope"}` {
 		t.Fatalf("insufficient scope challenge %s", out)
 	}
@@ -393,7 +320,7 @@ func TestOAuthBearerWithFranzGoClient(t *testing.T) {
 // second message other than %x01 after an error, are protocol errors.
 func TestOAuthBearerMalformed(t *testing.T) {
 	v, _ := NewOAuthValidator(OAuthConfig{Now: testNowFn})
-	tok := signJWT(t, "none", "", nil, claims(nil))
+	tok := testkit.SignJWT(t, "none", "", nil, claims(nil))
 	if _, done, err := NewOAuthBearerServer(v).Step([]byte("n,,\x01auth=bearer  " + tok + "\x01k=v\x01\x01")); err != nil || !done {
 		t.Fatalf("a valid message: %v", err)
 	}
@@ -425,11 +352,11 @@ func TestOAuthBearerMalformed(t *testing.T) {
 func TestJWKSParse(t *testing.T) {
 	testKeys(t)
 	small, _ := rsa.GenerateKey(rand.Reader, 1024)
-	enc := rsaJWK("enc", &rsaKey.PublicKey)
+	enc := testkit.RSAJWK("enc", &rsaKey.PublicKey)
 	enc["use"] = "enc"
-	offCurve := ecJWK("off", &ecKey256.PublicKey)
+	offCurve := testkit.ECJWK(t, "off", &ecKey256.PublicKey)
 	offCurve["y"] = offCurve["x"]
-	for _, keys := range [][]map[string]any{{rsaJWK("small", &small.PublicKey)}, {enc}, {offCurve}, {{"kty": "OKP", "crv": "Ed25519", "x": "AA"}}, {}} {
+	for _, keys := range [][]map[string]any{{testkit.RSAJWK("small", &small.PublicKey)}, {enc}, {offCurve}, {{"kty": "OKP", "crv": "Ed25519", "x": "AA"}}, {}} {
 		b, _ := json.Marshal(map[string]any{"keys": keys})
 		if _, err := parseJWKS(b); err == nil {
 			t.Errorf("%s: accepted", b)
@@ -452,7 +379,7 @@ func TestJWKSParse(t *testing.T) {
 // panic, authenticate only as the principal of a token the validator
 // accepts, and never after an error challenge.
 func FuzzOAuthBearerMessage(f *testing.F) {
-	valid := signJWT(f, "none", "", nil, claims(nil))
+	valid := testkit.SignJWT(f, "none", "", nil, claims(nil))
 	f.Add([]byte("n,,\x01auth=Bearer "+valid+"\x01\x01"), []byte{1})
 	f.Add([]byte("n,a=alice,\x01auth=Bearer "+valid+"\x01traceId=x\x01\x01"), []byte{1})
 	f.Add([]byte("n,,\x01auth=Bearer e30.e30.\x01\x01"), []byte{1})
@@ -490,15 +417,15 @@ func FuzzOAuthBearerMessage(f *testing.F) {
 func FuzzJWT(f *testing.F) {
 	testKeys(f)
 	path := filepath.Join(f.TempDir(), "jwks.json")
-	url := writeJWKS(f, path, rsaJWK("rsa1", &rsaKey.PublicKey), ecJWK("ec256", &ecKey256.PublicKey))
+	url := testkit.WriteJWKS(f, path, testkit.RSAJWK("rsa1", &rsaKey.PublicKey), testkit.ECJWK(f, "ec256", &ecKey256.PublicKey))
 	seedJWKS, _ := os.ReadFile(path)
 	v, err := NewOAuthValidator(OAuthConfig{JWKSURL: url, ClockSkew: OAuthClockSkewDefault, Now: testNowFn})
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(signJWT(f, "RS256", "rsa1", rsaKey, claims(map[string]any{"aud": nil, "iss": nil})), seedJWKS)
-	f.Add(signJWT(f, "ES256", "ec256", ecKey256, claims(map[string]any{"aud": nil, "iss": nil})), seedJWKS)
-	f.Add(signJWT(f, "none", "", nil, claims(nil)), []byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}`))
+	f.Add(testkit.SignJWT(f, "RS256", "rsa1", rsaKey, claims(map[string]any{"aud": nil, "iss": nil})), seedJWKS)
+	f.Add(testkit.SignJWT(f, "ES256", "ec256", ecKey256, claims(map[string]any{"aud": nil, "iss": nil})), seedJWKS)
+	f.Add(testkit.SignJWT(f, "none", "", nil, claims(nil)), []byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}`))
 	f.Add("eyJhbGciOiJSUzI1NiJ9.e30.AAAA", []byte(`{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB"}]}`))
 	f.Fuzz(func(t *testing.T, token string, jwks []byte) {
 		if keys, err := parseJWKS(jwks); err == nil && len(keys) > len(jwks)/16 {

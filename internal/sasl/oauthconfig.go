@@ -61,6 +61,14 @@ const OAuthClockSkewDefault = 30 * time.Second
 // Secured reports whether tokens are checked against a JWKS.
 func (c *OAuthConfig) Secured() bool { return c.JWKSURL != "" }
 
+// Empty reports whether nothing is set: Kafka's default.
+func (c *OAuthConfig) Empty() bool {
+	u := c.Unsecured
+	return c.JWKSURL == "" && c.ExpectedIssuer == "" && len(c.ExpectedAudience) == 0 && c.ClockSkew == 0 &&
+		c.SubClaimName == "" && c.ScopeClaimName == "" && u.PrincipalClaimName == "" && u.ScopeClaimName == "" &&
+		len(u.RequiredScope) == 0 && u.AllowableClockSkew == 0
+}
+
 // Check vets the configuration without reading the JWKS, so that a
 // listener's settings are refused before anything starts.
 func (c *OAuthConfig) Check() error {
