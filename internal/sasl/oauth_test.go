@@ -328,6 +328,7 @@ func TestOAuthBearerMalformed(t *testing.T) {
 	for i := range oauthExtensionsMax + 1 {
 		many += "k" + strings.Repeat("a", i) + "=v\x01"
 	}
+	many += "\x01"
 	for _, msg := range []string{"", "n,,", "y,,\x01auth=Bearer " + tok + "\x01\x01", "n,\x01auth=Bearer " + tok + "\x01\x01",
 		"n,,\x01auth=Bearer " + tok + "\x01", "n,,auth=Bearer " + tok + "\x01\x01", "n,,\x01\x01", "n,,\x01k=v\x01\x01",
 		"n,,\x01auth=Basic " + tok + "\x01\x01", "n,,\x01auth=Bearer\x01\x01", "n,,\x01auth=Bearer a/b\x01\x01",
