@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,6 +32,10 @@ type Listener struct {
 	Mechanisms []string
 	// PlainUsers are PLAIN's users (the listener's JAAS configuration).
 	PlainUsers sasl.PlainUsers
+	// OAuth is how OAUTHBEARER tokens are validated: the sasl.oauthbearer.*
+	// settings and the listener's OAuthBearerLoginModule JAAS options.
+	// Its zero value is Kafka's default, the unsecured validator.
+	OAuth sasl.OAuthConfig
 	// ReauthMax is connections.max.reauth.ms (0: never).
 	ReauthMax time.Duration
 	// MaxReceiveBytes is sasl.server.max.receive.size (0: 512 KiB).
@@ -79,11 +84,18 @@ func (c *Config) validateListeners() error {
 						return fmt.Errorf("broker: listener %s enables PLAIN without users: set listener.name.%s.plain.sasl.jaas.config with user_<name>=\"<password>\" entries", l.Name, lowerName(l.Name))
 					}
 				case sasl.ScramSHA256, sasl.ScramSHA512:
+				case sasl.OAuthBearer:
+					if err := l.OAuth.Check(); err != nil {
+						return fmt.Errorf("broker: listener %s: %w", l.Name, err)
+					}
 				default:
-					return fmt.Errorf("broker: listener %s: SASL mechanism %q is not offered (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", l.Name, m)
+					return fmt.Errorf("broker: listener %s: SASL mechanism %q is not offered (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", l.Name, m)
 				}
 			}
-		} else if len(l.Mechanisms) > 0 || len(l.PlainUsers) > 0 {
+			if !l.OAuth.Empty() && !slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
+				return fmt.Errorf("broker: listener %s does not enable OAUTHBEARER: its OAUTHBEARER settings would go unused", l.Name)
+			}
+		} else if len(l.Mechanisms) > 0 || len(l.PlainUsers) > 0 || !l.OAuth.Empty() {
 			return fmt.Errorf("broker: listener %s is %s: its SASL settings would go unused", l.Name, l.Protocol)
 		}
 	}
@@ -136,9 +148,19 @@ func (b *Broker) listenOthers(base netpoll.Config, adv map[string]string) error 
 				nc.InitialMaxFrameBytes = kafka.SASLMaxReceiveBytesDefault
 			}
 		}
-		h := b.srv.Listener(kafka.Listener{Name: l.Name, Protocol: l.Protocol, Advertised: adv[l.Name],
+		kl := kafka.Listener{Name: l.Name, Protocol: l.Protocol, Advertised: adv[l.Name],
 			Mechanisms: l.Mechanisms, PlainUsers: l.PlainUsers, ReauthMax: l.ReauthMax, MaxReceiveBytes: l.MaxReceiveBytes,
-			AuthTimeout: l.AuthTimeout, PrincipalRules: l.PrincipalRules})
+			AuthTimeout: l.AuthTimeout, PrincipalRules: l.PrincipalRules}
+		if slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
+			// One validator per listener: its connections share the
+			// JWKS, read here so that a missing file stops the start.
+			v, err := sasl.NewOAuthValidator(l.OAuth)
+			if err != nil {
+				return fmt.Errorf("broker: listener %s: %w", l.Name, err)
+			}
+			kl.OAuth = v
+		}
+		h := b.srv.Listener(kl)
 		ns, err := netpoll.Listen(nc, h)
 		if err != nil {
 			return fmt.Errorf("broker: listener %s on %s: %w", l.Name, l.Addr, err)

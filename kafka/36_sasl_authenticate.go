@@ -34,8 +34,12 @@ func handleSaslAuthenticate(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 	out, done, err := ss.ex.Step(req.SASLAuthBytes)
 	if err == nil && done {
+		var credExpiry time.Time
+		if e, ok := ss.ex.(sasl.CredentialExpirer); ok {
+			credExpiry = e.CredentialExpiry()
+		}
 		var life time.Duration
-		if life, err = ss.complete(ss.ex.User()); err == nil {
+		if life, err = ss.complete(ss.ex.User(), credExpiry); err == nil {
 			resp.SessionLifetimeMillis = life.Milliseconds()
 		}
 	}
@@ -52,8 +56,13 @@ func handleSaslAuthenticate(s *Server, cx *reqCtx, kreq kmsg.Request) {
 }
 
 // authFailure is the message Kafka's authenticators give a client that
-// failed: the mechanism's own for bad credentials, the error otherwise.
+// failed: the one the mechanism fixed (OAUTHBEARER's JSON error), the
+// mechanism's own for bad credentials, the error otherwise.
 func authFailure(mech string, err error) string {
+	var ce *sasl.ClientError
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
 	if errors.Is(err, sasl.ErrAuthentication) {
 		if mech == sasl.Plain {
 			return "Authentication failed: Invalid username or password"

@@ -55,12 +55,15 @@ type Listener struct {
 	// Advertised is this broker's host:port on the listener
 	// (advertised.listeners; empty: Config.AdvertisedHost and Port).
 	Advertised string
-	// Mechanisms is sasl.enabled.mechanisms: PLAIN, SCRAM-SHA-256 and
-	// SCRAM-SHA-512 are served.
+	// Mechanisms is sasl.enabled.mechanisms: PLAIN, SCRAM-SHA-256,
+	// SCRAM-SHA-512 and OAUTHBEARER are served.
 	Mechanisms []string
 	// PlainUsers are PLAIN's users and passwords (the listener's JAAS
 	// configuration, user_<name>="<password>").
 	PlainUsers sasl.PlainUsers
+	// OAuth validates OAUTHBEARER tokens, for all the listener's
+	// connections (nil: Kafka's default, the unsecured validator).
+	OAuth sasl.TokenValidator
 	// ReauthMax is connections.max.reauth.ms (0: sessions never expire).
 	// A client learns it in SaslAuthenticate's session_lifetime_ms and
 	// must authenticate again before it passes (KIP-368); a request after
@@ -136,6 +139,15 @@ func (s *Server) Listener(l Listener) netpoll.Handler {
 	if l.AuthTimeout <= 0 {
 		l.AuthTimeout = SASLAuthTimeoutDefault
 	}
+	if l.OAuth == nil && l.enabled(sasl.OAuthBearer) {
+		// Kafka's default server callback handler for OAUTHBEARER; its
+		// zero configuration cannot fail.
+		v, err := sasl.NewOAuthValidator(sasl.OAuthConfig{})
+		if err != nil {
+			panic(fmt.Sprintf("kafka: the unsecured OAUTHBEARER validator: %v", err))
+		}
+		l.OAuth = v
+	}
 	return &handler{s: s, l: &l}
 }
 
@@ -170,7 +182,10 @@ func (h *handler) Serve(c *netpoll.Conn, seq uint64, frame []byte) {
 func (h *handler) rawToken(c *netpoll.Conn, seq uint64, frame []byte, ss *session) {
 	out, done, err := ss.ex.Step(frame)
 	if err == nil && done {
-		_, err = ss.complete(ss.ex.User())
+		_, err = ss.complete(ss.ex.User(), time.Time{})
+		// A client of SaslHandshake v0 cannot re-authenticate (KIP-368
+		// needs SaslAuthenticate v1): Kafka ends no such session.
+		ss.expiry.Store(0)
 	}
 	if err != nil {
 		h.s.log.Info("kafka: SASL authentication failed", "remote", c.RemoteAddr(), "listener", h.l.Name,
@@ -243,6 +258,8 @@ func (ss *session) begin(s *Server, mech string) {
 	switch mech {
 	case sasl.Plain:
 		ss.ex = sasl.NewPlainServer(ss.l.PlainUsers)
+	case sasl.OAuthBearer:
+		ss.ex = sasl.NewOAuthBearerServer(ss.l.OAuth)
 	default:
 		m := sasl.ScramMechanismNamed(mech)
 		ss.ex = sasl.NewScramServer(m, func(user string) (sasl.Credential, bool) {
@@ -253,9 +270,13 @@ func (ss *session) begin(s *Server, mech string) {
 }
 
 // complete ends a successful exchange. A re-authentication must keep the
-// principal (Kafka refuses a change of principal, KIP-368). It returns the
-// session lifetime to tell the client (0: none).
-func (ss *session) complete(user string) (time.Duration, error) {
+// principal (Kafka refuses a change of principal, KIP-368). credExpiry is
+// when the credential itself expires (an OAUTHBEARER token's exp; zero:
+// never). The session lasts min(connections.max.reauth.ms, credExpiry -
+// now), as Kafka's SaslServerAuthenticator computes it: a token's expiry
+// bounds the session even without connections.max.reauth.ms. It returns
+// the session lifetime to tell the client (0: none).
+func (ss *session) complete(user string, credExpiry time.Time) (time.Duration, error) {
 	p := "User:" + user
 	if old := ss.principal.Load(); old != nil && *old != p {
 		return 0, fmt.Errorf("cannot change principals during re-authentication from %s to %s", *old, p)
@@ -268,10 +289,18 @@ func (ss *session) complete(user string) (time.Duration, error) {
 	// An authenticated client may send what any client may
 	// (socket.request.max.bytes).
 	ss.c.SetMaxFrameBytes(0)
-	if ss.l.ReauthMax > 0 {
-		ss.expiry.Store(time.Now().Add(ss.l.ReauthMax).UnixNano())
+	now := time.Now()
+	life := ss.l.ReauthMax
+	if !credExpiry.IsZero() {
+		left := max(credExpiry.Sub(now), 0)
+		if life <= 0 || left < life {
+			life = left
+		}
 	}
-	return ss.l.ReauthMax, nil
+	if ss.l.ReauthMax > 0 || !credExpiry.IsZero() {
+		ss.expiry.Store(now.Add(life).UnixNano())
+	}
+	return life, nil
 }
 
 // nonce is a SCRAM server nonce: 24 random bytes, base64 without commas.

@@ -2,9 +2,12 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509/pkix"
 	"errors"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,10 +18,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"ringlog/broker"
+	ringsasl "ringlog/internal/sasl"
 	"ringlog/internal/testkit"
 	"ringlog/kafka"
 )
@@ -105,6 +110,80 @@ func TestSASLScramEndToEnd(t *testing.T) {
 		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			t.Fatalf("%s: %v, want SASL_AUTHENTICATION_FAILED", m.Name(), err)
 		}
+	}
+}
+
+// TestSASLOAuthBearerEndToEnd: a kgo client with a token signed by a key
+// of the listener's JWKS (a file, sasl.oauthbearer.jwks.endpoint.url)
+// produces and consumes on the SASL listener; the session lasts until the
+// token's exp, without connections.max.reauth.ms (KIP-368), and a request
+// after it closes the connection; an expired token gets Kafka's JSON error
+// challenge, then SASL_AUTHENTICATION_FAILED with that JSON, and kgo sees
+// SASL_AUTHENTICATION_FAILED.
+func TestSASLOAuthBearerEndToEnd(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := testkit.WriteJWKS(t, filepath.Join(t.TempDir(), "jwks.json"), testkit.RSAJWK("k1", &key.PublicKey))
+	_, addr := saslBroker(t, func(l *broker.Listener) {
+		l.Mechanisms = append(l.Mechanisms, "OAUTHBEARER")
+		l.OAuth = ringsasl.OAuthConfig{JWKSURL: url, ExpectedIssuer: "https://idp.test", ExpectedAudience: []string{"ringlog"},
+			ClockSkew: ringsasl.OAuthClockSkewDefault}
+	})
+	token := func(exp time.Time) string {
+		return testkit.SignJWT(t, "RS256", "k1", key, map[string]any{"sub": "svc-orders", "iss": "https://idp.test",
+			"aud": "ringlog", "iat": time.Now().Unix(), "exp": exp.Unix(), "scope": "kafka"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cl := saslClient(t, addr, oauth.Auth{Token: token(time.Now().Add(time.Hour))}.AsMechanism(),
+		kgo.AllowAutoTopicCreation(), kgo.ConsumeTopics("oauth"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "oauth", Value: []byte("signed")}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	fs := cl.PollFetches(ctx)
+	if err := fs.Err0(); err != nil || len(fs.Records()) != 1 || string(fs.Records()[0].Value) != "signed" {
+		t.Fatalf("consume: %v %d", err, len(fs.Records()))
+	}
+
+	// The session ends with the token, 2 to 3 s from now.
+	w := dialWire(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "OAUTHBEARER"
+	if resp := w.roundTrip(hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+		t.Fatalf("handshake: %+v", resp)
+	}
+	exp := time.Unix(time.Now().Unix()+3, 0)
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.Version, auth.SASLAuthBytes = 2, []byte("n,,\x01auth=Bearer "+token(exp)+"\x01\x01")
+	resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
+	if resp.ErrorCode != 0 || resp.SessionLifetimeMillis <= 1000 || resp.SessionLifetimeMillis > 3000 {
+		t.Fatalf("authenticate with a token expiring at %v: %+v, want a session lifetime up to the token's exp", exp, resp)
+	}
+	w.roundTrip(kmsg.NewPtrMetadataRequest())
+	time.Sleep(time.Until(exp) + 100*time.Millisecond)
+	w.send(kmsg.NewPtrMetadataRequest())
+	w.expectClosed()
+
+	// An expired token, on the wire and through kgo.
+	w = dialWire(t, addr)
+	w.roundTrip(hs)
+	auth.SASLAuthBytes = []byte("n,,\x01auth=Bearer " + token(time.Now().Add(-time.Hour)) + "\x01\x01")
+	resp = w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
+	if resp.ErrorCode != 0 || string(resp.SASLAuthBytes) != `{"status":"invalid_token"}` {
+		t.Fatalf("an expired token: %+v, want the JSON error challenge", resp)
+	}
+	auth.SASLAuthBytes = []byte{1}
+	resp = w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
+	if resp.ErrorCode != kerr.SaslAuthenticationFailed.Code || resp.ErrorMessage == nil || *resp.ErrorMessage != `{"status":"invalid_token"}` {
+		t.Fatalf("the client's %%x01 after the error: %+v", resp)
+	}
+	w.expectClosed()
+	cl = saslClient(t, addr, oauth.Auth{Token: token(time.Now().Add(-time.Hour))}.AsMechanism())
+	if err := cl.Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("kgo with an expired token: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
 }
 

@@ -113,6 +113,15 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"ringlog.max.partitions=0":    "want a positive bound",
 		"ringlog.max.partitions=x":    "ringlog.max.partitions",
 		"just a line":                 "want key=value",
+		oauthBase + `\nsasl.oauthbearer.jwks.endpoint.url=file:///j`:                                                                                             "Kafka would accept unsigned tokens and ignore the JWKS",
+		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=` + oauthValidatorHandler:                                     "wants sasl.oauthbearer.jwks.endpoint.url",
+		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=com.example.Mine`:                                             "not offered",
+		oauthBase + `\nsasl.oauthbearer.token.endpoint.url=https://idp`:                                                                                          "not an OAUTHBEARER setting a broker reads",
+		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.expected.issuers=x`:                                                             "not an OAUTHBEARER setting a broker reads",
+		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required;`:              "OAuthBearerLoginModule",
+		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=` + oauthLoginModule + ` required unsecuredValidatorAllowableClockSkewMs="-1";`: "unsecuredValidatorAllowableClockSkewMs",
+		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=` + oauthValidatorHandler +
+			`\nsasl.oauthbearer.jwks.endpoint.url=file:///j\nsasl.oauthbearer.clock.skew.seconds=soon`: "sasl.oauthbearer.clock.skew.seconds=soon",
 	} {
 		s := defaultSettings()
 		err := s.loadProperties(strings.NewReader(strings.ReplaceAll(text, `\n`, "\n")))
@@ -169,6 +178,59 @@ func TestMaxPartitionsProperty(t *testing.T) {
 		if err := s.loadProperties(strings.NewReader(text)); err != nil || s.MaxPartitions != want {
 			t.Fatalf("%q: %d %v, want %d", text, s.MaxPartitions, err, want)
 		}
+	}
+}
+
+const oauthBase = `listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=OAUTHBEARER`
+
+// TestOAuthBearerProperties: Kafka's OAUTHBEARER settings. With the
+// validating handler, the sasl.oauthbearer.* keys, the most specific of
+// listener.name.<name>.oauthbearer.<key>, listener.name.<name>.<key> and
+// <key> winning, and Kafka's 30 s clock skew by default; without it, the
+// unsecured validator's options from the listener's JAAS entry.
+func TestOAuthBearerProperties(t *testing.T) {
+	text := `listeners=PLAINTEXT://127.0.0.1:19092,SECURED://:19093,DEV://:19094
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURED:SASL_PLAINTEXT,DEV:SASL_PLAINTEXT
+sasl.enabled.mechanisms=OAUTHBEARER,PLAIN
+listener.name.dev.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";
+listener.name.secured.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";
+listener.name.secured.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.secured.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;
+sasl.oauthbearer.jwks.endpoint.url=file:///etc/ringlog/jwks.json
+sasl.oauthbearer.expected.issuer=https://global.example
+listener.name.secured.oauthbearer.sasl.oauthbearer.expected.issuer=https://idp.example
+listener.name.secured.sasl.oauthbearer.expected.audience=ringlog, kafka
+listener.name.secured.oauthbearer.sasl.oauthbearer.sub.claim.name=client_id
+sasl.oauthbearer.scope.claim.name=scp
+sasl.oauthbearer.jwks.endpoint.refresh.ms=3600000
+listener.name.dev.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="kafka  admin" unsecuredValidatorAllowableClockSkewMs="1500" unsecuredValidatorPrincipalClaimName="email" unsecuredValidatorScopeClaimName="roles";
+`
+	// The DEV listener takes the global JWKS URL unless it says
+	// otherwise: a JWKS beside the unsecured handler is refused.
+	text = strings.Replace(text, "sasl.oauthbearer.jwks.endpoint.url=", "listener.name.secured.sasl.oauthbearer.jwks.endpoint.url=", 1)
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader(text)); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Listeners) != 2 {
+		t.Fatalf("listeners %+v", s.Listeners)
+	}
+	sec, dev := s.Listeners[0].OAuth, s.Listeners[1].OAuth
+	if sec.JWKSURL != "file:///etc/ringlog/jwks.json" || sec.ExpectedIssuer != "https://idp.example" ||
+		strings.Join(sec.ExpectedAudience, "|") != "ringlog|kafka" || sec.ClockSkew != 30*time.Second ||
+		sec.SubClaimName != "client_id" || sec.ScopeClaimName != "scp" || len(sec.Unsecured.RequiredScope) != 0 {
+		t.Fatalf("SECURED: %+v", sec)
+	}
+	if err := sec.Check(); err != nil {
+		t.Fatalf("SECURED: %v", err)
+	}
+	u := dev.Unsecured
+	if dev.Secured() || strings.Join(u.RequiredScope, "|") != "kafka|admin" || u.AllowableClockSkew != 1500*time.Millisecond ||
+		u.PrincipalClaimName != "email" || u.ScopeClaimName != "roles" {
+		t.Fatalf("DEV: %+v", dev)
+	}
+	if err := dev.Check(); err != nil {
+		t.Fatalf("DEV: %v", err)
 	}
 }
 

@@ -5,11 +5,13 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"ringlog/broker"
+	"ringlog/internal/sasl"
 	"ringlog/kafka"
 )
 
@@ -27,7 +29,7 @@ func isListenerKey(k string) bool {
 		"sasl.server.max.receive.size", "connections.max.reauth.ms", "ringlog.sasl.authentication.timeout.ms":
 		return true
 	}
-	return strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "listener.name.")
+	return strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "listener.name.") || strings.HasPrefix(k, "sasl.oauthbearer.")
 }
 
 // defaultProtocols is listener.security.protocol.map's default: each
@@ -44,6 +46,9 @@ func (s *settings) buildListeners(kv map[string]string) error {
 		if strings.HasPrefix(k, "listener.name.") && kv["listeners"] == "" {
 			return fmt.Errorf("%s: there is no listeners setting to apply it to", k)
 		}
+	}
+	if err := checkOAuthKeys(kv); err != nil {
+		return err
 	}
 	if kv["listeners"] == "" {
 		for k := range kv {
@@ -143,7 +148,7 @@ func buildListener(kv map[string]string, name string, p kafka.SecurityProtocol) 
 		if strings.HasPrefix(k, "listener.name.") && strings.HasPrefix(k, prefix) {
 			rest := k[len(prefix):]
 			if !strings.HasPrefix(rest, "ssl.") && !strings.HasPrefix(rest, "sasl.") && !strings.HasSuffix(rest, ".sasl.jaas.config") &&
-				rest != "connections.max.reauth.ms" {
+				!strings.HasPrefix(rest, "oauthbearer.sasl.") && rest != "connections.max.reauth.ms" {
 				return l, fmt.Errorf("%s: not a per-listener setting ringlog reads", k)
 			}
 		}
@@ -173,7 +178,14 @@ func buildListener(kv map[string]string, name string, p kafka.SecurityProtocol) 
 	mechs, _ := listenerSetting(kv, name, "sasl.enabled.mechanisms")
 	l.Mechanisms = splitList(mechs)
 	if len(l.Mechanisms) == 0 {
-		return l, fmt.Errorf("no SASL mechanism: set sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default, GSSAPI, is not offered)")
+		return l, fmt.Errorf("no SASL mechanism: set sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; Kafka's default, GSSAPI, is not offered)")
+	}
+	if slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
+		oauth, err := buildOAuth(kv, name)
+		if err != nil {
+			return l, err
+		}
+		l.OAuth = oauth
 	}
 	if jaas, ok := kv[prefix+"plain.sasl.jaas.config"]; ok {
 		users, err := plainJAAS(jaas)
