@@ -140,6 +140,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	b.srv = kafka.NewServer(kafka.Config{
 		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
+		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node,
 	}, b.eng)
 	lim := cfg.Connections

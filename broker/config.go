@@ -62,6 +62,11 @@ type Config struct {
 	// every request but Produce (0: kafka's default).
 	MaxFrameBytes   int32
 	MaxRequestBytes int
+	// FetchMaxBytes is fetch.max.bytes and ReplicaFetchMaxBytes
+	// replica.fetch.response.max.bytes: the most a Fetch response carries
+	// (0: Kafka's 55 MiB and 10 MiB).
+	FetchMaxBytes        int32
+	ReplicaFetchMaxBytes int32
 	// Connections bounds what clients may hold, on every listener:
 	// max.connections, max.connections.per.ip and its overrides,
 	// connections.max.idle.ms, queued.max.request.bytes (zero values:

@@ -175,6 +175,14 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 	if replicaID >= 0 {
 		f.replica = replicaID
 	}
+	// The broker's own bound on a response, as Kafka's: a max_bytes of
+	// 2 GiB (and v0-v2, which have none) would build a frame the
+	// connection cannot send.
+	if limit := int64(s.cfg.FetchMaxBytes); replicaID < 0 {
+		f.maxBytes = min(f.maxBytes, limit)
+	} else {
+		f.maxBytes = min(f.maxBytes, int64(s.cfg.ReplicaFetchMaxBytes))
+	}
 	// A follower's fetch moves the high watermark and the ISR: only the
 	// inter-broker listener takes one. Elsewhere every partition is
 	// TOPIC_AUTHORIZATION_FAILED, what Kafka answers a replica fetch

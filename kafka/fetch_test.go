@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/kafka"
 )
@@ -520,4 +522,21 @@ func fetchOpenFiles(t testing.TB, dir, topic string) []string {
 		}
 	}
 	return open
+}
+
+// TestFetchMaxBytesBroker: a consumer asking for 2 GiB gets at most the
+// broker's fetch.max.bytes (past the first batch, KIP-74), as Kafka caps
+// it: a response too large to frame would close the connection and the
+// client would ask again for ever.
+func TestFetchMaxBytesBroker(t *testing.T) {
+	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.FetchMaxBytes = 4000 }})
+	id := fetchTestTopic(t, b, "capped", 1, map[int32]int{0: 20})
+	rc := dialFetch(t, b.Addr)
+	req := fetchReq(18, "", id, fetchPartReq(0, 0, math.MaxInt32))
+	req.MaxBytes = math.MaxInt32
+	resp := rc.fetchRaw(req, 30*time.Second)
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 || len(p.RecordBatches) > 4000+2000 {
+		t.Fatalf("error %d, %d bytes of records, want at most fetch.max.bytes (4000) and one batch", p.ErrorCode, len(p.RecordBatches))
+	}
 }

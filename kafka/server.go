@@ -42,6 +42,13 @@ type Config struct {
 	Logger          *slog.Logger
 	// Metrics, when set, receives per-API counts and latencies.
 	Metrics *Metrics
+	// FetchMaxBytes is fetch.max.bytes (0: Kafka's 55 MiB) and
+	// ReplicaFetchMaxBytes replica.fetch.response.max.bytes (0: 10 MiB):
+	// the most a consumer's, or a follower's, Fetch response carries
+	// whatever its max_bytes asks (the first batch still goes whole,
+	// KIP-74).
+	FetchMaxBytes        int32
+	ReplicaFetchMaxBytes int32
 	// Groups is the group coordinator (engine/group) that the group and
 	// offset APIs use; without one they answer COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
@@ -75,6 +82,12 @@ func NewServer(cfg Config, eng *engine.Core) *Server {
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 8 << 20
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = 55 << 20
+	}
+	if cfg.ReplicaFetchMaxBytes <= 0 {
+		cfg.ReplicaFetchMaxBytes = 10 << 20
 	}
 	if cfg.AutoCreateMax <= 0 {
 		cfg.AutoCreateMax = autoCreateMaxDefault

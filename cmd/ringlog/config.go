@@ -277,6 +277,12 @@ func (s *settings) set(k, v string) error {
 			err = fmt.Errorf("%s=0: want a positive bound, or -1 for none", k)
 		}
 		s.MaxPartitions = int(n)
+	case "fetch.max.bytes":
+		n, err = num(1024, math.MaxInt32)
+		s.FetchMaxBytes = int32(n)
+	case "replica.fetch.response.max.bytes":
+		n, err = num(1024, math.MaxInt32)
+		s.ReplicaFetchMaxBytes = int32(n)
 	case "max.connections":
 		n, err = num(1, math.MaxInt32)
 		s.Connections.MaxConnections = int(n)
