@@ -28,7 +28,10 @@ func handleDescribeUserScramCredentials(s *Server, cx *reqCtx, kreq kmsg.Request
 	}
 	result := func(user string, code int16, msg string) {
 		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
-		r.User, r.ErrorCode, r.CredentialInfos = user, code, byUser[user]
+		r.User, r.ErrorCode = user, code
+		if code == 0 {
+			r.CredentialInfos = byUser[user]
+		}
 		if msg != "" {
 			r.ErrorMessage = new(msg)
 		}
