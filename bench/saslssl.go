@@ -2,19 +2,15 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
+	"ringlog/internal/pki"
 	"strings"
 	"time"
 
@@ -57,44 +53,13 @@ func newSASLSSL(dir string) (*saslSSL, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("ringlog bench CA", 7*24*time.Hour)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ringlog bench CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	broker, err := ca.Issue(pkix.Name{CommonName: "ringlog bench broker"}, 7*24*time.Hour)
 	if err != nil {
-		return nil, fmt.Errorf("bench: CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ringlog bench broker"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		// librdkafka checks the broker's name (ssl.endpoint.identification.algorithm
-		// is https by default): the clients dial 127.0.0.1.
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("bench: broker certificate: %w", err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	secret := make([]byte, 16)
 	if _, err := rand.Read(secret); err != nil {
@@ -102,15 +67,13 @@ func newSASLSSL(dir string) (*saslSSL, error) {
 	}
 	c := &saslSSL{dir: dir, caFile: filepath.Join(dir, "ca.pem"), keystore: filepath.Join(dir, "broker-keystore.pem"),
 		pool: x509.NewCertPool(), password: hex.EncodeToString(secret)}
-	c.pool.AddCert(caCert)
+	c.pool.AddCert(ca.Cert)
 	// The keystore as ssl.keystore.location reads it: the private key,
 	// then the certificate, readable by the broker only.
-	ks := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
-	if err := os.WriteFile(c.keystore, ks, 0o600); err != nil {
+	if err := os.WriteFile(c.keystore, broker.Keystore(), 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(c.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+	if err := os.WriteFile(c.caFile, ca.PEM, 0o644); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -1,105 +1,62 @@
 package testkit
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"ringlog/internal/pki"
 )
 
-// CA is a certificate authority made for one test: it issues server and
-// client certificates for 127.0.0.1 and writes them as PEM files, the
-// formats ringlog's ssl.* settings read.
+// CA is a certificate authority made for one test (internal/pki), its
+// certificate written under t.TempDir().
 type CA struct {
-	t    testing.TB
-	Cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	t testing.TB
+	*pki.CA
 	// CertFile is the CA certificate in PEM (a truststore).
 	CertFile string
-	PEM      []byte
 }
 
-// NewCA makes a CA named cn, its certificate written under t.TempDir().
+// NewCA makes a CA named cn for the test.
 func NewCA(t testing.TB, cn string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA(cn, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
+	c := &CA{t: t, CA: ca, CertFile: filepath.Join(t.TempDir(), "ca.pem")}
+	if err := os.WriteFile(c.CertFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &CA{t: t, Cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-	ca.CertFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca.CertFile, ca.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return ca
+	return c
 }
 
-// Issued is a certificate and its key.
+// Issued is a certificate, its key, and its keystore file.
 type Issued struct {
+	*pki.Issued
 	// File holds the private key then the certificate, in PEM: a
 	// keystore (ssl.keystore.location).
-	File    string
-	KeyPEM  []byte
-	CertPEM []byte
-	TLS     tls.Certificate
+	File string
 }
 
-// Issue makes a certificate for subject (valid for 127.0.0.1 and
-// localhost, as a server or a client) signed by the CA.
+// Issue makes a certificate for subject (127.0.0.1 and localhost, server
+// and client) signed by the CA.
 func (ca *CA) Issue(subject pkix.Name) *Issued {
 	t := ca.t
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	is, err := ca.CA.Issue(subject, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: subject,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
-	if err != nil {
+	out := &Issued{Issued: is, File: filepath.Join(t.TempDir(), "keystore.pem")}
+	if err := os.WriteFile(out.File, is.Keystore(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is := &Issued{
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-	}
-	if is.TLS, err = tls.X509KeyPair(is.CertPEM, is.KeyPEM); err != nil {
-		t.Fatal(err)
-	}
-	is.File = filepath.Join(t.TempDir(), "keystore.pem")
-	if err := os.WriteFile(is.File, append(append([]byte{}, is.KeyPEM...), is.CertPEM...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return is
+	return out
 }
 
 // ClientTLS is a client configuration that trusts the CA, presenting
