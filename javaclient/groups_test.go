@@ -50,7 +50,7 @@ func testConsumerGroup(t *testing.T, protocol string, assignor ...string) {
 		written[p] = map[int64]string{}
 	}
 	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
 	for i := range before {

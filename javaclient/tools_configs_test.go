@@ -35,7 +35,7 @@ func TestToolConfigs(t *testing.T) {
 
 	out = b.toolOK(t, kafkaConfigs, append([]string{"--alter", "--delete-config", "max.message.bytes,cleanup.policy"}, topic...)...)
 	wantContains(t, "kafka-configs --alter --delete-config", out, "Completed updating config for topic ops-cfg.")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	configs, err := kadm.NewClient(b.client(t)).DescribeTopicConfigs(ctx, "ops-cfg")
 	if err != nil {

@@ -31,7 +31,7 @@ func TestToolOffsets(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: 1, Value: fmt.Appendf(nil, "b%d", s), Timestamp: base.Add(time.Duration(s) * time.Second)})
 	}
 	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func TestToolTopics(t *testing.T) {
 		"InvalidPartitionsException: The topic ops-orders currently has 5 partition(s); 2 would not be an increase.")
 
 	// What franz-go sees of the topic, for --describe to match.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(b.client(t))
 	topics, err := adm.ListTopics(ctx, "ops-orders")
