@@ -174,31 +174,11 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 			slot := len(items)
 			tp := engine.TP{Topic: name, Partition: rp.Partition}
 			items = append(items, engine.AppendItem{TP: tp, Records: rp.Records,
+				// The shard calls Done on its goroutine: a panic there
+				// would stop the shard, so run catches it and closes the
+				// connection, as for any handler.
 				Done: func(r engine.AppendResult, err error) {
-					if err != nil {
-						p.frameKept.Store(true)
-					}
-					defer p.unrefFrame()
-					if p.answered != nil && p.answered[slot].Swap(true) {
-						return // timed out and answered already
-					}
-					if err != nil {
-						code := produceErrorCode(err)
-						p.fail(out, code, err.Error())
-						if re, ok := engine.AsRecordsError(err); ok {
-							recordErrors(out, re)
-						}
-						if logStartOnError(code) {
-							if st, err := s.eng.State(tp); err == nil {
-								out.LogStartOffset = st.LogStartOffset
-							}
-						}
-					} else {
-						out.BaseOffset = r.BaseOffset
-						out.LogAppendTime = r.LogAppendTime
-						out.LogStartOffset = r.LogStartOffset
-					}
-					p.finish()
+					s.run(cx, func() { p.appended(s, tp, slot, out, r, err) })
 				}})
 			if p.answered != nil {
 				outs = append(outs, out)
@@ -405,4 +385,33 @@ func checkProduceShape(s *Server, version int16, body []byte) error {
 		return fmt.Errorf("%w: malformed produce v%d", errBadRequest, version)
 	}
 	return nil
+}
+
+// appended answers one partition of the request once the engine has its
+// append's result (Done, on the shard's goroutine).
+func (p *produce) appended(s *Server, tp engine.TP, slot int, out *kmsg.ProduceResponseTopicPartition, r engine.AppendResult, err error) {
+	if err != nil {
+		p.frameKept.Store(true)
+	}
+	defer p.unrefFrame()
+	if p.answered != nil && p.answered[slot].Swap(true) {
+		return // timed out and answered already
+	}
+	if err != nil {
+		code := produceErrorCode(err)
+		p.fail(out, code, err.Error())
+		if re, ok := engine.AsRecordsError(err); ok {
+			recordErrors(out, re)
+		}
+		if logStartOnError(code) {
+			if st, err := s.eng.State(tp); err == nil {
+				out.LogStartOffset = st.LogStartOffset
+			}
+		}
+	} else {
+		out.BaseOffset = r.BaseOffset
+		out.LogAppendTime = r.LogAppendTime
+		out.LogStartOffset = r.LogStartOffset
+	}
+	p.finish()
 }

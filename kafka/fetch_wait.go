@@ -62,7 +62,10 @@ func (w *fetchWaits) start(f *fetch) {
 	// The waiter is registered before the goroutine's first look at the
 	// partitions, so an append landing in between is seen by that look or
 	// signals the waiter: no wake-up is lost.
-	go f.longPoll(f.s.eng.NewWaiter(tps))
+	wt := f.s.eng.NewWaiter(tps)
+	// On its own goroutine, a panic would take the process down: run
+	// closes the connection instead, as for any handler.
+	go f.s.run(f.cx, func() { f.longPoll(wt) })
 }
 
 // longPoll waits until a read pass has min_bytes (or an error), max_wait_ms
