@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"time"
 )
 
@@ -128,6 +129,14 @@ func decodeResponse(b []byte) (reply, error) {
 // node its TLS certificate names (-1 without TLS): a command that acts for
 // one broker is refused from any other.
 func (c *Controller) serveRPC(conn net.Conn, peer int32) {
+	defer func() {
+		// A bug of ours must not take the node down with the connection
+		// (the mux closes it when this returns).
+		if r := recover(); r != nil {
+			c.log.Error("controller: forwarding RPC panic; closing the connection", "remote", conn.RemoteAddr().String(),
+				"panic", r, "stack", string(debug.Stack()))
+		}
+	}()
 	br := bufio.NewReader(conn)
 	for {
 		if err := conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout)); err != nil {
