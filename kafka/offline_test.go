@@ -66,13 +66,13 @@ func produceEach(t testing.TB, cl *kgo.Client, topic string, parts []int32, n in
 }
 
 // consumeAll reads every record of topic's partitions parts from the start.
-func consumeAll(t testing.TB, addr, topic string, parts []int32, want int) []string {
+func consumeAll(t testing.TB, seeds []string, topic string, parts []int32, want int) []string {
 	t.Helper()
 	offsets := map[int32]kgo.Offset{}
 	for _, p := range parts {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 	// The others serve: what was there and what comes.
 	cl = b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceEach(t, cl, topic, []int32{0, 2}, 2, "after")
-	if got := consumeAll(t, b.Addr, topic, []int32{0, 2}, 14); len(got) != 14 {
+	if got := consumeAll(t, []string{b.Addr}, topic, []int32{0, 2}, 14); len(got) != 14 {
 		t.Fatalf("consumed %d records of the partitions online, want 14", len(got))
 	}
 
@@ -213,7 +213,7 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 	}
 	cl = b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceEach(t, cl, topic, []int32{1}, 2, "repaired")
-	if got := consumeAll(t, b.Addr, topic, []int32{1}, 2); len(got) != 2 {
+	if got := consumeAll(t, []string{b.Addr}, topic, []int32{1}, 2); len(got) != 2 {
 		t.Fatalf("consumed %v from the repaired partition", got)
 	}
 }
