@@ -108,6 +108,8 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		// Producer ids come from the quorum, in blocks per incarnation.
 		ProducerIDBlock: b.cl.producerIDBlock,
 		OnAppended:      b.cl.node.OnAppended,
+		// A partition whose disk fails is reported to the quorum.
+		OnOffline: b.cl.node.OnOffline,
 	})
 	if err != nil {
 		return nil, err

@@ -232,9 +232,15 @@ func (s *shard) round() {
 // one log append for all the requests that pass. Requests that fail, and
 // duplicates, are answered at once.
 func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
-	if p.log == nil || p.deleted.Load() {
+	if p.deleted.Load() {
 		for _, r := range reqs {
 			r.fail(unknownPartition(p.tp))
+		}
+		return nil
+	}
+	if err := p.offlineErr(); err != nil {
+		for _, r := range reqs {
+			r.fail(err)
 		}
 		return nil
 	}
@@ -306,6 +312,8 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	}
 	if err != nil {
 		p.producers.rollback()
+		// Offline before anyone is answered: a retry finds it so.
+		s.checkDisk(p, err)
 		for _, r := range accepted {
 			r.done(AppendResult{}, storageError(err))
 		}
@@ -352,8 +360,18 @@ func (s *shard) finish(t *segment.Task) {
 	p.task = nil
 	if t.Err != nil {
 		p.producers.rollback()
+		s.checkDisk(p, t.Err)
 		for _, r := range reqs {
 			r.fail(storageError(t.Err))
+		}
+		return
+	}
+	if err := p.offlineErr(); err != nil {
+		// Taken offline while the write was in flight (a background sync
+		// of the same log failed): nothing on it is acknowledged.
+		p.producers.rollback()
+		for _, r := range reqs {
+			r.fail(err)
 		}
 		return
 	}
@@ -389,6 +407,7 @@ func (s *shard) finish(t *segment.Task) {
 		p.snapshotBase = base
 		if err := p.writeSnapshot(); err != nil {
 			s.e.log.Error("producer snapshot", "partition", p.dir, "err", err)
+			s.checkDisk(p, err)
 		}
 	}
 	if s.e.cfg.OnAppended != nil {

@@ -158,7 +158,7 @@ func (c *cleaner) pick() *cleanCandidate {
 		var found []cleanCandidate
 		c.onShard(s, func() {
 			for p := range s.parts {
-				if p.log == nil || p.deleted.Load() || p.log.Failed() != nil || !p.log.Config().Cleanup.Compacts() {
+				if p.log == nil || p.deleted.Load() || p.offlineErr() != nil || p.log.Failed() != nil || !p.log.Config().Cleanup.Compacts() {
 					continue
 				}
 				st, err := p.log.CleanStatus(p.hw.Load())
@@ -195,7 +195,7 @@ func (c *cleaner) cleanOne() bool {
 	var log *segment.Log
 	var err error
 	c.onShard(p.shard, func() {
-		if p.log == nil || p.deleted.Load() {
+		if p.log == nil || p.deleted.Load() || p.offlineErr() != nil {
 			return
 		}
 		log = p.log
@@ -219,12 +219,13 @@ func (c *cleaner) cleanOne() bool {
 	}
 	var stats segment.CleanStats
 	ran := c.onShard(p.shard, func() {
-		if p.deleted.Load() || p.log != log {
+		if p.deleted.Load() || p.log != log || p.offlineErr() != nil {
 			res.Discard()
 			err = fmt.Errorf("%w: %s-%d deleted during its clean", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition)
 			return
 		}
 		stats, err = log.InstallClean(res)
+		p.shard.checkDisk(p, err)
 	})
 	if !ran {
 		res.Discard()

@@ -20,7 +20,8 @@
 // FlushAlways) and readable; each record gets the next offset of its
 // partition. Fetch never waits; a Subscription does. Errors are the
 // package's own, for errors.Is: ErrUnknownTopicOrPartition, ErrTopicExists,
-// ErrOffsetOutOfRange, ErrDirLocked, ErrClosed (every method after Close).
+// ErrOffsetOutOfRange, ErrDirLocked, ErrClosed (every method after Close),
+// ErrStorage (a partition offline: below).
 // The example of this package serves a line protocol of its own with it;
 // examples/redis-streams serves Redis streams over RESP.
 //
@@ -77,6 +78,17 @@
 // alone in its ISR, and its high watermark follows its LEO; the semantics
 // (roles, acks=all answered once the high watermark covers the append)
 // are the same code.
+//
+// # Offline partitions
+//
+// A partition whose log does not open at start (corruption, an unreadable
+// file) is kept offline rather than failing OpenCore, and one whose disk
+// fails at run time (a failed fsync, EIO or EROFS on a write, its shard's
+// ring failing) is taken offline (offline.go): its log is stopped, every
+// call on it answers ErrStorage, its files are left for an operator, and
+// Config.OnOffline tells the replication layer, which has the controller
+// move its leadership. Offline and OfflinePartitions say which. It comes
+// back only with a restart whose log opens cleanly.
 //
 // # Concurrency contract
 //
@@ -168,4 +180,25 @@
 //     the broker asking: CreateTopicWithID and CreatePartitions do not
 //     check it (refusing a decision already in the metadata would leave
 //     the broker without a partition the cluster has).
+//   - A partition's log is set on its shard before the partition is
+//     published and never changed: it is nil only for a partition offline
+//     since the start. Every caller reaches a log through Core.partition,
+//     which refuses an offline partition, or on the shard after checking
+//     offlineErr; loops over a shard's partitions skip offline ones (one
+//     offline since the start is not in shard.parts at all). A failed
+//     open used to be ErrStorage for the whole engine: one corrupt segment
+//     stopped the broker.
+//   - A partition goes offline on its shard only, before the requests
+//     that failed with it are answered (a client's retry finds it
+//     offline), and an append that completed on a partition taken offline
+//     while it was in flight is answered with ErrStorage, never as
+//     written: its acks=all waiters were already failed, and would
+//     otherwise wait forever.
+//   - An offline partition's log is stopped (segment.Log.Stop), so that it
+//     closes without a clean-shutdown marker: a write undone after EIO may
+//     not be undone on the disk, and the next start must scan it.
+//   - An offline partition keeps the high watermark it had (at start, the
+//     checkpointed one): the checkpoint is rewritten every few seconds,
+//     and a zero there would be the partition's high watermark once it
+//     opens again.
 package engine

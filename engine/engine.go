@@ -30,6 +30,10 @@ type Config struct {
 	// io_uring path writes (see ioring.WriteMode).
 	IO       ioring.Mode
 	IOWrites ioring.WriteMode
+	// WrapIO, when set, wraps the IO each shard opened: how tests inject
+	// disk faults (a write or a sync that fails with EIO) through the
+	// interface the shards write with.
+	WrapIO func(ioring.IO) ioring.IO
 	// Topic is the broker's default topic configuration.
 	Topic TopicConfig
 	// NumPartitions is num.partitions, for topics created without a count.
@@ -84,6 +88,13 @@ type Config struct {
 	// same either way (roles, acks=all answered once the high watermark
 	// covers the append): only who moves the high watermark differs.
 	OnAppended func(tp TP, leo int64)
+	// OnOffline, when set, is told that a partition went offline at run
+	// time (its disk failed: offline.go), with the error every call on it
+	// answers from now on. It runs on the partition's shard goroutine and
+	// must not block (the replication layer queues a report to its
+	// controller). Partitions offline since the start are not told: they
+	// are in OfflinePartitions before OpenCore returns.
+	OnOffline func(tp TP, err error)
 	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms
 	// (5 s): how often a replicated engine persists its high watermarks.
 	HWCheckpointInterval time.Duration
@@ -156,6 +167,8 @@ type Core struct {
 	// Logs opened after a clean shutdown and logs that needed recovery,
 	// counted at start-up.
 	opensClean, opensRecovered atomic.Int64
+	// Logs that did not open and whose partitions are offline.
+	opensOffline atomic.Int64
 
 	// unlock releases the data directory's lock (Close, or Open when it
 	// fails before it started the shards).
@@ -218,7 +231,7 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	}
 	e.hwAtOpen = nil
 	e.hwCkpt = startHWCheckpointer(e)
-	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load())
+	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load(), "offline", e.opensOffline.Load())
 	e.cleaner = startCleaner(e)
 	return e, nil
 }
@@ -316,7 +329,21 @@ func (e *Core) shardFor(tp TP) *shard {
 	return e.shards[(int(h.Sum32()%uint32(len(e.shards)))+int(tp.Partition))%len(e.shards)]
 }
 
+// partition returns tp's partition for a call that uses its log: an
+// offline partition answers the error that took it offline (ErrStorage).
 func (e *Core) partition(tp TP) (*partition, error) {
+	p, err := e.hosted(tp)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.offlineErr(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// hosted returns tp's partition, offline or not.
+func (e *Core) hosted(tp TP) (*partition, error) {
 	if e.closed.Load() {
 		// Every call after Close says so (the logs under it are closed).
 		return nil, ErrClosed

@@ -18,12 +18,17 @@ type TP struct {
 // producer state belong to its shard's goroutine; hw, role, epoch and the
 // subscribers are shared.
 type partition struct {
-	tp      TP
-	topic   *topic
-	shard   *shard
-	dir     string
+	tp    TP
+	topic *topic
+	shard *shard
+	dir   string
+	// log is set once, on the shard, before p is published, and never
+	// changed: nil only for a partition offline since the start.
 	log     *segment.Log
 	deleted atomic.Bool
+	// offline, once set, is why p is offline (offline.go): it wraps
+	// ErrStorage and is what every call on p answers from then on.
+	offline atomic.Pointer[error]
 
 	// hw is the high watermark: consumers read below it. On a single node
 	// it follows the LEO; in a replicated engine SetHW moves it.

@@ -99,6 +99,9 @@ func (e *Core) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch
 	case MaxTimestamp:
 		var maxTs int64 = -1
 		err := p.shard.do(func() error {
+			if err := p.offlineErr(); err != nil {
+				return err
+			}
 			maxTs, _ = p.log.MaxTimestamp()
 			return nil
 		})
@@ -159,8 +162,12 @@ func (e *Core) DeleteRecords(tp TP, offset int64) (int64, error) {
 		if offset < 0 || offset > hw {
 			return fmt.Errorf("%w: delete before %d, high watermark %d", segment.ErrOutOfRange, offset, hw)
 		}
+		if err := p.offlineErr(); err != nil {
+			return err
+		}
 		var err error
 		low, err = p.log.DeleteRecordsBefore(offset)
+		p.shard.checkDisk(p, err)
 		return storageError(err)
 	})
 	return low, err
@@ -176,6 +183,9 @@ type PartitionSize struct {
 func (e *Core) Sizes() []PartitionSize {
 	var out []PartitionSize
 	for tp, p := range *e.parts.Load() {
+		if p.log == nil {
+			continue // offline since the start: no log to measure
+		}
 		out = append(out, PartitionSize{TP: tp, Size: p.log.Size()})
 	}
 	return out

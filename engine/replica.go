@@ -112,6 +112,7 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 	t, err := p.log.Prepare(batches, segment.AppendOptions{Replica: true, Validated: true})
 	if err != nil {
 		p.producers.rollback()
+		s.checkDisk(p, err)
 		for _, r := range accepted {
 			r.fail(storageError(err))
 		}

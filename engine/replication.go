@@ -69,10 +69,15 @@ func (e *Core) replicated(tp TP) (*partition, error) {
 // so it must not be called from a shard goroutine.
 func (p *partition) callSync(fn func() error) error {
 	return p.shard.do(func() error {
-		if p.deleted.Load() || p.log == nil {
+		if p.deleted.Load() {
 			return unknownPartition(p.tp)
 		}
-		return fn()
+		if err := p.offlineErr(); err != nil {
+			return err
+		}
+		err := fn()
+		p.shard.checkDisk(p, err)
+		return err
 	})
 }
 

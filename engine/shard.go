@@ -40,6 +40,9 @@ type shard struct {
 	stopped bool
 	drained chan struct{} // closed once the inbox is drained after the stop
 	broken  error         // the ring failed: appends on this shard fail from now on
+	// brokenHandled: the shard's partitions were taken offline after
+	// broken was set (ringFailed).
+	brokenHandled bool
 
 	// Partitions whose pending acks=all appends the high watermark
 	// reached (SetHW, any goroutine).
@@ -103,6 +106,9 @@ func newShard(e *Core, id int) (*shard, error) {
 	io, choice, err := ioring.Open(e.cfg.IO, ioring.Config{Writes: e.cfg.IOWrites})
 	if err != nil {
 		return nil, err
+	}
+	if e.cfg.WrapIO != nil {
+		io = e.cfg.WrapIO(io)
 	}
 	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan shardMsg, inboxSize),
 		parts: map[*partition]struct{}{}, done: make(chan struct{}), drained: make(chan struct{})}, nil
@@ -211,9 +217,11 @@ func (s *shard) run() {
 			continue
 		case <-flush.C:
 			s.flushDue()
+			s.ringFailed()
 			continue
 		case <-idle:
 			s.reap(0)
+			s.ringFailed()
 			continue
 		}
 		var calls []func()
@@ -242,6 +250,7 @@ func (s *shard) run() {
 			break
 		}
 		s.round()
+		s.ringFailed()
 		for _, fn := range calls {
 			fn()
 		}
@@ -293,8 +302,12 @@ func (m shardMsg) fail() {
 
 func (s *shard) enqueue(r *appendReq) {
 	p := r.p
-	if p.deleted.Load() || p.log == nil {
+	if p.deleted.Load() {
 		r.fail(unknownPartition(p.tp))
+		return
+	}
+	if err := p.offlineErr(); err != nil {
+		r.fail(err)
 		return
 	}
 	if s.broken != nil {
@@ -317,14 +330,21 @@ func (s *shard) reap(min int) []*segment.Task {
 		s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
 		return nil
 	}
+	bgFailed := false
 	for _, op := range s.out {
 		if t, done := segment.Complete(op); done {
 			if t.Kind == segment.TaskAppend {
 				finished = append(finished, t)
 			} else if t.Err != nil {
 				s.e.log.Error("background sync failed", "shard", s.id, "err", t.Err)
+				bgFailed = true
 			}
 		}
+	}
+	if bgFailed {
+		// The log whose sync failed stopped itself (fsyncgate): its
+		// partition goes offline.
+		s.checkFailedLogs()
 	}
 	return finished
 }
@@ -342,6 +362,12 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 	}
 	l, err := segment.Open(p.dir, p.topic.config.Log, segment.Options{IO: s.io, Now: s.e.cfg.Now})
 	if err != nil {
+		if !fresh && offlineAtOpen(err) {
+			// One partition's log does not stop the broker: it stays
+			// offline, its files as they are, and the rest opens.
+			s.keepOffline(p, err)
+			return nil
+		}
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.log = l
@@ -355,8 +381,15 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		}
 	}
 	if err := p.loadProducers(); err != nil {
+		// Closed as failed: no clean-shutdown marker vouches for a log
+		// whose batch headers could not be read.
+		l.Stop(err)
 		l.Close()
 		p.log = nil
+		if !fresh && offlineAtOpen(err) {
+			s.keepOffline(p, err)
+			return nil
+		}
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.snapshotBase = l.ActiveBase()
@@ -442,12 +475,13 @@ func (s *shard) deletePartition(p *partition) error {
 func (s *shard) enforceRetention() {
 	cutoff := s.e.cfg.Now().Add(-s.e.cfg.ProducerIDExpiration).UnixMilli()
 	for p := range s.parts {
-		if p.log.Failed() != nil {
+		if p.log.Failed() != nil || p.offlineErr() != nil {
 			continue
 		}
 		n, err := p.log.EnforceRetention(p.hw.Load())
 		if err != nil {
 			s.e.log.Error("retention", "partition", p.dir, "err", err)
+			s.checkDisk(p, err)
 		} else if n > 0 {
 			s.e.log.Debug("retention deleted segments", "partition", p.dir, "segments", n, "log_start_offset", p.log.LogStartOffset())
 		}
@@ -460,6 +494,9 @@ func (s *shard) enforceRetention() {
 func (s *shard) flushDue() {
 	s.ops = s.ops[:0]
 	for p := range s.parts {
+		if p.offlineErr() != nil {
+			continue
+		}
 		if t := p.log.PrepareFlush(false); t != nil {
 			s.ops = append(s.ops, t.Ops...)
 		}

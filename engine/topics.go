@@ -409,6 +409,9 @@ func (e *Core) changeConfig(name string, validateOnly bool, parse func(TopicConf
 	for _, p := range nt.partitions {
 		errs = append(errs, p.shard.do(func() error {
 			p.topic = nt
+			if p.offlineErr() != nil {
+				return nil // the log takes the config when it opens again
+			}
 			return p.log.SetConfig(cfg.Log)
 		}))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -208,7 +209,9 @@ func topicMetadata(req *kmsg.MetadataRequest, img *controller.Image, t *controll
 		mp.ISR = p.ISR
 		mp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
-			if b, ok := img.Broker(r); !ok || b.Fenced {
+			// Kafka's offline replicas: on a broker that is not live, or
+			// reported offline by theirs (KIP-112, KIP-858).
+			if b, ok := img.Broker(r); !ok || b.Fenced || slices.Contains(p.Offline, r) {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}

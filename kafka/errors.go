@@ -78,11 +78,16 @@ func errorCode(err error) int16 {
 }
 
 // leaderCode is the answer to a consumer's request for tp: 0 when this
-// broker leads tp; UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such
+// broker leads tp; KAFKA_STORAGE_ERROR when its replica here is offline
+// (Kafka's ReplicaManager answers an offline partition so before it looks
+// at leadership); UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such
 // partition; NOT_LEADER_OR_FOLLOWER when another broker leads it (Kafka's
-// codes: either makes a client refresh its metadata, but only the second
-// says that the partition exists).
+// codes: each makes a client refresh its metadata, but only the last two
+// say whether the partition exists).
 func (s *Server) leaderCode(tp engine.TP) int16 {
+	if errors.Is(s.eng.Offline(tp), engine.ErrStorage) {
+		return kerr.KafkaStorageError.Code
+	}
 	if _, ok := s.cfg.Node.Leads(tp); ok {
 		return 0
 	}

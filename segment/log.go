@@ -250,6 +250,13 @@ func (l *Log) fail(err error) {
 	}
 }
 
+// Stop marks the log failed with err (owner only), as a failed fsync does:
+// it takes no more appends, flushes, truncations or cleans, and Close
+// leaves no clean-shutdown marker, so the next Open scans it again. The
+// engine stops the log of a partition it takes offline (a write that
+// failed with EIO, whose undo cannot be trusted either).
+func (l *Log) Stop(err error) { l.fail(err) }
+
 func (l *Log) writeCheckpoint() error {
 	c := logCheckpoint{logStart: l.logStart.Load(), recoveryPoint: l.recoveryPoint}
 	return fsutil.WriteFileAtomic(l.dir, checkpointFile, c.encode())

@@ -28,6 +28,11 @@ type BrokerInfo struct {
 	// Listeners are its advertised listeners by name (advertised.listeners):
 	// clients are told the address of the listener they came in on.
 	Listeners map[string]string
+	// Offline, when set, returns the partitions whose replica on the
+	// broker is offline (logs that did not open): each registration
+	// carries them, so that the controller never elects the new
+	// incarnation to lead one of them.
+	Offline func() []TopicIDPartition
 }
 
 // CreateTopicRequest is one topic of a CreateTopics request.
@@ -134,7 +139,11 @@ func (c *Controller) RegisterBroker(ctx context.Context, info BrokerInfo) (int64
 	if info.ID < 0 || info.Addr == "" {
 		return 0, errf(ErrInvalidRequest, "broker id %d, address %q", info.ID, info.Addr)
 	}
-	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack, configs: maps.Clone(info.Listeners)})
+	var offline []TopicIDPartition
+	if info.Offline != nil {
+		offline = canonicalOffline(info.Offline())
+	}
+	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack, configs: maps.Clone(info.Listeners), offline: offline})
 	if err != nil {
 		return 0, err
 	}
@@ -144,6 +153,26 @@ func (c *Controller) RegisterBroker(ctx context.Context, info BrokerInfo) (int64
 		return 0, fmt.Errorf("controller: register reply: %w", err)
 	}
 	return epoch, nil
+}
+
+// ReportOfflineReplicas tells the quorum which partitions' replicas on
+// broker brokerID are offline, the whole set (empty: none), as a broker
+// whose disk failed under some of its logs reports its offline log
+// directories (KIP-858). The controller takes the replicas out of their
+// ISRs (not as the last member) and moves the leadership of those the
+// broker led to another in-sync replica, or leaves them leaderless.
+// brokerEpoch must be the broker's current epoch (STALE_BROKER_EPOCH or
+// BROKER_ID_NOT_REGISTERED otherwise).
+func (c *Controller) ReportOfflineReplicas(ctx context.Context, brokerID int32, brokerEpoch int64, offline []TopicIDPartition) error {
+	_, err := c.submit(ctx, &command{typ: cmdOfflineReplicas, brokerID: brokerID, epoch: brokerEpoch, offline: canonicalOffline(offline)})
+	return err
+}
+
+// canonicalOffline sorts a set of partitions and drops repeats.
+func canonicalOffline(v []TopicIDPartition) []TopicIDPartition {
+	v = slices.Clone(v)
+	sortTopicIDPartitions(v)
+	return slices.Compact(v)
 }
 
 // heartbeat tells the leader the broker is alive.
@@ -172,7 +201,7 @@ func (c *Controller) CreateTopic(ctx context.Context, req CreateTopicRequest) (*
 		return nil, err
 	}
 	d := &decoder{b: r.payload}
-	t := decodeTopic(d)
+	t := decodeTopic(d, snapshotVersion)
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("controller: create reply: %w", err)
 	}
@@ -221,7 +250,7 @@ func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionReque
 		return Partition{}, err
 	}
 	d := &decoder{b: r.payload}
-	p := decodePartition(d)
+	p := decodePartition(d, snapshotVersion)
 	if err := d.done(); err != nil {
 		return Partition{}, fmt.Errorf("controller: alter partition reply: %w", err)
 	}

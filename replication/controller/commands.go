@@ -6,7 +6,7 @@ type cmdType uint8
 
 const (
 	cmdNoop                cmdType = 1  // marks a point in the log (Sync)
-	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack[, configs: listeners]; epoch = entry index
+	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack[, configs: listeners[, offline]]; epoch = entry index
 	cmdUnfenceBroker       cmdType = 3  // brokerID, epoch
 	cmdFenceBroker         cmdType = 4  // brokerID, epoch
 	cmdCreateTopic         cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments[, maxTotal]
@@ -19,7 +19,8 @@ const (
 	cmdAllocateProducerIDs cmdType = 12 // brokerID, epoch[, floor]
 	cmdControlledShutdown  cmdType = 13 // brokerID, epoch; RPC only: the leader logs a FenceBroker
 	cmdAlterScram          cmdType = 14 // scram (changes)
-	cmdTypeEnd             cmdType = 15
+	cmdOfflineReplicas     cmdType = 15 // brokerID, epoch, offline (the broker's whole set)
+	cmdTypeEnd             cmdType = 16
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -46,7 +47,7 @@ const (
 func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
-		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials"}
+		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -84,6 +85,9 @@ type command struct {
 	// it against the count at the command's place in the log: concurrent
 	// creations cannot pass it together.
 	maxTotal int32
+	// offline (RegisterBroker, OfflineReplicas) are the partitions whose
+	// replica on the broker is offline: the whole set, not a change.
+	offline []TopicIDPartition
 }
 
 func (c *command) encode() []byte {
@@ -96,10 +100,14 @@ func (c *command) encode() []byte {
 		e.i32(c.brokerID)
 		e.str(c.addr)
 		e.str(c.rack)
-		if len(c.configs) > 0 {
-			// A trailing field, the listeners by name: entries written
-			// before it still decode.
+		if len(c.configs) > 0 || len(c.offline) > 0 {
+			// Trailing fields, the listeners by name and the offline
+			// replicas: entries written before them still decode. The
+			// listeners are written (empty) when offline replicas follow.
 			e.stringMap(c.configs)
+		}
+		if len(c.offline) > 0 {
+			encodeOffline(e, c.offline)
 		}
 	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
 		e.i32(c.brokerID)
@@ -154,8 +162,33 @@ func (c *command) encode() []byte {
 		}
 	case cmdAlterScram:
 		encodeScramChanges(e, c.scram)
+	case cmdOfflineReplicas:
+		e.i32(c.brokerID)
+		e.i64(c.epoch)
+		encodeOffline(e, c.offline)
 	}
 	return e.b
+}
+
+func encodeOffline(e *encoder, v []TopicIDPartition) {
+	e.uvarint(len(v))
+	for _, tp := range v {
+		e.b = append(e.b, tp.ID[:]...)
+		e.i32(tp.Partition)
+	}
+}
+
+func decodeOffline(d *decoder) []TopicIDPartition {
+	n := d.count(20)
+	if n == 0 {
+		return nil
+	}
+	v := make([]TopicIDPartition, n)
+	for i := range v {
+		copy(v[i].ID[:], d.take(16))
+		v[i].Partition = d.i32()
+	}
+	return v
 }
 
 func encodeAssignments(e *encoder, as [][]int32) {
@@ -207,7 +240,12 @@ func decodeCommand(b []byte) (*command, error) {
 		c.addr = d.str()
 		c.rack = d.str()
 		if len(d.b) > 0 {
-			if c.configs = d.stringMap(); len(c.configs) == 0 {
+			c.configs = d.stringMap()
+			if len(d.b) > 0 {
+				if c.offline = decodeOffline(d); len(c.offline) == 0 {
+					d.fail("an empty offline replica list")
+				}
+			} else if len(c.configs) == 0 {
 				d.fail("an empty listener map")
 			}
 		}
@@ -260,6 +298,10 @@ func decodeCommand(b []byte) (*command, error) {
 		}
 	case cmdAlterScram:
 		c.scram = decodeScramChanges(d)
+	case cmdOfflineReplicas:
+		c.brokerID = d.i32()
+		c.epoch = d.i64()
+		c.offline = decodeOffline(d)
 	}
 	if err := d.done(); err != nil {
 		return nil, err

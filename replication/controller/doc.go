@@ -92,6 +92,14 @@
 //     directory by the engine. Without one, ClusterIDFromVoters derives it
 //     from the voter list, so brokers started with the same list report
 //     the same id.
+//   - Offline replicas (KIP-858's offline log directories, per partition
+//     here): a broker reports the partitions whose log it cannot serve,
+//     its whole set, in its registration and in OfflineReplicas. The
+//     replica leaves the ISR as a fenced broker does (not as its last
+//     member), its leadership goes to the next eligible ISR member or
+//     nowhere, and it neither leads (clean, unclean or preferred election)
+//     nor rejoins the ISR (INELIGIBLE_REPLICA) until its broker registers
+//     without it. Partitions are named by topic id: a name may be reused.
 //   - Not supported yet: brokers that are not voters, changes of the voter
 //     set, users and ACLs.
 //
@@ -113,15 +121,19 @@
 //   - Image.Index is the index of the last command entry applied, not
 //     raft's applied index (raft's no-op and configuration entries do not
 //     reach the FSM): wait for indexes of commands only (Sync writes one).
-//   - A partition's leader is live and in its ISR; an ISR holds a fenced
-//     broker only as its single member (checkImage asserts these on every
-//     restored snapshot, and after every entry with -tags invariants).
+//   - A partition's leader is live, in its ISR and not offline; an ISR
+//     holds a fenced broker or an offline replica only as its single
+//     member; offline replicas are replicas, in replica order (checkImage
+//     asserts these on every restored snapshot, and after every entry with
+//     -tags invariants).
 //   - No producer id is handed out twice: the next block starts at
 //     Image.NextProducerID, which only grows, and it is in the snapshot
 //     (version 2; a version 1 snapshot predates the command and reads as 0).
 //     A node running a binary without the command would skip its entries
 //     as undecodable and diverge: every voter must know it before a broker
-//     asks.
+//     asks. The same holds for OfflineReplicas and a registration carrying
+//     offline replicas (snapshot version 4): upgrade every voter before a
+//     broker with an offline partition registers.
 //   - Encodings are canonical (maps in key order, sorted brokers and topics),
 //     so equal states have byte-identical snapshots.
 //   - A decoder never allocates for a count the remaining bytes cannot

@@ -51,6 +51,9 @@ func seedCommands() []*command {
 		{typ: cmdAlterScram, scram: []ScramChange{
 			{ScramKey: ScramKey{"alice", 1}, Credential: ScramCredential{Salt: []byte("salt"), StoredKey: []byte("stored"), ServerKey: []byte("server"), Iterations: 4096}},
 			{ScramKey: ScramKey{"bob", 2}, Delete: true}}},
+		{typ: cmdOfflineReplicas, brokerID: 1, epoch: 1, offline: []TopicIDPartition{{TopicID{1, 2, 3}, 0}, {TopicID{1, 2, 3}, 1}}},
+		{typ: cmdOfflineReplicas, brokerID: 1, epoch: 1},
+		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", rack: "r1", offline: []TopicIDPartition{{TopicID{1, 2, 3}, 1}}},
 	}
 }
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/hex"
 	"maps"
 	"slices"
@@ -36,8 +37,23 @@ type Partition struct {
 	// LeaderEpoch grows by one with every change of Leader (to -1 too).
 	LeaderEpoch int32
 	// PartitionEpoch grows by one with every change of the partition's
-	// state (leader, ISR or replicas); AlterPartition must name it.
+	// state (leader, ISR, replicas or offline replicas); AlterPartition
+	// must name it.
 	PartitionEpoch int32
+	// Offline are the replicas whose broker reported its log of the
+	// partition offline (a failed disk, a log that did not open: KIP-112
+	// and KIP-858's offline log directories, per partition here), in
+	// replica order. They neither lead nor join the ISR until their broker
+	// registers again without reporting them.
+	Offline []int32
+}
+
+// TopicIDPartition names a partition by topic id, as a broker reports its
+// offline replicas (a topic name may be reused after a deletion; an id
+// is not).
+type TopicIDPartition struct {
+	ID        TopicID
+	Partition int32
 }
 
 // Topic is a topic and its partitions; Partitions[i] is partition i.
@@ -155,7 +171,32 @@ func (img *Image) live(id int32) bool {
 func (p Partition) clone() Partition {
 	p.Replicas = slices.Clone(p.Replicas)
 	p.ISR = slices.Clone(p.ISR)
+	p.Offline = slices.Clone(p.Offline)
 	return p
+}
+
+// OfflineReplicas returns the partitions whose replica on broker the
+// image holds offline, sorted by topic id and partition.
+func (img *Image) OfflineReplicas(broker int32) []TopicIDPartition {
+	var out []TopicIDPartition
+	for _, t := range img.topics {
+		for i, p := range t.Partitions {
+			if slices.Contains(p.Offline, broker) {
+				out = append(out, TopicIDPartition{ID: t.ID, Partition: int32(i)})
+			}
+		}
+	}
+	sortTopicIDPartitions(out)
+	return out
+}
+
+func sortTopicIDPartitions(v []TopicIDPartition) {
+	slices.SortFunc(v, func(a, b TopicIDPartition) int {
+		if c := bytes.Compare(a.ID[:], b.ID[:]); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
 }
 
 func (t *Topic) clone() *Topic {

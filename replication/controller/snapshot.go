@@ -10,13 +10,13 @@ import (
 //
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
 //	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) |
-//	| 4 B    | u8 = 3  | u64   | i64              | count, broker.. | count, topic... | count, cred...  |
+//	| 4 B    | u8 = 4  | u64   | i64              | count, broker.. | count, topic... | count, cred...  |
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8 | listeners (count, name str, addr str...; v3)
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
 //	partition: replicas (count, i32...) | isr (count, i32...) | leader i32
-//	           | leader epoch i32 | partition epoch i32
+//	           | leader epoch i32 | partition epoch i32 | offline (count, i32...; v4)
 //	cred:      user str | mechanism u8 | 0 u8 | iterations i32 | salt | stored key | server key
 //
 // Counts are uvarints, strings a uvarint length and the bytes. Everything is
@@ -25,10 +25,13 @@ import (
 //
 // Version 1 had no next producer id (it reads as 0: no block was handed
 // out before the command existed), version 2 no SCRAM credentials and no
-// broker listeners (none existed); both are still read, never written.
+// broker listeners (none existed), version 3 no offline replicas (none
+// were reported); all are still read, never written. Replies of the
+// forwarding RPC that carry a topic or a partition use the current
+// version's encoding.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 3
+const snapshotVersion = 4
 
 // snapshotHeaderBytes is the length of magic, version and index: what
 // precedes the state itself.
@@ -76,9 +79,11 @@ func encodePartition(e *encoder, p Partition) {
 	e.i32(p.Leader)
 	e.i32(p.LeaderEpoch)
 	e.i32(p.PartitionEpoch)
+	e.int32s(p.Offline)
 }
 
-func decodeTopic(d *decoder) *Topic {
+// decodeTopic decodes a topic as snapshot version v encodes it.
+func decodeTopic(d *decoder, v uint8) *Topic {
 	t := &Topic{Name: d.str()}
 	copy(t.ID[:], d.take(16))
 	t.Configs = d.stringMap()
@@ -88,14 +93,19 @@ func decodeTopic(d *decoder) *Topic {
 	if n := d.count(14); n > 0 {
 		t.Partitions = make([]Partition, n)
 		for i := range t.Partitions {
-			t.Partitions[i] = decodePartition(d)
+			t.Partitions[i] = decodePartition(d, v)
 		}
 	}
 	return t
 }
 
-func decodePartition(d *decoder) Partition {
-	return Partition{Replicas: d.int32s(), ISR: d.int32s(), Leader: d.i32(), LeaderEpoch: d.i32(), PartitionEpoch: d.i32()}
+// decodePartition decodes a partition as snapshot version v encodes it.
+func decodePartition(d *decoder, v uint8) Partition {
+	p := Partition{Replicas: d.int32s(), ISR: d.int32s(), Leader: d.i32(), LeaderEpoch: d.i32(), PartitionEpoch: d.i32()}
+	if v >= 4 {
+		p.Offline = d.int32s()
+	}
+	return p
 }
 
 // decodeImage decodes a snapshot and checks the state's invariants: a
@@ -130,7 +140,7 @@ func decodeImage(b []byte) (*Image, error) {
 	}
 	n = d.count(18)
 	for range n {
-		t := decodeTopic(d)
+		t := decodeTopic(d, v)
 		if d.err != nil {
 			break
 		}
@@ -218,6 +228,33 @@ func checkPartition(img *Image, p Partition) error {
 		for _, r := range p.ISR {
 			if !img.live(r) {
 				return fmt.Errorf("fenced broker %d in ISR %v", r, p.ISR)
+			}
+		}
+	}
+	// Offline replicas are replicas, listed once in replica order, and
+	// none leads.
+	if hasDuplicates(p.Offline) {
+		return fmt.Errorf("offline replicas %v", p.Offline)
+	}
+	for _, r := range p.Offline {
+		if !slices.Contains(p.Replicas, r) {
+			return fmt.Errorf("offline replica %d is not a replica", r)
+		}
+		if r == p.Leader {
+			return fmt.Errorf("leader %d is offline", r)
+		}
+	}
+	if len(p.Offline) > 1 && !slices.IsSortedFunc(p.Offline, func(a, b int32) int {
+		return slices.Index(p.Replicas, a) - slices.Index(p.Replicas, b)
+	}) {
+		return fmt.Errorf("offline replicas %v not in replica order %v", p.Offline, p.Replicas)
+	}
+	// An ISR of more than one holds no offline replica (it left it as a
+	// fenced broker does).
+	if len(p.ISR) > 1 {
+		for _, r := range p.ISR {
+			if slices.Contains(p.Offline, r) {
+				return fmt.Errorf("offline replica %d in ISR %v", r, p.ISR)
 			}
 		}
 	}

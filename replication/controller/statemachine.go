@@ -162,6 +162,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.allocateProducerIDs(c)
 	case cmdAlterScram:
 		res = t.alterScram(c)
+	case cmdOfflineReplicas:
+		res = t.offlineReplicas(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.
@@ -177,9 +179,10 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 // registerBroker registers a broker incarnation; its epoch is the entry's
 // index. A broker that registers again while unfenced restarted without
 // being fenced: its old incarnation is fenced first (leaderships move, ISR
-// shrinks), because the new one may have lost the tail of its logs. Then
-// the broker is unfenced and leaderless partitions it can lead get it.
-// Payload: the epoch, 8 bytes.
+// shrinks), because the new one may have lost the tail of its logs. The
+// replicas it reports offline (logs that did not open) replace those of
+// its previous incarnation. Then the broker is unfenced and leaderless
+// partitions it can lead get it. Payload: the epoch, 8 bytes.
 func (t *tx) registerBroker(c *command) result {
 	if c.brokerID < 0 {
 		return result{err: errf(ErrInvalidRequest, "broker id %d", c.brokerID)}
@@ -187,7 +190,12 @@ func (t *tx) registerBroker(c *command) result {
 	if old, ok := t.broker(c.brokerID); ok && !old.Fenced {
 		t.fence(old)
 	}
-	t.setBroker(Broker{ID: c.brokerID, Addr: c.addr, Rack: c.rack, Epoch: int64(t.index), Listeners: c.configs})
+	listeners := c.configs
+	if len(listeners) == 0 {
+		listeners = nil // Addr serves every listener name
+	}
+	t.setBroker(Broker{ID: c.brokerID, Addr: c.addr, Rack: c.rack, Epoch: int64(t.index), Listeners: listeners})
+	t.setOffline(c.brokerID, c.offline)
 	t.electLeaderless(func(*Topic) bool { return true })
 	e := &encoder{}
 	e.i64(int64(t.index))
@@ -227,6 +235,62 @@ func (t *tx) allocateProducerIDs(c *command) result {
 	e.i64(start)
 	e.i32(producerIDBlockSize)
 	return result{payload: e.b}
+}
+
+// offlineReplicas records the replicas a broker incarnation reports
+// offline, its whole set (KIP-858's offline log directories, per
+// partition): see setOffline. As in Kafka the broker must name its current
+// epoch.
+func (t *tx) offlineReplicas(c *command) result {
+	if _, err := t.checkBrokerEpoch(c.brokerID, c.epoch); err != nil {
+		return result{err: err}
+	}
+	t.setOffline(c.brokerID, c.offline)
+	return result{}
+}
+
+// setOffline makes set (partitions by topic id; unknown ones are ignored:
+// their topic was deleted meanwhile) the partitions whose replica on
+// broker id is offline. A replica going offline leaves the ISR, except as
+// its last member (as a fenced broker does: the only replica known to
+// have every committed record may yet come back with them), and a leader
+// going offline hands over to the first eligible ISR member, or leaves
+// the partition leaderless (Kafka's handleDirectoriesOffline). A replica
+// coming back online may lead a leaderless partition again.
+func (t *tx) setOffline(id int32, set []TopicIDPartition) {
+	want := map[TopicPartition]bool{}
+	for _, tp := range set {
+		if name, ok := t.topicName(tp.ID); ok {
+			want[TopicPartition{name, tp.Partition}] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
+		tp := t.topic(name)
+		unclean := uncleanEnabled(tp)
+		for i := range tp.Partitions {
+			p := tp.Partitions[i]
+			if !slices.Contains(p.Replicas, id) {
+				continue
+			}
+			off := want[TopicPartition{name, int32(i)}]
+			if off == slices.Contains(p.Offline, id) {
+				continue
+			}
+			if np, changed := partitionOffline(p, id, off, t.live, unclean); changed {
+				t.mutableTopic(name).Partitions[i] = np
+			}
+		}
+	}
+}
+
+// topicName looks a topic id up in the tx's state.
+func (t *tx) topicName(id TopicID) (string, bool) {
+	m := t.base.topicIDs
+	if t.topicIDs != nil {
+		m = t.topicIDs
+	}
+	name, ok := m[id]
+	return name, ok
 }
 
 // unfenceBroker returns a fenced broker to service (it heartbeats again).

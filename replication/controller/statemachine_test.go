@@ -210,7 +210,7 @@ func TestAlterPartitionErrors(t *testing.T) {
 	// state; an unchanged ISR bumps nothing.
 	res := s.ok(&base)
 	d := &decoder{b: res.payload}
-	got := decodePartition(d)
+	got := decodePartition(d, snapshotVersion)
 	if err := d.done(); err != nil {
 		t.Fatal(err)
 	}

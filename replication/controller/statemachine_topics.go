@@ -207,6 +207,9 @@ func (t *tx) alterPartition(c *command) result {
 		if !t.live(r) {
 			return result{err: errf(ErrIneligibleReplica, "%s-%d: broker %d is fenced", c.topic, c.partitions, r)}
 		}
+		if slices.Contains(p.Offline, r) && !slices.Contains(p.ISR, r) {
+			return result{err: errf(ErrIneligibleReplica, "%s-%d: broker %d reported its replica offline", c.topic, c.partitions, r)}
+		}
 		if len(c.isrEpochs) != 0 && c.isrEpochs[i] >= 0 {
 			if b, _ := t.broker(r); b.Epoch != c.isrEpochs[i] {
 				return result{err: errf(ErrIneligibleReplica, "%s-%d: broker %d has epoch %d, the leader judged epoch %d", c.topic, c.partitions, r, b.Epoch, c.isrEpochs[i])}

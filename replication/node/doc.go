@@ -24,5 +24,8 @@
 // goroutine or on goroutines of their own, never on a shard or a stream.
 // Config.OnLeadership runs on the apply goroutine, after the engine's role
 // changed, and must not block (the group coordinator only queues its load
-// or unload to a shard there).
+// or unload to a shard there). A partition the engine holds offline gets
+// no role; one goroutine (reportOffline) reports the engine's offline set
+// to the controller whenever the image differs from it, woken by OnOffline
+// (on a shard: it only signals) and by every apply.
 package node

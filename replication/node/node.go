@@ -86,6 +86,8 @@ type Node struct {
 	applied chan struct{}                    // closed and replaced after each apply
 	ready   chan struct{}                    // closed after the first apply
 	kick    chan struct{}                    // wakes run for an ISR check
+	// offlineKick wakes the reporter of offline partitions (offline.go).
+	offlineKick chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -132,7 +134,7 @@ type part struct {
 func New(cfg Config) *Node {
 	cfg = cfg.withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger, parts: map[engine.TP]*part{}, streams: map[int32]*stream{},
-		applied: make(chan struct{}), ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+		applied: make(chan struct{}), ready: make(chan struct{}), kick: make(chan struct{}, 1), offlineKick: make(chan struct{}, 1)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n
 }
@@ -143,12 +145,14 @@ func (n *Node) Start(eng *engine.Core, ctl *controller.Controller) error {
 	n.eng, n.ctl = eng, ctl
 	hb, stop := context.WithCancel(n.ctx)
 	n.stopHeartbeats = stop
-	if err := ctl.RegisterAndHeartbeat(hb, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack, Listeners: n.cfg.Listeners}); err != nil {
+	if err := ctl.RegisterAndHeartbeat(hb, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack, Listeners: n.cfg.Listeners,
+		Offline: n.offlineSet}); err != nil {
 		stop()
 		return err
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.run()
+	go n.reportOffline()
 	return nil
 }
 
@@ -350,6 +354,7 @@ func (n *Node) apply(img *controller.Image) {
 		}
 	}
 	n.closeIdleStreams(img)
+	n.kickOffline()
 	n.img.Store(img)
 	n.mu.Lock()
 	close(n.applied)
@@ -425,6 +430,9 @@ func (n *Node) applyPartition(img *controller.Image, tp engine.TP, id [16]byte, 
 	pt.partitionEpoch = p.PartitionEpoch
 	pt.mu.Unlock()
 
+	if n.applyOffline(pt, p) {
+		return
+	}
 	if p.Leader == me {
 		if same && pt.role == engine.RoleLeader {
 			if epochChanged {
