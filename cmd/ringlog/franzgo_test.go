@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509/pkix"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/internal/testkit"
+)
+
+// franzKgoPackage is franz-go's client package, whose own test suite
+// (built from the module cache, at the version go.mod requires) is run
+// against the binary here.
+const franzKgoPackage = "github.com/twmb/franz-go/pkg/kgo"
+
+// buildFranzKgoTests compiles franz-go's pkg/kgo tests into a binary
+// (go test -c), at the version this module requires. A build that fails
+// fails the test.
+func buildFranzKgoTests(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kgo.test")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	began := time.Now()
+	out, err := exec.CommandContext(ctx, goBin, "test", "-c", "-o", bin, franzKgoPackage).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go test -c %s: %v\n%s", franzKgoPackage, err, out)
+	}
+	t.Logf("built franz-go's %s tests in %v", franzKgoPackage, time.Since(began).Round(time.Millisecond))
+	return bin
+}
+
+// runFranzKgoTests runs the compiled kgo tests named in want (exactly
+// those) with env added, and fails unless each of them ran and passed: a
+// skip (the suite skips what its environment does not configure) is a
+// failure here.
+func runFranzKgoTests(t *testing.T, bin string, env []string, want ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := "^(" + strings.Join(want, "|") + ")$"
+	cmd := exec.CommandContext(ctx, bin, "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=150s")
+	cmd.Env = append(os.Environ(), env...)
+	// The suite's own scratch files, if any, stay out of the source tree.
+	cmd.Dir = t.TempDir()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	began := time.Now()
+	err := cmd.Run()
+	t.Logf("%s -test.run '%s' (%s): %v in %v\n%s", filepath.Base(bin), run, strings.Join(env, " "), err,
+		time.Since(began).Round(time.Millisecond), out.String())
+	if err != nil {
+		t.Fatalf("franz-go's tests failed: %v", err)
+	}
+	for _, name := range want {
+		if !regexp.MustCompile(`(?m)^\s*--- PASS: ` + regexp.QuoteMeta(name) + ` `).Match(out.Bytes()) {
+			t.Fatalf("franz-go's %s did not pass (skipped or not run)", name)
+		}
+	}
+	if bytes.Contains(out.Bytes(), []byte("--- SKIP")) {
+		t.Fatal("franz-go's tests skipped some")
+	}
+}
+
+// TestFranzGoSecurity runs franz-go's own SASL tests from its pkg/kgo
+// suite against the binary, configured with Kafka's server.properties as
+// franz-go's CI configures Kafka for them:
+//
+//   - TestSCRAMAuth, TestSCRAMAuthBadCredentials (KGO_TEST_SCRAM_SEEDS,
+//     KGO_TEST_SCRAM=user:pass[:512]): a SASL_PLAINTEXT listener with
+//     SCRAM-SHA-256 and -512 and a user made with kadm, once with each
+//     mechanism;
+//   - TestOAuthAuth (KGO_TEST_OAUTH_SEEDS): OAUTHBEARER on the same
+//     listener with Kafka's default unsecured validator (an alg none
+//     token with sub and exp only is taken, an expired one refused
+//     with invalid_token).
+//
+// KGO_TEST_TLS is read only by the clients of the rest of the suite
+// (KGO_SEEDS), not by those SASL tests: tests of that suite that need no
+// more of the broker than one partition run over an SSL listener that
+// requires a client certificate, with KGO_TEST_TLS naming the CA and the
+// client's certificate and key.
+func TestFranzGoSecurity(t *testing.T) {
+	bin := buildFranzKgoTests(t)
+
+	ca := testkit.NewCA(t, "ringlog test CA")
+	server := ca.Issue(pkix.Name{CommonName: "broker"})
+	client := ca.Issue(pkix.Name{CommonName: "franz-go"})
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	if err := os.WriteFile(certFile, client.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, client.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inter, ssl, sasl := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
+	props := filepath.Join(dir, "server.properties")
+	conf := fmt.Sprintf(`listeners=PLAINTEXT://%s,SSL://%s,SASL_PLAINTEXT://%s
+inter.broker.listener.name=PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
+ssl.keystore.type=PEM
+ssl.keystore.location=%s
+ssl.truststore.type=PEM
+ssl.truststore.location=%s
+ssl.client.auth=required
+`, inter, ssl, sasl, server.File, ca.CertFile)
+	if err := os.WriteFile(props, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "-config", props, "-data-dir", t.TempDir())
+	p.waitFor(t, "ringlog started")
+	defer func() {
+		if t.Failed() {
+			t.Logf("broker:\n%s", p.out.String())
+		}
+	}()
+
+	// The SCRAM user, with both mechanisms, as franz-go's CI makes it
+	// with kafka-configs.sh on the PLAINTEXT listener.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(inter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	// One request each: KRaft takes one alteration of a user a request.
+	for _, m := range []kadm.ScramMechanism{kadm.ScramSha256, kadm.ScramSha512} {
+		res, err := kadm.NewClient(adm).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "testuser", Mechanism: m, Iterations: 4096, Password: "testpass"}})
+		if err != nil || res.Error() != nil {
+			t.Fatalf("AlterUserSCRAMs %v: %v %v", m, err, res.Error())
+		}
+	}
+
+	env := []string{
+		"KGO_SEEDS=" + ssl,
+		"KGO_TEST_TLS=ca:" + ca.CertFile + ",cert:" + certFile + ",key:" + keyFile,
+		"KGO_TEST_RF=1",
+		"KGO_TEST_SCRAM_SEEDS=" + sasl,
+		"KGO_TEST_OAUTH_SEEDS=" + sasl,
+	}
+	runFranzKgoTests(t, bin, append(env, "KGO_TEST_SCRAM=testuser:testpass"),
+		// KGO_TEST_SCRAM_SEEDS, KGO_TEST_SCRAM, KGO_TEST_OAUTH_SEEDS:
+		"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth",
+		// KGO_SEEDS over TLS with KGO_TEST_TLS's client certificate:
+		// metadata, coordinators, produce (small and too large
+		// records), consume, both group protocols. Left out:
+		// TestIssue769 (it sets a Dialer, which franz-go refuses beside
+		// KGO_TEST_TLS's DialTLSConfig: the client is nil and the test
+		// panics, on Kafka too), and the tests that wait out
+		// deadlines (TestIssue337: 10 s, TestIssue434: up to 30 s).
+		"TestPing", "TestIssue1034", "TestClient_Produce", "TestClient_ProduceLargeMessages", "TestIssue831",
+		"TestIssue325", "TestConsumeTopicRetrieval", "TestPooling", "TestLookbackMilli", "TestGroupSimple")
+	runFranzKgoTests(t, bin, append(env, "KGO_TEST_SCRAM=testuser:testpass:512"), "TestSCRAMAuth")
+	p.stop(t)
+}
