@@ -200,6 +200,10 @@ ssl.client.auth=required
 			// metadata, coordinators, produce (small and too large
 			// records), consume, both group protocols. The rest of the
 			// suite runs with -franzgo.full (scripts/franzgo.sh).
+			// TestGroupSimple/848 skips unless the suite's admin client
+			// has seen ConsumerGroupHeartbeat in ApiVersions first, which
+			// TestClient_Produce (not parallel: it runs before the
+			// parallel tests resume) makes sure of.
 			"TestPing", "TestIssue1034", "TestClient_Produce", "TestClient_ProduceLargeMessages", "TestIssue831",
 			"TestIssue325", "TestConsumeTopicRetrieval", "TestPooling", "TestLookbackMilli", "TestGroupSimple")
 	}
