@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# franz-go's whole pkg/kgo test suite (the version go.mod requires, built
+# from the module cache) against the ringlog binary: its SASL tests
+# (SCRAM-SHA-256/512, OAUTHBEARER) on a SASL_PLAINTEXT listener and every
+# other test over an SSL listener that requires a client certificate
+# (KGO_SEEDS, KGO_TEST_TLS), but TestIssue769 and TestTxnEtl
+# (cmd/ringlog/franzgo_test.go says why). go test ./... runs the SASL
+# tests and a ten-test TLS subset in seconds (TestFranzGoSecurity); this
+# takes minutes. The whole output goes to $LOG, a summary to the terminal.
+#
+#   KGO_TEST_RECORDS  records each ETL test moves (franz-go's default is
+#                     500000; the 20000 here take about 2 minutes on 2 cores)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
+export KGO_TEST_RECORDS="${KGO_TEST_RECORDS:-20000}"
+LOG="${LOG:-${TMPDIR:-/tmp}/ringlog-franzgo.log}"
+go test -count=1 -timeout 70m -run '^TestFranzGoSecurity$' -v ./cmd/ringlog -args -franzgo.full >"$LOG" 2>&1
+rc=$?
+grep -E 'franzgo_test.go:[0-9]+: (skipped:|franz-go)|^\s+--- FAIL|^(--- |ok|FAIL)' "$LOG"
+echo "whole output: $LOG"
+exit $rc
