@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"ringlog/broker"
@@ -110,5 +111,48 @@ func TestStreamTLSSCRAM(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // several reconnects
 	if st, c := s.Stats(), f.copyOf(tp); st.Connects != 0 || c.calls != 0 {
 		t.Errorf("with a wrong password: %d connects, %d Records calls", st.Connects, c.calls)
+	}
+}
+
+// TestStreamReauthenticates: on an inter-broker listener whose sessions
+// last 400 ms (connections.max.reauth.ms), a stream connects again before
+// its session expires, so the leader never has to close the connection
+// under it: no disconnection, and the copy is whole.
+func TestStreamReauthenticates(t *testing.T) {
+	cfg := testbroker.Config(t.TempDir())
+	cfg.InterBrokerName = "INTERNAL"
+	cfg.InterBroker = broker.Listener{Protocol: kafka.SASLPlaintext, Mechanisms: []string{"PLAIN"},
+		PlainUsers: map[string]string{"broker": "broker-secret"}, ReauthMax: 400 * time.Millisecond}
+	cfg.InterBrokerClient = broker.InterBrokerClient{Mechanism: "PLAIN", Username: "broker", Password: "broker-secret"}
+	cfg.SuperUsers = []string{"User:broker"}
+	cfg.Listeners = []broker.Listener{{Name: "CLIENT", Protocol: kafka.Plaintext, Addr: "127.0.0.1:0"}}
+	b := testbroker.StartBroker(t, cfg)
+	clientAddr := b.B.ListenerAddr("CLIENT")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(newClient(t, clientAddr)).CreateTopic(ctx, 1, 1, nil, "reauth"); err != nil {
+		t.Fatal(err)
+	}
+	var id [16]byte
+	for _, ti := range b.Engine().Topics() {
+		if ti.Name == "reauth" {
+			id = ti.ID
+		}
+	}
+	tp := engine.TP{Topic: "reauth"}
+	f := newFollower(t)
+	s := newStream(t, fetcher.Config{Addr: b.Addr, ReplicaID: -1, WaitMax: 100 * time.Millisecond,
+		SASL: plain.Auth{User: "broker", Pass: "broker-secret"}.AsMechanism()}, f)
+	s.Add(fetcher.Partition{TP: tp, TopicID: id, LeaderEpoch: -1})
+	prod := producer(t, clientAddr)
+	for i := range 15 {
+		produce(t, prod, "reauth", []int32{0}, 10, 20, 10)
+		f.waitLEO(int64(10*(i+1)), 10*time.Second, tp)
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.check()
+	st := s.Stats()
+	if st.Connects < 3 || st.Disconnects != 0 {
+		t.Errorf("over %d sessions of 400 ms: %d connects, %d disconnects (%v)", 2500/400, st.Connects, st.Disconnects, st.LastConnError)
 	}
 }
