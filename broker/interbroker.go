@@ -140,9 +140,10 @@ func certPrincipal(tc *tls.Config, rules []kafka.PrincipalRule) (string, error) 
 // InterBrokerTLS builds the client side of an SSL or SASL_SSL inter-broker
 // listener from the listener's ssl.* settings, as Kafka's brokers do: the
 // keystore's certificate is presented when a leader asks for one
-// (reloaded with its file), the truststore's CAs are trusted (the system's
-// when it has none), and the leader's certificate must name the host it is
-// dialled at unless ssl.endpoint.identification.algorithm is empty.
+// (reloaded with its file), the truststore's CAs are trusted (read at the
+// start; the system's when it has none), and the leader's certificate must
+// name the host it is dialled at unless ssl.endpoint.identification.algorithm
+// is empty.
 func InterBrokerTLS(s TLSSettings, logf func(msg string, args ...any)) (*tls.Config, error) {
 	server, err := TLSConfig(s, logf)
 	if err != nil {
