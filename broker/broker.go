@@ -143,19 +143,18 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
 		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
-		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node,
+		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
 	}, b.eng)
 	lim := cfg.Connections
 	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
 		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger, MaxConns: lim.MaxConnections,
 		MaxConnsPerIP: lim.MaxPerIP, MaxConnsPerIPOverrides: lim.PerIPOverrides, IdleTimeout: lim.IdleMax,
 		MaxQueuedRequestBytes: max(lim.QueuedRequestBytes, 0)}
-	inter := base
+	inter := b.cfg.interBrokerListener()
 	inter.Addr = b.cfg.Listen
-	ns, err := netpoll.Listen(inter, b.srv.Listener(kafka.Listener{Name: b.cfg.interBroker(), Protocol: kafka.Plaintext,
-		InterBroker: true, Advertised: advertise}))
+	ns, err := b.listen(base, inter, advertise, true)
 	if err != nil {
-		return nil, fmt.Errorf("broker: listen on %s: %w", b.cfg.Listen, err)
+		return nil, err
 	}
 	b.net, b.addr = ns, ns.Addr().String()
 	b.push("network", ns.Close)

@@ -43,8 +43,12 @@ func newCluster(cfg *Config, addr string, listeners map[string]string) *cluster 
 	if len(listeners) < 2 {
 		listeners = nil
 	}
+	// Followers dial the leaders' inter-broker listeners with this
+	// broker's client side of it: TLS and SASL as the listener needs.
+	fetch := fetcher.Config{Slots: cfg.Cluster.FetchSlots}
+	cfg.fetchSecurity(&fetch)
 	c.node = node.New(node.Config{NodeID: cfg.NodeID, Addr: addr, Listeners: listeners, Rack: cfg.Rack, LagTimeMax: cfg.Cluster.LagTimeMax, Logger: cfg.Logger,
-		Fetch: fetcher.Config{Slots: cfg.Cluster.FetchSlots}, OnLeadership: c.onLeadership})
+		Fetch: fetch, OnLeadership: c.onLeadership})
 	return c
 }
 

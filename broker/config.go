@@ -26,10 +26,26 @@ type Config struct {
 	// empty: Listen's host and the port actually bound.
 	Advertise string
 	// InterBrokerName names the Listen listener (inter.broker.listener.name;
-	// empty: PLAINTEXT). Followers fetch from it and its clients are
-	// trusted as brokers: it is PLAINTEXT, for networks where every host
-	// is trusted (see docs/security.md).
+	// empty: PLAINTEXT). Followers fetch from it: a replica fetch is served
+	// there only (see InterBroker and SuperUsers).
 	InterBrokerName string
+	// InterBroker is the inter-broker listener's security: its Protocol
+	// (empty: PLAINTEXT), TLS, SASL mechanisms and users, as for
+	// Listeners; its Name, Addr and Advertise are InterBrokerName, Listen
+	// and Advertise, and are ignored here. On PLAINTEXT every client of
+	// the listener may fetch as a replica (a trusted network, see
+	// docs/security.md); on the other protocols only SuperUsers may.
+	InterBroker Listener
+	// InterBrokerClient is this broker as a client of the others'
+	// inter-broker listeners (its followers' fetch connections): TLS when
+	// the listener's protocol is SSL or SASL_SSL, SASL credentials when it
+	// is SASL_PLAINTEXT or SASL_SSL.
+	InterBrokerClient InterBrokerClient
+	// SuperUsers is super.users: the principals ("User:<name>") that may
+	// act as brokers (Kafka's CLUSTER_ACTION) on an authenticating
+	// inter-broker listener. There is no other authorization: every
+	// principal may do everything else, as in Kafka without an authorizer.
+	SuperUsers []string
 	// Listeners are the broker's other listeners, each with its own
 	// security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
 	Listeners []Listener

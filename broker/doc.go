@@ -31,4 +31,9 @@
 //     registers its address with the quorum before it binds; another
 //     process can take the port meanwhile (Start then fails with
 //     EADDRINUSE, and a caller that chose port 0 may retry).
+//   - On an inter-broker listener that authenticates, this broker's own
+//     principal there (its SASL username, or its certificate's mapped
+//     subject) must be in SuperUsers, or Start refuses: every leader would
+//     refuse its replica fetches, and the cluster would start and never
+//     replicate.
 package broker

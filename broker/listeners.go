@@ -52,8 +52,9 @@ type Listener struct {
 // it empty: Kafka's default security.inter.broker.protocol, PLAINTEXT.
 const interBrokerName = "PLAINTEXT"
 
-// validate checks the listeners together: unique names, protocols that
-// can be honoured with what each listener is given.
+// validateListeners checks the listeners together: unique names,
+// protocols that can be honoured with what each listener is given, and the
+// inter-broker listener with this broker's side of it (validateInterBroker).
 func (c *Config) validateListeners() error {
 	names := map[string]bool{c.interBroker(): true}
 	for i := range c.Listeners {
@@ -62,42 +63,53 @@ func (c *Config) validateListeners() error {
 			return fmt.Errorf("broker: listener name %q is empty or used twice (the inter-broker listener is %q)", l.Name, c.interBroker())
 		}
 		names[l.Name] = true
-		switch l.Protocol {
-		case kafka.Plaintext, kafka.SSL, kafka.SASLPlaintext, kafka.SASLSSL:
-		default:
-			return fmt.Errorf("broker: listener %s: security protocol %q (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", l.Name, l.Protocol)
+		if err := l.validate(); err != nil {
+			return err
 		}
-		if l.Protocol.TLS() != (l.TLS != nil) {
-			if l.TLS == nil {
-				return fmt.Errorf("broker: listener %s (%s) has no TLS configuration: set its ssl.keystore.* settings", l.Name, l.Protocol)
-			}
-			return fmt.Errorf("broker: listener %s is %s: its TLS configuration would go unused", l.Name, l.Protocol)
+	}
+	return c.validateInterBroker()
+}
+
+// validate checks that the listener's protocol can be honoured with what
+// it is given.
+func (l *Listener) validate() error {
+	switch l.Protocol {
+	case kafka.Plaintext, kafka.SSL, kafka.SASLPlaintext, kafka.SASLSSL:
+	default:
+		return fmt.Errorf("broker: listener %s: security protocol %q (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", l.Name, l.Protocol)
+	}
+	if l.Protocol.TLS() != (l.TLS != nil) {
+		if l.TLS == nil {
+			return fmt.Errorf("broker: listener %s (%s) has no TLS configuration: set its ssl.keystore.* settings", l.Name, l.Protocol)
 		}
-		if l.Protocol.SASL() {
-			if len(l.Mechanisms) == 0 {
-				return fmt.Errorf("broker: listener %s (%s) enables no SASL mechanism: set sasl.enabled.mechanisms", l.Name, l.Protocol)
-			}
-			for _, m := range l.Mechanisms {
-				switch m {
-				case sasl.Plain:
-					if len(l.PlainUsers) == 0 {
-						return fmt.Errorf("broker: listener %s enables PLAIN without users: set listener.name.%s.plain.sasl.jaas.config with user_<name>=\"<password>\" entries", l.Name, lowerName(l.Name))
-					}
-				case sasl.ScramSHA256, sasl.ScramSHA512:
-				case sasl.OAuthBearer:
-					if err := l.OAuth.Check(); err != nil {
-						return fmt.Errorf("broker: listener %s: %w", l.Name, err)
-					}
-				default:
-					return fmt.Errorf("broker: listener %s: SASL mechanism %q is not offered (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", l.Name, m)
-				}
-			}
-			if !l.OAuth.Empty() && !slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
-				return fmt.Errorf("broker: listener %s does not enable OAUTHBEARER: its OAUTHBEARER settings would go unused", l.Name)
-			}
-		} else if len(l.Mechanisms) > 0 || len(l.PlainUsers) > 0 || !l.OAuth.Empty() {
+		return fmt.Errorf("broker: listener %s is %s: its TLS configuration would go unused", l.Name, l.Protocol)
+	}
+	if !l.Protocol.SASL() {
+		if len(l.Mechanisms) > 0 || len(l.PlainUsers) > 0 || !l.OAuth.Empty() {
 			return fmt.Errorf("broker: listener %s is %s: its SASL settings would go unused", l.Name, l.Protocol)
 		}
+		return nil
+	}
+	if len(l.Mechanisms) == 0 {
+		return fmt.Errorf("broker: listener %s (%s) enables no SASL mechanism: set sasl.enabled.mechanisms", l.Name, l.Protocol)
+	}
+	for _, m := range l.Mechanisms {
+		switch m {
+		case sasl.Plain:
+			if len(l.PlainUsers) == 0 {
+				return fmt.Errorf("broker: listener %s enables PLAIN without users: set listener.name.%s.plain.sasl.jaas.config with user_<name>=\"<password>\" entries", l.Name, lowerName(l.Name))
+			}
+		case sasl.ScramSHA256, sasl.ScramSHA512:
+		case sasl.OAuthBearer:
+			if err := l.OAuth.Check(); err != nil {
+				return fmt.Errorf("broker: listener %s: %w", l.Name, err)
+			}
+		default:
+			return fmt.Errorf("broker: listener %s: SASL mechanism %q is not offered (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", l.Name, m)
+		}
+	}
+	if !l.OAuth.Empty() && !slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
+		return fmt.Errorf("broker: listener %s does not enable OAUTHBEARER: its OAUTHBEARER settings would go unused", l.Name)
 	}
 	return nil
 }
@@ -134,41 +146,50 @@ func (b *Broker) resolveListeners(interAdvertise string) (map[string]string, err
 	return adv, nil
 }
 
-// listen binds every listener besides the inter-broker one.
+// listenOthers binds every listener besides the inter-broker one.
 func (b *Broker) listenOthers(base netpoll.Config, adv map[string]string) error {
 	for _, l := range b.cfg.Listeners {
-		nc := base
-		nc.Addr, nc.TLS = l.Addr, l.TLS
-		if l.Protocol.SASL() {
-			// Until a client authenticates its frames are bounded by
-			// sasl.server.max.receive.size, before their bodies are
-			// allocated; the session lifts the bound when it completes.
-			nc.InitialMaxFrameBytes = l.MaxReceiveBytes
-			if nc.InitialMaxFrameBytes <= 0 {
-				nc.InitialMaxFrameBytes = kafka.SASLMaxReceiveBytesDefault
-			}
-		}
-		kl := kafka.Listener{Name: l.Name, Protocol: l.Protocol, Advertised: adv[l.Name],
-			Mechanisms: l.Mechanisms, PlainUsers: l.PlainUsers, ReauthMax: l.ReauthMax, MaxReceiveBytes: l.MaxReceiveBytes,
-			AuthTimeout: l.AuthTimeout, PrincipalRules: l.PrincipalRules}
-		if slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
-			// One validator per listener: its connections share the
-			// JWKS, read here so that a missing file stops the start.
-			v, err := sasl.NewOAuthValidator(l.OAuth)
-			if err != nil {
-				return fmt.Errorf("broker: listener %s: %w", l.Name, err)
-			}
-			kl.OAuth = v
-		}
-		h := b.srv.Listener(kl)
-		ns, err := netpoll.Listen(nc, h)
+		ns, err := b.listen(base, l, adv[l.Name], false)
 		if err != nil {
-			return fmt.Errorf("broker: listener %s on %s: %w", l.Name, l.Addr, err)
+			return err
 		}
 		b.push("listener "+l.Name, ns.Close)
 		b.others = append(b.others, namedServer{l.Name, ns})
 	}
 	return nil
+}
+
+// listen binds one listener, its connections served by the protocol
+// server through the listener's security protocol.
+func (b *Broker) listen(base netpoll.Config, l Listener, advertised string, interBroker bool) (*netpoll.Server, error) {
+	nc := base
+	nc.Addr, nc.TLS = l.Addr, l.TLS
+	if l.Protocol.SASL() {
+		// Until a client authenticates its frames are bounded by
+		// sasl.server.max.receive.size, before their bodies are
+		// allocated; the session lifts the bound when it completes.
+		nc.InitialMaxFrameBytes = l.MaxReceiveBytes
+		if nc.InitialMaxFrameBytes <= 0 {
+			nc.InitialMaxFrameBytes = kafka.SASLMaxReceiveBytesDefault
+		}
+	}
+	kl := kafka.Listener{Name: l.Name, Protocol: l.Protocol, InterBroker: interBroker, Advertised: advertised,
+		Mechanisms: l.Mechanisms, PlainUsers: l.PlainUsers, ReauthMax: l.ReauthMax, MaxReceiveBytes: l.MaxReceiveBytes,
+		AuthTimeout: l.AuthTimeout, PrincipalRules: l.PrincipalRules}
+	if slices.Contains(l.Mechanisms, sasl.OAuthBearer) {
+		// One validator per listener: its connections share the
+		// JWKS, read here so that a missing file stops the start.
+		v, err := sasl.NewOAuthValidator(l.OAuth)
+		if err != nil {
+			return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
+		}
+		kl.OAuth = v
+	}
+	ns, err := netpoll.Listen(nc, b.srv.Listener(kl))
+	if err != nil {
+		return nil, fmt.Errorf("broker: listener %s on %s: %w", l.Name, l.Addr, err)
+	}
+	return ns, nil
 }
 
 type namedServer struct {

@@ -183,12 +183,12 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 	} else {
 		f.maxBytes = min(f.maxBytes, int64(s.cfg.ReplicaFetchMaxBytes))
 	}
-	// A follower's fetch moves the high watermark and the ISR: only the
-	// inter-broker listener takes one. Elsewhere every partition is
-	// TOPIC_AUTHORIZATION_FAILED, what Kafka answers a replica fetch
-	// whose principal may not CLUSTER_ACTION.
+	// A follower's fetch moves the high watermark and the ISR: only a
+	// broker may send one (clusterAction). Anyone else gets every
+	// partition TOPIC_AUTHORIZATION_FAILED, what Kafka answers a replica
+	// fetch whose principal may not CLUSTER_ACTION.
 	var denied int16
-	if replicaID >= 0 && (cx.session == nil || !cx.session.l.InterBroker) {
+	if replicaID >= 0 && !s.clusterAction(cx) {
 		denied = kerr.TopicAuthorizationFailed.Code
 		f.replica = -1
 	}

@@ -207,7 +207,7 @@ func (h *handler) open(c *netpoll.Conn) *session {
 	}
 	ss := &session{l: h.l, c: c}
 	if st := c.TLS(); h.l.Protocol == SSL && st != nil && len(st.PeerCertificates) > 0 {
-		p := certPrincipal(st.PeerCertificates[0], h.l.PrincipalRules)
+		p := CertPrincipal(st.PeerCertificates[0], h.l.PrincipalRules)
 		ss.principal.Store(&p)
 	}
 	if h.l.Protocol.SASL() {
@@ -308,6 +308,24 @@ func nonce() string {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// clusterAction reports whether a request may act as a broker (Kafka's
+// CLUSTER_ACTION on the cluster, which a replica fetch needs). Only on the
+// inter-broker listener: there a PLAINTEXT listener trusts every client
+// (its network is trusted, docs/security.md), and a listener that
+// authenticates only super.users, the brokers' principals. Kafka gives
+// brokers CLUSTER_ACTION the same way, through super.users; ringlog checks
+// no other permission (there are no ACLs).
+func (s *Server) clusterAction(cx *reqCtx) bool {
+	ss := cx.session
+	if ss == nil || !ss.l.InterBroker {
+		return false
+	}
+	if ss.l.Protocol == Plaintext {
+		return true
+	}
+	return s.superUsers[ss.Principal()]
 }
 
 // enabled reports whether the listener offers mechanism m.

@@ -87,10 +87,10 @@ func splitRule(s string) ([2]string, int, error) {
 	return parts, 0, fmt.Errorf("unterminated rule")
 }
 
-// certPrincipal is the principal of a client certificate under rules:
+// CertPrincipal is the principal of a client certificate under rules:
 // "User:" and the name the first matching rule makes of its subject; with
 // no rule matching, the subject itself (as Kafka's DEFAULT).
-func certPrincipal(cert *x509.Certificate, rules []PrincipalRule) string {
+func CertPrincipal(cert *x509.Certificate, rules []PrincipalRule) string {
 	dn := cert.Subject.String()
 	for _, r := range rules {
 		if r.Pattern == nil {

@@ -21,7 +21,7 @@ func TestPrincipalRules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.rules, err)
 		}
-		if got := certPrincipal(cert, rules); got != c.want {
+		if got := CertPrincipal(cert, rules); got != c.want {
 			t.Errorf("%q: %q, want %q", c.rules, got, c.want)
 		}
 	}

@@ -59,6 +59,10 @@ type Config struct {
 	// Required: handlers assume it is set. Only a Server that parses
 	// requests and never serves them (FuzzRequest) goes without one.
 	Node *node.Node
+	// SuperUsers is super.users: the principals ("User:<name>") that may
+	// fetch as a replica on an inter-broker listener that authenticates
+	// its clients (see clusterAction).
+	SuperUsers []string
 }
 
 // Server is the Kafka protocol on top of an engine. It implements
@@ -68,7 +72,8 @@ type Server struct {
 	eng *engine.Core
 	log *slog.Logger
 
-	plaintext    *handler     // Serve's listener: PLAINTEXT and inter-broker
+	plaintext    *handler // Serve's listener: PLAINTEXT and inter-broker
+	superUsers   map[string]bool
 	inflightSync atomic.Int64 // blocking handlers running on their own goroutines
 	waits        fetchWaits   // long-polling fetches (fetch_wait.go)
 	offsetsMu    sync.Mutex   // one creation of __consumer_offsets at a time (offsetsTopic)
@@ -92,7 +97,10 @@ func NewServer(cfg Config, eng *engine.Core) *Server {
 	if cfg.AutoCreateMax <= 0 {
 		cfg.AutoCreateMax = autoCreateMaxDefault
 	}
-	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, superUsers: map[string]bool{}}
+	for _, p := range cfg.SuperUsers {
+		s.superUsers[p] = true
+	}
 	s.plaintext = s.Listener(Listener{Name: string(Plaintext), Protocol: Plaintext, InterBroker: true}).(*handler)
 	return s
 }

@@ -300,6 +300,8 @@ func (s *settings) set(k, v string) error {
 	case "queued.max.request.bytes":
 		n, err = num(-1, math.MaxInt64)
 		s.Connections.QueuedRequestBytes = n
+	case "super.users":
+		s.SuperUsers, err = superUsers(v)
 	case "ringlog.replica.fetch.slots":
 		n, err = num(1, 32)
 		s.Cluster.FetchSlots = int(n)

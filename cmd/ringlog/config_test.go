@@ -99,7 +99,6 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"listeners=PLAINTEXT://:1,CLIENT://:2":                   "CLIENT has no security protocol",
 		"listeners=PLAINTEXT://:1,PLAINTEXT://:2":                "PLAINTEXT named twice",
 		"listeners=PLAINTEXT://:1\ninter.broker.listener.name=X": "no listener named X",
-		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\ninter.broker.listener.name=SASL_PLAINTEXT":             "PLAINTEXT only",
 		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\nlistener.name.sasl_plaintext.plain.sasl.jaas.config=x": "PlainLoginModule",
 		"listeners=PLAINTEXT://:1\nadvertised.listeners=OTHER://h:1":                                                                         "OTHER is not in listeners",
 		"ssl.client.auth=required":    "the only listener is PLAINTEXT",
@@ -292,6 +291,74 @@ listener.name.controller.ssl.truststore.location=` + ca.CertFile + "\n"
 		s := defaultSettings()
 		if err := s.loadProperties(strings.NewReader(base + extra)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error naming %q", extra, err, want)
+		}
+	}
+}
+
+// TestInterBrokerListenerProperties: Kafka's settings for an inter-broker
+// listener over SASL_SSL (the listener's ssl.* for both sides,
+// sasl.mechanism.inter.broker.protocol and the username and password of
+// the mechanism's JAAS entry for the broker's own client, super.users),
+// over SSL with client certificates, and the errors for what cannot be
+// honoured.
+func TestInterBrokerListenerProperties(t *testing.T) {
+	ca := testkit.NewCA(t, "ca")
+	node := ca.Issue(pkix.Name{CommonName: "node-1"})
+	base := `listeners=INTERNAL://127.0.0.1:19092,CLIENT://127.0.0.1:19093
+listener.security.protocol.map=INTERNAL:SASL_SSL,CLIENT:PLAINTEXT
+inter.broker.listener.name=INTERNAL
+listener.name.internal.ssl.keystore.location=` + node.File + `
+listener.name.internal.ssl.truststore.location=` + ca.CertFile + `
+listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";
+super.users=User:broker; User:CN=node-1
+`
+	scram := `sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b\"pw";
+`
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader(base + scram)); err != nil {
+		t.Fatal(err)
+	}
+	ib, cl := s.InterBroker, s.InterBrokerClient
+	if s.InterBrokerName != "INTERNAL" || s.Listen != "127.0.0.1:19092" || ib.Protocol != kafka.SASLSSL || ib.TLS == nil ||
+		strings.Join(ib.Mechanisms, ",") != "SCRAM-SHA-512,PLAIN" || ib.PlainUsers["alice"] != "a" {
+		t.Fatalf("inter-broker listener %s on %s: %+v", s.InterBrokerName, s.Listen, ib)
+	}
+	if cl.TLS == nil || cl.TLS.RootCAs == nil || cl.TLS.GetClientCertificate == nil || cl.Mechanism != "SCRAM-SHA-512" || cl.Username != "broker" || cl.Password != `b"pw` {
+		t.Fatalf("inter-broker client: %+v", cl)
+	}
+	if strings.Join(s.SuperUsers, ";") != "User:broker;User:CN=node-1" {
+		t.Fatalf("super.users: %q", s.SuperUsers)
+	}
+	if len(s.Listeners) != 1 || s.Listeners[0].Name != "CLIENT" {
+		t.Fatalf("other listeners: %+v", s.Listeners)
+	}
+
+	ssl := strings.NewReplacer("INTERNAL:SASL_SSL", "INTERNAL:SSL", "listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN\n", "",
+		"listener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"a\";\n", "").Replace(base) +
+		"listener.name.internal.ssl.client.auth=required\n"
+	s = defaultSettings()
+	if err := s.loadProperties(strings.NewReader(ssl)); err != nil {
+		t.Fatal(err)
+	}
+	if s.InterBroker.Protocol != kafka.SSL || s.InterBroker.TLS.ClientAuth != tls.RequireAndVerifyClientCert || s.InterBrokerClient.TLS == nil || s.InterBrokerClient.Mechanism != "" {
+		t.Fatalf("SSL inter-broker listener: %+v, client %+v", s.InterBroker, s.InterBrokerClient)
+	}
+
+	for text, want := range map[string]string{
+		base: "set sasl.mechanism.inter.broker.protocol to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+		base + "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n": "set username and password in listener.name.internal.scram-sha-512.sasl.jaas.config",
+		base + "sasl.mechanism.inter.broker.protocol=PLAIN\n":         "set username and password in listener.name.internal.plain.sasl.jaas.config",
+		base + "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\nlistener.name.internal.scram-sha-512.sasl.jaas.config=x required username=\"b\";\n": "ScramLoginModule",
+		base + "sasl.mechanism.inter.broker.protocol=GSSAPI\n": "brokers authenticate to each other with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+		ssl + "sasl.mechanism.inter.broker.protocol=PLAIN\n":   "it would go unused",
+		base + scram + "super.users=broker\n":                  `"broker": want User:<name>`,
+		strings.Replace(base, "listener.name.internal.ssl.keystore.location", "listener.name.client.ssl.keystore.location", 1) + scram: "no keystore",
+	} {
+		s := defaultSettings()
+		if err := s.loadProperties(strings.NewReader(text)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %q", text, err, want)
 		}
 	}
 }

@@ -25,7 +25,7 @@ import (
 func isListenerKey(k string) bool {
 	switch k {
 	case "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
-		"security.inter.broker.protocol", "controller.listener.names", "sasl.enabled.mechanisms",
+		"security.inter.broker.protocol", "controller.listener.names", "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
 		"sasl.server.max.receive.size", "connections.max.reauth.ms", "ringlog.sasl.authentication.timeout.ms":
 		return true
 	}
@@ -102,13 +102,20 @@ func (s *settings) buildListeners(kv map[string]string) error {
 		}
 	}
 	if _, ok := addrs[inter]; !ok {
-		return fmt.Errorf("inter.broker.listener.name: no listener named %s in listeners=%s (brokers and followers need a PLAINTEXT listener on a trusted network)", inter, kv["listeners"])
+		return fmt.Errorf("inter.broker.listener.name: no listener named %s in listeners=%s (followers fetch from it)", inter, kv["listeners"])
 	}
-	if p := protocols[inter]; p != kafka.Plaintext {
-		return fmt.Errorf("inter.broker.listener.name=%s is %s: brokers talk to each other over PLAINTEXT only in this version; name a PLAINTEXT listener on a trusted network for them", inter, p)
+	if controller[inter] {
+		return fmt.Errorf("inter.broker.listener.name=%s is a controller listener (controller.listener.names): name a broker listener", inter)
+	}
+	interProtocol, ok := protocols[inter]
+	if !ok {
+		return fmt.Errorf("listeners: %s has no security protocol in listener.security.protocol.map", inter)
 	}
 	s.Listen, s.Advertise, s.InterBrokerName = addrs[inter], adv[inter], inter
 	s.Listeners = nil
+	if err := s.interBrokerSecurity(kv, inter, interProtocol); err != nil {
+		return err
+	}
 	if err := s.controllerTLS(kv, controller, protocols); err != nil {
 		return err
 	}
@@ -154,15 +161,7 @@ func buildListener(kv map[string]string, name string, p kafka.SecurityProtocol) 
 		}
 	}
 	if p.TLS() {
-		ts := broker.TLSSettings{}
-		for k := range kv {
-			if strings.HasPrefix(k, "ssl.") {
-				ts[k] = kv[k]
-			}
-			if strings.HasPrefix(k, prefix+"ssl.") {
-				ts[k[len(prefix):]] = kv[k]
-			}
-		}
+		ts := listenerTLSSettings(kv, name)
 		cfg, err := broker.TLSConfig(ts, nil)
 		if err != nil {
 			return l, err
@@ -218,6 +217,24 @@ func buildListener(kv map[string]string, name string, p kafka.SecurityProtocol) 
 	return l, nil
 }
 
+// listenerTLSSettings are a listener's ssl.* settings: the global ones,
+// overridden by listener.name.<name>.ssl.*.
+func listenerTLSSettings(kv map[string]string, name string) broker.TLSSettings {
+	prefix := "listener.name." + strings.ToLower(name) + "."
+	ts := broker.TLSSettings{}
+	for k := range kv {
+		if strings.HasPrefix(k, "ssl.") {
+			if _, over := kv[prefix+k]; !over {
+				ts[k] = kv[k]
+			}
+		}
+		if strings.HasPrefix(k, prefix+"ssl.") {
+			ts[k[len(prefix):]] = kv[k]
+		}
+	}
+	return ts
+}
+
 // parseListeners reads NAME://host:port,... into addresses by name and the
 // names in order.
 func parseListeners(key, v string) (map[string]string, []string, error) {
@@ -257,23 +274,43 @@ var jaasOption = regexp.MustCompile(`([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)
 
 // plainJAAS reads the users of a PlainLoginModule JAAS entry: each
 // user_<name>="<password>" option (username and password are the
-// broker's own, for a client it would be; ringlog's brokers talk
-// PLAINTEXT to each other, so they are read and not used).
+// broker's own as a client, read by interBrokerSecurity on the
+// inter-broker listener).
 func plainJAAS(v string) (map[string]string, error) {
-	v = strings.TrimSpace(v)
-	if !strings.HasPrefix(v, "org.apache.kafka.common.security.plain.PlainLoginModule") {
-		return nil, fmt.Errorf("want org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;")
+	opts, err := jaasOptions(v, plainLoginModule)
+	if err != nil {
+		return nil, fmt.Errorf("want %s required user_<name>=\"<password>\" ...;", plainLoginModule)
 	}
 	users := map[string]string{}
-	for _, m := range jaasOption.FindAllStringSubmatch(v, -1) {
-		if name, ok := strings.CutPrefix(m[1], "user_"); ok && name != "" {
-			users[name] = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[2])
+	for k, v := range opts {
+		if name, ok := strings.CutPrefix(k, "user_"); ok && name != "" {
+			users[name] = v
 		}
 	}
 	if len(users) == 0 {
 		return nil, fmt.Errorf("no user_<name>=\"<password>\" option")
 	}
 	return users, nil
+}
+
+// The JAAS login modules whose entries ringlog reads.
+const (
+	plainLoginModule = "org.apache.kafka.common.security.plain.PlainLoginModule"
+	scramLoginModule = "org.apache.kafka.common.security.scram.ScramLoginModule"
+)
+
+// jaasOptions reads the key="value" options of a JAAS entry of module
+// (`<module> required key="value" ...;`).
+func jaasOptions(v, module string) (map[string]string, error) {
+	v = strings.TrimSpace(v)
+	if !strings.HasPrefix(v, module) {
+		return nil, fmt.Errorf("want %s required [option=\"value\" ...];", module)
+	}
+	opts := map[string]string{}
+	for _, m := range jaasOption.FindAllStringSubmatch(v, -1) {
+		opts[m[1]] = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[2])
+	}
+	return opts, nil
 }
 
 // controllerTLS sets the controller port's mutual TLS when the controller

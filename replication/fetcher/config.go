@@ -2,10 +2,13 @@ package fetcher
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Config configures one Stream. Zero values take the defaults below.
@@ -68,6 +71,20 @@ type Config struct {
 
 	// Dial opens the connection; net.Dialer.DialContext when nil.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// TLS, when set, runs the connection over TLS: the leader's
+	// inter-broker listener is SSL or SASL_SSL. Without a ServerName the
+	// leader's certificate must name Addr's host (Kafka's
+	// ssl.endpoint.identification.algorithm=https); the configuration's
+	// certificate, if any, is presented to a listener that asks for one.
+	TLS *tls.Config
+	// SASL, when set, authenticates the connection before its first Fetch
+	// (SASL_PLAINTEXT, SASL_SSL): SaslHandshake v1 names the mechanism,
+	// then SaslAuthenticate carries its messages until it completes.
+	// franz-go's client mechanisms (pkg/sasl/plain, pkg/sasl/scram) fit.
+	// A refusal is a connection error (ErrAuthentication): the stream
+	// reconnects with backoff.
+	SASL sasl.Mechanism
 }
 
 // SlotsMax is the most slots a stream may have. ringlog's broker keeps at
@@ -84,6 +101,12 @@ const (
 	ofleVersionMax = 4
 	// ApiVersions v3 is flexible and what every current broker serves.
 	apiVersionsVersion = 3
+	// SaslHandshake v1 has the tokens carried by SaslAuthenticate (v0
+	// sends them as bare frames, which only old clients do); SaslAuthenticate
+	// v1 is the first to tell the session's lifetime (KIP-368).
+	saslHandshakeVersion = 1
+	saslAuthVersionMin   = 1
+	saslAuthVersionMax   = 2
 )
 
 func (c Config) withDefaults() (Config, error) {

@@ -43,12 +43,18 @@ type conn struct {
 	wbuf     []byte
 	bytesIn  *atomic.Int64
 	versions versions
+	// reauthAt, when set, is when the stream must replace the connection:
+	// its SASL session is about to expire (see reauthAt).
+	reauthAt time.Time
 }
 
 // versions are the API versions chosen for a connection.
 type versions struct {
 	fetchMin, fetch int16 // fetchMin is the leader's minimum, for the v12 fallback
 	ofle            int16 // -1 when the leader serves no usable version
+	// saslAuth is the SaslAuthenticate version, -1 when the leader serves
+	// no usable one (or not SaslHandshake v1).
+	saslAuth int16
 }
 
 // result is one response from the reader, or the error that ended the
@@ -62,8 +68,9 @@ type result struct {
 	err   error
 }
 
-// dial connects and negotiates versions with ApiVersions. It is bounded by
-// ctx and cfg.DialTimeout.
+// dial connects (over TLS when cfg.TLS is set), negotiates versions with
+// ApiVersions and authenticates when cfg.SASL is set. It is bounded by ctx
+// and cfg.DialTimeout.
 func dial(ctx context.Context, cfg *Config, inflightMax int, bytesIn *atomic.Int64) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
@@ -84,7 +91,7 @@ func dial(ctx context.Context, cfg *Config, inflightMax int, bytesIn *atomic.Int
 	// The handshake runs on this goroutine: a cancelled ctx (Close, or the
 	// dial timeout) must unblock its reads and writes.
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	v, err := c.handshake(cfg)
+	err = c.open(ctx, cfg)
 	if !stop() || err != nil {
 		nc.Close()
 		if err == nil {
@@ -92,9 +99,31 @@ func dial(ctx context.Context, cfg *Config, inflightMax int, bytesIn *atomic.Int
 		}
 		return nil, fmt.Errorf("fetcher: handshake with %s: %w", cfg.Addr, err)
 	}
-	c.versions = v
 	go c.readLoop()
 	return c, nil
+}
+
+// open runs what precedes the first Fetch on a new connection: TLS,
+// ApiVersions, SASL.
+func (c *conn) open(ctx context.Context, cfg *Config) error {
+	if cfg.TLS != nil {
+		if err := c.startTLS(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	v, err := c.handshake(cfg)
+	if err != nil {
+		return err
+	}
+	c.versions = v
+	if cfg.SASL != nil {
+		life, err := c.authenticate(ctx, cfg, v)
+		if err != nil {
+			return err
+		}
+		c.reauthAt = reauthAt(time.Now(), life)
+	}
+	return nil
 }
 
 // handshake asks the leader which versions it serves (once per
@@ -131,9 +160,16 @@ func (c *conn) handshake(cfg *Config) (versions, error) {
 	if resp.ErrorCode != 0 {
 		return versions{}, leaderError(resp.ErrorCode)
 	}
-	v := versions{fetch: -1, ofle: -1}
+	v := versions{fetch: -1, ofle: -1, saslAuth: -1}
+	handshakeV1 := false
 	for _, k := range resp.ApiKeys {
 		switch k.ApiKey {
+		case kmsg.SASLHandshake.Int16():
+			handshakeV1 = k.MinVersion <= saslHandshakeVersion && saslHandshakeVersion <= k.MaxVersion
+		case kmsg.SASLAuthenticate.Int16():
+			if top := min(k.MaxVersion, saslAuthVersionMax); top >= max(k.MinVersion, saslAuthVersionMin) {
+				v.saslAuth = top
+			}
 		case kmsg.Fetch.Int16():
 			top := min(k.MaxVersion, cfg.FetchVersionMax, kmsg.NewPtrFetchRequest().MaxVersion())
 			if top >= max(k.MinVersion, fetchVersionMin) {
@@ -145,6 +181,9 @@ func (c *conn) handshake(cfg *Config) (versions, error) {
 				v.ofle = top
 			}
 		}
+	}
+	if !handshakeV1 {
+		v.saslAuth = -1
 	}
 	if v.fetch < 0 {
 		return versions{}, fmt.Errorf("%w: Fetch v%d+", ErrUnsupported, fetchVersionMin)

@@ -29,6 +29,15 @@
 // replica id). Fetches are full fetches without a session (session id 0,
 // epoch -1, KIP-227): ringlog keeps no fetch sessions.
 //
+// On a leader whose inter-broker listener is secured, the connection is
+// TLS (Config.TLS; the leader's certificate must name Addr's host unless
+// the configuration says otherwise), and SASL (Config.SASL) runs between
+// ApiVersions and the first Fetch: SaslHandshake v1, then SaslAuthenticate
+// (v1 or v2) until the mechanism completes, its messages made by a
+// franz-go client mechanism. A session with a lifetime (KIP-368) is not
+// renewed in place: the stream replaces the connection at 85 to 95% of it,
+// the requests in flight sent again from the same offsets.
+//
 // Records come as the leader's raw RecordBatch bytes. A leader cuts the last
 // batch of a partition where a byte limit falls; the stream trims every
 // partition's bytes to whole batches by walking the batch headers
@@ -97,7 +106,12 @@
 // a response that does not decode (ErrProtocol) or a silent leader
 // (ErrRequestTimeout, WaitMax + RequestTimeout) closes the connection; the
 // partitions of the requests in flight keep their offsets, and the stream
-// reconnects with backoff.
+// reconnects with backoff. A failed TLS handshake or SASL exchange
+// (ErrAuthentication) is a connection error like these: the stream keeps
+// trying, with backoff, so that followers started before their credential
+// exists (a SCRAM user created after the cluster) get in once it does.
+// TOPIC_AUTHORIZATION_FAILED (a principal the leader does not take for a
+// broker) backs the partition off and retries.
 //
 // # Concurrency contract
 //

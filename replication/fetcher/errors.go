@@ -37,8 +37,17 @@ var (
 	ErrNoTopicID = errors.New("fetcher: partition has no topic id")
 	// ErrBadOffset: a handler's done reported a negative offset.
 	ErrBadOffset = errors.New("fetcher: handler returned a negative offset")
+	// ErrAuthentication: the leader refused the stream's SASL
+	// authentication (a wrong password, a user it does not know, a
+	// mechanism it does not enable), or the TLS handshake failed. The
+	// stream reconnects with backoff, as after any connection error.
+	ErrAuthentication = errors.New("fetcher: authentication failed")
 	// ErrClosed: the stream is closed.
 	ErrClosed = errors.New("fetcher: stream closed")
+
+	// errReauthenticate ends a connection whose SASL session is about to
+	// expire; it is not counted as a disconnection.
+	errReauthenticate = errors.New("fetcher: SASL session expiring")
 )
 
 // leaderError wraps an error code from a response.

@@ -55,10 +55,20 @@ func (s *Stream) loop() {
 		}
 
 		now := time.Now()
+		if s.conn != nil && !s.conn.reauthAt.IsZero() && !now.Before(s.conn.reauthAt) {
+			// The SASL session is about to expire: a new connection
+			// authenticates afresh, at once (this is no failure).
+			s.teardown(errReauthenticate)
+			reconnectAt = now
+			continue
+		}
 		s.mu.Lock()
 		reqs, wakeAt := s.scheduleLocked(now)
 		if s.conn == nil && (wakeAt.IsZero() || reconnectAt.Before(wakeAt)) {
 			wakeAt = reconnectAt
+		}
+		if s.conn != nil && !s.conn.reauthAt.IsZero() && (wakeAt.IsZero() || s.conn.reauthAt.Before(wakeAt)) {
+			wakeAt = s.conn.reauthAt
 		}
 		s.mu.Unlock()
 		if len(reqs) > 0 {
@@ -158,7 +168,7 @@ func (s *Stream) teardown(err error) {
 	for i := range s.slots {
 		s.slots[i].inflight = false
 	}
-	if !errors.Is(err, ErrClosed) {
+	if !errors.Is(err, ErrClosed) && !errors.Is(err, errReauthenticate) {
 		s.stats.disconnects++
 		s.stats.lastConnErr = err
 	}
