@@ -51,13 +51,26 @@ func Binary(t testing.TB) string {
 // "address already in use" should pick again.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The kernel may hand a port just closed out again at once: a test
+	// that asked for two (a cluster's voters) once got one port twice.
+	// No port is handed out twice in one test process.
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("testkit: no port not handed out before in 100 tries")
+	return ""
 }
+
+// handedOut holds the addresses FreeAddr returned in this process.
+var handedOut sync.Map
 
 // WaitFor polls cond until it holds, failing the test with what after d.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
