@@ -149,16 +149,10 @@ func InterBrokerTLS(s TLSSettings, logf func(msg string, args ...any)) (*tls.Con
 	if err != nil {
 		return nil, err
 	}
-	ks := &keystore{settings: s}
-	if err := ks.load(); err != nil {
+	client, pool, err := clientTLS(s, server, logf)
+	if err != nil {
 		return nil, err
 	}
-	_, pool := ks.current(logf)
-	client := &tls.Config{MinVersion: server.MinVersion, MaxVersion: server.MaxVersion, CipherSuites: server.CipherSuites, RootCAs: pool,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			cert, _ := ks.current(logf)
-			return &cert, nil
-		}}
 	switch alg, set := s["ssl.endpoint.identification.algorithm"]; {
 	case !set || strings.EqualFold(alg, "https"):
 	case alg == "":

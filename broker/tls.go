@@ -250,15 +250,28 @@ func ControllerTLS(s TLSSettings, logf func(msg string, args ...any)) (*controll
 	if err != nil {
 		return nil, err
 	}
-	ks := &keystore{settings: s}
-	if err := ks.load(); err != nil {
+	client, _, err := clientTLS(s, server, logf)
+	if err != nil {
 		return nil, err
 	}
+	return &controller.TLSConfig{Server: server, Client: client}, nil
+}
+
+// clientTLS is the client side of a broker's own connections (to the
+// controller port, to a leader): the keystore's certificate, presented
+// when asked and reloaded with its file, the truststore's CAs (read now;
+// nil: the system's), and server's versions and suites. It returns the
+// CAs too.
+func clientTLS(s TLSSettings, server *tls.Config, logf func(msg string, args ...any)) (*tls.Config, *x509.CertPool, error) {
+	ks := &keystore{settings: s}
+	if err := ks.load(); err != nil {
+		return nil, nil, err
+	}
 	_, pool := ks.current(logf)
-	client := &tls.Config{MinVersion: server.MinVersion, MaxVersion: server.MaxVersion, RootCAs: pool,
+	client := &tls.Config{MinVersion: server.MinVersion, MaxVersion: server.MaxVersion, CipherSuites: server.CipherSuites, RootCAs: pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			cert, _ := ks.current(logf)
 			return &cert, nil
 		}}
-	return &controller.TLSConfig{Server: server, Client: client}, nil
+	return client, pool, nil
 }

@@ -14,52 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/testkit"
 	"ringlog/ioring"
 	"ringlog/segment"
 )
-
-// corruptMiddle writes garbage over the second batch of the first segment
-// of a partition folder, leaving valid batches after it, and removes the
-// clean-shutdown marker (as a crash would), so that recovery scans the
-// segment and finds corruption, not a torn tail (segment/recover.go).
-func corruptMiddle(t testing.TB, dir string) {
-	t.Helper()
-	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil || len(logs) == 0 {
-		t.Fatalf("no segment in %s: %v", dir, err)
-	}
-	slices.Sort(logs)
-	b, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) < 400 {
-		t.Fatalf("segment %s too short to corrupt in its middle: %d bytes", logs[0], len(b))
-	}
-	// Non-zero garbage: a run of zeros ending at a page boundary would be
-	// taken for a page never written back (an unsynced tail).
-	garbage := bytes.Repeat([]byte{0xA5, 0x5A, 0xC3, 0x3C}, 16)
-	f, err := os.OpenFile(logs[0], os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := int64(batchSizeAt(b, 0))
-	if _, err := f.WriteAt(garbage, first+20); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(dir, "clean-shutdown")); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-}
-
-// batchSizeAt is the size of the batch at pos of a segment's bytes.
-func batchSizeAt(b []byte, pos int) int {
-	n := int(b[pos+8])<<24 | int(b[pos+9])<<16 | int(b[pos+10])<<8 | int(b[pos+11])
-	return 12 + n
-}
 
 // dirBytes returns every file of dir with its content, to check that an
 // offline partition's files are left untouched.
@@ -107,7 +65,7 @@ func TestCorruptPartitionOfflineAtOpen(t *testing.T) {
 			mustOK(t, e.Close())
 			bad := TP{"t", 1}
 			badDir := filepath.Join(dir, "t-1")
-			corruptMiddle(t, badDir)
+			testkit.CorruptSegment(t, badDir)
 			before := dirBytes(t, badDir)
 
 			e = openEngine(t, dir, mode)
@@ -264,7 +222,7 @@ func TestDeleteTopicWithOfflinePartition(t *testing.T) {
 	}
 	fillPartitions(t, e, "t", 2, 5)
 	mustOK(t, e.Close())
-	corruptMiddle(t, filepath.Join(dir, "t-0"))
+	testkit.CorruptSegment(t, filepath.Join(dir, "t-0"))
 	e = openEngine(t, dir, ioring.ModePortable)
 	defer e.Close()
 	if e.Offline(TP{"t", 0}) == nil {
@@ -300,7 +258,7 @@ func TestOfflinePartitionKeepsCheckpointedHW(t *testing.T) {
 	}
 	mustOK(t, e.SetHW(tp, 9))
 	mustOK(t, e.Close())
-	corruptMiddle(t, filepath.Join(dir, "t-0"))
+	testkit.CorruptSegment(t, filepath.Join(dir, "t-0"))
 	e = openReplicated(t, dir, ioring.ModePortable, func(TP, int64) {})
 	if e.Offline(tp) == nil {
 		t.Fatal("t-0 not offline")

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/testkit"
 	"ringlog/kafka"
 )
 
@@ -61,7 +62,7 @@ func TestClusterCorruptReplicaMovesLeadership(t *testing.T) {
 	victimID := int32(victim + 1)
 	t.Logf("killing broker %d, leader of partition 0, and corrupting its replica", victimID)
 	c.procs[victim].signal(syscall.SIGKILL)
-	corruptSegment(t, filepath.Join(c.procs[victim].dir, topic+"-0"))
+	testkit.CorruptSegment(t, filepath.Join(c.procs[victim].dir, topic+"-0"))
 	c.start(victim)
 	c.waitBrokers(3)
 	if !strings.Contains(c.procs[victim].out.String(), "partition offline") {

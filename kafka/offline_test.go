@@ -1,7 +1,6 @@
 package kafka_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,38 +15,9 @@ import (
 
 	"ringlog/broker"
 	"ringlog/engine"
+	"ringlog/internal/testkit"
 	"ringlog/kafka"
 )
-
-// corruptSegment writes garbage over the second batch of the first
-// segment of a partition folder, valid batches following it, and removes
-// the clean-shutdown marker as a crash would: recovery then finds
-// corruption, not a torn tail (segment/recover.go), and refuses the log.
-func corruptSegment(t testing.TB, dir string) {
-	t.Helper()
-	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil || len(logs) == 0 {
-		t.Fatalf("no segment in %s: %v", dir, err)
-	}
-	slices.Sort(logs)
-	b, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := 12 + int(b[8])<<24 | int(b[9])<<16 | int(b[10])<<8 | int(b[11])
-	if len(b) < 3*first {
-		t.Fatalf("segment %s of %d bytes has no middle to corrupt", logs[0], len(b))
-	}
-	// Not zeros: a zeroed run up to a page boundary reads as a page never
-	// written back (an unsynced tail), which recovery cuts.
-	copy(b[first+20:], bytes.Repeat([]byte{0xA5, 0x5A, 0xC3, 0x3C}, 16))
-	if err := os.WriteFile(logs[0], b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(dir, "clean-shutdown")); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-}
 
 // produceEach writes n single-record batches to each partition, one
 // request each (so that a segment holds several batches).
@@ -122,7 +92,7 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 
 	dataDir := b.Engine.Dir()
 	badDir := filepath.Join(dataDir, topic+"-1")
-	b.Restart(func(*broker.Config) { corruptSegment(t, badDir) })
+	b.Restart(func(*broker.Config) { testkit.CorruptSegment(t, badDir) })
 
 	bad := engine.TP{Topic: topic, Partition: 1}
 	if err := b.Engine.Offline(bad); err == nil {
