@@ -119,12 +119,7 @@ func TestClusterInterBrokerSASLSSL(t *testing.T) {
 	leader := c.leaderIndex(topic, 0)
 	follower := int32(n - leader) // ids are 1..n, indexes 0..n-1
 	w := dialTLSWire(t, internal[leader], ca.ClientTLS(nil))
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, "PLAIN"
-	w.roundTrip(hs)
-	auth := kmsg.NewPtrSASLAuthenticateRequest()
-	auth.Version, auth.SASLAuthBytes = 2, []byte("\x00alice\x00alice-secret")
-	if resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse); resp.ErrorCode != 0 {
+	if resp := plainLogin(w, "alice", "alice-secret"); resp.ErrorCode != 0 {
 		t.Fatalf("alice's authentication on the inter-broker listener: %+v", resp)
 	}
 	req := kmsg.NewPtrFetchRequest()

@@ -241,6 +241,18 @@ func TestSASLGate(t *testing.T) {
 	}
 }
 
+// plainLogin authenticates w with PLAIN through SaslHandshake v1 and
+// SaslAuthenticate v2, and returns the answer.
+func plainLogin(w *wireConn, user, pass string) *kmsg.SASLAuthenticateResponse {
+	w.t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	w.roundTrip(hs)
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.Version, auth.SASLAuthBytes = 2, []byte("\x00"+user+"\x00"+pass)
+	return w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
+}
+
 // TestSASLReauthentication: with connections.max.reauth.ms, SaslAuthenticate
 // tells the session lifetime; kgo re-authenticates on the same connection
 // and goes on; a connection that does not is closed at its next request.
@@ -257,12 +269,7 @@ func TestSASLReauthentication(t *testing.T) {
 	}
 
 	w := dialWire(t, addr)
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, "PLAIN"
-	w.roundTrip(hs)
-	auth := kmsg.NewPtrSASLAuthenticateRequest()
-	auth.Version, auth.SASLAuthBytes = 2, []byte("\x00alice\x00alice-secret")
-	resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
+	resp := plainLogin(w, "alice", "alice-secret")
 	if resp.ErrorCode != 0 || resp.SessionLifetimeMillis != 1500 {
 		t.Fatalf("authenticate: %+v", resp)
 	}
@@ -279,12 +286,7 @@ func TestReplicaFetchOnlyOnInterBrokerListener(t *testing.T) {
 	b, addr := saslBroker(t, nil)
 	info := createTopic(t, b, "guarded", 1, nil)
 	w := dialWire(t, addr)
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, "PLAIN"
-	w.roundTrip(hs)
-	auth := kmsg.NewPtrSASLAuthenticateRequest()
-	auth.Version, auth.SASLAuthBytes = 2, []byte("\x00alice\x00alice-secret")
-	if resp := w.roundTrip(auth).(*kmsg.SASLAuthenticateResponse); resp.ErrorCode != 0 {
+	if resp := plainLogin(w, "alice", "alice-secret"); resp.ErrorCode != 0 {
 		t.Fatalf("authenticate: %+v", resp)
 	}
 	req := kmsg.NewPtrFetchRequest()
