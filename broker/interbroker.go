@@ -139,48 +139,34 @@ func certPrincipal(tc *tls.Config, rules []kafka.PrincipalRule) (string, error) 
 
 // InterBrokerTLS builds the client side of an SSL or SASL_SSL inter-broker
 // listener from the listener's ssl.* settings, as Kafka's brokers do: the
-// keystore's certificate is presented when a leader asks for one
-// (reloaded with its file), the truststore's CAs are trusted (read at the
-// start; the system's when it has none), and the leader's certificate must
-// name the host it is dialled at unless ssl.endpoint.identification.algorithm
-// is empty.
+// keystore's certificate is presented when a leader asks for one, the
+// truststore's CAs are trusted (the system's when it has none), both
+// reloaded when their files change (when the broker dials with it:
+// clientTLS), and the leader's certificate must name
+// the host it is dialled at unless ssl.endpoint.identification.algorithm
+// is empty (the chain is still checked against the truststore).
 func InterBrokerTLS(s TLSSettings, logf func(msg string, args ...any)) (*tls.Config, error) {
 	server, err := TLSConfig(s, logf)
 	if err != nil {
 		return nil, err
 	}
-	client, pool, err := clientTLS(s, server, logf)
-	if err != nil {
-		return nil, err
-	}
+	checkName := true
 	switch alg, set := s["ssl.endpoint.identification.algorithm"]; {
 	case !set || strings.EqualFold(alg, "https"):
 	case alg == "":
-		// Kafka's way to turn hostname verification off: the chain is
-		// still checked against the truststore.
-		client.InsecureSkipVerify = true
-		client.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("broker: the leader presented no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
+		checkName = false
 	default:
 		return nil, fmt.Errorf("ssl.endpoint.identification.algorithm=%s: want https or empty", alg)
 	}
-	return client, nil
+	client, _, err := clientTLS(s, server, checkName, logf)
+	return client, err
 }
 
 // fetchSecurity sets the follower's fetch connections' TLS and SASL
 // mechanism from the broker's client side of the inter-broker listener.
 func (c *Config) fetchSecurity(fc *fetcher.Config) {
 	cl := c.InterBrokerClient
-	fc.TLS = cl.TLS
+	fc.TLS, fc.TLSFor = cl.TLS, clientTLSFor(cl.TLS)
 	var m fsasl.Mechanism
 	switch cl.Mechanism {
 	case sasl.Plain:

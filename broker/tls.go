@@ -237,8 +237,7 @@ func sortedKeys(m map[string]bool) []string {
 // ControllerTLS builds the controller port's mutual TLS from the
 // controller listener's ssl.* settings: client certificates are required
 // whatever ssl.client.auth says, and the node dials its peers with its own
-// certificate (reloaded with the file) and the truststore's CAs (read at
-// the start). Each node's certificate must be CN=node-<id>
+// certificate and the truststore's CAs, both reloaded with their files. Each node's certificate must be CN=node-<id>
 // (controller.NodeCertName).
 func ControllerTLS(s TLSSettings, logf func(msg string, args ...any)) (*controller.TLSConfig, error) {
 	s = maps.Clone(s)
@@ -250,28 +249,76 @@ func ControllerTLS(s TLSSettings, logf func(msg string, args ...any)) (*controll
 	if err != nil {
 		return nil, err
 	}
-	client, _, err := clientTLS(s, server, logf)
+	client, forHost, err := clientTLS(s, server, true, logf)
 	if err != nil {
 		return nil, err
 	}
-	return &controller.TLSConfig{Server: server, Client: client}, nil
+	return &controller.TLSConfig{Server: server, Client: client, ClientFor: forHost}, nil
 }
 
 // clientTLS is the client side of a broker's own connections (to the
 // controller port, to a leader): the keystore's certificate, presented
-// when asked and reloaded with its file, the truststore's CAs (read now;
-// nil: the system's), and server's versions and suites. It returns the
-// CAs too.
-func clientTLS(s TLSSettings, server *tls.Config, logf func(msg string, args ...any)) (*tls.Config, *x509.CertPool, error) {
+// when asked and reloaded with its file; the truststore's CAs (the
+// system's when it has none); server's versions and suites. The config
+// returned checks the peer as Go does, against the CAs read now (the name
+// too unless checkName is off); the function gives one connection's
+// config for the host dialled, which checks the chain against the CAs of
+// the moment, reloaded when the truststore file changes, so that a CA
+// rotated on disk is trusted without a restart. The broker dials with the
+// function (clientTLSFor finds it for the config).
+func clientTLS(s TLSSettings, server *tls.Config, checkName bool, logf func(msg string, args ...any)) (*tls.Config, func(host string) *tls.Config, error) {
 	ks := &keystore{settings: s}
 	if err := ks.load(); err != nil {
 		return nil, nil, err
 	}
 	_, pool := ks.current(logf)
-	client := &tls.Config{MinVersion: server.MinVersion, MaxVersion: server.MaxVersion, CipherSuites: server.CipherSuites, RootCAs: pool,
+	verify := func(name string) func(tls.ConnectionState) error {
+		return func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("broker: the peer presented no certificate")
+			}
+			_, pool := ks.current(logf)
+			opts := x509.VerifyOptions{Roots: pool, DNSName: name, Intermediates: x509.NewCertPool(),
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		}
+	}
+	base := &tls.Config{MinVersion: server.MinVersion, MaxVersion: server.MaxVersion, CipherSuites: server.CipherSuites, RootCAs: pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			cert, _ := ks.current(logf)
 			return &cert, nil
 		}}
-	return client, pool, nil
+	if !checkName {
+		// Kafka's ssl.endpoint.identification.algorithm= (empty): the
+		// chain is still checked.
+		base.InsecureSkipVerify, base.VerifyConnection = true, verify("")
+	}
+	forHost := func(host string) *tls.Config {
+		c := base.Clone()
+		c.ServerName = host
+		if checkName {
+			// Go's own check would read RootCAs, fixed at the start.
+			c.InsecureSkipVerify, c.VerifyConnection = true, verify(host)
+		}
+		return c
+	}
+	clientTLSFuncs.Store(base, forHost)
+	return base, forHost, nil
+}
+
+// clientTLSFuncs maps the configs clientTLS returned to their per-host
+// functions (a few per process).
+var clientTLSFuncs sync.Map
+
+// clientTLSFor returns the per-host function of a config clientTLS made,
+// nil for another.
+func clientTLSFor(c *tls.Config) func(host string) *tls.Config {
+	if f, ok := clientTLSFuncs.Load(c); ok {
+		return f.(func(string) *tls.Config)
+	}
+	return nil
 }

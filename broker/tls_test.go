@@ -5,6 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,77 @@ func TestTLSConfigErrors(t *testing.T) {
 	if _, err := TLSConfig(TLSSettings{"ssl.keystore.key": string(server.KeyPEM), "ssl.keystore.certificate.chain": string(server.CertPEM),
 		"ssl.truststore.certificates": string(ca.PEM), "ssl.client.auth": "requested", "ssl.enabled.protocols": "TLSv1.3"}, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClientTLSReloadsTruststore: a broker's own connections (to a leader,
+// to the controller port) trust the truststore file as it is now: a
+// leader whose certificate another CA signed is refused, then trusted
+// once that CA is written into the file, without a restart; the name
+// dialled is checked unless ssl.endpoint.identification.algorithm is
+// empty, and the chain is checked even then.
+func TestClientTLSReloadsTruststore(t *testing.T) {
+	ca, other := testkit.NewCA(t, "first CA"), testkit.NewCA(t, "second CA")
+	mine := ca.Issue(pkix.Name{CommonName: "node-1"})
+	leaderCert := other.Issue(pkix.Name{CommonName: "node-2"})
+	trust := filepath.Join(t.TempDir(), "truststore.pem")
+	if err := os.WriteFile(trust, ca.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := TLSConfig(TLSSettings{"ssl.keystore.location": leaderCert.File}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := TLSSettings{"ssl.keystore.location": mine.File, "ssl.truststore.location": trust}
+	client, err := InterBrokerTLS(s, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := ControllerTLS(s, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the broker dials with: the fetcher's TLSFor, the controller's
+	// ClientFor.
+	dialers := map[string]func(string) *tls.Config{"inter-broker": clientTLSFor(client), "controller": ctl.ClientFor}
+	dial := func(forHost func(string) *tls.Config, name string) error {
+		_, err := handshake(t, leader, forHost(name))
+		return err
+	}
+	for name, f := range dialers {
+		if f == nil {
+			t.Fatalf("%s: no per-host config", name)
+		}
+		if err := dial(f, "127.0.0.1"); err == nil {
+			t.Fatalf("%s: a leader of another CA was trusted", name)
+		}
+	}
+	time.Sleep(reloadCheckInterval + 10*time.Millisecond)
+	if err := os.WriteFile(trust, append(append([]byte{}, ca.PEM...), other.PEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range dialers {
+		if err := dial(f, "127.0.0.1"); err != nil {
+			t.Fatalf("%s: after the truststore took the second CA: %v", name, err)
+		}
+		if err := dial(f, "broker.example"); err == nil {
+			t.Fatalf("%s: a certificate that does not name the host dialled was trusted", name)
+		}
+	}
+	s["ssl.endpoint.identification.algorithm"] = ""
+	noName, err := InterBrokerTLS(s, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(clientTLSFor(noName), "broker.example"); err != nil {
+		t.Fatalf("hostname verification off: %v", err)
+	}
+	s["ssl.truststore.location"] = ca.CertFile
+	strict, err := InterBrokerTLS(s, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(clientTLSFor(strict), "broker.example"); err == nil {
+		t.Fatal("hostname verification off still checks the chain: another CA's leader was trusted")
 	}
 }

@@ -385,9 +385,14 @@ func (s *shard) finish(t *segment.Task) {
 		// No replication layer: the partition is alone in its ISR, so
 		// what is written is committed, before anyone is answered.
 		p.setHW(leo)
+	} else {
+		// Before anyone is answered: with a single in-sync replica the
+		// layer moves the high watermark now, so that an acks=1 producer
+		// finds its records committed (ListOffsets latest, a consumer),
+		// as Kafka's leader does in its append path.
+		s.e.cfg.OnAppended(p.tp, leo)
 	}
 	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
-	parked := false
 	for _, r := range reqs {
 		switch {
 		case r.replica != nil:
@@ -395,7 +400,6 @@ func (s *shard) finish(t *segment.Task) {
 		case r.opts.RequireISR:
 			res.BaseOffset = r.base
 			p.parkAck(r.end, pendingAck{res: res, done: r.done})
-			parked = true
 		default:
 			res.BaseOffset = r.base
 			r.done(res, nil)
@@ -408,14 +412,6 @@ func (s *shard) finish(t *segment.Task) {
 		if err := p.writeSnapshot(); err != nil {
 			s.e.log.Error("producer snapshot", "partition", p.dir, "err", err)
 			s.checkDisk(p, err)
-		}
-	}
-	if s.e.cfg.OnAppended != nil {
-		s.e.cfg.OnAppended(p.tp, leo)
-		if parked {
-			// OnAppended may have moved the high watermark (a leader
-			// alone in its ISR): answer without a trip through the inbox.
-			p.answerAcks()
 		}
 	}
 }

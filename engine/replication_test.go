@@ -502,6 +502,42 @@ func TestAcksAllWithOnAppendedSetHW(t *testing.T) {
 	}
 }
 
+// TestAcks1SeesItsHW: OnAppended runs before an acks=1 append is
+// answered, so a leader alone in its ISR has moved its high watermark
+// past the batch when its producer hears back (ListOffsets latest right
+// after the produce finds the records, as on Kafka).
+func TestAcks1SeesItsHW(t *testing.T) {
+	var e *Core
+	ready := make(chan struct{})
+	e = openReplicated(t, t.TempDir(), ioring.ModeAuto, func(tp TP, leo int64) {
+		<-ready
+		if err := e.SetHW(tp, leo); err != nil {
+			t.Error(err)
+		}
+	})
+	close(ready)
+	defer e.Close()
+	e.CreateTopic("one", 1, -1, nil, false)
+	tp := TP{"one", 0}
+	mustOK(t, e.BecomeLeader(tp, 0))
+	for i := range 50 {
+		type answer struct {
+			base, hw int64
+			err      error
+		}
+		ch := make(chan answer, 1)
+		e.Append(tp, mkBatch(t, 2, "x", 1, -1, 0, 0), AppendOptions{}, func(r AppendResult, err error) {
+			st, _ := e.State(tp) // what the producer's next request would find
+			ch <- answer{r.BaseOffset, st.HW, err}
+		})
+		a := <-ch
+		mustOK(t, a.err)
+		if a.base != int64(2*i) || a.hw != a.base+2 {
+			t.Fatalf("append %d answered at base %d with HW %d", i, a.base, a.hw)
+		}
+	}
+}
+
 func TestAcksAllFailOnTruncateAndDelete(t *testing.T) {
 	e := openReplicated(t, t.TempDir(), ioring.ModeAuto, nil)
 	defer e.Close()

@@ -32,6 +32,12 @@ func NodeCertName(id int32) string { return nodeCertPrefix + strconv.Itoa(int(id
 type TLSConfig struct {
 	Server *tls.Config
 	Client *tls.Config
+	// ClientFor, when set, gives the configuration for one connection to
+	// host in place of a clone of Client: for a caller that checks the
+	// peer's certificate itself against CAs that change on disk, which
+	// needs the name dialled (a shared VerifyConnection cannot learn an
+	// IP address: there is no SNI for one).
+	ClientFor func(host string) *tls.Config
 }
 
 func (t *TLSConfig) check() error {
@@ -88,10 +94,15 @@ func (t *TLSConfig) dial(ctx context.Context, addr string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	cfg := t.Client.Clone()
-	if cfg.ServerName == "" {
-		host, _, _ := net.SplitHostPort(addr)
-		cfg.ServerName = host
+	host, _, _ := net.SplitHostPort(addr)
+	var cfg *tls.Config
+	if t.ClientFor != nil {
+		cfg = t.ClientFor(host)
+	} else {
+		cfg = t.Client.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
 	}
 	d := tls.Dialer{Config: cfg}
 	return d.DialContext(ctx, "tcp", addr)

@@ -19,13 +19,18 @@ import (
 // startTLS wraps the connection in TLS and runs the handshake. ctx's end
 // closes the socket (dial's AfterFunc), which ends a handshake in progress.
 func (c *conn) startTLS(ctx context.Context, cfg *Config) error {
-	tc := cfg.TLS.Clone()
-	if tc.ServerName == "" && !tc.InsecureSkipVerify {
-		host, _, err := net.SplitHostPort(cfg.Addr)
-		if err != nil {
-			return fmt.Errorf("%w: TLS to %s: %w", ErrAuthentication, cfg.Addr, err)
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("%w: TLS to %s: %w", ErrAuthentication, cfg.Addr, err)
+	}
+	var tc *tls.Config
+	if cfg.TLSFor != nil {
+		tc = cfg.TLSFor(host)
+	} else {
+		tc = cfg.TLS.Clone()
+		if tc.ServerName == "" && !tc.InsecureSkipVerify {
+			tc.ServerName = host
 		}
-		tc.ServerName = host
 	}
 	tlsConn := tls.Client(c.nc, tc)
 	if err := tlsConn.HandshakeContext(ctx); err != nil {

@@ -78,6 +78,12 @@ type Config struct {
 	// ssl.endpoint.identification.algorithm=https); the configuration's
 	// certificate, if any, is presented to a listener that asks for one.
 	TLS *tls.Config
+	// TLSFor, when set, gives the configuration for one connection to
+	// host (Addr's) in place of a clone of TLS, which must be set too: a
+	// caller that checks the leader's certificate itself (CAs that change
+	// on disk) needs the name dialled, which a VerifyConnection of a
+	// shared configuration cannot learn for an IP address (no SNI).
+	TLSFor func(host string) *tls.Config
 	// SASL, when set, authenticates the connection before its first Fetch
 	// (SASL_PLAINTEXT, SASL_SSL): SaslHandshake v1 names the mechanism,
 	// then SaslAuthenticate carries its messages until it completes.
