@@ -91,6 +91,11 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	if err := b.cfg.validateListeners(); err != nil {
 		return nil, err
 	}
+	for _, s := range cfg.BootstrapScram {
+		if err := s.check(); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+	}
 	listeners, err := b.resolveListeners(advertise)
 	if err != nil {
 		return nil, err
@@ -120,6 +125,9 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	}
 	b.push("cluster", func(context.Context) error { return b.cl.close() })
 	if err := b.cl.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.bootstrapScram(ctx); err != nil {
 		return nil, err
 	}
 

@@ -46,6 +46,10 @@ type Config struct {
 	// inter-broker listener. There is no other authorization: every
 	// principal may do everything else, as in Kafka without an authorizer.
 	SuperUsers []string
+	// BootstrapScram are SCRAM credentials written into the metadata
+	// quorum at the broker's first start, where the quorum lacks them
+	// (Kafka's kafka-storage format --add-scram; ringlog -add-scram).
+	BootstrapScram []ScramBootstrap
 	// Listeners are the broker's other listeners, each with its own
 	// security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
 	Listeners []Listener

@@ -115,6 +115,7 @@
 //	meta.properties        version, cluster.id, node.id (Kafka's names)
 //	topics.json            topic names, ids, partition counts, config overrides
 //	producer-ids           end of the producer id block in use
+//	scram-bootstrap.done   the broker's, not the engine's: -add-scram ran
 //	replication-offset-checkpoint
 //	                       "0\n<count>\n<topic> <partition> <hw>\n..." (Kafka's
 //	                       format): the high watermarks of a replicated engine

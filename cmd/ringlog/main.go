@@ -59,6 +59,9 @@ func run(args []string) error {
 	rack := fs.String("rack", "", "broker.rack, for rack-aware replica placement and follower fetching")
 	clusterID := fs.String("cluster-id", "", "cluster.id, Kafka's Uuid in base64 (22 characters), recorded in the data directory at first start and checked at every start; "+
 		"empty: with -controller-voters derived from the voter list (the same on brokers given the same list), else random")
+	var scram scramFlags
+	fs.Var(&scram, "add-scram", "a SCRAM credential written into the metadata quorum at the first start, where it is missing (Kafka's kafka-storage format --add-scram): "+
+		"SCRAM-SHA-512=[name=alice,password=alice-secret], optionally iterations=8192; repeat the flag for more")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,6 +107,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	s.BootstrapScram = scram
 	if err := checkAdminAddr(s.admin, *adminPublic); err != nil {
 		return err
 	}

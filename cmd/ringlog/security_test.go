@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"ringlog/internal/testkit"
@@ -291,5 +292,85 @@ func TestDescriptorExhaustion(t *testing.T) {
 	defer fresh.Close()
 	if err := fresh.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
 		t.Fatalf("a new client after the descriptors freed up: %v\n%s", err, p.out.String())
+	}
+}
+
+// TestAddScram: a broker whose only listener is SASL_PLAINTEXT with
+// SCRAM-SHA-512 (its inter-broker listener too, the broker's own
+// credential admin's) can be reached at all only through the credentials
+// -add-scram writes at its first start (Kafka's kafka-storage format
+// --add-scram): admin authenticates, produces and reads back. A user
+// deleted with AlterUserScramCredentials stays deleted across a restart
+// with the same flags, and a bad -add-scram stops the start with an error
+// naming it.
+func TestAddScram(t *testing.T) {
+	addr, dir := testkit.FreeAddr(t), t.TempDir()
+	props := filepath.Join(t.TempDir(), "server.properties")
+	conf := fmt.Sprintf(`listeners=SASL_PLAINTEXT://%s
+inter.broker.listener.name=SASL_PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";
+super.users=User:admin
+`, addr)
+	if err := os.WriteFile(props, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-config", props, "-data-dir", dir,
+		"-add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+		"-add-scram", `SCRAM-SHA-512=[name=bob,iterations=8192,password="b,o=b"]`}
+	p := start(t, args...)
+	p.waitFor(t, "ringlog started")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := func(user, password string) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("boot"), kgo.AllowAutoTopicCreation(),
+			kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	admin := client("admin", "admin-secret")
+	if err := admin.ProduceSync(ctx, &kgo.Record{Value: []byte("in")}).FirstErr(); err != nil {
+		t.Fatalf("produce as the bootstrap admin: %v\n%s", err, p.out.String())
+	}
+	if err := client("bob", "b,o=b").ProduceSync(ctx, &kgo.Record{Value: []byte("bob")}).FirstErr(); err != nil {
+		t.Fatalf("produce as bob (a quoted password with a comma): %v", err)
+	}
+	adm := kadm.NewClient(admin)
+	if res, err := adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "bob", Mechanism: kadm.ScramSha512}}, nil); err != nil || res.Error() != nil {
+		t.Fatalf("deleting bob: %v %v", err, res.Error())
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	p = start(t, args...)
+	p.waitFor(t, "ringlog started")
+	if !strings.Contains(p.out.String(), "written at an earlier start") {
+		t.Errorf("the restart did not say it left the credentials alone:\n%s", p.out.String())
+	}
+	admin = client("admin", "admin-secret")
+	described, err := kadm.NewClient(admin).DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := described["bob"]; ok {
+		t.Fatalf("bob, deleted, came back with the restart: %v", described)
+	}
+	if _, ok := described["admin"]; !ok {
+		t.Fatalf("admin is gone after the restart: %v", described)
+	}
+	p.stop(t)
+
+	for _, bad := range []string{"SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-512=[name=a]", "SCRAM-SHA-512=[name=a,password=b,iterations=99]",
+		"SCRAM-SHA-512=[name=a,salt=MWx,password=b]", "SCRAM-SHA-512=name=a,password=b"} {
+		out, err := exec.Command(testkit.Binary(t), "-data-dir", t.TempDir(), "-listen", testkit.FreeAddr(t), "-add-scram", bad).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "add-scram") && !strings.Contains(string(out), "SCRAM bootstrap") {
+			t.Errorf("-add-scram %s: %v\n%s", bad, err, out)
+		}
 	}
 }
