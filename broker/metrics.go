@@ -32,6 +32,9 @@ type engineCollector struct {
 }
 
 func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Core) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ringlog", Name: "offline_partitions",
+		Help: "Partitions this broker hosts that a disk failure or corruption took offline (Kafka's OfflineReplicaCount); the broker's log names each."},
+		func() float64 { return float64(len(eng.OfflinePartitions())) }))
 	labels := []string{"topic", "partition"}
 	reg.MustRegister(&engineCollector{eng: eng,
 		leo:   prometheus.NewDesc("ringlog_log_end_offset", "Log end offset of each partition.", labels, nil),

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -92,7 +93,14 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 
 	dataDir := b.Engine.Dir()
 	badDir := filepath.Join(dataDir, topic+"-1")
-	b.Restart(func(*broker.Config) { testkit.CorruptSegment(t, badDir) })
+	reg := prometheus.NewRegistry()
+	b.Restart(func(cfg *broker.Config) {
+		testkit.CorruptSegment(t, badDir)
+		cfg.Metrics = reg
+	})
+	if n := gauge(t, reg, "ringlog_offline_partitions"); n != 1 {
+		t.Fatalf("ringlog_offline_partitions %v, want 1", n)
+	}
 
 	bad := engine.TP{Topic: topic, Partition: 1}
 	if err := b.Engine.Offline(bad); err == nil {
@@ -161,7 +169,8 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 	}
 
 	// Repaired by removing its files: back after a restart.
-	b.Restart(func(*broker.Config) {
+	b.Restart(func(cfg *broker.Config) {
+		cfg.Metrics = nil // registered by the last start
 		if err := os.RemoveAll(badDir); err != nil {
 			t.Fatal(err)
 		}
@@ -186,4 +195,20 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 	if got := consumeAll(t, []string{b.Addr}, topic, []int32{1}, 2); len(got) != 2 {
 		t.Fatalf("consumed %v from the repaired partition", got)
 	}
+}
+
+// gauge reads an unlabelled gauge from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }
