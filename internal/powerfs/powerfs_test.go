@@ -325,3 +325,40 @@ func TestTornAndReorderKeepPartOfTheUnsynced(t *testing.T) {
 		}
 	}
 }
+
+// TestFail: under a failing directory writes and fsyncs answer EIO while
+// reads still serve; files elsewhere are untouched; healing ends it.
+func TestFail(t *testing.T) {
+	p := mount(t)
+	bad, good := filepath.Join(p.Dir(), "bad"), filepath.Join(p.Dir(), "badness")
+	for _, d := range []string{bad, good} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(d, "f"), []byte("before"), true)
+	}
+	if err := p.Fail(bad); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(bad, "f"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("x"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write under the failing directory: %v, want EIO", err)
+	}
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync under the failing directory: %v, want EIO", err)
+	}
+	if b, _ := readOrMissing(t, filepath.Join(bad, "f")); string(b) != "before" {
+		t.Fatalf("read under the failing directory: %q", b)
+	}
+	writeFile(t, filepath.Join(good, "f"), []byte("after"), true) // a sibling whose name shares the prefix
+	if err := p.Fail(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("y"); err != nil {
+		t.Fatalf("write after healing: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,6 +136,29 @@ func (p *FS) PowerLoss(mode Mode) error {
 	return err
 }
 
+// Fail makes writes and syncs of every file under path (a directory or
+// file under the mount, absolute or relative to it) fail with EIO from now
+// on, as a disk that broke under one log; "" heals it. The files stay
+// readable.
+func (p *FS) Fail(path string) error {
+	if filepath.IsAbs(path) {
+		rel, err := filepath.Rel(p.dir, path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("powerfs: %s is not under the mount %s", path, p.dir)
+		}
+		path = rel
+	}
+	if strings.ContainsAny(path, " \n") {
+		return fmt.Errorf("powerfs: fail %q: no spaces or newlines", path)
+	}
+	cmd := "fail"
+	if path != "" {
+		cmd += " " + filepath.Clean(path)
+	}
+	_, err := p.call(cmd)
+	return err
+}
+
 // Unsynced reports what a power loss now would put at risk: files with
 // unsynced changes, their unsynced bytes, and directories whose entries
 // changed since their last fsync.
@@ -200,6 +224,14 @@ func serverMain(dir string, in io.Reader, out io.Writer) int {
 				fmt.Fprintf(out, "err %v\n", err)
 				continue
 			}
+			fmt.Fprintln(out, "ok")
+		case "fail":
+			s.mu.Lock()
+			s.failing = ""
+			if len(f) > 1 {
+				s.failing = f[1]
+			}
+			s.mu.Unlock()
 			fmt.Fprintln(out, "ok")
 		case "unsynced":
 			files, bytes, dirs := s.unsynced()

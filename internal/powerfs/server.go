@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,19 @@ type server struct {
 	mu   sync.Mutex // guards m, the model, for every FUSE call
 	m    *model
 	fuse *fuse.Server
+	// failing is a path under the mount (relative, no leading slash)
+	// below which writes, allocations and syncs fail with EIO: a disk
+	// that broke under one log. Empty: none. Guarded by mu.
+	failing string
+}
+
+// fails reports whether f is under the failing path (mu held).
+func (f *fnode) fails() bool {
+	if f.p.failing == "" {
+		return false
+	}
+	path := f.Path(nil)
+	return path == f.p.failing || strings.HasPrefix(path, f.p.failing+"/")
 }
 
 // serve mounts an empty file system at dir, which must exist.
@@ -287,6 +301,9 @@ func (f *fnode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off in
 	if f.n.isDir() {
 		return 0, syscall.EISDIR
 	}
+	if f.fails() {
+		return 0, syscall.EIO
+	}
 	if errno := f.p.m.change(f.n, op{kind: opWrite, off: off, data: data}); errno != 0 {
 		return 0, errno
 	}
@@ -297,6 +314,9 @@ func (f *fnode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off in
 // kernel sends FSYNCDIR for those, which the bridge hands here too).
 func (f *fnode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
 	defer f.lock()()
+	if f.fails() {
+		return syscall.EIO
+	}
 	f.p.m.sync(f.n)
 	return 0
 }
