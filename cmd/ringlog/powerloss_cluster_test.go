@@ -112,7 +112,7 @@ func (c *powerCluster) powerLoss(nodes ...*powerNode) {
 		case <-time.After(20 * time.Second):
 			c.t.Fatalf("broker %d did not exit after SIGKILL", n.id)
 		}
-		mode := []powerfs.Mode{powerfs.Drop, powerfs.Torn}[c.rng.IntN(2)] // Reorder: see powerRun.mode
+		mode := []powerfs.Mode{powerfs.Drop, powerfs.Torn, powerfs.Reorder}[c.rng.IntN(3)]
 		if err := n.fs.PowerLoss(mode); err != nil {
 			c.t.Fatal(err)
 		}
