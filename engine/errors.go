@@ -19,6 +19,14 @@ var (
 	ErrInvalidReplication      = errors.New("engine: invalid replication factor")
 	ErrOutOfOrderSequence      = errors.New("engine: out of order sequence number")
 	ErrInvalidProducerEpoch    = errors.New("engine: producer epoch is older than the current one")
+	// ErrInvalidTxnState: a batch outside a transaction from a producer
+	// whose transaction on the partition is open (Kafka's
+	// INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("engine: producer has a transaction open on the partition")
+	// ErrTransactionCoordinatorFenced: a marker from a transaction
+	// coordinator epoch older than the partition's last marker of the
+	// producer (Kafka's TRANSACTION_COORDINATOR_FENCED).
+	ErrTransactionCoordinatorFenced = errors.New("engine: transaction coordinator epoch is older than the current one")
 	ErrInvalidTimestamp        = errors.New("engine: timestamp out of the accepted range")
 	ErrStorage                 = errors.New("engine: storage error")
 	ErrClosed                  = errors.New("engine: closed")
