@@ -27,10 +27,10 @@ var (
 	// coordinator epoch older than the partition's last marker of the
 	// producer (Kafka's TRANSACTION_COORDINATOR_FENCED).
 	ErrTransactionCoordinatorFenced = errors.New("engine: transaction coordinator epoch is older than the current one")
-	ErrInvalidTimestamp        = errors.New("engine: timestamp out of the accepted range")
-	ErrStorage                 = errors.New("engine: storage error")
-	ErrClosed                  = errors.New("engine: closed")
-	ErrInvalidRequest          = errors.New("engine: invalid request")
+	ErrInvalidTimestamp             = errors.New("engine: timestamp out of the accepted range")
+	ErrStorage                      = errors.New("engine: storage error")
+	ErrClosed                       = errors.New("engine: closed")
+	ErrInvalidRequest               = errors.New("engine: invalid request")
 	// ErrTooManyPartitions: the broker would hold more partitions than
 	// Config.MaxPartitions (ringlog.max.partitions).
 	ErrTooManyPartitions = errors.New("engine: too many partitions")
