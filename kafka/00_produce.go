@@ -114,7 +114,7 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 			// in franz-go, and is literally true (no transactional id is
 			// allowed here), where a retriable code such as
 			// COORDINATOR_NOT_AVAILABLE would make the client spin.
-			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog does not support transactions"
+			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog has no transaction coordinator yet"
 		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 			return kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d: want -1, 0 or 1", req.Acks)
 		}
@@ -312,7 +312,7 @@ func checkProduceBatches(records []byte) (int16, string) {
 			return 0, "" // the engine reports it
 		}
 		if h.Transactional() {
-			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog does not support transactions"
+			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog has no transaction coordinator yet"
 		}
 		if h.Size() > len(rest) {
 			return 0, ""
