@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"ringlog/internal/testkit"
@@ -495,4 +497,43 @@ func TestCleanerStopsAtLSO(t *testing.T) {
 		}
 		return n < 40
 	})
+}
+
+// TestProducerOpenTxnsTracked: the open-transaction map the shard reads
+// each round agrees with the producers' entries through random data
+// batches, markers, rounds that commit and rounds rolled back.
+func TestProducerOpenTxnsTracked(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ps := newProducerState()
+	off := int64(0)
+	for round := range 2000 {
+		for range 1 + r.IntN(4) {
+			pid := int64(r.IntN(6))
+			h := batch.Header{ProducerID: pid, ProducerEpoch: 0}
+			var m *batch.Marker
+			switch r.IntN(3) {
+			case 0:
+				h.Attributes = batch.AttrTransactional | batch.AttrControl
+				m = &batch.Marker{Commit: r.IntN(2) == 0}
+			case 1:
+				h.Attributes = batch.AttrTransactional
+			}
+			ps.update(h, off, m, true)
+			off++
+		}
+		if round%3 == 0 {
+			ps.rollback()
+		} else {
+			ps.commit()
+		}
+		want := map[int64]int64{}
+		for pid, e := range ps.entries {
+			if e.txnFirst >= 0 {
+				want[pid] = e.txnFirst
+			}
+		}
+		if !maps.Equal(ps.open, want) {
+			t.Fatalf("round %d: open %v, entries say %v", round, ps.open, want)
+		}
+	}
 }
