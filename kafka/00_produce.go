@@ -104,13 +104,17 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		case req.Version < produceMagicMinVersion:
 			return kerr.UnsupportedVersion.Code, fmt.Sprintf("produce v%d carries message sets; ringlog stores RecordBatch v2 only (produce v3+)", req.Version)
 		case req.TransactionID != nil:
-			// Transactions (KIP-98) are not implemented. The error must be
+			// Transactions (KIP-98): the log side is built (markers, LSO,
+			// .txnindex: engine/txn.go), the coordinator is not, and
+			// without one nothing would ever end a transaction a producer
+			// opens here (no marker, no timeout): its partitions' LSO would
+			// stay put for good. The error must be
 			// one that clients do not retry: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 			// is fatal to a transactional producer in the Java client and
 			// in franz-go, and is literally true (no transactional id is
 			// allowed here), where a retriable code such as
 			// COORDINATOR_NOT_AVAILABLE would make the client spin.
-			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog does not support transactions"
+			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog has no transaction coordinator yet"
 		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 			return kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d: want -1, 0 or 1", req.Acks)
 		}
@@ -289,9 +293,10 @@ func produceErrorCode(err error) int16 {
 // what the engine would accept but this broker must refuse: a message set
 // of magic 0 or 1 (whose layout the engine would misjudge as a damaged
 // batch, CORRUPT_MESSAGE, where the truth is UNSUPPORTED_VERSION), and a
-// transactional batch (transactions are not supported; the batch would be
-// stored as committed). It reads headers only; the engine validates the
-// rest (framing, CRC, records).
+// transactional batch (Kafka refuses one in a request without a
+// transactional id the same way, and one with an id is refused whole
+// until the transaction coordinator exists: see handleProduce). It reads
+// headers only; the engine validates the rest (framing, CRC, records).
 func checkProduceBatches(records []byte) (int16, string) {
 	for pos := 0; pos < len(records); {
 		rest := records[pos:]
@@ -307,7 +312,7 @@ func checkProduceBatches(records []byte) (int16, string) {
 			return 0, "" // the engine reports it
 		}
 		if h.Transactional() {
-			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog does not support transactions"
+			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog has no transaction coordinator yet"
 		}
 		if h.Size() > len(rest) {
 			return 0, ""

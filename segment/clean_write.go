@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"ringlog/segment/batch"
@@ -40,6 +41,9 @@ type cleanGroup struct {
 	w          *bufio.Writer
 	pos, next  int64
 	inputBytes int64
+	// txns are the entries of the cleaned segment's transaction index:
+	// the aborted transactions whose marker it keeps with their data.
+	txns []AbortedTxn
 }
 
 type groupState uint8
@@ -65,6 +69,7 @@ type cleanRun struct {
 	producers map[int64]int64
 	horizon   int64
 	stats     CleanStats
+	txn       *txnClean
 
 	sc     *batchScanner
 	kept   []batch.Record
@@ -86,7 +91,7 @@ func (l *Log) Clean(p *CleanPlan, opts CleanOptions) (res *CleanResult, err erro
 		opts.MaxKeys = DefaultCleanMaxKeys
 	}
 	c := &cleanRun{l: l, plan: p, opts: opts, cfg: p.cfg, now: p.now, m: newOffsetMap(opts.MaxKeys),
-		producers: p.producers, horizon: math.MaxInt64}
+		producers: p.producers, horizon: math.MaxInt64, txn: newTxnClean(slices.Clone(p.aborted))}
 	r := &CleanResult{plan: p}
 	defer func() {
 		if err != nil {
@@ -203,6 +208,7 @@ func (c *cleanRun) groups() [][]planSeg {
 // prefix, so that a clean that changes little writes little.
 func (c *cleanRun) cleanGroup(old []planSeg) (g *cleanGroup, err error) {
 	g = &cleanGroup{old: old}
+	c.txn.entries = c.txn.entries[:0]
 	for _, ps := range old {
 		g.inputBytes += ps.size
 	}
@@ -257,6 +263,7 @@ func (c *cleanRun) cleanGroup(old []planSeg) (g *cleanGroup, err error) {
 	if g.seg == nil {
 		return nil, nil
 	}
+	g.txns = slices.Clone(c.txn.entries)
 	if err := c.finishOutput(g); err != nil {
 		return g, err
 	}
@@ -345,6 +352,19 @@ func (c *cleanRun) finishOutput(g *cleanGroup) error {
 			return err
 		}
 	}
+	// The aborted transactions whose markers stay with data of theirs
+	// (clean_txn.go), as Kafka's cleaner indexes them: one whose marker
+	// went must not be named to consumers, who would skip the producer's
+	// later records while they wait for that marker.
+	es := g.txns
+	b := make([]byte, 0, len(es)*txnEntrySize)
+	for _, e := range es {
+		b = appendTxnEntry(b, e)
+	}
+	if err := writeFileSynced(s.path(txnIndexSuffix)+cleanedSuffix, b); err != nil {
+		return err
+	}
+	s.txn.entries.store(es)
 	return nil
 }
 
@@ -353,6 +373,10 @@ func (c *cleanRun) finishOutput(g *cleanGroup) error {
 func createCleaned(dir string, base, offsetsCap, timesCap int64) (*segment, error) {
 	s := &segment{dir: dir, base: base, rollTs: -1}
 	s.maxTs.Store(-1)
+	// Its final name: the index is written under .cleaned by
+	// finishOutput, renamed with the others, and used by that name once
+	// installed.
+	s.txn.path = s.path(txnIndexSuffix)
 	if err := removeSegmentFiles(dir, base, cleanedSuffix); err != nil {
 		return nil, err
 	}
@@ -383,7 +407,7 @@ func createCleaned(dir string, base, offsetsCap, timesCap int64) (*segment, erro
 func removeSegmentFiles(dir string, base int64, suffix string) error {
 	var errs []error
 	s := segment{dir: dir, base: base}
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(s.path(suf) + suffix); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
