@@ -41,6 +41,8 @@ type powerCluster struct {
 }
 
 type powerNode struct {
+	// history is the output of the node's earlier processes.
+	history strings.Builder
 	id      int
 	fs      *powerfs.FS
 	dataDir string
@@ -72,11 +74,20 @@ func newPowerCluster(t *testing.T, flush string) *powerCluster {
 	c.voters = strings.Join(voters, ",")
 	t.Cleanup(func() {
 		if t.Failed() {
+			// Every process's whole output, in files that outlive the
+			// test, and the end of each node's in the test's log.
+			dir, err := os.MkdirTemp("", fmt.Sprintf("ringlog-powerloss-%d-", seed))
 			for _, n := range c.nodes {
 				if n.p != nil {
 					out := n.p.out.String()
 					t.Logf("broker %d, last lines:\n%s", n.id, out[max(0, len(out)-6000):])
+					if err == nil {
+						os.WriteFile(filepath.Join(dir, fmt.Sprintf("broker-%d.log", n.id)), []byte(n.history.String()+out), 0o644)
+					}
 				}
+			}
+			if err == nil {
+				t.Logf("the brokers' whole logs: %s", dir)
 			}
 		}
 	})
@@ -85,6 +96,10 @@ func newPowerCluster(t *testing.T, flush string) *powerCluster {
 
 // start starts node n on its ports and data directory.
 func (c *powerCluster) start(n *powerNode) {
+	if n.p != nil {
+		n.history.WriteString(n.p.out.String())
+		n.history.WriteString("---- restarted ----\n")
+	}
 	n.p = start(c.t, "-node-id", strconv.Itoa(n.id), "-controller-voters", c.voters, "-config", n.conf,
 		"-listen", n.addr, "-data-dir", n.dataDir, "-flush", c.flush, "-shards", "2")
 }

@@ -361,6 +361,19 @@ func (c *Controller) RegisterAndHeartbeat(ctx context.Context, info BrokerInfo) 
 	return nil
 }
 
+// Registered returns the broker epoch that this process's heartbeat loop
+// for broker id last registered, 0 before its first registration. A
+// broker that restarted must not act on the image until it shows that
+// epoch: until then the image still names its previous incarnation, and
+// whatever that one led (its log may since have lost its tail) would be
+// led again, followers truncating to it.
+func (c *Controller) Registered(id int32) int64 {
+	if e, ok := c.registered.Load(id); ok {
+		return e.(int64)
+	}
+	return 0
+}
+
 func (c *Controller) brokerLoop(ctx context.Context, info BrokerInfo) {
 	defer c.wg.Done()
 	defer func() {
@@ -379,6 +392,7 @@ func (c *Controller) brokerLoop(ctx context.Context, info BrokerInfo) {
 			e, err := c.RegisterBroker(actx, info)
 			if err == nil {
 				epoch = e
+				c.registered.Store(info.ID, e)
 				info.RecoveredLogEnds = nil // reported once, by this incarnation
 				c.log.Info("controller: broker registered", "broker", info.ID, "epoch", epoch)
 			} else if ctx.Err() == nil && c.ctx.Err() == nil {

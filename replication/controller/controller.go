@@ -65,6 +65,9 @@ type Controller struct {
 
 	brokersMu sync.Mutex
 	brokers   map[int32]bool // ids with a RegisterAndHeartbeat loop
+	// registered holds the epoch each heartbeat loop last registered
+	// (int32 id -> int64), for Registered.
+	registered sync.Map
 
 	// fresh is set when open found no raft state and bootstrapped the
 	// quorum: this node's log starts now.

@@ -82,10 +82,13 @@ type Node struct {
 	parts   map[engine.TP]*part
 	streams map[int32]*stream // follower fetch streams, by leader id
 
-	img     atomic.Pointer[controller.Image] // the image last applied
-	applied chan struct{}                    // closed and replaced after each apply
-	ready   chan struct{}                    // closed after the first apply
-	kick    chan struct{}                    // wakes run for an ISR check
+	img atomic.Pointer[controller.Image] // the image last applied
+	// rolesWaiting is set while apply holds back partition roles until
+	// the image shows this process's registration.
+	rolesWaiting atomic.Bool
+	applied      chan struct{} // closed and replaced after each apply
+	ready        chan struct{} // closed after the first apply
+	kick         chan struct{} // wakes run for an ISR check
 	// offlineKick wakes the reporter of offline partitions (offline.go).
 	offlineKick chan struct{}
 
@@ -281,12 +284,20 @@ func (n *Node) run() {
 	defer tick.Stop()
 	for {
 		img := n.ctl.Image()
-		if last := n.img.Load(); last == nil || img.Index != last.Index {
+		if last := n.img.Load(); last == nil || img.Index != last.Index || n.rolesWaiting.Load() {
 			n.apply(img)
+		}
+		// Waiting for this process's registration (apply's roles): the
+		// image that shows it may be applied before the heartbeat loop
+		// records the epoch, so look again shortly.
+		var retry <-chan time.Time
+		if n.rolesWaiting.Load() {
+			retry = time.After(20 * time.Millisecond)
 		}
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-retry:
 		case <-img.Superseded():
 		case <-tick.C:
 			n.checkISRs()
@@ -309,6 +320,15 @@ func (n *Node) apply(img *controller.Image) {
 	// Decided once for all partitions: the first follower of a stale
 	// stream replaces it, and every other one must then move too.
 	stale := n.staleStreams(img)
+	// No role before the image shows this process's registration: until
+	// then it names the previous incarnation, which may have led
+	// partitions whose logs lost their tails since (a power loss); led
+	// again, its followers would truncate to them. The registration fences
+	// that incarnation and moves its leaderships first.
+	reg := n.ctl.Registered(me)
+	self, known := img.Broker(me)
+	roles := reg > 0 && known && self.Epoch >= reg
+	n.rolesWaiting.Store(!roles)
 	for _, name := range img.TopicNames() {
 		t := img.Topic(name)
 		replica := false
@@ -328,7 +348,9 @@ func (n *Node) apply(img *controller.Image) {
 			}
 			tp := engine.TP{Topic: name, Partition: int32(i)}
 			mine[tp] = true
-			n.applyPartition(img, tp, [16]byte(t.ID), p, stale)
+			if roles {
+				n.applyPartition(img, tp, [16]byte(t.ID), p, stale)
+			}
 		}
 	}
 	// Partitions no longer ours (their topic was deleted).
@@ -362,10 +384,11 @@ func (n *Node) apply(img *controller.Image) {
 	select {
 	case <-n.ready:
 	default:
-		// Ready once the cluster knows this broker as it is now (its
-		// registration at this address applied): before that, Metadata
-		// from here would send clients to an address of a previous run.
-		if b, ok := img.Broker(me); ok && !b.Fenced && b.Addr == n.cfg.Addr && maps.Equal(b.Listeners, n.cfg.Listeners) {
+		// Ready once the cluster knows this broker as it is now (this
+		// process's registration at this address applied, so its roles
+		// are too): before that, Metadata from here would send clients to
+		// an address of a previous run.
+		if b, ok := img.Broker(me); ok && roles && !b.Fenced && b.Addr == n.cfg.Addr && maps.Equal(b.Listeners, n.cfg.Listeners) {
 			close(n.ready)
 		}
 	}
