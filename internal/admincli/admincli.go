@@ -2,6 +2,7 @@ package admincli
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -258,6 +259,12 @@ func sortedInt32(is []int32) []int32 {
 	out := append([]int32(nil), is...)
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// topicID shows a topic id as Kafka does (Uuid.toString: URL-safe
+// base64 without padding), the form its tools print and take.
+func topicID(id kadm.TopicID) string {
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 // orEmpty makes a nil slice an empty one, so that JSON shows [] not null.

@@ -15,7 +15,7 @@ import (
 // API a command needs: its ApiVersions answer does not list the key. The
 // command checks before sending, since a broker that does not know a key
 // may close the connection rather than answer.
-var ErrUnsupported = errors.New("admincli: the broker does not support the API")
+var ErrUnsupported = errors.New("admincli: unsupported API")
 
 // requireAPI checks that every broker advertises key in ApiVersions.
 func (c *cli) requireAPI(ctx context.Context, key int16) error {
@@ -35,10 +35,20 @@ func (c *cli) requireAPI(ctx context.Context, key int16) error {
 		}
 		if _, ok := v.KeyMaxVersion(key); !ok {
 			return fmt.Errorf("%w: broker %d does not support %s (API key %d): its ApiVersions answer does not list it",
-				ErrUnsupported, id, kmsg.NameForKey(key), key)
+				ErrUnsupported, id, apiName(key), key)
 		}
 	}
 	return nil
+}
+
+// apiName is Kafka's name of an API key (franz-go calls key 45
+// AlterPartitionAssignments; Kafka's protocol guide says
+// AlterPartitionReassignments).
+func apiName(key int16) string {
+	if key == kmsg.AlterPartitionAssignments.Int16() {
+		return "AlterPartitionReassignments"
+	}
+	return kmsg.NameForKey(key)
 }
 
 // brokerInfo is the JSON of one broker.

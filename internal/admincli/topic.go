@@ -77,7 +77,7 @@ func topicCreate(c *cli, args []string) error {
 			res.Status, res.Error, res.Message = "failed", errName(r.Err), r.ErrMessage
 			fails.add(t, brokerError(r.Err, r.ErrMessage))
 		default:
-			res.Status, res.ID, res.Partitions, res.ReplicationFactor = "created", r.ID.String(), r.NumPartitions, r.ReplicationFactor
+			res.Status, res.ID, res.Partitions, res.ReplicationFactor = "created", topicID(r.ID), r.NumPartitions, r.ReplicationFactor
 		}
 		out = append(out, res)
 	}
@@ -132,7 +132,7 @@ func topicList(c *cli, args []string) error {
 	for _, name := range details.Names() {
 		d := details[name]
 		fails.add(name, brokerError(d.Err, ""))
-		s := topicSummary{Topic: name, ID: d.ID.String(), Partitions: len(d.Partitions), Internal: d.IsInternal}
+		s := topicSummary{Topic: name, ID: topicID(d.ID), Partitions: len(d.Partitions), Internal: d.IsInternal}
 		for _, p := range d.Partitions {
 			s.ReplicationFactor = max(s.ReplicationFactor, len(p.Replicas))
 		}
@@ -219,7 +219,7 @@ func topicDescribe(c *cli, args []string) error {
 			fails.add(t, brokerError(d.Err, ""))
 		default:
 			found = append(found, t)
-			desc.ID, desc.Internal = d.ID.String(), d.IsInternal
+			desc.ID, desc.Internal = topicID(d.ID), d.IsInternal
 			for _, p := range d.Partitions.Sorted() {
 				desc.ReplicationFactor = max(desc.ReplicationFactor, len(p.Replicas))
 				desc.Partitions = append(desc.Partitions, partitionInfo{
