@@ -167,6 +167,38 @@ func TestTopicCommandsRinglog(t *testing.T) {
 	}
 }
 
+// kip848Opts make a kgo consumer join with KIP-848's protocol (the
+// coordinator assigns), a group of type "consumer".
+var kip848Opts = []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())}
+
+// checkKIP848Group joins a KIP-848 group on topic (partitions of
+// perPartition records each), and checks that group describe shows it as
+// type consumer with its member, the member's assignment and no lag.
+func checkKIP848Group(t *testing.T, addr, group, topic string, partitions, perPartition int) {
+	t.Helper()
+	member := consumeAndCommit(t, addr, group, topic, partitions*perPartition, kip848Opts...)
+	defer member.Close()
+	var described struct {
+		Groups []groupDescription `json:"groups"`
+	}
+	adminJSON(t, addr, &described, "group", "describe", group)
+	g := described.Groups[0]
+	if g.Type != "consumer" || g.State != "Stable" || len(g.Members) != 1 || g.Members[0].ClientID != "lag-test" {
+		t.Fatalf("KIP-848 group: %+v", g)
+	}
+	if a := g.Members[0].Assignment; len(a) != 1 || a[0].Topic != topic || len(a[0].Partitions) != partitions {
+		t.Fatalf("KIP-848 member's assignment: %+v", a)
+	}
+	if len(g.Offsets) != partitions {
+		t.Fatalf("KIP-848 group's offsets: %+v", g.Offsets)
+	}
+	for _, o := range g.Offsets {
+		if o.CommittedOffset == nil || *o.CommittedOffset != int64(perPartition) || o.Lag == nil || *o.Lag != 0 || o.MemberID != g.Members[0].MemberID {
+			t.Fatalf("KIP-848 group, partition %d: %+v", o.Partition, o)
+		}
+	}
+}
+
 // produce writes perPartition records to each of partitions partitions.
 func produce(t *testing.T, addr, topic string, partitions, perPartition int) {
 	t.Helper()
@@ -188,12 +220,13 @@ func produce(t *testing.T, addr, topic string, partitions, perPartition int) {
 	}
 }
 
-// consumeAndCommit joins group (classic protocol) on topic, reads n
-// records, commits them and returns the client, still a member.
-func consumeAndCommit(t *testing.T, addr, group, topic string, n int) *kgo.Client {
+// consumeAndCommit joins group on topic (the classic protocol unless opts
+// say kip848Opts), reads n records, commits them and returns the client,
+// still a member.
+func consumeAndCommit(t *testing.T, addr, group, topic string, n int, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("lag-test"))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("lag-test")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +252,8 @@ func consumeAndCommit(t *testing.T, addr, group, topic string, n int) *kgo.Clien
 // described with its member, assignment, committed offsets and lag (end
 // offset minus committed), summed by `group lag`; reset-offsets refuses
 // while the member is in the group, and once it left changes nothing in
-// a dry run and commits the new offsets with --execute.
+// a dry run and commits the new offsets with --execute. A KIP-848 group
+// is described too (ConsumerGroupDescribe).
 func TestGroupCommandsRinglog(t *testing.T) {
 	b := testbroker.StartBroker(t, testbroker.Config(t.TempDir()))
 	addr := b.Addr
@@ -363,6 +397,10 @@ func TestGroupCommandsRinglog(t *testing.T) {
 	if got := committed(); fmt.Sprint(got) != "map[0:10 1:14 2:10]" {
 		t.Fatalf("after --to-latest --execute: %v", got)
 	}
+
+	adminOK(t, addr, "topic", "create", "next-gen", "-p", "2")
+	produce(t, addr, "next-gen", 2, 3)
+	checkKIP848Group(t, addr, "kip848", "next-gen", 2, 3)
 }
 
 // TestClusterAndPartitionCommandsRinglog: cluster status reports the
