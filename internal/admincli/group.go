@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // groupSummary is the JSON of one group in `group list`.
@@ -93,6 +95,42 @@ type groupDescription struct {
 	Message      string       `json:"message,omitempty"`
 
 	err error // the error behind Error, for the exit status
+	// notFound: neither DescribeGroups nor ConsumerGroupDescribe knows
+	// the group. reset-offsets takes it as Kafka's admin client does, a
+	// group in state Dead (offsets may be set before a group first runs).
+	notFound bool
+}
+
+// retriable reports whether err (a kadm shard error included) is one a
+// later try may not meet: a coordinator loading or moving, which is what
+// a cluster answers while it creates __consumer_offsets at its first use.
+func retriable(err error) bool {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) {
+		for _, e := range se.Errs {
+			if !kerr.IsRetriable(e.Err) {
+				return false
+			}
+		}
+		return len(se.Errs) > 0
+	}
+	return kerr.IsRetriable(err)
+}
+
+// withRetry calls f until it answers something other than a retriable
+// error, or ctx ends.
+func withRetry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for {
+		v, err := f()
+		if err == nil || !retriable(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // describeGroups describes groups with their members, committed offsets
@@ -100,7 +138,17 @@ type groupDescription struct {
 // know as classic (GROUP_ID_NOT_FOUND, what Kafka answers for a KIP-848
 // group) is asked again with ConsumerGroupDescribe.
 func (c *cli) describeGroups(ctx context.Context, groups []string) ([]groupDescription, error) {
-	described, err := c.adm.DescribeGroups(ctx, groups...)
+	described, err := withRetry(ctx, func() (kadm.DescribedGroups, error) {
+		d, err := c.adm.DescribeGroups(ctx, groups...)
+		if err == nil {
+			for _, g := range d {
+				if retriable(g.Err) {
+					return d, g.Err
+				}
+			}
+		}
+		return d, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("describe groups: %w", err)
 	}
@@ -131,28 +179,45 @@ func (c *cli) describeGroups(ctx context.Context, groups []string) ([]groupDescr
 		}
 		out = append(out, desc)
 	}
+	// A broker without ConsumerGroupDescribe (Kafka before 4.0) has no
+	// KIP-848 groups: its GROUP_ID_NOT_FOUND is the answer.
 	if len(consumer) > 0 {
-		cds, err := c.adm.DescribeConsumerGroups(ctx, consumer...)
+		if err := c.requireAPI(ctx, kmsg.ConsumerGroupDescribe.Int16()); errors.Is(err, ErrUnsupported) {
+			consumer = nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	var cds kadm.DescribedConsumerGroups
+	if len(consumer) > 0 {
+		cds, err = withRetry(ctx, func() (kadm.DescribedConsumerGroups, error) {
+			return c.adm.DescribeConsumerGroups(ctx, consumer...)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("describe consumer groups: %w", err)
 		}
-		for i := range out {
-			d, ok := cds[out[i].Group]
-			if !ok {
-				continue
+	}
+	for i := range out {
+		if !errors.Is(described[out[i].Group].Err, kerr.GroupIDNotFound) {
+			continue
+		}
+		d, ok := cds[out[i].Group]
+		if !ok {
+			// Not asked (no KIP-848 on this broker) or not answered.
+			d.Err = described[out[i].Group].Err
+		}
+		if d.Err != nil {
+			out[i].err, out[i].Error = brokerError(d.Err, ""), errName(d.Err)
+			out[i].notFound = errors.Is(d.Err, kerr.GroupIDNotFound)
+			continue
+		}
+		out[i].Type, out[i].State, out[i].ProtocolType, out[i].Protocol, out[i].Coordinator = "consumer", d.State, "consumer", d.AssignorName, d.Coordinator.NodeID
+		for _, m := range d.Members {
+			mi := memberInfo{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignment: []topicPartition{}}
+			for _, t := range m.Assignment.Sorted() {
+				mi.Assignment = append(mi.Assignment, topicPartition{Topic: t.Topic, Partitions: sortedInt32(t.Partitions)})
 			}
-			if d.Err != nil {
-				out[i].err, out[i].Error = brokerError(d.Err, ""), errName(d.Err)
-				continue
-			}
-			out[i].Type, out[i].State, out[i].ProtocolType, out[i].Protocol, out[i].Coordinator = "consumer", d.State, "consumer", d.AssignorName, d.Coordinator.NodeID
-			for _, m := range d.Members {
-				mi := memberInfo{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignment: []topicPartition{}}
-				for _, t := range m.Assignment.Sorted() {
-					mi.Assignment = append(mi.Assignment, topicPartition{Topic: t.Topic, Partitions: sortedInt32(t.Partitions)})
-				}
-				out[i].Members = append(out[i].Members, mi)
-			}
+			out[i].Members = append(out[i].Members, mi)
 		}
 	}
 
@@ -164,7 +229,7 @@ func (c *cli) describeGroups(ctx context.Context, groups []string) ([]groupDescr
 		if out[i].err != nil {
 			continue
 		}
-		offs, err := c.adm.FetchOffsets(ctx, out[i].Group)
+		offs, err := withRetry(ctx, func() (kadm.OffsetResponses, error) { return c.adm.FetchOffsets(ctx, out[i].Group) })
 		if err != nil {
 			out[i].err, out[i].Error = brokerError(err, ""), errName(err)
 			continue

@@ -16,8 +16,8 @@ import (
 // TestAgainstKafka runs the commands against Apache Kafka 4.4 itself
 // (three KRaft nodes, internal/kafkaref), so that they are proven against
 // the reference and not only against ringlog: topic create, describe and
-// alter; a classic and a KIP-848 group described with their lag, and an
-// offset reset; cluster status and quorum (DescribeQuorum, which ringlog
+// alter; a classic and a KIP-848 group described with their lag, an
+// offset reset, and offsets set for a group that does not exist yet; cluster status and quorum (DescribeQuorum, which ringlog
 // does not serve); a reassignment from a plan file that swaps a
 // partition's replicas, then a preferred election that moves its
 // leadership; a generated plan moving everything off broker 1, executed
@@ -104,6 +104,7 @@ func TestAgainstKafka(t *testing.T) {
 			t.Fatalf("after the reset, partition %d: %+v", o.Partition, o)
 		}
 	}
+	checkNewGroupReset(t, addr, "fresh", "ref", 4)
 	adminOK(t, addr, "topic", "create", "ref848", "-p", "2", "-r", "1")
 	produce(t, addr, "ref848", 2, 3)
 	checkKIP848Group(t, addr, "ref848group", "ref848", 2, 3)

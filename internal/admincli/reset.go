@@ -122,11 +122,14 @@ func groupResetOffsets(c *cli, args []string) error {
 		return err
 	}
 	g := descs[0]
+	if g.notFound {
+		g.err, g.State = nil, "Dead"
+	}
 	if g.err != nil {
 		return fmt.Errorf("group %s: %w", group, g.err)
 	}
 	if g.State != "Empty" && g.State != "Dead" {
-		return fmt.Errorf("%w: assignments can only be reset if the group %q is inactive, but the current state is %s (%d members)",
+		return fmt.Errorf("%w: assignments can only be reset if the group %q is inactive, but the current state is %s (members: %d)",
 			ErrGroupActive, group, g.State, len(g.Members))
 	}
 	current := make(map[string]map[int32]int64)

@@ -199,6 +199,30 @@ func checkKIP848Group(t *testing.T, addr, group, topic string, partitions, perPa
 	}
 }
 
+// checkNewGroupReset sets the offsets of a group that does not exist
+// yet, as Kafka's tool allows (the group is Dead: no members), and checks
+// that describe then shows them; describing it before was an error.
+func checkNewGroupReset(t *testing.T, addr, group, topic string, partitions int) {
+	t.Helper()
+	if _, _, err := admin(t, addr, "group", "describe", group); err == nil || !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("describe a group that does not exist: %v", err)
+	}
+	adminOK(t, addr, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "3", "--execute")
+	var described struct {
+		Groups []groupDescription `json:"groups"`
+	}
+	adminJSON(t, addr, &described, "group", "describe", group)
+	g := described.Groups[0]
+	if g.State != "Empty" || len(g.Offsets) != partitions {
+		t.Fatalf("a new group after reset-offsets: %+v", g)
+	}
+	for _, o := range g.Offsets {
+		if o.CommittedOffset == nil || *o.CommittedOffset != 3 {
+			t.Fatalf("a new group after reset-offsets --to-offset 3: %+v", o)
+		}
+	}
+}
+
 // produce writes perPartition records to each of partitions partitions.
 func produce(t *testing.T, addr, topic string, partitions, perPartition int) {
 	t.Helper()
@@ -397,6 +421,8 @@ func TestGroupCommandsRinglog(t *testing.T) {
 	if got := committed(); fmt.Sprint(got) != "map[0:10 1:14 2:10]" {
 		t.Fatalf("after --to-latest --execute: %v", got)
 	}
+
+	checkNewGroupReset(t, addr, "fresh", "events", 3)
 
 	adminOK(t, addr, "topic", "create", "next-gen", "-p", "2")
 	produce(t, addr, "next-gen", 2, 3)

@@ -88,7 +88,11 @@ func topicCreate(c *cli, args []string) error {
 	} else {
 		var rows [][]string
 		for _, r := range out {
-			rows = append(rows, []string{r.Topic, r.Status, fmt.Sprint(r.Partitions), fmt.Sprint(r.ReplicationFactor), r.ID, r.Error})
+			parts, rf, id := "-", "-", dash(r.ID)
+			if r.Status == "created" {
+				parts, rf = fmt.Sprint(r.Partitions), fmt.Sprint(r.ReplicationFactor)
+			}
+			rows = append(rows, []string{r.Topic, r.Status, parts, rf, id, strings.TrimSpace(r.Error + " " + r.Message)})
 		}
 		if err := c.table([]string{"TOPIC", "STATUS", "PARTITIONS", "REPLICATION-FACTOR", "ID", "ERROR"}, rows); err != nil {
 			return err
