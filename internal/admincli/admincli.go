@@ -39,7 +39,7 @@ var commands = []command{
 	{"group", "list", "", groupList},
 	{"group", "describe", "GROUP ...", groupDescribe},
 	{"group", "lag", "[GROUP ...]", groupLag},
-	{"group", "reset-offsets", "GROUP (--topic T[:P,...] ... | --all-topics) (--to-earliest | --to-latest | --to-offset N | --to-datetime T) [--execute]", groupResetOffsets},
+	{"group", "reset-offsets", "GROUP (--topic T[:P,...] ... | --all-topics) (--to-earliest | --to-latest | --to-offset N | --to-datetime T) [--dry-run | --execute]", groupResetOffsets},
 	{"cluster", "status", "", clusterStatus},
 	{"cluster", "quorum", "", clusterQuorum},
 	{"partition", "elect", "(--topic T[:P,...] ... | --all) [--type preferred|unclean]", partitionElect},

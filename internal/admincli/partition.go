@@ -169,12 +169,16 @@ func partitionReassign(c *cli, args []string) error {
 	var topicFlags multiFlag
 	fs.Var(&topicFlags, "topic", "plan for this topic only (repeatable; default every topic)")
 	execute := fs.Bool("execute", false, "start the reassignment (without it, only the plan is shown)")
+	dryRun := fs.Bool("dry-run", false, "show the plan only (the default)")
 	list := fs.Bool("list", false, "list the reassignments in progress")
 	cancelIt := fs.Bool("cancel", false, "cancel the reassignments of the partitions in --file")
 	if pos, err := c.parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {
 		return fmt.Errorf("%w: partition reassign takes no arguments (%q)", ErrUsage, pos)
+	}
+	if *dryRun && *execute {
+		return fmt.Errorf("%w: --dry-run and --execute together", ErrUsage)
 	}
 	modes := 0
 	for _, b := range []bool{*file != "" && !*cancelIt, *moveOff >= 0, *spread, *list, *cancelIt} {

@@ -74,6 +74,7 @@ func groupResetOffsets(c *cli, args []string) error {
 	toOffset := fs.Int64("to-offset", -1, "reset to this offset (kept within the log start and end offsets, as Kafka does)")
 	toDatetime := fs.String("to-datetime", "", "reset to the first offset at or after this time (YYYY-MM-DDTHH:mm:SS.sss)")
 	execute := fs.Bool("execute", false, "apply the reset (without it, only the plan is shown)")
+	dryRun := fs.Bool("dry-run", false, "show the plan only (the default; Kafka's tool has the flag)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -82,6 +83,9 @@ func groupResetOffsets(c *cli, args []string) error {
 		return fmt.Errorf("%w: name one group", ErrUsage)
 	}
 	group := pos[0]
+	if *dryRun && *execute {
+		return fmt.Errorf("%w: --dry-run and --execute together", ErrUsage)
+	}
 	toOffsetSet := false
 	fs.Visit(func(f *flag.Flag) { toOffsetSet = toOffsetSet || f.Name == "to-offset" })
 	n := 0

@@ -388,7 +388,10 @@ func TestGroupCommandsRinglog(t *testing.T) {
 	if got := committed(); fmt.Sprint(got) != "map[0:10 1:10 2:10]" {
 		t.Fatalf("a dry run changed the committed offsets: %v", got)
 	}
-	_, stderr, err := admin(t, addr, "group", "reset-offsets", "billing", "--topic", "events", "--to-earliest")
+	if _, _, err := admin(t, addr, "group", "reset-offsets", "billing", "--topic", "events", "--to-earliest", "--dry-run", "--execute"); !errors.Is(err, ErrUsage) {
+		t.Fatalf("--dry-run with --execute: %v", err)
+	}
+	_, stderr, err := admin(t, addr, "group", "reset-offsets", "billing", "--topic", "events", "--to-earliest", "--dry-run")
 	if err != nil || !strings.Contains(stderr, "--execute") {
 		t.Fatalf("dry run in text: %v, stderr %q", err, stderr)
 	}
