@@ -93,9 +93,11 @@ func TestSecurityOptionsRefuses(t *testing.T) {
 // do, to a ringlog broker's SASL_SSL listener (SCRAM-SHA-512 and PLAIN,
 // PEM truststore) and its SSL listener requiring a client certificate (PEM
 // keystore); a wrong password fails with the broker's
-// SASL_AUTHENTICATION_FAILED, no client certificate fails the handshake.
+// SASL_AUTHENTICATION_FAILED, no client certificate fails the handshake;
+// an empty ssl.endpoint.identification.algorithm drops the host name
+// check but still verifies the chain.
 func TestCommandConfigSecurity(t *testing.T) {
-	ca := testkit.NewCA(t, "admincli test CA")
+	ca, other := testkit.NewCA(t, "admincli test CA"), testkit.NewCA(t, "another CA")
 	tlsListener := func(name string, p kafka.SecurityProtocol, clientAuth string) broker.Listener {
 		server := ca.Issue(pkix.Name{CommonName: "broker"})
 		cfg, err := broker.TLSConfig(broker.TLSSettings{"ssl.keystore.location": server.File, "ssl.truststore.location": ca.CertFile,
@@ -109,7 +111,12 @@ func TestCommandConfigSecurity(t *testing.T) {
 	sasl := tlsListener("SASL_SSL", kafka.SASLSSL, "none")
 	sasl.Mechanisms = []string{"PLAIN", "SCRAM-SHA-512"}
 	sasl.PlainUsers = map[string]string{"carol": "carol-secret"}
-	cfg.Listeners = append(cfg.Listeners, sasl, tlsListener("SSL", kafka.SSL, "required"))
+	// A listener on 127.0.0.2, a name the broker's certificate (made for
+	// 127.0.0.1 and localhost) does not carry: Kafka's https endpoint
+	// identification refuses it, an empty algorithm does not.
+	elsewhere := tlsListener("ELSEWHERE", kafka.SSL, "none")
+	elsewhere.Addr = "127.0.0.2:0"
+	cfg.Listeners = append(cfg.Listeners, sasl, tlsListener("SSL", kafka.SSL, "required"), elsewhere)
 	b := testbroker.StartBroker(t, cfg)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
@@ -125,7 +132,7 @@ func TestCommandConfigSecurity(t *testing.T) {
 	}
 	adminOK(t, b.Addr, "topic", "create", "secured", "-p", "1")
 
-	saslAddr, sslAddr := b.B.ListenerAddr("SASL_SSL"), b.B.ListenerAddr("SSL")
+	saslAddr, sslAddr, elsewhereAddr := b.B.ListenerAddr("SASL_SSL"), b.B.ListenerAddr("SSL"), b.B.ListenerAddr("ELSEWHERE")
 	client := ca.Issue(pkix.Name{CommonName: "admin"})
 	for _, tc := range []struct {
 		name, addr, props, fail string
@@ -135,11 +142,19 @@ sasl.mechanism=SCRAM-SHA-512
 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";
 ssl.truststore.type=PEM
 ssl.truststore.location=` + ca.CertFile + "\n", ""},
-		{"SASL_SSL PLAIN, no host name check", saslAddr, `security.protocol=SASL_SSL
+		{"SASL_SSL PLAIN", saslAddr, `security.protocol=SASL_SSL
 sasl.mechanism=PLAIN
 sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="carol" password="carol-secret";
+ssl.truststore.location=` + ca.CertFile + "\n", ""},
+		{"SSL to a host the certificate does not name, no host name check", elsewhereAddr, `security.protocol=SSL
 ssl.endpoint.identification.algorithm=
 ssl.truststore.location=` + ca.CertFile + "\n", ""},
+		{"SSL to a host the certificate does not name", elsewhereAddr, `security.protocol=SSL
+ssl.endpoint.identification.algorithm=https
+ssl.truststore.location=` + ca.CertFile + "\n", "127.0.0.2"},
+		{"SSL from another CA, no host name check", elsewhereAddr, `security.protocol=SSL
+ssl.endpoint.identification.algorithm=
+ssl.truststore.location=` + other.CertFile + "\n", "unknown authority"},
 		{"SSL with a client certificate", sslAddr, `security.protocol=SSL
 ssl.keystore.type=PEM
 ssl.keystore.location=` + client.File + `
