@@ -37,7 +37,24 @@ func TestClusterDiskFailureMovesLeadership(t *testing.T) {
 		}
 		return topics[powerTopic].Partitions
 	}
+	// waitHealthy saw the topic through one broker; the broker this client
+	// asks may not have applied the image that made it yet and answer
+	// UNKNOWN_TOPIC_OR_PARTITION (as a Kafka broker may right after
+	// CreateTopics): ask until every partition shows a leader.
 	before := leaders()
+	for deadline := time.Now().Add(30 * time.Second); ; before = leaders() {
+		complete := len(before) == clusterPartitions
+		for _, d := range before {
+			complete = complete && d.Leader >= 0
+		}
+		if complete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s not visible with a leader for each partition: %+v", powerTopic, before)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	const victim = int32(0)
 	owner := before[victim].Leader
 	var n *powerNode

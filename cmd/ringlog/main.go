@@ -4,6 +4,8 @@
 //	ringlog [-listen ADDR] [-advertise ADDR] [-data-dir DIR] [-shards N]
 //	        [-io auto|uring|portable] [-flush always|interval|never]
 //	        [-admin ADDR] [-config server.properties] [-node-id N]
+//	ringlog admin GROUP VERB [flags]    (topics, groups, cluster, partitions: docs/admin.md)
+//	ringlog bench [flags]               (the benchmark suite)
 //
 // Flags override the -config file, which uses Kafka's own names.
 package main
@@ -29,6 +31,7 @@ import (
 
 	"ringlog/bench"
 	"ringlog/broker"
+	"ringlog/internal/admincli"
 	"ringlog/ioring"
 )
 
@@ -42,6 +45,9 @@ func main() {
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "bench" {
 		return bench.Main(args[1:])
+	}
+	if len(args) > 0 && args[0] == "admin" {
+		return admincli.Main(args[1:], os.Stdout, os.Stderr)
 	}
 	s := defaultSettings()
 	fs := flag.NewFlagSet("ringlog", flag.ContinueOnError)
