@@ -40,6 +40,9 @@ func allocErrorCode(err error) int16 {
 func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedID int64, expectedEpoch int16, reply func(code int16, producerID int64, epoch int16)) {
 	fail := func(code int16) { reply(code, -1, -1) }
 	switch {
+	case c == nil:
+		fail(kerr.CoordinatorNotAvailable.Code)
+		return
 	case id == "":
 		fail(kerr.InvalidRequest.Code)
 		return
@@ -160,7 +163,7 @@ func (m *txnMeta) checkProducer(producerID int64, epoch int16) int16 {
 // AddPartitions is AddPartitionsToTxn: the partitions join the producer's
 // transaction (it becomes Ongoing). reply gets one code for all of them.
 func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, tps []engine.TP, reply func(code int16)) {
-	if id == "" {
+	if c != nil && id == "" {
 		reply(kerr.InvalidRequest.Code)
 		return
 	}
@@ -208,7 +211,7 @@ func (m *txnMeta) holds(tps []engine.TP) bool {
 // for the whole transaction, or 0 and a code per partition (0, or
 // TRANSACTION_ABORTABLE for a partition not added).
 func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16, tps []engine.TP, reply func(code int16, per []int16)) {
-	if id == "" {
+	if c != nil && id == "" {
 		reply(kerr.InvalidRequest.Code, nil)
 		return
 	}
@@ -236,6 +239,10 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 // holds groupID joins the transaction, so that the transaction's offset
 // commits get its markers.
 func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, groupID string, reply func(code int16)) {
+	if c == nil {
+		reply(kerr.CoordinatorNotAvailable.Code)
+		return
+	}
 	tp := engine.TP{Topic: "__consumer_offsets", Partition: c.cfg.OffsetsPartitionFor(groupID)}
 	c.AddPartitions(id, producerID, epoch, []engine.TP{tp}, reply)
 }
@@ -248,7 +255,7 @@ func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group
 // carries.
 func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bool, version int16, reply func(code int16, producerID int64, epoch int16)) {
 	fail := func(code int16) { reply(code, -1, -1) }
-	if id == "" {
+	if c != nil && id == "" {
 		fail(kerr.InvalidRequest.Code)
 		return
 	}
@@ -342,8 +349,11 @@ func (c *Coordinator) Describe(ids []string, reply func([]kmsg.DescribeTransacti
 		*s = kmsg.NewDescribeTransactionsResponseTransactionState()
 		s.TransactionalID = id
 		s.ProducerID, s.ProducerEpoch, s.StartTimestamp = -1, -1, -1
-		if id == "" {
+		if id == "" || c == nil {
 			s.ErrorCode = kerr.InvalidRequest.Code
+			if c == nil {
+				s.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			}
 			continue
 		}
 		g.add()
@@ -400,7 +410,7 @@ func (c *Coordinator) List(f ListFilter, reply func(*kmsg.ListTransactionsRespon
 	for _, id := range f.ProducerIDs {
 		pids[id] = true
 	}
-	if c.closed.Load() {
+	if c == nil || c.closed.Load() {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		reply(resp)
 		return
