@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"ringlog/engine/acks"
+	"ringlog/internal/fsutil"
 	"ringlog/segment"
 	"ringlog/segment/batch"
 )
@@ -260,8 +261,13 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	for _, r := range reqs {
 		var dup *batchMeta
 		var err error
-		for _, h := range r.hdrs {
-			if dup, err = p.producers.check(h); err != nil || dup != nil {
+		for i, h := range r.hdrs {
+			if m := r.marker(i); m != nil {
+				err = p.producers.checkMarker(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch)
+			} else {
+				dup, err = p.producers.check(h)
+			}
+			if err != nil || dup != nil {
 				break
 			}
 		}
@@ -291,8 +297,10 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			continue
 		}
 		r.base = next
-		for _, h := range r.hdrs {
-			p.producers.update(h, next, true)
+		for i, h := range r.hdrs {
+			if a := p.producers.update(h, next, r.marker(i), true); a != nil {
+				r.aborted = append(r.aborted, *a)
+			}
 			next += int64(h.LastOffsetDelta) + 1
 		}
 		r.end = next
@@ -302,6 +310,9 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	if len(accepted) == 0 {
 		return nil
 	}
+	// Before the write can be seen, replicated and covered by the high
+	// watermark: the transactions it opens hold the LSO from now on.
+	p.publishTxns()
 	t, err := p.log.Prepare(batches, segment.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch.Load(),
 		LogAppendTime: p.topic.config.LogAppendTime,
@@ -312,6 +323,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	}
 	if err != nil {
 		p.producers.rollback()
+		p.publishTxns()
 		// Offline before anyone is answered: a retry finds it so.
 		s.checkDisk(p, err)
 		for _, r := range accepted {
@@ -360,6 +372,7 @@ func (s *shard) finish(t *segment.Task) {
 	p.task = nil
 	if t.Err != nil {
 		p.producers.rollback()
+		p.publishTxns()
 		s.checkDisk(p, t.Err)
 		for _, r := range reqs {
 			r.fail(storageError(t.Err))
@@ -370,12 +383,44 @@ func (s *shard) finish(t *segment.Task) {
 		// Taken offline while the write was in flight (a background sync
 		// of the same log failed): nothing on it is acknowledged.
 		p.producers.rollback()
+		p.publishTxns()
 		for _, r := range reqs {
 			r.fail(err)
 		}
 		return
 	}
+	// A roll is the moment Kafka snapshots producer state: recovery then
+	// replays at most the active segment. The snapshot is of the state
+	// before this round, as of its first offset, the new segment's base
+	// (the roll was made for the round's first batch), so that a crash
+	// before the next roll replays exactly the active segment and can
+	// rebuild its transaction index.
+	var snapshot []byte
+	if base := p.log.ActiveBase(); base != p.snapshotBase {
+		p.snapshotBase = base
+		snapshot = encodeSnapshot(p.producers.beforeRound(), reqs[0].base)
+	}
 	p.producers.commit()
+	var abortErr error
+	for _, r := range reqs {
+		if abortErr = p.writeAborted(r); abortErr != nil {
+			break
+		}
+	}
+	if abortErr != nil {
+		// The markers are written but an aborted transaction is not in
+		// the index: the log stopped itself, and the partition goes
+		// offline rather than let a read_committed consumer read aborted
+		// records as committed. Recovery rebuilds the index.
+		s.e.log.Error("aborted transaction index", "partition", p.dir, "err", abortErr)
+		s.checkDisk(p, abortErr)
+		s.takeOffline(p, abortErr) // an index out of order stops it too
+		for _, r := range reqs {
+			r.fail(storageError(abortErr))
+		}
+		return
+	}
+	p.publishTxns()
 	leo := p.log.LEO()
 	// Followers long-poll for what the leader wrote, committed or not:
 	// wake the waiters. A consumer's finds nothing new below the high
@@ -405,11 +450,8 @@ func (s *shard) finish(t *segment.Task) {
 			r.done(res, nil)
 		}
 	}
-	// A roll is the moment Kafka snapshots producer state: recovery then
-	// replays at most the active segment.
-	if base := p.log.ActiveBase(); base != p.snapshotBase {
-		p.snapshotBase = base
-		if err := p.writeSnapshot(); err != nil {
+	if snapshot != nil {
+		if err := fsutil.WriteFileAtomic(p.dir, snapshotFile, snapshot); err != nil {
 			s.e.log.Error("producer snapshot", "partition", p.dir, "err", err)
 			s.checkDisk(p, err)
 		}

@@ -161,7 +161,7 @@ func (c *cleaner) pick() *cleanCandidate {
 				if p.log == nil || p.deleted.Load() || p.offlineErr() != nil || p.log.Failed() != nil || !p.log.Config().Cleanup.Compacts() {
 					continue
 				}
-				st, err := p.log.CleanStatus(p.hw.Load())
+				st, err := p.log.CleanStatus(p.cleanableEnd())
 				if err != nil {
 					c.e.log.Error("cleaner status", "partition", p.dir, "err", err)
 					continue
@@ -199,7 +199,7 @@ func (c *cleaner) cleanOne() bool {
 			return
 		}
 		log = p.log
-		plan, err = log.PlanClean(p.hw.Load(), p.activeProducers())
+		plan, err = log.PlanClean(p.cleanableEnd(), p.activeProducers())
 	})
 	if err != nil || plan == nil {
 		if err != nil {
@@ -259,6 +259,14 @@ func (c *cleaner) fail(p *partition, err error) {
 	c.failures.Add(1)
 	c.failed[p] = time.Now().Add(10 * c.cfg.Backoff)
 	c.e.log.Error("log cleaning failed", "partition", p.dir, "err", err)
+}
+
+// cleanableEnd is where compaction stops: the last stable offset, as in
+// Kafka (not the high watermark): a transaction not settled yet may still
+// be aborted, and the cleaner must know which records are aborted before
+// it decides what to keep (shard only).
+func (p *partition) cleanableEnd() int64 {
+	return p.state().LSO
 }
 
 // activeProducers maps each producer id the partition knows to the last

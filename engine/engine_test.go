@@ -65,7 +65,7 @@ func readAll(t testing.TB, e *Core, tp TP) []batch.Header {
 	}
 	var out []batch.Header
 	for off := st.LogStartOffset; off < st.HW; {
-		res, err := e.Read(tp, off, 1<<20, true)
+		res, err := e.Read(tp, off, 1<<20, true, ReadUncommitted)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +402,7 @@ func TestListOffsetsAndDeleteRecords(t *testing.T) {
 	}
 	check := func(ts, wantOff, wantTs int64) {
 		t.Helper()
-		off, gotTs, _, err := e.ListOffset(tp, ts)
+		off, gotTs, _, err := e.ListOffset(tp, ts, ReadUncommitted)
 		if err != nil || off != wantOff || gotTs != wantTs {
 			t.Fatalf("ListOffset(%d) = %d %d %v, want %d %d", ts, off, gotTs, err, wantOff, wantTs)
 		}
@@ -421,7 +421,7 @@ func TestListOffsetsAndDeleteRecords(t *testing.T) {
 		t.Fatalf("DeleteRecords: %d %v", low, err)
 	}
 	check(EarliestTimestamp, 42, -1)
-	if _, err := e.Read(tp, 41, 100, true); !errors.Is(err, segment.ErrOutOfRange) {
+	if _, err := e.Read(tp, 41, 100, true, ReadUncommitted); !errors.Is(err, segment.ErrOutOfRange) {
 		t.Fatalf("read below the log start: %v", err)
 	}
 	if low, _ := e.DeleteRecords(tp, -1); low != 100 {
@@ -465,10 +465,10 @@ func TestSnapshotDecoding(t *testing.T) {
 	ps := newProducerState()
 	for pid := range int64(20) {
 		for i := range 7 {
-			ps.update(batch.Header{ProducerID: pid, ProducerEpoch: 3, BaseSequence: int32(i * 2), LastOffsetDelta: 1, MaxTimestamp: 99}, pid*100+int64(i*2), false)
+			ps.update(batch.Header{ProducerID: pid, ProducerEpoch: 3, BaseSequence: int32(i * 2), LastOffsetDelta: 1, MaxTimestamp: 99}, pid*100+int64(i*2), nil, false)
 		}
 	}
-	b := encodeSnapshot(ps, 1234)
+	b := encodeSnapshot(ps.entries, 1234)
 	got, off, err := decodeSnapshot(b)
 	if err != nil || off != 1234 || len(got.entries) != 20 {
 		t.Fatalf("decode: %v %d %d", err, off, len(got.entries))
@@ -489,9 +489,9 @@ func TestSnapshotDecoding(t *testing.T) {
 
 func FuzzDecodeSnapshot(f *testing.F) {
 	ps := newProducerState()
-	ps.update(batch.Header{ProducerID: 5, ProducerEpoch: 1, BaseSequence: 0, LastOffsetDelta: 3}, 10, false)
-	f.Add(encodeSnapshot(ps, 14))
-	f.Add(encodeSnapshot(newProducerState(), 0))
+	ps.update(batch.Header{ProducerID: 5, ProducerEpoch: 1, BaseSequence: 0, LastOffsetDelta: 3}, 10, nil, false)
+	f.Add(encodeSnapshot(ps.entries, 14))
+	f.Add(encodeSnapshot(newProducerState().entries, 0))
 	f.Add([]byte("RLPS\x00\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ps, off, err := decodeSnapshot(b)
@@ -499,7 +499,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			return
 		}
 		// What decodes re-encodes to something that decodes the same.
-		ps2, off2, err := decodeSnapshot(encodeSnapshot(ps, off))
+		ps2, off2, err := decodeSnapshot(encodeSnapshot(ps.entries, off))
 		if err != nil || off2 != off || len(ps2.entries) != len(ps.entries) {
 			t.Fatalf("re-decode: %v", err)
 		}

@@ -19,10 +19,18 @@ var (
 	ErrInvalidReplication      = errors.New("engine: invalid replication factor")
 	ErrOutOfOrderSequence      = errors.New("engine: out of order sequence number")
 	ErrInvalidProducerEpoch    = errors.New("engine: producer epoch is older than the current one")
-	ErrInvalidTimestamp        = errors.New("engine: timestamp out of the accepted range")
-	ErrStorage                 = errors.New("engine: storage error")
-	ErrClosed                  = errors.New("engine: closed")
-	ErrInvalidRequest          = errors.New("engine: invalid request")
+	// ErrInvalidTxnState: a batch outside a transaction from a producer
+	// whose transaction on the partition is open (Kafka's
+	// INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("engine: producer has a transaction open on the partition")
+	// ErrTransactionCoordinatorFenced: a marker from a transaction
+	// coordinator epoch older than the partition's last marker of the
+	// producer (Kafka's TRANSACTION_COORDINATOR_FENCED).
+	ErrTransactionCoordinatorFenced = errors.New("engine: transaction coordinator epoch is older than the current one")
+	ErrInvalidTimestamp             = errors.New("engine: timestamp out of the accepted range")
+	ErrStorage                      = errors.New("engine: storage error")
+	ErrClosed                       = errors.New("engine: closed")
+	ErrInvalidRequest               = errors.New("engine: invalid request")
 	// ErrTooManyPartitions: the broker would hold more partitions than
 	// Config.MaxPartitions (ringlog.max.partitions).
 	ErrTooManyPartitions = errors.New("engine: too many partitions")

@@ -163,12 +163,12 @@ func callEverything(t *testing.T, e *Core, tp, online TP) {
 	}
 	_, err = e.State(tp)
 	want("State", err)
-	_, err = e.Read(tp, 0, 1<<20, true)
+	_, err = e.Read(tp, 0, 1<<20, true, ReadUncommitted)
 	want("Read", err)
 	_, err = e.ReadReplica(tp, 0, 1<<20, true)
 	want("ReadReplica", err)
 	for _, ts := range []int64{LatestTimestamp, EarliestTimestamp, MaxTimestamp, EarliestLocalTimestamp, 5} {
-		_, _, _, err = e.ListOffset(tp, ts)
+		_, _, _, err = e.ListOffset(tp, ts, ReadUncommitted)
 		want("ListOffset", err)
 	}
 	_, _, err = e.EndOffsetForEpoch(tp, 0)

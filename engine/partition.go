@@ -49,6 +49,11 @@ type partition struct {
 	isr      atomic.Int32
 	replicas atomic.Int32
 
+	// txns are the transactions not settled yet, from which readers
+	// compute the last stable offset (txn.go); nil when there are none.
+	// Published by the shard.
+	txns atomic.Pointer[[]txnSpan]
+
 	// Owned by the shard.
 	producers    *producerState
 	queue        []*appendReq // appends waiting for the next round
@@ -68,7 +73,9 @@ type partition struct {
 }
 
 // Waiter is woken when any partition it watches gets new data: its high
-// watermark moves, or, on a replicated engine, its LEO (a follower fetches
+// watermark moves (and with it the last stable offset, which moves only
+// with the high watermark or, as a round commits, just before it does), or,
+// on a replicated engine, its LEO (a follower fetches
 // up to the LEO; a consumer's fetch woken by an append finds nothing new
 // below the high watermark and waits on, as Kafka's delayed fetches are
 // checked after every append). It is how a fetch long-polls.

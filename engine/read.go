@@ -9,8 +9,11 @@ import (
 
 // PartitionState is a partition's offsets as a fetch reports them.
 type PartitionState struct {
-	HW             int64 // high watermark: consumers read below it
-	LSO            int64 // last stable offset (= HW: no transactions yet)
+	HW int64 // high watermark: read_uncommitted consumers read below it
+	// LSO is the last stable offset: the high watermark held below the
+	// first offset of every transaction not settled yet (txn.go);
+	// read_committed consumers read below it.
+	LSO            int64
 	LEO            int64
 	LogStartOffset int64
 	// LeaderEpoch is the epoch of the partition's current role (0 on an
@@ -22,8 +25,17 @@ type PartitionState struct {
 
 func (p *partition) state() PartitionState {
 	hw := p.hw.Load()
-	return PartitionState{HW: hw, LSO: hw, LEO: p.log.LEO(), LogStartOffset: p.log.LogStartOffset(),
+	start := p.log.LogStartOffset()
+	return PartitionState{HW: hw, LSO: p.lso(hw, start), LEO: p.log.LEO(), LogStartOffset: start,
 		LeaderEpoch: p.leaderEpoch.Load(), Role: Role(p.role.Load())}
+}
+
+// upper is where a read at isolation level iso stops.
+func (st PartitionState) upper(iso Isolation) int64 {
+	if iso == ReadCommitted {
+		return st.LSO
+	}
+	return st.HW
 }
 
 // State returns tp's offsets.
@@ -41,32 +53,47 @@ func (e *Core) State(tp TP) (PartitionState, error) {
 type ReadResult struct {
 	*segment.ReadResult
 	State PartitionState
+	// Aborted are the aborted transactions overlapping the offsets read
+	// (read_committed only; nil otherwise): Fetch's aborted_transactions,
+	// with which the consumer drops each producer's records from the
+	// first offset up to its ABORT marker.
+	Aborted []segment.AbortedTxn
 }
 
 // Read returns the regions holding the batches from the one containing
 // offset, up to maxBytes (the first batch whole with minOne), below the
-// high watermark. An offset below the log start or above the high
-// watermark is segment.ErrOutOfRange. Any goroutine may call it; it never
-// waits for the shard.
-func (e *Core) Read(tp TP, offset, maxBytes int64, minOne bool) (ReadResult, error) {
+// high watermark (ReadUncommitted) or the last stable offset
+// (ReadCommitted, which also gets the aborted transactions it reads). An
+// offset below the log start or above the high watermark is
+// segment.ErrOutOfRange. Any goroutine may call it; it never waits for the
+// shard.
+func (e *Core) Read(tp TP, offset, maxBytes int64, minOne bool, iso Isolation) (ReadResult, error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	st := p.state()
-	if offset > st.HW && offset <= st.LEO {
-		// Written but not committed: nothing to read yet, not an error
-		// (Kafka answers an empty fetch).
+	upper := st.upper(iso)
+	if offset > upper && offset <= st.LEO {
+		// Written but not committed (or not stable): nothing to read
+		// yet, not an error (Kafka answers an empty fetch).
 		return ReadResult{ReadResult: &segment.ReadResult{}, State: st}, nil
 	}
-	res, err := p.log.Read(offset, maxBytes, st.HW, minOne)
+	res, err := p.log.Read(offset, maxBytes, upper, minOne)
 	if errors.Is(err, segment.ErrClosed) {
 		err = ErrClosed // Close came between the check and the read
 	}
 	if err != nil {
 		return ReadResult{State: st}, err
 	}
-	return ReadResult{ReadResult: res, State: st}, nil
+	out := ReadResult{ReadResult: res, State: st}
+	if iso == ReadCommitted && res.Bytes > 0 {
+		// Bounded by the LSO rather than by the last batch returned
+		// (which would need the headers walked): the consumer ignores
+		// an entry past what it got.
+		out.Aborted = p.log.AbortedTxns(offset, upper)
+	}
+	return out, nil
 }
 
 // Special timestamps of ListOffsets.
@@ -79,19 +106,23 @@ const (
 )
 
 // ListOffset answers ListOffsets for one partition: the offset (and
-// timestamp, -1 for the special queries) for timestamp. When no record is
-// at or after timestamp the offset is -1. leaderEpoch is the epoch of the
-// batch holding the offset.
-func (e *Core) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch int32, err error) {
+// timestamp, -1 for the special queries) for timestamp, among the offsets
+// a consumer at isolation level iso may read (below the high watermark,
+// or the last stable offset: LatestTimestamp answers that bound, as
+// Kafka's fetchOffsetForTimestamp does). When no record is at or after
+// timestamp the offset is -1. leaderEpoch is the epoch of the batch
+// holding the offset.
+func (e *Core) ListOffset(tp TP, timestamp int64, iso Isolation) (offset, ts int64, leaderEpoch int32, err error) {
 	p, err := e.partition(tp)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	st := p.state()
+	upper := st.upper(iso)
 	ts = -1
 	switch timestamp {
 	case LatestTimestamp:
-		offset = st.HW
+		offset = upper
 	case EarliestTimestamp, EarliestLocalTimestamp:
 		offset = st.LogStartOffset
 	case LatestTieredTimestamp:
@@ -112,7 +143,7 @@ func (e *Core) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch
 			return -1, -1, -1, nil
 		}
 		// The first record carrying the largest timestamp.
-		offset, ts, err = p.log.OffsetForTimestamp(maxTs, st.HW)
+		offset, ts, err = p.log.OffsetForTimestamp(maxTs, upper)
 		if errors.Is(err, segment.ErrNotFound) {
 			return -1, -1, -1, nil
 		}
@@ -123,7 +154,7 @@ func (e *Core) ListOffset(tp TP, timestamp int64) (offset, ts int64, leaderEpoch
 		if timestamp < 0 {
 			return 0, 0, 0, fmt.Errorf("%w: timestamp %d", ErrInvalidRequest, timestamp)
 		}
-		offset, ts, err = p.log.OffsetForTimestamp(timestamp, st.HW)
+		offset, ts, err = p.log.OffsetForTimestamp(timestamp, upper)
 		if errors.Is(err, segment.ErrNotFound) {
 			return -1, -1, -1, nil
 		}

@@ -70,6 +70,20 @@ func newReplicaAppend(p *partition, records []byte, done func(int64, error)) (*a
 				return nil, fmt.Errorf("%w: %s-%d: replica batch at offset %d follows one ending at %d", ErrUnexpectedOffset, p.tp.Topic, p.tp.Partition, h.BaseOffset, next)
 			}
 		}
+		// The leader's markers end transactions here too; a control
+		// batch that holds none changes nothing.
+		var m *batch.Marker
+		if h.Control() && h.ProducerID >= 0 {
+			if mk, err := batch.ParseMarker(h, b); err == nil {
+				m = &mk
+			}
+		}
+		if m != nil && r.markers == nil {
+			r.markers = make([]*batch.Marker, len(r.hdrs))
+		}
+		if r.markers != nil {
+			r.markers = append(r.markers, m)
+		}
 		r.batches = append(r.batches, b)
 		r.hdrs = append(r.hdrs, h)
 	}
@@ -96,9 +110,9 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 			r.fail(fmt.Errorf("%w: %s-%d: replica batches start at offset %d, expected %d", ErrUnexpectedOffset, p.tp.Topic, p.tp.Partition, first, next))
 			continue
 		}
-		for _, h := range r.hdrs {
-			if h.ProducerID >= 0 && !h.Control() {
-				p.producers.update(h, h.BaseOffset, true)
+		for i, h := range r.hdrs {
+			if a := p.producers.update(h, h.BaseOffset, r.marker(i), true); a != nil {
+				r.aborted = append(r.aborted, *a)
 			}
 		}
 		r.base, r.end = first, r.hdrs[len(r.hdrs)-1].NextOffset()
@@ -109,9 +123,13 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 	if len(accepted) == 0 {
 		return nil
 	}
+	// As on a leader: known before the write can be covered by the high
+	// watermark the leader sends.
+	p.publishTxns()
 	t, err := p.log.Prepare(batches, segment.AppendOptions{Replica: true, Validated: true})
 	if err != nil {
 		p.producers.rollback()
+		p.publishTxns()
 		s.checkDisk(p, err)
 		for _, r := range accepted {
 			r.fail(storageError(err))
@@ -204,6 +222,7 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 	if err := p.loadProducers(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
+	p.publishTxns()
 	p.snapshotBase = p.log.ActiveBase()
 	if err := p.writeSnapshot(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)

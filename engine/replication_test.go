@@ -326,7 +326,7 @@ func TestSetHWBoundsReadsAndWakes(t *testing.T) {
 				t.Fatal("woken by appends that did not move the HW")
 			}
 			// Consumers see nothing above the HW; followers see the LEO.
-			if res, err := e.Read(tp, 0, 1<<20, true); err != nil || res.Bytes != 0 {
+			if res, err := e.Read(tp, 0, 1<<20, true, ReadUncommitted); err != nil || res.Bytes != 0 {
 				t.Fatalf("read above the HW: %v", err)
 			} else {
 				res.Release()
@@ -341,7 +341,7 @@ func TestSetHWBoundsReadsAndWakes(t *testing.T) {
 			if hs := readAll(t, e, tp); len(hs) != 2 || hs[1].NextOffset() != 10 {
 				t.Fatalf("consumer read below HW 10: %+v", hs)
 			}
-			if off, _, _, _ := e.ListOffset(tp, LatestTimestamp); off != 10 {
+			if off, _, _, _ := e.ListOffset(tp, LatestTimestamp, ReadUncommitted); off != 10 {
 				t.Fatalf("latest offset %d, want the HW", off)
 			}
 			if _, err := e.DeleteRecords(tp, 15); !errors.Is(err, segment.ErrOutOfRange) {
@@ -805,7 +805,7 @@ func TestTruncateThenReappend(t *testing.T) {
 				t.Fatal("a truncation woke a waiter")
 			case <-time.After(20 * time.Millisecond):
 			}
-			if res, err := e.Read(tp, 3, 1<<20, true); err != nil || res.Bytes != 0 {
+			if res, err := e.Read(tp, 3, 1<<20, true, ReadUncommitted); err != nil || res.Bytes != 0 {
 				t.Fatalf("read at the new LEO: %v", err)
 			} else {
 				res.Release()

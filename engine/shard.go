@@ -13,6 +13,7 @@ import (
 	"ringlog/internal/fsutil"
 	"ringlog/ioring"
 	"ringlog/segment"
+	"ringlog/segment/batch"
 )
 
 // A shard is a goroutine locked to an OS thread that owns a set of
@@ -77,6 +78,13 @@ type appendReq struct {
 	// base and end are the offsets of the first batch and after the last,
 	// once prepared.
 	base, end int64
+	// markers, when set, holds the transaction marker of each control
+	// batch (nil for data batches): AppendMarker's, or those a follower
+	// copies.
+	markers []*batch.Marker
+	// aborted are the aborted-transactions index entries of the ABORT
+	// markers among the batches, written once the batches are (prepare).
+	aborted []segment.AbortedTxn
 }
 
 // fail answers r with err; a replica append learns the LEO, where the
@@ -410,6 +418,7 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		p.role.Store(int32(RoleLeader))
 		p.hw.Store(l.LEO())
 	}
+	p.publishTxns()
 	s.parts[p] = struct{}{}
 	return nil
 }
@@ -486,6 +495,8 @@ func (s *shard) enforceRetention() {
 			s.e.log.Debug("retention deleted segments", "partition", p.dir, "segments", n, "log_start_offset", p.log.LogStartOffset())
 		}
 		p.producers.expire(cutoff)
+		// Forgets the ended transactions the high watermark passed.
+		p.publishTxns()
 	}
 }
 

@@ -101,6 +101,9 @@ type fetchPart struct {
 	hw       int64
 	lso      int64
 	logStart int64
+	// aborted are the aborted transactions of the records read
+	// (read_committed).
+	aborted []segment.AbortedTxn
 	// res holds the records' file regions; nil when there are none to
 	// send. It pins segment files until released (exactly once: by the
 	// next read pass, by the wait, or by the response's OnDone).
@@ -244,9 +247,10 @@ func (f *fetch) empty() bool {
 // partitions get what the limit leaves, possibly nothing. A region may end
 // inside a batch: clients drop a partial trailing batch.
 //
-// Isolation: read_committed reads up to the last stable offset, which
-// equals the high watermark on this broker (no transactions yet), so both
-// levels read the same regions.
+// Isolation: read_committed reads up to the last stable offset and gets
+// the aborted transactions it read; a long poll re-reads at the same
+// level, and wakes when the high watermark moves, which is when the last
+// stable offset may move too.
 func (f *fetch) read() (bytes int64, done bool) {
 	limit := f.maxBytes
 	minOne := true
@@ -324,7 +328,11 @@ func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) b
 		p.setState(st)
 		return true
 	}
-	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne)
+	iso := engine.ReadUncommitted
+	if f.readCommitted {
+		iso = engine.ReadCommitted
+	}
+	res, err := s.eng.Read(p.tp, p.offset, maxBytes, minOne, iso)
 	return s.readDone(p, res, err, false)
 }
 
@@ -385,6 +393,7 @@ func (s *Server) readDone(p *fetchPart, res engine.ReadResult, err error, replic
 		p.errCode = 0
 		p.setState(res.State)
 		p.res = res.ReadResult
+		p.aborted = res.Aborted
 		return true
 	case errors.Is(err, segment.ErrOutOfRange):
 		p.fail(kerr.OffsetOutOfRange.Code)
@@ -412,11 +421,13 @@ func (s *Server) readDone(p *fetchPart, res engine.ReadResult, err error, replic
 func (p *fetchPart) fail(code int16) {
 	p.errCode = code
 	p.hw, p.lso, p.logStart = -1, -1, -1
+	p.aborted = nil
 	p.currentLeader = false
 }
 
 func (p *fetchPart) setState(st engine.PartitionState) {
 	p.hw, p.lso, p.logStart = st.HW, st.LSO, st.LogStartOffset
+	p.aborted = nil
 }
 
 // releaseRead unpins the segments of p's last read.

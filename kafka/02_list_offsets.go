@@ -11,8 +11,8 @@ import (
 // message sets) is not served: every client that writes RecordBatch v2
 // speaks v1 or newer.
 //
-// The special timestamps are the engine's: -1 latest (the high watermark,
-// which is also the last stable offset: there are no transactions), -2
+// The special timestamps are the engine's: -1 latest (the high watermark
+// for isolation_level 0, the last stable offset for 1, read_committed), -2
 // earliest (the log start offset), -3 the first record with the largest
 // timestamp (KIP-734), -4 earliest local (KIP-405; nothing is tiered, so
 // the log start offset), -5 latest tiered (KIP-1005: none, so -1).
@@ -52,7 +52,7 @@ func handleListOffsets(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 			case req.IsolationLevel != 0 && req.IsolationLevel != 1:
 				out.ErrorCode = kerr.InvalidRequest.Code
 			default:
-				s.listOffset(tp, rp, out)
+				s.listOffset(tp, rp, engine.Isolation(req.IsolationLevel), out)
 			}
 		}
 	}
@@ -60,7 +60,7 @@ func handleListOffsets(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 }
 
 // listOffset answers one partition.
-func (s *Server) listOffset(tp engine.TP, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition) {
+func (s *Server) listOffset(tp engine.TP, rp *kmsg.ListOffsetsRequestTopicPartition, iso engine.Isolation, out *kmsg.ListOffsetsResponseTopicPartition) {
 	if out.ErrorCode = s.leaderCode(tp); out.ErrorCode != 0 {
 		return
 	}
@@ -73,7 +73,7 @@ func (s *Server) listOffset(tp engine.TP, rp *kmsg.ListOffsetsRequestTopicPartit
 		out.ErrorCode = code
 		return
 	}
-	offset, ts, epoch, err := s.eng.ListOffset(tp, rp.Timestamp)
+	offset, ts, epoch, err := s.eng.ListOffset(tp, rp.Timestamp, iso)
 	if err != nil {
 		out.ErrorCode = errorCode(err)
 		return

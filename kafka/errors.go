@@ -47,6 +47,10 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, engine.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, engine.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, engine.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, engine.ErrInvalidTimestamp):
 		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, engine.ErrNotEnoughReplicas):

@@ -25,6 +25,9 @@ import (
 //	    last_stable_offset     int64
 //	    log_start_offset       int64                v5+
 //	    aborted_transactions   nullable [array]     (null: read_uncommitted)
+//	      producer_id          int64
+//	      first_offset         int64
+//	      [tagged fields]                           v12+
 //	    preferred_read_replica int32                v11+ (-1)
 //	    records                nullable bytes  <--  length here, file regions after it
 //	    [tagged fields]                             v12+: 1 = current_leader (v16+, KIP-951)
@@ -103,6 +106,9 @@ func (f *fetch) encode() fetchFrame {
 	size := 64
 	for i := range f.topics {
 		size += len(f.topics[i].name) + 24 + 64*len(f.topics[i].parts)
+		for j := range f.topics[i].parts {
+			size += 17 * len(f.topics[i].parts[j].aborted)
+		}
 	}
 	e := kwire.Encoder{Flexible: flexible, Buf: make([]byte, 0, size)}
 	var cuts []fetchCut
@@ -138,11 +144,18 @@ func (f *fetch) encode() fetchFrame {
 				if v >= 5 {
 					e.Int64(p.logStart)
 				}
-				// Kafka sends a list (empty: no transactions yet) to
-				// read_committed consumers, who drop aborted records with
-				// it, and null to the others.
+				// Kafka sends the list (empty when nothing read was
+				// aborted) to read_committed consumers, who drop aborted
+				// records with it, and null to the others.
 				if f.readCommitted {
-					e.ArrayLen(0)
+					e.ArrayLen(len(p.aborted))
+					for _, a := range p.aborted {
+						e.Int64(a.ProducerID)
+						e.Int64(a.FirstOffset)
+						if flexible {
+							e.EmptyTags()
+						}
+					}
 				} else {
 					e.NullArray()
 				}

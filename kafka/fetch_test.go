@@ -150,6 +150,7 @@ func expectedFetch(t testing.TB, e *engine.Core, req *kmsg.FetchRequest) *kmsg.F
 	resp.Default()
 	limit := int64(req.MaxBytes)
 	minOne := true
+	iso := engine.Isolation(req.IsolationLevel)
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -173,11 +174,14 @@ func expectedFetch(t testing.TB, e *engine.Core, req *kmsg.FetchRequest) *kmsg.F
 			} else if _, err := e.State(tp); err != nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
-				res, err := e.Read(tp, rp.FetchOffset, min(int64(rp.PartitionMaxBytes), limit), minOne)
+				res, err := e.Read(tp, rp.FetchOffset, min(int64(rp.PartitionMaxBytes), limit), minOne, iso)
 				if err != nil {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code // offsets stay -1
 				} else {
 					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.State.HW, res.State.LSO, res.State.LogStartOffset
+					for _, a := range res.Aborted {
+						sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+					}
 					for _, rg := range res.Regions {
 						b := make([]byte, rg.Len)
 						if _, err := rg.File.ReadAt(b, rg.Pos); err != nil {

@@ -144,7 +144,7 @@ func TestKcatCodecs(t *testing.T) {
 // reading the log's regions as a fetch would send them.
 func kcatStoredCodecs(t *testing.T, b *testBroker, topic string) map[string]bool {
 	t.Helper()
-	res, err := b.Engine.Read(engine.TP{Topic: topic, Partition: 0}, 0, 64<<20, true)
+	res, err := b.Engine.Read(engine.TP{Topic: topic, Partition: 0}, 0, 64<<20, true, engine.ReadUncommitted)
 	if err != nil {
 		t.Fatal(err)
 	}

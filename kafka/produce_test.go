@@ -37,7 +37,7 @@ func ioPaths(t *testing.T, opts brokerOpts, fn func(t *testing.T, b *testBroker)
 // the files the broker serves fetches from.
 func readValues(t testing.TB, b *testBroker, tp engine.TP) []string {
 	t.Helper()
-	res, err := b.Engine.Read(tp, 0, 64<<20, true)
+	res, err := b.Engine.Read(tp, 0, 64<<20, true, engine.ReadUncommitted)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,11 @@ type Task struct {
 	hdrs     []batch.Header
 
 	// TaskFlush and TaskRollFlush
-	syncs   [3]ioring.Op
+	syncs [4]ioring.Op
+	// txnFile is the segment's transaction index, opened for its sync
+	// (syncs[3]) when it was written since the last one; closed when the
+	// task completes.
+	txnFile *os.File
 	msgs    int64    // unflushed messages the flush covers
 	rolled  *segment // TaskRollFlush: the segment being synced
 	done    bool
@@ -184,9 +188,7 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 		if err != nil {
 			return nil, err
 		}
-		for i := range rt.syncs {
-			t.Ops = append(t.Ops, &rt.syncs[i])
-		}
+		t.Ops = append(t.Ops, rt.Ops...)
 	case opts.Replica && l.active.written == 0 && first.BaseOffset != l.active.base:
 		// An empty active segment takes the base of the first batch a
 		// follower copies into it (the leader's log may have a gap here).
@@ -309,12 +311,20 @@ func (l *Log) roll(base int64, entries int) (*Task, error) {
 	if err := old.times.trim(); err != nil {
 		return nil, err
 	}
+	txnFile, err := old.txn.openForSync()
+	if err != nil {
+		return nil, err
+	}
 	l.install(append(slices.Clip(l.segs), s))
 
 	// The old segment is synced in the background (its dirty pages may be
 	// many); once that is done the recovery point moves to the new one.
-	rt := &Task{Kind: TaskRollFlush, log: l, rolled: old, created: base}
-	for i, f := range []*os.File{old.log, old.offsets.m.f, old.times.m.f} {
+	rt := &Task{Kind: TaskRollFlush, log: l, rolled: old, created: base, txnFile: txnFile}
+	files := []*os.File{old.log, old.offsets.m.f, old.times.m.f}
+	if rt.txnFile != nil {
+		files = append(files, rt.txnFile)
+	}
+	for i, f := range files {
 		rt.syncs[i] = ioring.Op{Kind: ioring.OpSync, File: f, Sync: ioring.SyncFull}
 		rt.addOp(&rt.syncs[i])
 	}
@@ -342,6 +352,15 @@ func (l *Log) newEmptySegment(base int64, entries int) (*segment, error) {
 		s.close()
 		return nil, err
 	}
+	// A transaction index left by a segment of the same base (a log
+	// emptied and restarted there) goes with that log's batches.
+	if !s.txn.stale {
+		if err := s.txn.rewrite(nil); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	s.txn.stale = false
 	// Leftover index entries are zeroed, not cut off: the files may be
 	// those of a segment of the same base that readers still map
 	// (TruncateFullyAndStartAt), and a page past a file's end is a SIGBUS
@@ -469,23 +488,43 @@ func (l *Log) PrepareFlush(force bool) *Task {
 	t := &Task{Kind: TaskFlush, log: l, msgs: l.unflushedMsgs, rolled: l.active}
 	t.syncs[0] = ioring.Op{Kind: ioring.OpSync, File: l.active.log, Sync: ioring.SyncData}
 	t.addOp(&t.syncs[0])
+	// The transaction index is synced with the data it describes; a file
+	// that cannot be opened is left to the next flush (and, failing that,
+	// rebuilt by recovery: it is derived from the log).
+	if f, err := l.active.txn.openForSync(); err == nil && f != nil {
+		t.txnFile = f
+		t.syncs[3] = ioring.Op{Kind: ioring.OpSync, File: f, Sync: ioring.SyncData}
+		t.addOp(&t.syncs[3])
+	}
 	l.active.ref()
 	return t
 }
 
 func (l *Log) finishFlush(t *Task) {
 	defer t.rolled.unref()
-	if err := t.syncs[0].Err; err != nil {
-		t.Err = err
-		l.fail(err)
-		return
+	t.closeTxnFile()
+	for i := range t.syncs {
+		if err := t.syncs[i].Err; err != nil {
+			t.Err = err
+			l.fail(err)
+			return
+		}
 	}
 	l.unflushedMsgs = max(0, l.unflushedMsgs-t.msgs)
 	l.lastFlush = l.opts.Now()
 }
 
+// closeTxnFile closes the transaction index a sync task opened.
+func (t *Task) closeTxnFile() {
+	if t.txnFile != nil {
+		t.txnFile.Close()
+		t.txnFile = nil
+	}
+}
+
 func (l *Log) finishRollFlush(t *Task) {
 	defer t.rolled.unref()
+	t.closeTxnFile()
 	for i := range t.syncs {
 		if err := t.syncs[i].Err; err != nil {
 			t.Err = err

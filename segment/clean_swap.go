@@ -135,7 +135,7 @@ func (l *Log) InstallClean(r *CleanResult) (CleanStats, error) {
 		if o.refs.Load() == 0 {
 			errs = append(errs, o.close())
 		}
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			errs = append(errs, os.Rename(g.seg.path(suf)+swapSuffix, g.seg.path(suf)))
 		}
 	}
@@ -199,7 +199,7 @@ func (g *cleanGroup) appliesTo(l *Log, at map[*segment]int) bool {
 
 // rename moves g's three files from one suffix to another, the .log last.
 func (g *cleanGroup) rename(from, to string) error {
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		p := g.seg.path(suf)
 		if err := os.Rename(p+from, p+to); err != nil {
 			return err

@@ -40,6 +40,10 @@ type cleanGroup struct {
 	w          *bufio.Writer
 	pos, next  int64
 	inputBytes int64
+	// markers are the offsets of the control batches the cleaned segment
+	// keeps: the aborted transactions whose marker stays keep their entry
+	// in its transaction index.
+	markers map[int64]bool
 }
 
 type groupState uint8
@@ -286,6 +290,7 @@ func (c *cleanRun) startOutput(g *cleanGroup, prefix int64) error {
 			return err
 		}
 		seg.indexBatch(p, h, c.cfg.IndexIntervalBytes)
+		g.keep(h)
 		g.next = h.NextOffset()
 		p += int64(h.Size())
 	}
@@ -310,6 +315,7 @@ func (c *cleanRun) emit(g *cleanGroup, b []byte, h batch.Header) error {
 		return fmt.Errorf("segment: cleaned segment %d would exceed 4 GiB", g.seg.base)
 	}
 	g.seg.indexBatch(g.pos, h, c.cfg.IndexIntervalBytes)
+	g.keep(h)
 	if _, err := g.w.Write(b); err != nil {
 		return fmt.Errorf("segment: write %s: %w", g.seg.log.Name(), err)
 	}
@@ -345,7 +351,36 @@ func (c *cleanRun) finishOutput(g *cleanGroup) error {
 			return err
 		}
 	}
+	// The aborted transactions of the segments replaced whose markers
+	// stay: a consumer told of one whose marker is gone would skip the
+	// producer's later records while it waits for that marker.
+	var es []AbortedTxn
+	for _, o := range g.old {
+		for _, e := range o.seg.txn.entries.load() {
+			if g.markers[e.LastOffset] {
+				es = append(es, e)
+			}
+		}
+	}
+	b := make([]byte, 0, len(es)*txnEntrySize)
+	for _, e := range es {
+		b = appendTxnEntry(b, e)
+	}
+	if err := writeFileSynced(s.path(txnIndexSuffix)+cleanedSuffix, b); err != nil {
+		return err
+	}
+	s.txn.entries.store(es)
 	return nil
+}
+
+// keep notes a batch the cleaned segment holds.
+func (g *cleanGroup) keep(h batch.Header) {
+	if h.Control() {
+		if g.markers == nil {
+			g.markers = map[int64]bool{}
+		}
+		g.markers[h.BaseOffset] = true
+	}
 }
 
 // createCleaned creates the files of a cleaned segment at base under
@@ -353,6 +388,10 @@ func (c *cleanRun) finishOutput(g *cleanGroup) error {
 func createCleaned(dir string, base, offsetsCap, timesCap int64) (*segment, error) {
 	s := &segment{dir: dir, base: base, rollTs: -1}
 	s.maxTs.Store(-1)
+	// Its final name: the index is written under .cleaned by
+	// finishOutput, renamed with the others, and used by that name once
+	// installed.
+	s.txn.path = s.path(txnIndexSuffix)
 	if err := removeSegmentFiles(dir, base, cleanedSuffix); err != nil {
 		return nil, err
 	}
@@ -383,7 +422,7 @@ func createCleaned(dir string, base, offsetsCap, timesCap int64) (*segment, erro
 func removeSegmentFiles(dir string, base int64, suffix string) error {
 	var errs []error
 	s := segment{dir: dir, base: base}
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(s.path(suf) + suffix); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}

@@ -323,6 +323,13 @@ func (l *Log) cleanShutdown() error {
 			return err
 		}
 	}
+	// Transaction indexes written since their last sync: the marker
+	// vouches for them as it does for the others.
+	for _, s := range l.segs {
+		if err := s.txn.sync(); err != nil {
+			return err
+		}
+	}
 	a := l.active
 	if err := a.offsets.trim(); err != nil {
 		return err
@@ -367,7 +374,7 @@ func (l *Log) closeFiles() error {
 func (l *Log) dropSegment(s *segment) error {
 	s.dropped.Store(true)
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(s.path(suf)); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}

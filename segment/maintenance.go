@@ -121,6 +121,9 @@ func (l *Log) truncateSegment(s *segment, pos, next int64) error {
 	}
 	s.offsets.truncateTo(next)
 	s.times.truncateTo(next)
+	if err := s.txn.truncateTo(next); err != nil {
+		return err
+	}
 	// Recompute the largest timestamp: the time index holds it up to its
 	// last entry, and only the batches after the last offset index entry
 	// remain to be read.

@@ -259,6 +259,22 @@ func (l *Log) MaxTimestamp() (int64, int64) {
 // this way). An error from fn stops the scan and is returned. Any
 // goroutine may call it.
 func (l *Log) ScanHeaders(from, to int64, fn func(h batch.Header) error) error {
+	return l.scanBatches(from, to, false, func(h batch.Header, _ *batch.Marker) error { return fn(h) })
+}
+
+// maxMarkerBatch bounds what ScanMarkers reads of a control batch: a
+// transaction marker is one record of ten bytes.
+const maxMarkerBatch = 4096
+
+// ScanMarkers is ScanHeaders that also decodes the transaction marker of
+// each control batch (m is nil for other batches, and for a control batch
+// that holds no marker): producer and transaction state are rebuilt this
+// way, reading the few bytes of a marker and the headers of the rest.
+func (l *Log) ScanMarkers(from, to int64, fn func(h batch.Header, m *batch.Marker) error) error {
+	return l.scanBatches(from, to, true, fn)
+}
+
+func (l *Log) scanBatches(from, to int64, markers bool, fn func(h batch.Header, m *batch.Marker) error) error {
 	set := l.acquire()
 	if set == nil {
 		return ErrClosed
@@ -284,7 +300,18 @@ func (l *Log) ScanHeaders(from, to int64, fn func(h batch.Header) error) error {
 				pos = size
 				break
 			}
-			if err = fn(h); err != nil {
+			var m *batch.Marker
+			if markers && h.Control() && h.Size() <= maxMarkerBatch {
+				b := make([]byte, h.Size())
+				if _, err = s.log.ReadAt(b, pos); err != nil {
+					err = fmt.Errorf("segment: read %s at %d: %w", s.log.Name(), pos, err)
+					break
+				}
+				if mk, perr := batch.ParseMarker(h, b); perr == nil {
+					m = &mk
+				}
+			}
+			if err = fn(h, m); err != nil {
 				break
 			}
 			pos += int64(h.Size())

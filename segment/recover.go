@@ -46,6 +46,8 @@ func (l *Log) load() error {
 				indexBases[b] = append(indexBases[b], name)
 			} else if b, ok := parseSegmentName(name, timeIndexSuffix); ok {
 				indexBases[b] = append(indexBases[b], name)
+			} else if b, ok := parseSegmentName(name, txnIndexSuffix); ok {
+				indexBases[b] = append(indexBases[b], name)
 			}
 		}
 	}
@@ -172,6 +174,22 @@ func (l *Log) load() error {
 		segs = segs[:i+1]
 		l.segs = segs
 		break
+	}
+
+	// Transaction indexes are trusted where the batch indexes are (below
+	// the recovery point, or after a clean shutdown) and when they decode
+	// for their segment; the others are stale, rebuilt by the owner from
+	// the log (TxnIndexStale).
+	for _, s := range segs {
+		if scanned[s] || swapped[s.base] {
+			s.txn.stale = true
+			continue
+		}
+		if !s.txn.stale {
+			if err := s.txn.load(s.base, s.next()); err != nil {
+				return err
+			}
+		}
 	}
 
 	active := segs[len(segs)-1]

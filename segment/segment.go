@@ -50,6 +50,8 @@ type segment struct {
 	log     *os.File
 	offsets *offsetIndex
 	times   *timeIndex
+	// txn is the aborted-transactions index (txnindex.go).
+	txn txnIndex
 
 	// tail packs the committed size (low 32 bits) and the next offset
 	// relative to base (high 32 bits) so that a reader sees both from the
@@ -95,6 +97,13 @@ func openSegment(dir string, base int64, indexBytes int64) (*segment, error) {
 	}
 	s.times, err = openTimeIndex(s.path(timeIndexSuffix), base, indexBytes)
 	if err != nil {
+		s.close()
+		return nil, err
+	}
+	// The transaction index exists for every segment (empty when nothing
+	// was aborted in it), so that a missing one is known to be lost.
+	s.txn.path = s.path(txnIndexSuffix)
+	if s.txn.stale, err = s.txn.create(); err != nil {
 		s.close()
 		return nil, err
 	}

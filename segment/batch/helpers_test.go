@@ -24,7 +24,7 @@ import (
 var sentinels = []error{
 	ErrShort, ErrLength, ErrMagic, ErrCRC, ErrCount, ErrOffset, ErrCodec,
 	ErrDecompress, ErrTooLarge, ErrRecord, ErrTimestamp, ErrControl,
-	ErrSequence, ErrMode,
+	ErrSequence, ErrMode, ErrMarker,
 }
 
 // checkSentinel fails t unless err wraps exactly one sentinel and reads as
