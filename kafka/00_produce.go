@@ -103,14 +103,14 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		switch {
 		case req.Version < produceMagicMinVersion:
 			return kerr.UnsupportedVersion.Code, fmt.Sprintf("produce v%d carries message sets; ringlog stores RecordBatch v2 only (produce v3+)", req.Version)
-		case req.TransactionID != nil:
-			// Transactions (KIP-98) are not implemented. The error must be
-			// one that clients do not retry: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-			// is fatal to a transactional producer in the Java client and
-			// in franz-go, and is literally true (no transactional id is
-			// allowed here), where a retriable code such as
-			// COORDINATOR_NOT_AVAILABLE would make the client spin.
-			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog does not support transactions"
+		case req.TransactionID != nil && s.cfg.Txns == nil:
+			// A broker without a transaction coordinator (a Server built
+			// without one). The error must be one that clients do not
+			// retry: TRANSACTIONAL_ID_AUTHORIZATION_FAILED is fatal to a
+			// transactional producer in the Java client and in franz-go,
+			// where a retriable code such as COORDINATOR_NOT_AVAILABLE
+			// would make the client spin.
+			return kerr.TransactionalIDAuthorizationFailed.Code, "this broker has no transaction coordinator"
 		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 			return kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d: want -1, 0 or 1", req.Acks)
 		}
@@ -127,6 +127,21 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		return
 	}
 
+	if req.TransactionID != nil {
+		// KIP-890 part 1: the transaction coordinator must know every
+		// partition a transactional batch goes to, or the batch would
+		// open a transaction on it that nothing ends.
+		s.verifyTxnProduce(req, func(refused map[engine.TP]int16) {
+			s.produceVerified(cx, req, p, refused)
+		})
+		return
+	}
+	s.produceVerified(cx, req, p, nil)
+}
+
+// produceVerified appends the partitions of req, but those refused (with
+// their code) by the transaction coordinator's verification.
+func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produce, refused map[engine.TP]int16) {
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
 	if req.Acks == -1 {
 		// An acks=all answer waits for the in-sync replicas, at most the
@@ -165,8 +180,12 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 				p.fail(out, kerr.InvalidTopicException.Code, "cannot append to internal topic "+name)
 				continue
 			}
-			if code, msg := checkProduceBatches(rp.Records); code != 0 {
+			if code, msg := checkProduceBatches(rp.Records, req.TransactionID != nil); code != 0 {
 				p.fail(out, code, msg)
+				continue
+			}
+			if code := refused[engine.TP{Topic: name, Partition: rp.Partition}]; code != 0 {
+				p.fail(out, code, "the transaction coordinator does not have this partition in the producer's transaction")
 				continue
 			}
 			p.pending.Add(1)
@@ -289,10 +308,11 @@ func produceErrorCode(err error) int16 {
 // what the engine would accept but this broker must refuse: a message set
 // of magic 0 or 1 (whose layout the engine would misjudge as a damaged
 // batch, CORRUPT_MESSAGE, where the truth is UNSUPPORTED_VERSION), and a
-// transactional batch (transactions are not supported; the batch would be
-// stored as committed). It reads headers only; the engine validates the
-// rest (framing, CRC, records).
-func checkProduceBatches(records []byte) (int16, string) {
+// transactional batch in a request without a transactional id (Kafka
+// answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the transaction is
+// nobody's), or a control batch (only the broker writes markers). It reads
+// headers only; the engine validates the rest (framing, CRC, records).
+func checkProduceBatches(records []byte, transactionalID bool) (int16, string) {
 	for pos := 0; pos < len(records); {
 		rest := records[pos:]
 		// The magic byte sits at the same place in every message format.
@@ -306,8 +326,11 @@ func checkProduceBatches(records []byte) (int16, string) {
 		if err != nil {
 			return 0, "" // the engine reports it
 		}
-		if h.Transactional() {
-			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog does not support transactions"
+		if h.Transactional() && !transactionalID {
+			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch in a produce request without a transactional id"
+		}
+		if h.Control() {
+			return kerr.InvalidRecord.Code, "control batch: only the broker writes transaction markers"
 		}
 		if h.Size() > len(rest) {
 			return 0, ""

@@ -58,6 +58,11 @@ type Config struct {
 	// transactional id and the transaction APIs use; without one they
 	// answer COORDINATOR_NOT_AVAILABLE.
 	Txns *txn.Coordinator
+	// Markers reaches the other brokers for transactions: the
+	// coordinator's markers, and the verification of transactional
+	// produces by a coordinator elsewhere (txn_verify.go). Without one,
+	// only a local coordinator is asked.
+	Markers *MarkerSender
 	// Node is this broker's part in its metadata quorum (replication/
 	// node; a single broker is the only voter of a local quorum):
 	// metadata, leadership and topic administration come from the

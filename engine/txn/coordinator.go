@@ -99,6 +99,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// DefaultConfig is Kafka's defaults (the hooks left unset).
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	c.Logger = nil
+	return c
+}
+
 // Marker is one transaction marker to write: a COMMIT or ABORT control
 // batch of the producer at its epoch, stamped with the coordinator's
 // epoch (the leader epoch of its partition of __transaction_state), by
