@@ -127,16 +127,25 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		return
 	}
 
-	if req.TransactionID != nil {
-		// KIP-890 part 1: the transaction coordinator must know every
-		// partition a transactional batch goes to, or the batch would
-		// open a transaction on it that nothing ends.
-		s.verifyTxnProduce(req, func(refused map[engine.TP]int16) {
-			s.produceVerified(cx, req, p, refused)
-		})
+	// A connection's produce requests reach the engine in the order they
+	// came (an idempotent producer pipelines them, and its sequence
+	// numbers must arrive in order): one waiting for its verification
+	// holds back those after it.
+	var order *produceOrder
+	if cx.session != nil {
+		order = &cx.session.produces
+	}
+	if req.TransactionID == nil {
+		order.run(func() { s.produceVerified(cx, req, p, nil) })
 		return
 	}
-	s.produceVerified(cx, req, p, nil)
+	// KIP-890 part 1: the transaction coordinator must know every
+	// partition a transactional batch goes to, or the batch would open a
+	// transaction on it that nothing ends.
+	slot := order.wait()
+	s.verifyTxnProduce(req, func(refused map[engine.TP]int16) {
+		order.ready(slot, func() { s.produceVerified(cx, req, p, refused) })
+	})
 }
 
 // produceVerified appends the partitions of req, but those refused (with

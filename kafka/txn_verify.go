@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -169,4 +170,84 @@ func (ms *MarkerSender) verify(id int32, addr, txnID string, pid int64, epoch in
 		per[i] = c
 	}
 	return 0, per
+}
+
+// produceOrder keeps a connection's produce requests in the order they
+// came while some wait for their verification: each is a slot in a queue,
+// run once it and every slot before it are ready. Only the connection's
+// network goroutine adds slots (wait, run); any goroutine may make one
+// ready. A nil produceOrder (a request from no connection) runs at once.
+type produceOrder struct {
+	mu       sync.Mutex
+	queue    []*orderSlot
+	draining bool
+}
+
+type orderSlot struct {
+	ready bool
+	fn    func()
+}
+
+// run runs fn in order: at once when nothing waits before it.
+func (o *produceOrder) run(fn func()) {
+	if o == nil {
+		fn()
+		return
+	}
+	o.mu.Lock()
+	if len(o.queue) == 0 && !o.draining {
+		o.mu.Unlock()
+		fn()
+		return
+	}
+	o.queue = append(o.queue, &orderSlot{ready: true, fn: fn})
+	o.mu.Unlock()
+	o.drain()
+}
+
+// wait takes a slot for a request that is not ready yet.
+func (o *produceOrder) wait() *orderSlot {
+	if o == nil {
+		return nil
+	}
+	sl := &orderSlot{}
+	o.mu.Lock()
+	o.queue = append(o.queue, sl)
+	o.mu.Unlock()
+	return sl
+}
+
+// ready makes sl ready with fn, and runs what is ready at the head of
+// the queue.
+func (o *produceOrder) ready(sl *orderSlot, fn func()) {
+	if o == nil {
+		fn()
+		return
+	}
+	o.mu.Lock()
+	sl.ready, sl.fn = true, fn
+	o.mu.Unlock()
+	o.drain()
+}
+
+// drain runs the ready slots at the head of the queue, in order, one
+// drainer at a time (a slot made ready meanwhile is found by the running
+// drainer's next look).
+func (o *produceOrder) drain() {
+	o.mu.Lock()
+	if o.draining {
+		o.mu.Unlock()
+		return
+	}
+	o.draining = true
+	for len(o.queue) > 0 && o.queue[0].ready {
+		sl := o.queue[0]
+		o.queue[0] = nil
+		o.queue = o.queue[1:]
+		o.mu.Unlock()
+		sl.fn()
+		o.mu.Lock()
+	}
+	o.draining = false
+	o.mu.Unlock()
 }
