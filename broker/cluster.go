@@ -198,7 +198,8 @@ func (c *cluster) start(eng *engine.Core) error {
 	ctl, err := controller.Open(controller.Config{
 		NodeID: c.cfg.NodeID, Voters: voters, Dir: ctlDir,
 		BrokerSessionTimeout: c.cfg.Cluster.SessionTimeout, BrokerHeartbeatInterval: c.cfg.Cluster.HeartbeatInterval,
-		DefaultPartitions: c.cfg.NumPartitions, DefaultReplicationFactor: c.cfg.Cluster.ReplicationFactor, Logger: c.log,
+		UncleanRecoveryTimeout: c.cfg.Cluster.UncleanRecoveryTimeout,
+		DefaultPartitions:      c.cfg.NumPartitions, DefaultReplicationFactor: c.cfg.Cluster.ReplicationFactor, Logger: c.log,
 		TLS: c.cfg.Cluster.TLS,
 	})
 	if err != nil {

@@ -142,6 +142,11 @@ type ClusterConfig struct {
 	LagTimeMax        time.Duration
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
+	// UncleanRecoveryTimeout is unclean.recovery.timeout.ms (KIP-966): how
+	// long a partition whose whole ISR restarted from an unclean shutdown
+	// waits for its other replicas before the longest log among those back
+	// leads (0: the controller's default, 2 minutes).
+	UncleanRecoveryTimeout time.Duration
 	// ReplicationFactor is default.replication.factor.
 	ReplicationFactor int16
 	// FetchSlots is ringlog.replica.fetch.slots: requests in flight per

@@ -27,8 +27,26 @@
 //
 // Core is the engine as a broker drives it: raw record batches (Append,
 // Read's file regions for sendfile), replication roles and high
-// watermarks, offsets by time, configs. An embedder rarely needs it
-// (Engine.Core).
+// watermarks, offsets by time, configs, transaction markers. An embedder
+// rarely needs it (Engine.Core).
+//
+// # Transactions
+//
+// The log side of KIP-98 (txn.go): a producer's transactional batches open
+// a transaction on the partition; AppendMarker, the transaction
+// coordinator's one write, ends it with a COMMIT or ABORT control batch,
+// refused from an older producer epoch (ErrInvalidProducerEpoch) or an
+// older coordinator epoch (ErrTransactionCoordinatorFenced). A producer's
+// batch outside its open transaction is ErrInvalidTxnState. The last
+// stable offset (PartitionState.LSO) is the high watermark held below the
+// first offset of every transaction not settled (open, or ended by a
+// marker not yet below the high watermark), on leaders and followers
+// alike. Read and ListOffset take an Isolation: ReadCommitted stops at the
+// LSO and gets the aborted transactions it read (ReadResult.Aborted), from
+// the segments' aborted-transactions indexes, which ABORT markers fill and
+// which the partition's open rebuilds from the log where they cannot be
+// trusted. The cleaner stops at the LSO, drops aborted transactions'
+// records and, two passes later, their markers.
 //
 // # Shards
 //
@@ -98,6 +116,7 @@
 // network layer). Read, ReadReplica, State, ListOffset and
 // EndOffsetForEpoch never wait for a shard: they work on the log's
 // published, reference-counted views; SetHW and SetISR do not wait either.
+// AppendMarker's done, like Append's, runs on the shard goroutine.
 // ListOffset(MaxTimestamp), DeleteRecords, topic changes, BecomeLeader,
 // BecomeFollower, Truncate and TruncateFullyAndStartAt do a round trip
 // through the shard, so they must not be called from a shard goroutine (a
@@ -119,8 +138,11 @@
 //	replication-offset-checkpoint
 //	                       "0\n<count>\n<topic> <partition> <hw>\n..." (Kafka's
 //	                       format): the high watermarks of a replicated engine
-//	<topic>-<partition>/   a partition's log (see package segment) and
-//	                       producer-state, the idempotence snapshot
+//	<topic>-<partition>/   a partition's log (see package segment, .txnindex
+//	                       files included) and producer-state, the snapshot
+//	                       of idempotence and transaction state (version 2:
+//	                       each producer's open transaction and coordinator
+//	                       epoch), taken at a roll as of the new segment's base
 //
 // # Non-obvious invariants
 //
@@ -158,6 +180,21 @@
 //   - After a start a replicated partition's HW is its checkpointed value,
 //     never the LEO: records above the committed offset may yet be
 //     truncated, and consumers must not see them meanwhile.
+//   - The LSO never passes an open transaction: a round publishes the
+//     transactions it opens (txnSpan) before its write is submitted, so no
+//     high watermark a follower's fetch moves can cover a transactional
+//     batch the LSO does not know of; an ended transaction stays unsettled
+//     until its marker is below the high watermark (a leader change may
+//     yet truncate the marker) and, for an ABORT, until its .txnindex
+//     entry is written.
+//   - A producer snapshot is taken at a roll as of the round's first offset
+//     (the new segment's base), from the state before the round: after a
+//     crash, recovery scans the active segment and its transaction index
+//     must be rebuilt from the state at its base; a snapshot taken after
+//     the round (as before transactions) would send the rebuild back to
+//     the log start.
+//   - A producer with an open transaction is never expired (the
+//     coordinator ends a transaction that times out, with a marker).
 //   - Duplicates of an idempotent producer's retry are answered with the
 //     original offset and no write; a producer with no state (new, or
 //     expired) is accepted at any sequence, as Kafka does.

@@ -29,6 +29,10 @@ type partition struct {
 	// offline, once set, is why p is offline (offline.go): it wraps
 	// ErrStorage and is what every call on p answers from then on.
 	offline atomic.Pointer[error]
+	// recovered is where the log ended when this start recovered it from
+	// an unclean shutdown (recovered.go); nil for a log closed cleanly.
+	// Set on the shard before p is published.
+	recovered *RecoveredLog
 
 	// hw is the high watermark: consumers read below it. On a single node
 	// it follows the LEO; in a replicated engine SetHW moves it.

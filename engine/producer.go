@@ -76,10 +76,25 @@ type producerState struct {
 	// still be truncated, and the last stable offset stays below the
 	// transaction's first offset (Kafka's unreplicatedTxns).
 	ended []txnSpan
+	// open maps the producers with a transaction open to its first
+	// offset: the entries' txnFirst, kept apart so that the shard's
+	// per-round look at open transactions costs nothing when there are
+	// none, whatever the number of idempotent producers.
+	open map[int64]int64
 }
 
 func newProducerState() *producerState {
-	return &producerState{entries: map[int64]*producerEntry{}}
+	return &producerState{entries: map[int64]*producerEntry{}, open: map[int64]int64{}}
+}
+
+// setTxnFirst opens (first >= 0) or closes (-1) pid's transaction.
+func (ps *producerState) setTxnFirst(pid int64, e *producerEntry, first int64) {
+	e.txnFirst = first
+	if first >= 0 {
+		ps.open[pid] = first
+	} else {
+		delete(ps.open, pid)
+	}
 }
 
 // lastSequence is the sequence of the batch's last record, wrapping at
@@ -207,7 +222,7 @@ func (ps *producerState) update(h batch.Header, baseOffset int64, m *batch.Marke
 		return ps.endTxn(h.ProducerID, e, baseOffset, m, keepUndo)
 	}
 	if h.Transactional() && e.txnFirst < 0 {
-		e.txnFirst = baseOffset
+		ps.setTxnFirst(h.ProducerID, e, baseOffset)
 	}
 	if len(e.batches) == batchesToRetain {
 		copy(e.batches, e.batches[1:])
@@ -229,7 +244,7 @@ func (ps *producerState) update(h batch.Header, baseOffset int64, m *batch.Marke
 // transaction that has no data here too (first offset = the marker's).
 func (ps *producerState) endTxn(pid int64, e *producerEntry, offset int64, m *batch.Marker, keepUndo bool) *segment.AbortedTxn {
 	first := e.txnFirst
-	e.txnFirst = -1
+	ps.setTxnFirst(pid, e, -1)
 	e.coordinatorEpoch = m.CoordinatorEpoch
 	if first >= 0 {
 		ps.ended = append(ps.ended, txnSpan{first: first, last: offset, pending: keepUndo})
@@ -243,9 +258,9 @@ func (ps *producerState) endTxn(pid int64, e *producerEntry, offset int64, m *ba
 	// Kafka's lastStableOffset(completedTxn): the first offset of the
 	// earliest transaction still open, or just after this marker.
 	lso := offset + 1
-	for opid, o := range ps.entries {
-		if opid != pid && o.txnFirst >= 0 {
-			lso = min(lso, o.txnFirst)
+	for opid, f := range ps.open {
+		if opid != pid {
+			lso = min(lso, f)
 		}
 	}
 	return &segment.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: offset, LastStableOffset: lso}
@@ -267,10 +282,14 @@ func (ps *producerState) rollback() {
 		ps.ended = ps.ended[:ps.undoEnded]
 	}
 	for pid, e := range ps.undo {
+		delete(ps.open, pid)
 		if e == nil {
 			delete(ps.entries, pid)
-		} else {
-			ps.entries[pid] = e
+			continue
+		}
+		ps.entries[pid] = e
+		if e.txnFirst >= 0 {
+			ps.open[pid] = e.txnFirst
 		}
 	}
 	ps.undo = nil
@@ -397,6 +416,9 @@ func decodeSnapshot(b []byte) (*producerState, int64, error) {
 		if version == snapshotVersion {
 			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(rest[10:]))
 			e.txnFirst = int64(binary.BigEndian.Uint64(rest[14:]))
+			if e.txnFirst >= 0 {
+				ps.open[pid] = e.txnFirst
+			}
 		}
 		n := int(rest[entrySize-1])
 		rest = rest[entrySize:]

@@ -384,8 +384,10 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 			s.e.opensClean.Add(1)
 		} else {
 			s.e.opensRecovered.Add(1)
+			p.recovered = recoveredEnd(p.tp, l)
 			s.e.log.Info("recovered partition", "partition", p.dir, "segments_scanned", r.SegmentsScanned,
-				"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "reason", r.Reason)
+				"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "reason", r.Reason,
+				"leo", p.recovered.LEO, "last_epoch", p.recovered.LastEpoch)
 		}
 	}
 	if err := p.loadProducers(); err != nil {

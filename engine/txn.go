@@ -88,6 +88,13 @@ func lastStable(hw, logStart int64, spans []txnSpan) int64 {
 // unless a round is in flight (its rollback counts them).
 func (p *partition) publishTxns() {
 	ps := p.producers
+	if len(ps.open) == 0 && len(ps.ended) == 0 {
+		// The common case, and the cost of a round without transactions.
+		if p.txns.Load() != nil {
+			p.txns.Store(nil)
+		}
+		return
+	}
 	hw := p.hw.Load()
 	if ps.undo == nil {
 		n := 0
@@ -101,10 +108,8 @@ func (p *partition) publishTxns() {
 		ps.ended = ps.ended[:n]
 	}
 	var spans []txnSpan
-	for _, e := range ps.entries {
-		if e.txnFirst >= 0 {
-			spans = append(spans, txnSpan{first: e.txnFirst, last: math.MaxInt64})
-		}
+	for _, first := range ps.open {
+		spans = append(spans, txnSpan{first: first, last: math.MaxInt64})
 	}
 	for _, s := range ps.ended {
 		if s.pending {

@@ -33,27 +33,6 @@ func produceTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
 	}
 }
 
-// consumeAll reads topic from the start with the isolation level until
-// it has want records or the deadline passes, and returns their values.
-func consumeIso(t *testing.T, b *testBroker, topic string, iso kgo.IsolationLevel, want int) []string {
-	t.Helper()
-	cl := b.client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100*time.Millisecond))
-	var got []string
-	deadline := time.Now().Add(15 * time.Second)
-	for len(got) < want && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	// A little longer, for records that should not come.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	return got
-}
-
 func TestTxnCommitAbortReadCommitted(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
 	createTopic(t, b, "txn", 3, nil)

@@ -148,7 +148,8 @@ func (l *Log) cleanerTruncated(offset int64) error {
 type CleanStatus struct {
 	// FirstDirty is where the dirty section starts; CleanableEnd is the
 	// first offset no clean may touch yet: the active segment's base, the
-	// high watermark, or the base of the first dirty segment younger than
+	// base of the segment holding the upper bound (the last stable offset),
+	// or the base of the first dirty segment younger than
 	// min.compaction.lag.ms, whichever is lowest.
 	FirstDirty, CleanableEnd int64
 	// CleanBytes and DirtyBytes are the sizes of the segments of each
@@ -177,7 +178,13 @@ func (l *Log) CleanStatus(upper int64) (CleanStatus, error) {
 	}
 	now := l.opts.Now().UnixMilli()
 	fd := min(max(l.cleaner.firstDirty, l.logStart.Load()), l.LEO())
-	end := min(l.active.base, upper)
+	// The segment holding upper is not cleanable, as in Kafka's
+	// calculateCleanableBytes: upper (the last stable offset) may fall
+	// inside a segment, and a clean maps and rewrites whole segments.
+	end := l.active.base
+	if upper < end {
+		end = l.segs[segmentFor(l.segs, upper)].base
+	}
 	segs := l.segs[:len(l.segs)-1] // the active segment is never cleaned
 	segEnd := func(i int) int64 { return l.segs[i+1].base }
 	if lag := l.cfg.MinCompactionLagMs; lag > 0 {
@@ -244,6 +251,7 @@ type CleanPlan struct {
 	cfg         Config
 	now         int64
 	producers   map[int64]int64
+	aborted     []AbortedTxn
 	truncations int64
 	released    atomic.Bool
 }
@@ -263,7 +271,8 @@ func (p *CleanPlan) release() {
 	}
 }
 
-// PlanClean starts a clean of the log below upper (the high watermark) and
+// PlanClean starts a clean of the log below upper (the last stable offset:
+// every transaction below it has ended, clean_txn.go) and
 // returns its plan, or nil when the log is not compacted, has nothing
 // cleanable, or a clean is already out. It cleans whatever its status; the
 // caller checks Status.Due when it wants Kafka's triggers.
@@ -306,6 +315,7 @@ func (l *Log) PlanClean(upper int64, producers map[int64]int64) (*CleanPlan, err
 		p.release()
 		return nil, nil
 	}
+	p.aborted = planAborted(segs, st.CleanableEnd)
 	return p, nil
 }
 
@@ -343,6 +353,10 @@ type CleanStats struct {
 	RecordsRead, RecordsRemoved           int64
 	// TombstonesRemoved are tombstones whose delete horizon had passed.
 	TombstonesRemoved int64
+	// AbortedBatchesRemoved are batches of aborted transactions whose
+	// records went; MarkersRemoved are transaction markers removed once
+	// their transaction had no data left and their horizon had passed.
+	AbortedBatchesRemoved, MarkersRemoved int
 	// BatchesRewritten were rebuilt without their removed records,
 	// BatchesEmptied kept as a bare header, BatchesDropped removed whole;
 	// BatchesUndecodable were kept as they were because their records could

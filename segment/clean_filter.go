@@ -25,10 +25,25 @@ import (
 // producer timestamps and file times.
 func (c *cleanRun) filter(b []byte, h batch.Header, last bool) ([]byte, bool, error) {
 	if h.Control() {
-		// No transactions here yet: markers are kept as they are, and
-		// transactional batches are cleaned as any other (Kafka would
-		// also drop aborted data and, past their horizon, the markers).
-		return b, false, nil
+		return c.filterControl(b, h, last)
+	}
+	if c.txn.dataBatch(h) {
+		// A batch of an aborted transaction (clean_txn.go): its records
+		// go whatever their keys.
+		c.stats.RecordsRead += int64(h.NumRecords)
+		c.stats.RecordsRemoved += int64(h.NumRecords)
+		c.stats.AbortedBatchesRemoved++
+		if !last && !c.producerLast(h) {
+			c.stats.BatchesDropped++
+			return nil, true, nil
+		}
+		if h.NumRecords == 0 {
+			return b, false, nil
+		}
+		c.stats.BatchesEmptied++
+		out, err := batch.Build(c.outBuf[:0], h, batch.None, nil)
+		c.outBuf = out[:0]
+		return out, true, err
 	}
 	c.kept, c.arena = c.kept[:0], c.arena[:0]
 	removed, tombstones, tombstonesBelow := 0, 0, 0

@@ -470,9 +470,14 @@ func TestCleanStatus(t *testing.T) {
 	if !st.Due || st.Ratio != 1 || st.CleanBytes != 0 || st.CleanableEnd != l.ActiveBase() {
 		t.Fatalf("all dirty: %+v", st)
 	}
-	// The high watermark bounds the cleanable end.
-	if st, _ := l.CleanStatus(10); st.CleanableEnd != 10 {
-		t.Fatalf("below a high watermark of 10: %+v", st)
+	// The upper bound (the LSO) bounds the cleanable end, at the base of
+	// the segment holding it: a bound inside a segment once left a log
+	// due for ever, its cleans mapping nothing (TestCleanerStopsAtLSO).
+	if st, _ := l.CleanStatus(10); st.CleanableEnd != 0 || st.Due {
+		t.Fatalf("below an upper bound of 10: %+v", st)
+	}
+	if st, _ := l.CleanStatus(l.segs[1].base + 1); st.CleanableEnd != l.segs[1].base {
+		t.Fatalf("below an upper bound inside the second segment: %+v", st)
 	}
 	if _, err := l.CleanNow(l.LEO(), CleanOptions{}); err != nil {
 		t.Fatal(err)

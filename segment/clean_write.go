@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"ringlog/segment/batch"
@@ -40,10 +41,9 @@ type cleanGroup struct {
 	w          *bufio.Writer
 	pos, next  int64
 	inputBytes int64
-	// markers are the offsets of the control batches the cleaned segment
-	// keeps: the aborted transactions whose marker stays keep their entry
-	// in its transaction index.
-	markers map[int64]bool
+	// txns are the entries of the cleaned segment's transaction index:
+	// the aborted transactions whose marker it keeps with their data.
+	txns []AbortedTxn
 }
 
 type groupState uint8
@@ -69,6 +69,7 @@ type cleanRun struct {
 	producers map[int64]int64
 	horizon   int64
 	stats     CleanStats
+	txn       *txnClean
 
 	sc     *batchScanner
 	kept   []batch.Record
@@ -90,7 +91,7 @@ func (l *Log) Clean(p *CleanPlan, opts CleanOptions) (res *CleanResult, err erro
 		opts.MaxKeys = DefaultCleanMaxKeys
 	}
 	c := &cleanRun{l: l, plan: p, opts: opts, cfg: p.cfg, now: p.now, m: newOffsetMap(opts.MaxKeys),
-		producers: p.producers, horizon: math.MaxInt64}
+		producers: p.producers, horizon: math.MaxInt64, txn: newTxnClean(slices.Clone(p.aborted))}
 	r := &CleanResult{plan: p}
 	defer func() {
 		if err != nil {
@@ -207,6 +208,7 @@ func (c *cleanRun) groups() [][]planSeg {
 // prefix, so that a clean that changes little writes little.
 func (c *cleanRun) cleanGroup(old []planSeg) (g *cleanGroup, err error) {
 	g = &cleanGroup{old: old}
+	c.txn.entries = c.txn.entries[:0]
 	for _, ps := range old {
 		g.inputBytes += ps.size
 	}
@@ -261,6 +263,7 @@ func (c *cleanRun) cleanGroup(old []planSeg) (g *cleanGroup, err error) {
 	if g.seg == nil {
 		return nil, nil
 	}
+	g.txns = slices.Clone(c.txn.entries)
 	if err := c.finishOutput(g); err != nil {
 		return g, err
 	}
@@ -290,7 +293,6 @@ func (c *cleanRun) startOutput(g *cleanGroup, prefix int64) error {
 			return err
 		}
 		seg.indexBatch(p, h, c.cfg.IndexIntervalBytes)
-		g.keep(h)
 		g.next = h.NextOffset()
 		p += int64(h.Size())
 	}
@@ -315,7 +317,6 @@ func (c *cleanRun) emit(g *cleanGroup, b []byte, h batch.Header) error {
 		return fmt.Errorf("segment: cleaned segment %d would exceed 4 GiB", g.seg.base)
 	}
 	g.seg.indexBatch(g.pos, h, c.cfg.IndexIntervalBytes)
-	g.keep(h)
 	if _, err := g.w.Write(b); err != nil {
 		return fmt.Errorf("segment: write %s: %w", g.seg.log.Name(), err)
 	}
@@ -351,17 +352,11 @@ func (c *cleanRun) finishOutput(g *cleanGroup) error {
 			return err
 		}
 	}
-	// The aborted transactions of the segments replaced whose markers
-	// stay: a consumer told of one whose marker is gone would skip the
-	// producer's later records while it waits for that marker.
-	var es []AbortedTxn
-	for _, o := range g.old {
-		for _, e := range o.seg.txn.entries.load() {
-			if g.markers[e.LastOffset] {
-				es = append(es, e)
-			}
-		}
-	}
+	// The aborted transactions whose markers stay with data of theirs
+	// (clean_txn.go), as Kafka's cleaner indexes them: one whose marker
+	// went must not be named to consumers, who would skip the producer's
+	// later records while they wait for that marker.
+	es := g.txns
 	b := make([]byte, 0, len(es)*txnEntrySize)
 	for _, e := range es {
 		b = appendTxnEntry(b, e)
@@ -371,16 +366,6 @@ func (c *cleanRun) finishOutput(g *cleanGroup) error {
 	}
 	s.txn.entries.store(es)
 	return nil
-}
-
-// keep notes a batch the cleaned segment holds.
-func (g *cleanGroup) keep(h batch.Header) {
-	if h.Control() {
-		if g.markers == nil {
-			g.markers = map[int64]bool{}
-		}
-		g.markers[h.BaseOffset] = true
-	}
 }
 
 // createCleaned creates the files of a cleaned segment at base under

@@ -7,6 +7,9 @@
 //	00000000000000000000.log        batches, as producers sent them, offsets assigned
 //	00000000000000000000.index      offset index: (last offset - base u32, position u32) BE
 //	00000000000000000000.timeindex  time index:   (max timestamp so far i64, last offset - base u32) BE
+//	00000000000000000000.txnindex   aborted transactions (Kafka's TransactionIndex), 34-byte entries:
+//	                                version i16 (0) | producer id i64 | first offset i64 |
+//	                                last offset i64 (the ABORT marker) | last stable offset i64, BE
 //	00000000000000001234.log        the next segment, based at offset 1234 (20 digits)
 //	...
 //	leader-epoch-checkpoint         "0\n<count>\n<epoch> <start offset>\n..." (Kafka's format)
@@ -41,7 +44,7 @@
 //
 // A log whose cleanup.policy includes compact is cleaned as Kafka's
 // LogCleaner does (clean.go): the keys of the dirty section (from the first
-// dirty offset to the active segment, the high watermark and
+// dirty offset to the active segment, the last stable offset and
 // min.compaction.lag.ms) are mapped to their latest offsets, and every
 // segment below the map's end is rewritten, in groups of at most
 // segment.bytes, without the records a later record of their key
@@ -49,7 +52,11 @@
 // producer fields and codec; a batch left without records is dropped,
 // unless it is the last of its group or an active producer's last, which
 // stay as bare headers. Tombstones get KIP-534's delete horizon and go once
-// it has passed. The cleaned segments are written under .cleaned names off
+// it has passed. A clean stops at the segment holding its upper bound (the
+// last stable offset), drops the batches of aborted transactions and keeps
+// a marker while data of its transaction is found, then gives it a delete
+// horizon and removes it after (clean_txn.go, Kafka's
+// CleanedTransactionMetadata). The cleaned segments are written under .cleaned names off
 // the owner's goroutine, and swapped in on it: .cleaned -> .swap (the
 // commit), install, old files removed, .swap -> final names.
 //
@@ -74,7 +81,10 @@
 // tail after the last index entry walked). Otherwise every segment from the
 // recovery point on is scanned: each batch is validated (length, magic,
 // CRC-32C, counts, offsets going forward), indexes and leader epochs are
-// rebuilt. At the first invalid batch the log distinguishes a torn tail
+// rebuilt. Transaction indexes of scanned segments, and any that is
+// missing or does not decode for its segment, are stale: the owner, who
+// alone knows where each transaction began, rebuilds them from the log
+// (TxnIndexStale, RebuildTxnIndexes). At the first invalid batch the log distinguishes a torn tail
 // (nothing valid follows: cut silently) from corruption (a valid batch
 // follows, in the same segment or a later one: ErrCorrupt, and the log does
 // not open unless Options.RepairCorrupt says to cut there).
@@ -137,6 +147,14 @@
 //   - A delete horizon replaces a batch's baseTimestamp (KIP-534); the
 //     records' timestamp deltas are recomputed from it, so that base+delta
 //     still gives every record its own timestamp.
+//   - Every segment has a .txnindex, empty when nothing was aborted in it,
+//     so that a missing one is known to be lost; its entries are also held
+//     in memory (readers load them atomically) and the file is opened only
+//     to write or sync it: no fourth descriptor per segment.
+//   - A cleaned segment's .txnindex names only aborted transactions whose
+//     ABORT marker it keeps with data of theirs: a consumer told of one
+//     whose marker is gone would skip the producer's later records while
+//     waiting for it.
 //   - Compaction keeps maxTimestamp of every batch it rewrites, so the time
 //     index and time-based retention of compact,delete logs see the same
 //     segment times as before.

@@ -287,6 +287,9 @@ func (s *settings) set(k, v string) error {
 	case "broker.session.timeout.ms":
 		n, err = num(1, math.MaxInt32)
 		s.Cluster.SessionTimeout = time.Duration(n) * time.Millisecond
+	case "unclean.recovery.timeout.ms":
+		n, err = num(1, math.MaxInt32)
+		s.Cluster.UncleanRecoveryTimeout = time.Duration(n) * time.Millisecond
 	case "broker.heartbeat.interval.ms":
 		n, err = num(1, math.MaxInt32)
 		s.Cluster.HeartbeatInterval = time.Duration(n) * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func (c *powerCluster) powerLoss(nodes ...*powerNode) {
 		case <-time.After(20 * time.Second):
 			c.t.Fatalf("broker %d did not exit after SIGKILL", n.id)
 		}
-		mode := []powerfs.Mode{powerfs.Drop, powerfs.Torn}[c.rng.IntN(2)] // Reorder: see powerRun.mode
+		mode := []powerfs.Mode{powerfs.Drop, powerfs.Torn, powerfs.Reorder}[c.rng.IntN(3)]
 		if err := n.fs.PowerLoss(mode); err != nil {
 			c.t.Fatal(err)
 		}
@@ -309,6 +310,58 @@ func TestPowerLossClusterOneAtATime(t *testing.T) {
 	}
 }
 
+// recoveredRe reads a broker's log line for a partition it recovered from
+// an unclean shutdown: its directory and where its log ended.
+var recoveredRe = regexp.MustCompile(`msg="recovered partition" partition=(\S+) .*\bleo=(\d+)`)
+
+// checkLongestLogLeads checks, after every broker restarted from a power
+// loss, that each partition's log is as long as the longest any replica
+// recovered (KIP-966's unclean recovery: the controller waited for all
+// three and elected that one; the first back would have truncated the
+// others to its own).
+func (c *powerCluster) checkLongestLogLeads() {
+	t := c.t
+	t.Helper()
+	longest := map[int32]int64{}
+	for _, n := range c.nodes {
+		for _, m := range recoveredRe.FindAllStringSubmatch(n.p.out.String(), -1) {
+			base := filepath.Base(m[1])
+			p, err := strconv.Atoi(strings.TrimPrefix(base, powerTopic+"-"))
+			if err != nil || !strings.HasPrefix(base, powerTopic+"-") {
+				continue
+			}
+			leo, _ := strconv.ParseInt(m[2], 10, 64)
+			longest[int32(p)] = max(longest[int32(p)], leo)
+		}
+	}
+	if len(longest) != clusterPartitions {
+		t.Fatalf("recovered partitions in the brokers' logs: %v", longest)
+	}
+	adm := c.admin()
+	defer adm.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ends, err := adm.ListEndOffsets(ctx, powerTopic)
+		cancel()
+		short := ""
+		for p, want := range longest {
+			end, _ := ends.Lookup(powerTopic, p)
+			if err != nil || end.Err != nil || end.Offset < want {
+				short += fmt.Sprintf(" partition %d: end %d, longest recovered %d (%v %v);", p, end.Offset, want, err, end.Err)
+			}
+		}
+		if short == "" {
+			t.Logf("every partition as long as its longest recovered replica: %v", longest)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a shorter replica leads:%s", short)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestPowerLossClusterAllAtOnce: all three brokers lose power together,
 // twice. With -flush always nothing acknowledged is lost. With
 // -flush never (Kafka's default) every replica loses its unsynced tail at
@@ -329,6 +382,7 @@ func TestPowerLossClusterAllAtOnce(t *testing.T) {
 				})
 				c.startAll()
 				c.waitHealthy(clusterPartitions)
+				c.checkLongestLogLeads()
 				_, l := c.check(clusterPartitions, flush == "never")
 				lost += l
 				t.Logf("round %d: %d acknowledged records lost", round, l)

@@ -33,6 +33,13 @@ type BrokerInfo struct {
 	// carries them, so that the controller never elects the new
 	// incarnation to lead one of them.
 	Offline func() []TopicIDPartition
+	// RecoveredLogEnds, when set, returns where the logs that the broker
+	// recovered from an unclean shutdown at its start end (the last
+	// leader epoch in each, and its LEO), so that a partition whose whole
+	// ISR lost power waits for the longest log (election.go). The
+	// heartbeat loop asks it until a registration succeeds and never
+	// after: a broker registering again after a fence has served since.
+	RecoveredLogEnds func() []ReplicaLogEnd
 }
 
 // CreateTopicRequest is one topic of a CreateTopics request.
@@ -143,7 +150,18 @@ func (c *Controller) RegisterBroker(ctx context.Context, info BrokerInfo) (int64
 	if info.Offline != nil {
 		offline = canonicalOffline(info.Offline())
 	}
-	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack, configs: maps.Clone(info.Listeners), offline: offline})
+	var ends []ReplicaLogEnd
+	if info.RecoveredLogEnds != nil {
+		ends = slices.Clone(info.RecoveredLogEnds())
+		slices.SortFunc(ends, func(a, b ReplicaLogEnd) int {
+			if c := slices.Compare(a.ID[:], b.ID[:]); c != 0 {
+				return c
+			}
+			return int(a.Partition - b.Partition)
+		})
+	}
+	r, err := c.submit(ctx, &command{typ: cmdRegisterBroker, brokerID: info.ID, addr: info.Addr, rack: info.Rack, configs: maps.Clone(info.Listeners),
+		offline: offline, ends: ends})
 	if err != nil {
 		return 0, err
 	}
@@ -361,6 +379,7 @@ func (c *Controller) brokerLoop(ctx context.Context, info BrokerInfo) {
 			e, err := c.RegisterBroker(actx, info)
 			if err == nil {
 				epoch = e
+				info.RecoveredLogEnds = nil // reported once, by this incarnation
 				c.log.Info("controller: broker registered", "broker", info.ID, "epoch", epoch)
 			} else if ctx.Err() == nil && c.ctx.Err() == nil {
 				c.log.Warn("controller: broker registration failed", "broker", info.ID, "error", err)

@@ -6,7 +6,7 @@ type cmdType uint8
 
 const (
 	cmdNoop                cmdType = 1  // marks a point in the log (Sync)
-	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack[, configs: listeners[, offline]]; epoch = entry index
+	cmdRegisterBroker      cmdType = 2  // brokerID, addr, rack[, configs: listeners[, offline[, ends]]]; epoch = entry index
 	cmdUnfenceBroker       cmdType = 3  // brokerID, epoch
 	cmdFenceBroker         cmdType = 4  // brokerID, epoch
 	cmdCreateTopic         cmdType = 5  // topic, partitions, rf, validateOnly, configs; + topicID, assignments[, maxTotal]
@@ -20,7 +20,8 @@ const (
 	cmdControlledShutdown  cmdType = 13 // brokerID, epoch; RPC only: the leader logs a FenceBroker
 	cmdAlterScram          cmdType = 14 // scram (changes)
 	cmdOfflineReplicas     cmdType = 15 // brokerID, epoch, offline (the broker's whole set)
-	cmdTypeEnd             cmdType = 16
+	cmdElectRecovery       cmdType = 16 // offline: partitions whose unclean recovery timed out; logged by the leader
+	cmdTypeEnd             cmdType = 17
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -47,7 +48,7 @@ const (
 func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
-		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas"}
+		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -88,6 +89,9 @@ type command struct {
 	// offline (RegisterBroker, OfflineReplicas) are the partitions whose
 	// replica on the broker is offline: the whole set, not a change.
 	offline []TopicIDPartition
+	// ends (RegisterBroker) are the log ends of the broker's replicas
+	// that it recovered from an unclean shutdown (Partition.Recovering).
+	ends []ReplicaLogEnd
 }
 
 func (c *command) encode() []byte {
@@ -100,14 +104,18 @@ func (c *command) encode() []byte {
 		e.i32(c.brokerID)
 		e.str(c.addr)
 		e.str(c.rack)
-		if len(c.configs) > 0 || len(c.offline) > 0 {
-			// Trailing fields, the listeners by name and the offline
-			// replicas: entries written before them still decode. The
-			// listeners are written (empty) when offline replicas follow.
+		if len(c.configs) > 0 || len(c.offline) > 0 || len(c.ends) > 0 {
+			// Trailing fields, the listeners by name, the offline
+			// replicas and the recovered log ends: entries written
+			// before them still decode. A field is written (empty) when
+			// a later one follows.
 			e.stringMap(c.configs)
 		}
-		if len(c.offline) > 0 {
+		if len(c.offline) > 0 || len(c.ends) > 0 {
 			encodeOffline(e, c.offline)
+		}
+		if len(c.ends) > 0 {
+			encodeReplicaLogEnds(e, c.ends)
 		}
 	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
 		e.i32(c.brokerID)
@@ -166,8 +174,35 @@ func (c *command) encode() []byte {
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
 		encodeOffline(e, c.offline)
+	case cmdElectRecovery:
+		encodeOffline(e, c.offline)
 	}
 	return e.b
+}
+
+func encodeReplicaLogEnds(e *encoder, v []ReplicaLogEnd) {
+	e.uvarint(len(v))
+	for _, l := range v {
+		e.b = append(e.b, l.ID[:]...)
+		e.i32(l.Partition)
+		e.i32(l.LastEpoch)
+		e.i64(l.LEO)
+	}
+}
+
+func decodeReplicaLogEnds(d *decoder) []ReplicaLogEnd {
+	n := d.count(32)
+	if n == 0 {
+		return nil
+	}
+	v := make([]ReplicaLogEnd, n)
+	for i := range v {
+		copy(v[i].ID[:], d.take(16))
+		v[i].Partition = d.i32()
+		v[i].LastEpoch = d.i32()
+		v[i].LEO = d.i64()
+	}
+	return v
 }
 
 func encodeOffline(e *encoder, v []TopicIDPartition) {
@@ -241,11 +276,17 @@ func decodeCommand(b []byte) (*command, error) {
 		c.rack = d.str()
 		if len(d.b) > 0 {
 			c.configs = d.stringMap()
-			if len(d.b) > 0 {
-				if c.offline = decodeOffline(d); len(c.offline) == 0 {
+			switch {
+			case len(d.b) > 0:
+				c.offline = decodeOffline(d)
+				if len(d.b) > 0 {
+					if c.ends = decodeReplicaLogEnds(d); len(c.ends) == 0 {
+						d.fail("an empty list of recovered log ends")
+					}
+				} else if len(c.offline) == 0 {
 					d.fail("an empty offline replica list")
 				}
-			} else if len(c.configs) == 0 {
+			case len(c.configs) == 0:
 				d.fail("an empty listener map")
 			}
 		}
@@ -302,6 +343,10 @@ func decodeCommand(b []byte) (*command, error) {
 		c.brokerID = d.i32()
 		c.epoch = d.i64()
 		c.offline = decodeOffline(d)
+	case cmdElectRecovery:
+		if c.offline = decodeOffline(d); len(c.offline) == 0 {
+			d.fail("no partition to elect")
+		}
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -64,6 +64,12 @@ type Config struct {
 	// leader.imbalance.check.interval.seconds, without the imbalance
 	// threshold). Default 300s; negative disables.
 	LeaderRebalanceInterval time.Duration
+	// UncleanRecoveryTimeout is how long a partition whose whole ISR
+	// restarted from an unclean shutdown waits for its other replicas to
+	// come back and report their logs before the longest log among those
+	// that did is elected (KIP-966's unclean.recovery.timeout.ms;
+	// election.go). Default 2 minutes.
+	UncleanRecoveryTimeout time.Duration
 
 	// ElectionTimeout is raft's heartbeat and election timeout (the leader
 	// lease is half). Default 1s, Kafka's controller.quorum.election.timeout.ms:
@@ -97,6 +103,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.BrokerSessionTimeout, 9*time.Second)
 	def(&cfg.BrokerHeartbeatInterval, 2*time.Second)
 	def(&cfg.LeaderRebalanceInterval, 300*time.Second)
+	def(&cfg.UncleanRecoveryTimeout, 2*time.Minute)
 	if cfg.local() {
 		def(&cfg.ElectionTimeout, localElectionTimeout)
 	}

@@ -100,6 +100,14 @@
 //     nowhere, and it neither leads (clean, unclean or preferred election)
 //     nor rejoins the ISR (INELIGIBLE_REPLICA) until its broker registers
 //     without it. Partitions are named by topic id: a name may be reused.
+//   - Unclean recovery (KIP-966's, simplified; election.go): a broker
+//     reports in its first registration where each log it recovered from
+//     an unclean shutdown ends (last leader epoch, LEO). A leaderless
+//     partition whose live ISR members all reported waits until every
+//     replica not offline has reported (or UncleanRecoveryTimeout, after
+//     which the leader logs an ElectRecovery), then the longest log leads
+//     alone. So a power loss of a whole ISR under -flush never loses only
+//     what the best replica lost, not what the first one back lost.
 //   - Not supported yet: brokers that are not voters, changes of the voter
 //     set, users and ACLs.
 //

@@ -106,11 +106,120 @@ func partitionPreferred(p Partition, live func(int32) bool) (Partition, error) {
 
 // electInto sets np.Leader (which is -1) and np.ISR as
 // replication.ElectLeader chooses them among the eligible replicas (live,
-// not offline); np stays leaderless when nobody can lead.
+// not offline); np stays leaderless when nobody can lead. A partition in
+// recovery (every live ISR member recovered its log from an unclean
+// shutdown) waits instead until every replica has come back and reported
+// its log end, then the longest log leads (electRecovered).
 func electInto(np Partition, live func(int32) bool, unclean bool) Partition {
+	if recovering(np, live) {
+		if recoveryComplete(np, live) {
+			return electRecovered(np, live)
+		}
+		return np // the others, or the controller's timeout (cmdElectRecovery)
+	}
 	e, _ := replication.ElectLeader(np.Replicas, np.ISR, eligible(np, live), unclean)
 	np.Leader, np.ISR = e.Leader, e.ISR
+	if np.Leader != -1 {
+		// Its log is the partition's now: whatever it reported is moot.
+		np.Recovering = withoutLogEnd(np.Recovering, np.Leader)
+	}
 	return np
+}
+
+// Unclean recovery, after KIP-966. Under -flush never (Kafka's default) an
+// acknowledgement rests on the page caches of the ISR; when every member
+// of the ISR loses power at once, each keeps a different part of what it
+// had, and electing the first to return (the rule above) would truncate
+// the others to it, losing what they kept. So the controller waits: a
+// leaderless partition whose live ISR members all registered with a log
+// recovered from an unclean shutdown (Partition.Recovering holds each
+// one's reported end) gets no leader until every replica that is not
+// offline has registered and reported, or until the controller's
+// UncleanRecoveryTimeout passes (then cmdElectRecovery elects among those
+// there). The replica whose log ends last (the newest last leader epoch,
+// then the greatest LEO) leads and is the ISR alone: within one epoch the
+// replicas' logs are prefixes of one another, so it holds what any of
+// them kept; a longer log of an older epoch is a divergent tail the new
+// epoch would cut anyway. Replicas that shut down cleanly report nothing
+// and take part only as the rule above lets them: a clean ISR member
+// holds every committed record and is elected at once.
+
+// recovering reports whether leaderless np is in unclean recovery: it has
+// live ISR members and each reported a recovered log end.
+func recovering(np Partition, live func(int32) bool) bool {
+	if len(np.Recovering) == 0 {
+		return false
+	}
+	el := eligible(np, live)
+	n := 0
+	for _, r := range np.ISR {
+		if !el(r) {
+			continue
+		}
+		if _, ok := logEndOf(np.Recovering, r); !ok {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// recoveryComplete reports whether every replica of np that is not
+// offline is live and reported its log end.
+func recoveryComplete(np Partition, live func(int32) bool) bool {
+	for _, r := range np.Replicas {
+		if slices.Contains(np.Offline, r) {
+			continue
+		}
+		if _, ok := logEndOf(np.Recovering, r); !ok || !live(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// electRecovered makes the eligible replica with the longest reported log
+// np's leader and whole ISR (ties go to replica order), and drops the
+// reports. np stays leaderless if no eligible replica reported.
+func electRecovered(np Partition, live func(int32) bool) Partition {
+	el := eligible(np, live)
+	best, bestEnd := int32(-1), LogEnd{}
+	for _, r := range np.Replicas {
+		end, ok := logEndOf(np.Recovering, r)
+		if !ok || !el(r) {
+			continue
+		}
+		if best == -1 || end.LastEpoch > bestEnd.LastEpoch || end.LastEpoch == bestEnd.LastEpoch && end.LEO > bestEnd.LEO {
+			best, bestEnd = r, end
+		}
+	}
+	if best == -1 {
+		return np
+	}
+	np.Leader, np.ISR, np.Recovering = best, []int32{best}, nil
+	return np
+}
+
+func logEndOf(v []LogEnd, broker int32) (LogEnd, bool) {
+	for _, l := range v {
+		if l.Broker == broker {
+			return l, true
+		}
+	}
+	return LogEnd{}, false
+}
+
+// withoutLogEnd returns v without broker's end (v itself when it has
+// none; nil when nothing is left).
+func withoutLogEnd(v []LogEnd, broker int32) []LogEnd {
+	if _, ok := logEndOf(v, broker); !ok {
+		return v
+	}
+	out := slices.DeleteFunc(slices.Clone(v), func(l LogEnd) bool { return l.Broker == broker })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // finish bumps the epochs of np against the old state p and reports
@@ -119,6 +228,11 @@ func finish(p, np Partition) (Partition, bool) {
 	changed := np.Leader != p.Leader || !slices.Equal(np.ISR, p.ISR) || !slices.Equal(np.Replicas, p.Replicas) ||
 		!slices.Equal(np.Offline, p.Offline)
 	if !changed {
+		if !slices.Equal(np.Recovering, p.Recovering) {
+			// The controller's own bookkeeping: no epoch moves, brokers
+			// see no change.
+			return np, true
+		}
 		return p, false
 	}
 	if np.Leader != p.Leader {

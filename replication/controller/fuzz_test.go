@@ -54,6 +54,10 @@ func seedCommands() []*command {
 		{typ: cmdOfflineReplicas, brokerID: 1, epoch: 1, offline: []TopicIDPartition{{TopicID{1, 2, 3}, 0}, {TopicID{1, 2, 3}, 1}}},
 		{typ: cmdOfflineReplicas, brokerID: 1, epoch: 1},
 		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", rack: "r1", offline: []TopicIDPartition{{TopicID{1, 2, 3}, 1}}},
+		{typ: cmdRegisterBroker, brokerID: 2, addr: "127.0.0.1:9092", ends: []ReplicaLogEnd{{TopicIDPartition{TopicID{1, 2, 3}, 0}, 3, 120}}},
+		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", offline: []TopicIDPartition{{TopicID{1, 2, 3}, 1}},
+			ends: []ReplicaLogEnd{{TopicIDPartition{TopicID{1, 2, 3}, 0}, -1, 0}}},
+		{typ: cmdElectRecovery, offline: []TopicIDPartition{{TopicID{1, 2, 3}, 0}}},
 	}
 }
 

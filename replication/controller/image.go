@@ -46,6 +46,34 @@ type Partition struct {
 	// replica order. They neither lead nor join the ISR until their broker
 	// registers again without reporting them.
 	Offline []int32
+	// Recovering are the log ends that replicas' brokers reported when
+	// they registered after recovering the partition's log from an
+	// unclean shutdown (a crash, a power loss: the log may have lost its
+	// unsynced tail), one per broker, sorted by broker id. A broker's is
+	// dropped when its incarnation is fenced, registers again, or is
+	// elected leader; all are dropped by an AlterPartition (a leader that
+	// serves: everyone follows its log) and by a recovery election. When
+	// every live ISR member of a leaderless partition has one, the
+	// partition waits for the longest log (KIP-966's unclean recovery,
+	// election.go).
+	Recovering []LogEnd
+}
+
+// LogEnd is where a replica's log ended when its broker registered after
+// recovering it from an unclean shutdown.
+type LogEnd struct {
+	Broker int32
+	// LastEpoch is the last leader epoch in the log, -1 for none.
+	LastEpoch int32
+	LEO       int64
+}
+
+// ReplicaLogEnd is a log end as a broker reports it at registration: by
+// topic id and partition.
+type ReplicaLogEnd struct {
+	TopicIDPartition
+	LastEpoch int32
+	LEO       int64
 }
 
 // TopicIDPartition names a partition by topic id, as a broker reports its
@@ -172,6 +200,7 @@ func (p Partition) clone() Partition {
 	p.Replicas = slices.Clone(p.Replicas)
 	p.ISR = slices.Clone(p.ISR)
 	p.Offline = slices.Clone(p.Offline)
+	p.Recovering = slices.Clone(p.Recovering)
 	return p
 }
 

@@ -93,6 +93,9 @@ func (c *Controller) leaderLoop() {
 	defer tick.Stop()
 	leading := false
 	var rebalanceAt time.Time
+	// Since when each partition in unclean recovery has waited, as this
+	// leader saw it.
+	waiting := map[TopicIDPartition]time.Time{}
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -114,6 +117,7 @@ func (c *Controller) leaderLoop() {
 				continue
 			}
 			c.live.reset()
+			clear(waiting)
 			leading = true
 			rebalanceAt = time.Now().Add(c.cfg.LeaderRebalanceInterval)
 			c.log.Info("controller: leading the quorum")
@@ -124,6 +128,11 @@ func (c *Controller) leaderLoop() {
 				"session_timeout", c.cfg.BrokerSessionTimeout)
 			c.proposeInternal(&command{typ: cmdFenceBroker, brokerID: b.ID, epoch: b.Epoch})
 		}
+		if due := recoveryDue(c.Image(), waiting, now, c.cfg.UncleanRecoveryTimeout); len(due) > 0 {
+			c.log.Warn("controller: partitions in unclean recovery waited for replicas that did not come back; electing the longest log among those that did",
+				"partitions", len(due), "timeout", c.cfg.UncleanRecoveryTimeout)
+			c.proposeInternal(&command{typ: cmdElectRecovery, offline: due})
+		}
 		if c.cfg.LeaderRebalanceInterval > 0 && now.After(rebalanceAt) {
 			rebalanceAt = now.Add(c.cfg.LeaderRebalanceInterval)
 			if needsPreferredElection(c.Image()) {
@@ -131,6 +140,38 @@ func (c *Controller) leaderLoop() {
 			}
 		}
 	}
+}
+
+// recoveryDue updates waiting, the partitions in unclean recovery (see
+// election.go) and since when they wait, from img, and returns those that
+// waited longer than timeout.
+func recoveryDue(img *Image, waiting map[TopicIDPartition]time.Time, now time.Time, timeout time.Duration) []TopicIDPartition {
+	seen := map[TopicIDPartition]bool{}
+	var due []TopicIDPartition
+	for _, t := range img.topics {
+		for i, p := range t.Partitions {
+			if p.Leader != -1 || !recovering(p, img.live) {
+				continue
+			}
+			tip := TopicIDPartition{ID: t.ID, Partition: int32(i)}
+			seen[tip] = true
+			since, ok := waiting[tip]
+			if !ok {
+				waiting[tip] = now
+				continue
+			}
+			if now.Sub(since) > timeout {
+				due = append(due, tip)
+			}
+		}
+	}
+	for tip := range waiting {
+		if !seen[tip] {
+			delete(waiting, tip)
+		}
+	}
+	sortTopicIDPartitions(due)
+	return due
 }
 
 // proposeInternal proposes a command the leader decided on itself.

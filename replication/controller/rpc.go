@@ -151,8 +151,9 @@ func (c *Controller) serveRPC(conn net.Conn, peer int32) {
 		if err == nil {
 			id, scoped := actsFor(cmd)
 			switch {
-			case cmd.typ == cmdFenceBroker, cmd.typ == cmdUnfenceBroker:
-				// Only the leader itself decides on liveness.
+			case cmd.typ == cmdFenceBroker, cmd.typ == cmdUnfenceBroker, cmd.typ == cmdElectRecovery:
+				// Only the leader itself decides on liveness, and on when
+				// an unclean recovery has waited long enough.
 				err = errf(ErrInvalidRequest, "%s is not a request", cmd.typ)
 			case c.cfg.TLS != nil && scoped && id != peer:
 				err = errf(ErrClusterAuthorization, "node %d may not send %s for broker %d", peer, cmd.typ, id)

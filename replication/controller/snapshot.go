@@ -31,7 +31,7 @@ import (
 // version's encoding.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 4
+const snapshotVersion = 5
 
 // snapshotHeaderBytes is the length of magic, version and index: what
 // precedes the state itself.
@@ -80,6 +80,28 @@ func encodePartition(e *encoder, p Partition) {
 	e.i32(p.LeaderEpoch)
 	e.i32(p.PartitionEpoch)
 	e.int32s(p.Offline)
+	encodeLogEnds(e, p.Recovering)
+}
+
+func encodeLogEnds(e *encoder, v []LogEnd) {
+	e.uvarint(len(v))
+	for _, l := range v {
+		e.i32(l.Broker)
+		e.i32(l.LastEpoch)
+		e.i64(l.LEO)
+	}
+}
+
+func decodeLogEnds(d *decoder) []LogEnd {
+	n := d.count(16)
+	if n == 0 {
+		return nil
+	}
+	v := make([]LogEnd, n)
+	for i := range v {
+		v[i] = LogEnd{Broker: d.i32(), LastEpoch: d.i32(), LEO: d.i64()}
+	}
+	return v
 }
 
 // decodeTopic decodes a topic as snapshot version v encodes it.
@@ -104,6 +126,9 @@ func decodePartition(d *decoder, v uint8) Partition {
 	p := Partition{Replicas: d.int32s(), ISR: d.int32s(), Leader: d.i32(), LeaderEpoch: d.i32(), PartitionEpoch: d.i32()}
 	if v >= 4 {
 		p.Offline = d.int32s()
+	}
+	if v >= 5 {
+		p.Recovering = decodeLogEnds(d)
 	}
 	return p
 }
@@ -260,6 +285,15 @@ func checkPartition(img *Image, p Partition) error {
 	}
 	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
 		return fmt.Errorf("negative epoch")
+	}
+	// Recovery log ends: one per replica, sorted by broker.
+	for i, l := range p.Recovering {
+		if !slices.Contains(p.Replicas, l.Broker) || l.LEO < 0 || l.LastEpoch < -1 {
+			return fmt.Errorf("recovery log end %+v", l)
+		}
+		if i > 0 && p.Recovering[i-1].Broker >= l.Broker {
+			return fmt.Errorf("recovery log ends %v not sorted by broker", p.Recovering)
+		}
 	}
 	return nil
 }

@@ -164,6 +164,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.alterScram(c)
 	case cmdOfflineReplicas:
 		res = t.offlineReplicas(c)
+	case cmdElectRecovery:
+		res = t.electRecovery(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.
@@ -181,8 +183,9 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 // being fenced: its old incarnation is fenced first (leaderships move, ISR
 // shrinks), because the new one may have lost the tail of its logs. The
 // replicas it reports offline (logs that did not open) replace those of
-// its previous incarnation. Then the broker is unfenced and leaderless
-// partitions it can lead get it. Payload: the epoch, 8 bytes.
+// its previous incarnation, and so do the log ends it recovered from an
+// unclean shutdown (Partition.Recovering). Then the broker is unfenced and
+// leaderless partitions it can lead get it. Payload: the epoch, 8 bytes.
 func (t *tx) registerBroker(c *command) result {
 	if c.brokerID < 0 {
 		return result{err: errf(ErrInvalidRequest, "broker id %d", c.brokerID)}
@@ -195,6 +198,10 @@ func (t *tx) registerBroker(c *command) result {
 		listeners = nil // Addr serves every listener name
 	}
 	t.setBroker(Broker{ID: c.brokerID, Addr: c.addr, Rack: c.rack, Epoch: int64(t.index), Listeners: listeners})
+	// The recovered log ends go in before anything is elected: the new
+	// incarnation is live from here, and must not lead as if its logs
+	// were whole.
+	t.setRecovering(c.brokerID, c.ends)
 	t.setOffline(c.brokerID, c.offline)
 	t.electLeaderless(func(*Topic) bool { return true })
 	e := &encoder{}
@@ -321,6 +328,8 @@ func (t *tx) fenceBroker(c *command) result {
 func (t *tx) fence(b Broker) {
 	b.Fenced = true
 	t.setBroker(b)
+	// What the incarnation reported of its logs dies with it.
+	t.setRecovering(b.ID, nil)
 	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
 		tp := t.topic(name)
 		unclean := uncleanEnabled(tp)
@@ -334,6 +343,62 @@ func (t *tx) fence(b Broker) {
 			}
 		}
 	}
+}
+
+// setRecovering makes ends (by topic id; unknown topics and partitions the
+// broker holds no replica of are ignored) broker id's entries in the
+// partitions' Recovering, replacing those it had.
+func (t *tx) setRecovering(id int32, ends []ReplicaLogEnd) {
+	want := map[TopicPartition]ReplicaLogEnd{}
+	for _, l := range ends {
+		if name, ok := t.topicName(l.ID); ok {
+			want[TopicPartition{name, l.Partition}] = l
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
+		tp := t.topic(name)
+		for i := range tp.Partitions {
+			p := tp.Partitions[i]
+			l, ok := want[TopicPartition{name, int32(i)}]
+			ok = ok && slices.Contains(p.Replicas, id)
+			_, had := logEndOf(p.Recovering, id)
+			if !ok && !had {
+				continue
+			}
+			np := p.clone()
+			np.Recovering = withoutLogEnd(np.Recovering, id)
+			if ok {
+				np.Recovering = append(np.Recovering, LogEnd{Broker: id, LastEpoch: max(l.LastEpoch, -1), LEO: max(l.LEO, 0)})
+				slices.SortFunc(np.Recovering, func(a, b LogEnd) int { return int(a.Broker - b.Broker) })
+			}
+			t.mutableTopic(name).Partitions[i] = np
+		}
+	}
+}
+
+// electRecovery ends the wait of partitions in unclean recovery whose
+// replicas did not all come back within the controller's
+// UncleanRecoveryTimeout: the longest log among those that did leads.
+// Partitions no longer waiting (a leader came meanwhile) are left alone.
+func (t *tx) electRecovery(c *command) result {
+	for _, tip := range c.offline {
+		name, ok := t.topicName(tip.ID)
+		if !ok {
+			continue
+		}
+		tp := t.topic(name)
+		if tip.Partition < 0 || int(tip.Partition) >= len(tp.Partitions) {
+			continue
+		}
+		p := tp.Partitions[tip.Partition]
+		if p.Leader != -1 || !recovering(p, t.live) {
+			continue
+		}
+		if np, changed := finish(p, electRecovered(p.clone(), t.live)); changed {
+			t.mutableTopic(name).Partitions[tip.Partition] = np
+		}
+	}
+	return result{}
 }
 
 // electLeaderless gives a leader to every leaderless partition of the

@@ -219,6 +219,9 @@ func (t *tx) alterPartition(c *command) result {
 	np := p.clone()
 	// Kept in replica order, whatever order the leader sent.
 	np.ISR = slices.DeleteFunc(slices.Clone(p.Replicas), func(r int32) bool { return !slices.Contains(c.isr, r) })
+	// A leader that serves: every replica follows its log, so what they
+	// recovered at their start no longer matters.
+	np.Recovering = nil
 	np, changed := finish(p, np)
 	if changed {
 		t.mutableTopic(c.topic).Partitions[c.partitions] = np

@@ -146,7 +146,7 @@ func (n *Node) Start(eng *engine.Core, ctl *controller.Controller) error {
 	hb, stop := context.WithCancel(n.ctx)
 	n.stopHeartbeats = stop
 	if err := ctl.RegisterAndHeartbeat(hb, controller.BrokerInfo{ID: n.cfg.NodeID, Addr: n.cfg.Addr, Rack: n.cfg.Rack, Listeners: n.cfg.Listeners,
-		Offline: n.offlineSet}); err != nil {
+		Offline: n.offlineSet, RecoveredLogEnds: n.recoveredLogEnds}); err != nil {
 		stop()
 		return err
 	}

@@ -102,3 +102,18 @@ func (n *Node) applyOffline(pt *part, p controller.Partition) bool {
 	pt.mu.Unlock()
 	return true
 }
+
+// recoveredLogEnds is what the engine's start recovered from an unclean
+// shutdown, by topic id, for the registration (controller.BrokerInfo).
+func (n *Node) recoveredLogEnds() []controller.ReplicaLogEnd {
+	var out []controller.ReplicaLogEnd
+	for _, r := range n.eng.RecoveredLogs() {
+		t, ok := n.eng.Topic(r.TP.Topic)
+		if !ok {
+			continue
+		}
+		out = append(out, controller.ReplicaLogEnd{TopicIDPartition: controller.TopicIDPartition{ID: controller.TopicID(t.ID), Partition: r.TP.Partition},
+			LastEpoch: r.LastEpoch, LEO: r.LEO})
+	}
+	return out
+}

@@ -62,6 +62,13 @@
 //	    headerValueLength  varint  -1 = null
 //	    headerValue        bytes
 //
+// A control batch (transactional and control bits set; only the broker
+// writes one) holds one record, a transaction marker (marker.go,
+// MarkerBatch and ParseMarker):
+//
+//	key    version int16 (0) | type int16 (0 ABORT, 1 COMMIT)
+//	value  version int16 (0) | coordinatorEpoch int32
+//
 // # Errors
 //
 // Bytes reach this package from the network and from files that a crash may
