@@ -134,3 +134,37 @@ func txnState(t *testing.T, b *testBroker, id string) string {
 	}
 	return d.State
 }
+
+// TestTxnStateSurvivesRestart: the coordinator's state comes back from
+// __transaction_state after a restart. A transaction left open across
+// the restart is still Ongoing with its partition (the replay); a new
+// instance of the producer then fences the old one, whose transaction is
+// aborted, and commits its own; read_committed shows the committed
+// records only.
+func TestTxnStateSurvivesRestart(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	createTopic(t, b, "restart", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	old := b.client(kgo.TransactionalID("restart-txn"), kgo.DefaultProduceTopic("restart"))
+	produceTxn(t, old, true, "c1")
+	if err := old.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	b.Restart()
+	if st := txnState(t, b, "restart-txn"); st != "Ongoing" {
+		t.Fatalf("state %s after the restart, want the open transaction Ongoing", st)
+	}
+	fresh := b.client(kgo.TransactionalID("restart-txn"), kgo.DefaultProduceTopic("restart"))
+	produceTxn(t, fresh, true, "c3")
+	if err := old.EndTransaction(ctx, kgo.TryCommit); !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("the fenced producer's commit: %v", err)
+	}
+	if got := consumeIso(t, b, "restart", kgo.ReadCommitted(), 2); strings.Join(got, " ") != "c1 c3" {
+		t.Fatalf("read_committed: %v, want c1 c3", got)
+	}
+}
