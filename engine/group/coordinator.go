@@ -173,6 +173,9 @@ type partition struct {
 	// txnGroups are, per producer id, the groups holding its pending
 	// transactional offsets (TxnCompleted settles them).
 	txnGroups map[int64]map[string]bool
+	// loadTxnEnds are the markers written while the partition loads,
+	// settled at the install.
+	loadTxnEnds []txnEnd
 	// lastWrite is the last append issued to the partition: an answer
 	// that writes nothing itself but reports state changed by a write
 	// still in flight waits for it (afterWrites).
@@ -328,7 +331,7 @@ func (p *partition) unload() {
 		g.shutdown()
 	}
 	p.groups = map[string]*group{}
-	p.txnGroups = nil
+	p.txnGroups, p.loadTxnEnds = nil, nil
 }
 
 // PartitionFor is the partition of __consumer_offsets that holds a group:

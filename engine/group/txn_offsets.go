@@ -206,8 +206,16 @@ func (c *Coordinator) TxnCompleted(part int32, pid int64, commit bool) {
 		return
 	}
 	p := c.parts[part]
-	if p.state != partLoaded {
-		return // a replay will apply the marker from the log
+	switch p.state {
+	case partLoading:
+		// The replay may have read the log before this marker: the
+		// install applies it after the pending offsets it found
+		// (applying one the replay met is a no-op).
+		p.loadTxnEnds = append(p.loadTxnEnds, txnEnd{pid: pid, commit: commit})
+		return
+	case partLoaded:
+	default:
+		return // the next leader's replay applies the marker from the log
 	}
 	groups := p.txnGroups[pid]
 	delete(p.txnGroups, pid)
@@ -235,9 +243,24 @@ func (c *Coordinator) TxnCompleted(part int32, pid int64, commit bool) {
 	}
 }
 
+// txnEnd is a marker written while the partition was loading.
+type txnEnd struct {
+	pid    int64
+	commit bool
+}
+
 // installTxnPending puts the pending offsets a replay found (their
-// transactions not ended in the log yet) in their groups.
+// transactions not ended in the log yet) in their groups, then settles
+// those whose marker was written while the replay ran.
 func (p *partition) installTxnPending(st *loadState) {
+	defer func() {
+		ends := p.loadTxnEnds
+		p.loadTxnEnds = nil
+		p.state = partLoaded // TxnCompleted applies to a loaded partition
+		for _, e := range ends {
+			p.c.TxnCompleted(p.tp.Partition, e.pid, e.commit)
+		}
+	}()
 	for pid, byGroup := range st.pendingTxn {
 		for id, offs := range byGroup {
 			g := p.groups[id]
