@@ -61,7 +61,9 @@ func TestTxnOffsetsPendingUntilMarker(t *testing.T) {
 	}
 	commit := func(pid, offset int64) {
 		t.Helper()
-		r := call(t, func(reply func(*kmsg.TxnOffsetCommitResponse)) { c.TxnOffsetCommit(txnCommitRequest("g", pid, offset), reply) })
+		r := call(t, func(reply func(*kmsg.TxnOffsetCommitResponse)) {
+			c.TxnOffsetCommit(txnCommitRequest("g", pid, offset), reply)
+		})
 		if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
 			t.Fatal(kerr.ErrorForCode(code))
 		}
