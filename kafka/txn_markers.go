@@ -29,6 +29,9 @@ import (
 // client per peer.
 type MarkerSender struct {
 	cfg MarkerSenderConfig
+	// ctx ends at Close: round trips in flight end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	peers   map[int32]*markerPeer
@@ -67,14 +70,18 @@ func NewMarkerSender(cfg MarkerSenderConfig) *MarkerSender {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &MarkerSender{cfg: cfg, peers: map[int32]*markerPeer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &MarkerSender{cfg: cfg, peers: map[int32]*markerPeer{}, ctx: ctx, cancel: cancel}
 }
 
-// Close waits for the rounds in flight and closes the peers' clients.
+// Close ends the round trips in flight (their markers are sent again by
+// the partition's next coordinator, from its log), waits for the rounds and
+// closes the peers' clients.
 func (ms *MarkerSender) Close() {
 	ms.mu.Lock()
 	ms.closed = true
 	ms.mu.Unlock()
+	ms.cancel()
 	ms.pending.Wait()
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -197,7 +204,7 @@ func (ms *MarkerSender) send(id int32, addr string, m txn.Marker, tps []engine.T
 		rt.Partitions = append(rt.Partitions, tp.Partition)
 	}
 	req.Markers = append(req.Markers, rm)
-	ctx, cancel := context.WithTimeout(context.Background(), ms.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ms.ctx, ms.cfg.Timeout)
 	defer cancel()
 	seeds := cl.SeedBrokers()
 	if len(seeds) == 0 {

@@ -140,7 +140,7 @@ func (ms *MarkerSender) verify(id int32, addr, txnID string, pid int64, epoch in
 		rt.Partitions = append(rt.Partitions, tp.Partition)
 	}
 	req.Transactions = append(req.Transactions, t)
-	ctx, cancel := context.WithTimeout(context.Background(), ms.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ms.ctx, ms.cfg.Timeout)
 	defer cancel()
 	kresp, err := seeds[0].Request(ctx, req)
 	if err != nil {
