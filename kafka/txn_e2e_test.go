@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"ringlog/broker"
 )
@@ -33,10 +35,35 @@ func produceTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
 	}
 }
 
+// txnVersions are the two ways a client runs transactions here: v2
+// (KIP-890 part 2, which franz-go chooses as the broker finalizes
+// transaction.version 2: Produce adds its partitions, EndTxn v5 bumps the
+// epoch) and v1 (AddPartitionsToTxn, EndTxn v4, produces verified),
+// which franz-go falls back to when EndTxn is capped below v5.
+var txnVersions = []struct {
+	name string
+	opts []kgo.Opt
+}{
+	{"v2", nil},
+	{"v1", []kgo.Opt{kgo.MaxVersions(endTxnV4())}},
+}
+
+func endTxnV4() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	return v
+}
+
 func TestTxnCommitAbortReadCommitted(t *testing.T) {
+	for _, v := range txnVersions {
+		t.Run(v.name, func(t *testing.T) { testTxnCommitAbort(t, v.opts) })
+	}
+}
+
+func testTxnCommitAbort(t *testing.T, opts []kgo.Opt) {
 	b := startBroker(t, brokerOpts{})
 	createTopic(t, b, "txn", 3, nil)
-	cl := b.client(kgo.TransactionalID("txn-commit-abort"), kgo.DefaultProduceTopic("txn"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl := b.client(append([]kgo.Opt{kgo.TransactionalID("txn-commit-abort"), kgo.DefaultProduceTopic("txn"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, opts...)...)
 	produceTxn(t, cl, true, "c1", "c2", "c3")
 	produceTxn(t, cl, false, "a1", "a2", "a3")
 	produceTxn(t, cl, true, "c4", "c5", "c6")

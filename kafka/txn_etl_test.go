@@ -20,10 +20,16 @@ import (
 // when a later request's verification finished first (found by franz-go's
 // TestTxnEtl).
 func TestTxnPipelinedProducesStayInOrder(t *testing.T) {
+	for _, v := range txnVersions {
+		t.Run(v.name, func(t *testing.T) { testTxnPipelined(t, v.opts) })
+	}
+}
+
+func testTxnPipelined(t *testing.T, opts []kgo.Opt) {
 	b := startBroker(t, brokerOpts{})
 	createTopic(t, b, "pipe", 2, nil)
-	cl := b.client(kgo.TransactionalID("pipe"), kgo.DefaultProduceTopic("pipe"), kgo.ProducerLinger(0),
-		kgo.ProducerBatchMaxBytes(4<<10), kgo.MaxBufferedRecords(100_000))
+	cl := b.client(append([]kgo.Opt{kgo.TransactionalID("pipe"), kgo.DefaultProduceTopic("pipe"), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(4 << 10), kgo.MaxBufferedRecords(100_000)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const rounds, perRound = 4, 5000
@@ -61,7 +67,7 @@ func TestTxnPipelinedProducesStayInOrder(t *testing.T) {
 // members come and go meanwhile (rebalances abort transactions). Every
 // record must reach out exactly once as read_committed sees it. newClient
 // makes a client with the given options (one broker, or a cluster).
-func etl(t *testing.T, newClient func(...kgo.Opt) *kgo.Client, in, out string, records int) {
+func etl(t *testing.T, newClient func(...kgo.Opt) *kgo.Client, in, out string, records int, sessionOpts ...kgo.Opt) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	prod := newClient(kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
@@ -83,12 +89,12 @@ func etl(t *testing.T, newClient func(...kgo.Opt) *kgo.Client, in, out string, r
 	}
 	member := func(id int, quitAfter int, wg *sync.WaitGroup) {
 		defer wg.Done()
-		sess, err := kgo.NewGroupTransactSession(
-			append(clientOptsFor(newClient),
-				kgo.TransactionalID(fmt.Sprintf("etl-%s-%d", out, id)), kgo.TransactionTimeout(30*time.Second),
-				kgo.ConsumerGroup("etl-"+out), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(out),
-				kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(300*time.Millisecond))...)
+		opts := append(clientOptsFor(newClient),
+			kgo.TransactionalID(fmt.Sprintf("etl-%s-%d", out, id)), kgo.TransactionTimeout(30*time.Second),
+			kgo.ConsumerGroup("etl-"+out), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(out),
+			kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(300*time.Millisecond))
+		sess, err := kgo.NewGroupTransactSession(append(opts, sessionOpts...)...)
 		if err != nil {
 			fail(err)
 			return
@@ -175,8 +181,12 @@ func clientOptsFor(newClient func(...kgo.Opt) *kgo.Client) []kgo.Opt {
 }
 
 func TestTxnGroupTransactSessionETL(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
-	createTopic(t, b, "etl-in", 4, nil)
-	createTopic(t, b, "etl-out", 4, nil)
-	etl(t, b.client, "etl-in", "etl-out", 3000)
+	for _, v := range txnVersions {
+		t.Run(v.name, func(t *testing.T) {
+			b := startBroker(t, brokerOpts{})
+			createTopic(t, b, "etl-in", 4, nil)
+			createTopic(t, b, "etl-out", 4, nil)
+			etl(t, b.client, "etl-in", "etl-out", 3000, v.opts...)
+		})
+	}
 }

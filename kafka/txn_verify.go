@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -62,30 +63,77 @@ func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused ma
 		done(nil)
 		return
 	}
-	answer := func(code int16, per []int16) {
+	// Produce v12 and later (transactions v2, KIP-890 part 2) adds the
+	// partitions to the transaction; earlier versions only verify them.
+	add := req.Version >= 12
+	s.txnPartitions(id, pid, epoch, tps, add, func(code int16, per []int16) {
 		refused := map[engine.TP]int16{}
 		for i, tp := range tps {
 			c := code
 			if c == 0 && per != nil {
 				c = per[i]
 			}
-			if c = produceVerifyCode(c); c != 0 {
+			if c = produceVerifyCode(c, add); c != 0 {
 				refused[tp] = c
 			}
 		}
 		done(refused)
+	})
+}
+
+// txnPartitions asks the coordinator of transactional id id about tps of
+// producer pid at epoch: with add, to add them to the producer's
+// transaction (AddPartitionsToTxn v5 from a broker, KIP-890 part 2), else
+// whether they are in it (v4 verify_only). The coordinator is this
+// broker's own, asked directly, or another broker's, asked over the
+// inter-broker listener. answer gets a code for the whole transaction, or
+// 0 and a code per partition (nil: all 0), on a goroutine that may block
+// (never a shard's).
+func (s *Server) txnPartitions(id string, pid int64, epoch int16, tps []engine.TP, add bool, answer func(code int16, per []int16)) {
+	// The previous transaction may still be writing its markers: the
+	// coordinator answers CONCURRENT_TRANSACTIONS until it is complete,
+	// which takes milliseconds. Asking again here, after 20 ms and then
+	// 40, for up to 100 ms in all, saves the producer a retry of its own
+	// (with its backoff, 100 ms and more) at the start of every
+	// transaction: Kafka's add.partitions.to.txn.retry.backoff.ms (20) and
+	// add.partitions.to.txn.retry.backoff.max.ms (100).
+	start := time.Now()
+	backoff := addPartitionsRetryBackoff
+	var ask func()
+	ask = func() {
+		s.txnPartitionsOnce(id, pid, epoch, tps, add, func(code int16, per []int16) {
+			if code == kerr.ConcurrentTransactions.Code && time.Since(start)+backoff <= addPartitionsRetryBackoffMax {
+				time.AfterFunc(backoff, ask)
+				backoff *= 2
+				return
+			}
+			answer(code, per)
+		})
 	}
+	ask()
+}
+
+// Kafka's add.partitions.to.txn.retry.backoff.ms and
+// add.partitions.to.txn.retry.backoff.max.ms.
+const (
+	addPartitionsRetryBackoff    = 20 * time.Millisecond
+	addPartitionsRetryBackoffMax = 100 * time.Millisecond
+)
+
+func (s *Server) txnPartitionsOnce(id string, pid int64, epoch int16, tps []engine.TP, add bool, answer func(code int16, per []int16)) {
 	img := s.cfg.Node.Image()
 	part, ok := img.Partition(txn.StateTopic, s.cfg.Txns.PartitionOf(id))
 	switch {
 	case !ok || part.Leader < 0:
 		go answer(kerr.CoordinatorNotAvailable.Code, nil)
 	case part.Leader == s.cfg.NodeID || s.cfg.Markers == nil:
-		s.cfg.Txns.VerifyPartitions(id, pid, epoch, tps, func(code int16, per []int16) {
-			// The answer comes on a shard goroutine, which must not
-			// queue appends to shards.
-			go answer(code, per)
-		})
+		// The answers come on a shard goroutine, which must not queue
+		// appends to shards.
+		if add {
+			s.cfg.Txns.AddPartitions(id, pid, epoch, tps, func(code int16) { go answer(code, nil) })
+			return
+		}
+		s.cfg.Txns.VerifyPartitions(id, pid, epoch, tps, func(code int16, per []int16) { go answer(code, per) })
 	default:
 		b, ok := img.Broker(part.Leader)
 		if !ok || b.Fenced {
@@ -93,7 +141,7 @@ func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused ma
 			return
 		}
 		go func() {
-			code, per := s.cfg.Markers.verify(part.Leader, b.Addr, id, pid, epoch, tps)
+			code, per := s.cfg.Markers.verify(part.Leader, b.Addr, id, pid, epoch, tps, add)
 			answer(code, per)
 		}()
 	}
@@ -103,11 +151,18 @@ func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused ma
 // code (Kafka's AddPartitionsToTxnManager): a partition not in the
 // transaction is INVALID_TXN_STATE; a coordinator that cannot answer now
 // NOT_ENOUGH_REPLICAS, which producers retry; a fenced producer
-// INVALID_PRODUCER_EPOCH.
-func produceVerifyCode(code int16) int16 {
+// INVALID_PRODUCER_EPOCH. An add (transactions v2) that meets the previous
+// transaction still ending is CONCURRENT_TRANSACTIONS, which v2 producers
+// retry.
+func produceVerifyCode(code int16, add bool) int16 {
 	switch code {
 	case 0:
 		return 0
+	case kerr.ConcurrentTransactions.Code:
+		if add {
+			return code
+		}
+		return kerr.NotEnoughReplicas.Code
 	case kerr.TransactionAbortable.Code, kerr.InvalidTxnState.Code, kerr.InvalidProducerIDMapping.Code:
 		return kerr.InvalidTxnState.Code
 	case kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code:
@@ -117,9 +172,9 @@ func produceVerifyCode(code int16) int16 {
 }
 
 // verify asks the coordinator broker id at addr, with AddPartitionsToTxn
-// v4 verify_only, whether tps are in the producer's transaction. It
-// blocks for the round trip.
-func (ms *MarkerSender) verify(id int32, addr, txnID string, pid int64, epoch int16, tps []engine.TP) (int16, []int16) {
+// v4 verify_only, whether tps are in the producer's transaction, or with
+// add, v5, to add them. It blocks for the round trip.
+func (ms *MarkerSender) verify(id int32, addr, txnID string, pid int64, epoch int16, tps []engine.TP, add bool) (int16, []int16) {
 	cl, err := ms.peer(id, addr)
 	if err != nil {
 		return kerr.CoordinatorNotAvailable.Code, nil
@@ -130,8 +185,11 @@ func (ms *MarkerSender) verify(id int32, addr, txnID string, pid int64, epoch in
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4
+	if add {
+		req.Version = 5
+	}
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = txnID, pid, epoch, true
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = txnID, pid, epoch, !add
 	for _, tp := range tps {
 		if n := len(t.Topics); n == 0 || t.Topics[n-1].Topic != tp.Topic {
 			t.Topics = append(t.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: tp.Topic})

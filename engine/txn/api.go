@@ -276,15 +276,20 @@ func (p *partition) endTxn(id string, producerID int64, epoch int16, commit bool
 	v2 := supportsEpochBump(m.clientTV)
 	retryOnOverflow := v2 && m.prevProducerID == producerID && epoch == math.MaxInt16-1 && m.epoch == 0
 	retryOnBump := v2 && m.epoch == epoch+1
+	retry := retryOnBump || retryOnOverflow
 	validEpoch := epoch == m.epoch
 	if v2 {
 		switch m.state {
 		case statePrepareCommit, statePrepareAbort:
 			validEpoch = retryOnBump
 		case stateCompleteCommit, stateCompleteAbort:
-			validEpoch = retryOnBump || retryOnOverflow
+			validEpoch = retry || epoch == m.epoch
 		}
 	}
+	// A transactions v2 client may abort a transaction that holds
+	// nothing (its produces all failed, say): the epoch is bumped so that
+	// nothing of it can land later, and no marker is needed.
+	emptyAbort := !commit && supportsEpochBump(clientTV) && !retry
 	want := statePrepareAbort
 	done := stateCompleteAbort
 	if commit {
@@ -294,22 +299,25 @@ func (p *partition) endTxn(id string, producerID int64, epoch int16, commit bool
 	case m.producerID != producerID && !retryOnOverflow:
 		fail(kerr.InvalidProducerIDMapping.Code)
 		return
+	case m.pending != nil, m.state == statePrepareCommit, m.state == statePrepareAbort:
+		// A transition is being written, or the markers of the last end
+		// (Kafka has its completion pending then). Before the epoch check
+		// (KAFKA-18464): a v2 client whose commit was just answered at a
+		// bumped epoch and that aborts at once must wait for the commit
+		// to complete, not be fenced by it.
+		fail(kerr.ConcurrentTransactions.Code)
+		return
 	case !validEpoch:
 		fail(kerr.ProducerFenced.Code)
 		return
-	case m.pending != nil:
-		fail(kerr.ConcurrentTransactions.Code)
-		return
 	}
-	switch m.state {
-	case stateOngoing:
-	case done:
+	switch {
+	case m.state == stateOngoing:
+	case m.state == done && (retry || !v2):
 		// A retry of an end that completed.
 		reply(0, m.producerID, m.epoch)
 		return
-	case want:
-		fail(kerr.ConcurrentTransactions.Code)
-		return
+	case emptyAbort && (m.state == stateEmpty || m.state == stateCompleteCommit || m.state == stateCompleteAbort):
 	default:
 		fail(kerr.InvalidTxnState.Code)
 		return

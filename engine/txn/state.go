@@ -31,10 +31,12 @@ const (
 // validPrevious is, for each state, the states it may be entered from
 // (Kafka's validPreviousStates).
 var validPrevious = map[kmsg.TransactionState][]kmsg.TransactionState{
-	stateEmpty:             {stateEmpty, stateCompleteCommit, stateCompleteAbort},
-	stateOngoing:           {stateOngoing, stateEmpty, stateCompleteCommit, stateCompleteAbort},
-	statePrepareCommit:     {stateOngoing},
-	statePrepareAbort:      {stateOngoing, statePrepareEpochFence},
+	stateEmpty:         {stateEmpty, stateCompleteCommit, stateCompleteAbort},
+	stateOngoing:       {stateOngoing, stateEmpty, stateCompleteCommit, stateCompleteAbort},
+	statePrepareCommit: {stateOngoing},
+	// Transactions v2 (KIP-890 part 2, Kafka 4.1) may abort an empty
+	// transaction, to bump the epoch: from Empty or a completed one.
+	statePrepareAbort:      {stateOngoing, statePrepareEpochFence, stateEmpty, stateCompleteCommit, stateCompleteAbort},
 	stateCompleteCommit:    {statePrepareCommit},
 	stateCompleteAbort:     {statePrepareAbort},
 	stateDead:              {stateEmpty, stateCompleteCommit, stateCompleteAbort},

@@ -311,3 +311,37 @@ func TestIdleIDExpires(t *testing.T) {
 }
 
 type kmsgState = kmsg.DescribeTransactionsResponseTransactionState
+
+// TestEmptyAbortV2: a transactions v2 client may abort a transaction with
+// no partition (from Empty or after a completed one): the epoch is bumped,
+// no marker is written; a commit of nothing stays INVALID_TXN_STATE, and
+// a v1 client's abort of nothing too.
+func TestEmptyAbortV2(t *testing.T) {
+	ml := &markerLog{}
+	_, c := openCoordinator(t, t.TempDir(), Config{Markers: ml})
+	r := initPID(c, "tx", 60000, -1, -1)
+	if e := endTxn(c, "tx", r.pid, r.epoch, false, 4); e.code != kerr.InvalidTxnState.Code {
+		t.Fatalf("v1 abort of nothing: %v", kerr.ErrorForCode(e.code))
+	}
+	if e := endTxn(c, "tx", r.pid, r.epoch, true, 5); e.code != kerr.InvalidTxnState.Code {
+		t.Fatalf("v2 commit of nothing: %v", kerr.ErrorForCode(e.code))
+	}
+	e := endTxn(c, "tx", r.pid, r.epoch, false, 5)
+	if e.code != 0 || e.epoch != r.epoch+1 {
+		t.Fatalf("v2 abort of nothing: %+v", e)
+	}
+	waitState(t, c, "tx", "CompleteAbort")
+	// Again from CompleteAbort, at the new epoch; the old one is fenced
+	// but for a retry of the same end.
+	if again := endTxn(c, "tx", r.pid, r.epoch, false, 5); again.code != 0 || again.epoch != e.epoch {
+		t.Fatalf("retried abort: %+v", again)
+	}
+	e2 := endTxn(c, "tx", e.pid, e.epoch, false, 5)
+	if e2.code != 0 || e2.epoch != e.epoch+1 {
+		t.Fatalf("second abort of nothing: %+v", e2)
+	}
+	waitState(t, c, "tx", "CompleteAbort")
+	if ms := ml.all(); len(ms) != 0 {
+		t.Fatalf("markers for empty transactions: %+v", ms)
+	}
+}
