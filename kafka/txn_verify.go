@@ -13,16 +13,20 @@ import (
 	"ringlog/segment/batch"
 )
 
-// Transactional produce verification (KIP-890 part 1). A transactional
-// producer must add a partition to its transaction (AddPartitionsToTxn)
-// before it produces there; a produce that arrives without it, a delayed
-// retry after the transaction ended say, would open a transaction on the
-// partition that no marker ever ends, holding its last stable offset back
-// forever (a "hanging transaction"). So the partition leader asks the
-// transaction coordinator, with AddPartitionsToTxn v4 verify_only (or
-// directly when it is the coordinator), whether each partition is in the
-// producer's ongoing transaction, and refuses the ones that are not with
-// INVALID_TXN_STATE, as Kafka does for clients before transactions v2.
+// Transactional produce verification (KIP-890 part 1) and implicit adds
+// (part 2). A transactions v1 producer must add a partition to its
+// transaction (AddPartitionsToTxn) before it produces there; a produce
+// that arrives without it, a delayed retry after the transaction ended say,
+// would open a transaction on the partition that no marker ever ends,
+// holding its last stable offset back forever (a "hanging transaction").
+// So the partition leader asks the transaction coordinator, with
+// AddPartitionsToTxn v4 verify_only (or directly when it is the
+// coordinator), whether each partition is in the producer's ongoing
+// transaction, and refuses the ones that are not with INVALID_TXN_STATE, as
+// Kafka does. A transactions v2 producer (Produce v12+) sends no
+// AddPartitionsToTxn: the leader adds the partitions for it (v5), at the
+// producer's epoch, which EndTxn bumped, so a late produce of an ended
+// transaction is fenced rather than added.
 //
 // Every transactional produce request is verified: Kafka skips the
 // question for a partition where the producer's transaction is already
