@@ -51,8 +51,10 @@
 // fences the older instances: PRODUCER_FENCED, and INVALID_PRODUCER_EPOCH
 // on their produces) and, for transactions v2 clients (EndTxn v5+,
 // KIP-890 part 2), by every EndTxn, so that a delayed produce or EndTxn of
-// a finished transaction can never land in the next one. An epoch that
-// reaches 32766 moves the id to a new producer id at epoch 0.
+// a finished transaction can never land in the next one; such a client may
+// also abort a transaction that holds nothing (Empty or completed: the
+// epoch is bumped, no marker written). An epoch that reaches 32766 moves
+// the id to a new producer id at epoch 0.
 //
 // # Markers
 //
