@@ -466,9 +466,12 @@ func TestAcksAllWaitsForHW(t *testing.T) {
 	}
 }
 
-// TestAcksAllWithOnAppendedSetHW: a leader alone in its ISR moves its HW
-// from OnAppended, and acks=all is answered in the same round.
-func TestAcksAllWithOnAppendedSetHW(t *testing.T) {
+// openAloneInISR opens a replicated engine whose OnAppended moves the high
+// watermark to the LEO at once, as the replication layer does for a
+// leader alone in its ISR, with topic's one partition led here. The
+// engine closes with the test.
+func openAloneInISR(t *testing.T, topic string) (*Core, TP) {
+	t.Helper()
 	var e *Core
 	ready := make(chan struct{})
 	e = openReplicated(t, t.TempDir(), ioring.ModeAuto, func(tp TP, leo int64) {
@@ -478,10 +481,17 @@ func TestAcksAllWithOnAppendedSetHW(t *testing.T) {
 		}
 	})
 	close(ready)
-	defer e.Close()
-	e.CreateTopic("s", 1, -1, nil, false)
-	tp := TP{"s", 0}
+	t.Cleanup(func() { e.Close() })
+	e.CreateTopic(topic, 1, -1, nil, false)
+	tp := TP{topic, 0}
 	mustOK(t, e.BecomeLeader(tp, 0))
+	return e, tp
+}
+
+// TestAcksAllWithOnAppendedSetHW: a leader alone in its ISR moves its HW
+// from OnAppended, and acks=all is answered in the same round.
+func TestAcksAllWithOnAppendedSetHW(t *testing.T) {
+	e, tp := openAloneInISR(t, "s")
 	for i := range 20 {
 		done := make(chan error, 1)
 		e.Append(tp, mkBatch(t, 2, "x", 1, -1, 0, 0), AppendOptions{RequireISR: true}, func(r AppendResult, err error) {
@@ -507,19 +517,7 @@ func TestAcksAllWithOnAppendedSetHW(t *testing.T) {
 // past the batch when its producer hears back (ListOffsets latest right
 // after the produce finds the records, as on Kafka).
 func TestAcks1SeesItsHW(t *testing.T) {
-	var e *Core
-	ready := make(chan struct{})
-	e = openReplicated(t, t.TempDir(), ioring.ModeAuto, func(tp TP, leo int64) {
-		<-ready
-		if err := e.SetHW(tp, leo); err != nil {
-			t.Error(err)
-		}
-	})
-	close(ready)
-	defer e.Close()
-	e.CreateTopic("one", 1, -1, nil, false)
-	tp := TP{"one", 0}
-	mustOK(t, e.BecomeLeader(tp, 0))
+	e, tp := openAloneInISR(t, "one")
 	for i := range 50 {
 		type answer struct {
 			base, hw int64

@@ -179,8 +179,8 @@ func recoveryComplete(np Partition, live func(int32) bool) bool {
 }
 
 // electRecovered makes the eligible replica with the longest reported log
-// np's leader and whole ISR (ties go to replica order), and drops the
-// reports. np stays leaderless if no eligible replica reported.
+// np's leader and whole ISR (ties go to replica order), and drops its
+// report. np stays leaderless if no eligible replica reported.
 func electRecovered(np Partition, live func(int32) bool) Partition {
 	el := eligible(np, live)
 	best, bestEnd := int32(-1), LogEnd{}
@@ -196,7 +196,13 @@ func electRecovered(np Partition, live func(int32) bool) Partition {
 	if best == -1 {
 		return np
 	}
-	np.Leader, np.ISR, np.Recovering = best, []int32{best}, nil
+	// The others' reports stay until the leader's AlterPartition shows
+	// it serving: a leader chosen so that registers again at once (its
+	// registration's reply was lost, and it retried) is fenced and must be
+	// chosen again, which needs them. A report that outlives a truncation
+	// is of an older epoch than the leader's log, and loses to it.
+	np.Leader, np.ISR = best, []int32{best}
+	np.Recovering = withoutLogEnd(np.Recovering, best)
 	return np
 }
 

@@ -52,7 +52,7 @@ type Partition struct {
 	// unsynced tail), one per broker, sorted by broker id. A broker's is
 	// dropped when its incarnation is fenced, registers again, or is
 	// elected leader; all are dropped by an AlterPartition (a leader that
-	// serves: everyone follows its log) and by a recovery election. When
+	// serves: everyone follows its log). When
 	// every live ISR member of a leaderless partition has one, the
 	// partition waits for the longest log (KIP-966's unclean recovery,
 	// election.go).

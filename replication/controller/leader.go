@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,15 @@ func (l *liveness) seen(id int32, now time.Time) {
 	}
 	l.lastSeen[id] = now
 	l.mu.Unlock()
+}
+
+// seenAfter reports whether broker id heartbeated (or registered) after t
+// as this leader saw it.
+func (l *liveness) seenAfter(id int32, t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last, ok := l.lastSeen[id]
+	return ok && last.After(t)
 }
 
 // reset forgets everything: each broker's session restarts when it is
@@ -128,9 +138,11 @@ func (c *Controller) leaderLoop() {
 				"session_timeout", c.cfg.BrokerSessionTimeout)
 			c.proposeInternal(&command{typ: cmdFenceBroker, brokerID: b.ID, epoch: b.Epoch})
 		}
-		if due := recoveryDue(c.Image(), waiting, now, c.cfg.UncleanRecoveryTimeout); len(due) > 0 {
-			c.log.Warn("controller: partitions in unclean recovery waited for replicas that did not come back; electing the longest log among those that did",
-				"partitions", len(due), "timeout", c.cfg.UncleanRecoveryTimeout)
+		if due, late := recoveryDue(c.Image(), waiting, now, c.cfg.UncleanRecoveryTimeout, c.live.seenAfter); len(due) > 0 {
+			if late > 0 {
+				c.log.Warn("controller: partitions in unclean recovery waited for replicas that did not come back; electing the longest log among those that did",
+					"partitions", len(due), "timed_out", late, "timeout", c.cfg.UncleanRecoveryTimeout)
+			}
 			c.proposeInternal(&command{typ: cmdElectRecovery, offline: due})
 		}
 		if c.cfg.LeaderRebalanceInterval > 0 && now.After(rebalanceAt) {
@@ -143,11 +155,18 @@ func (c *Controller) leaderLoop() {
 }
 
 // recoveryDue updates waiting, the partitions in unclean recovery (see
-// election.go) and since when they wait, from img, and returns those that
-// waited longer than timeout.
-func recoveryDue(img *Image, waiting map[TopicIDPartition]time.Time, now time.Time, timeout time.Duration) []TopicIDPartition {
+// election.go) and since when they wait, from img, and returns those whose
+// wait may end: every replica that did not report its log is alive without
+// having crashed (it heartbeated since the wait began, per seenAfter: it
+// never lost its log, and was out of the ISR, so it is no candidate), or
+// the wait passed timeout (late counts those). Without the first rule a
+// partition whose ISR had shrunk to one broker that crashed would wait out
+// the timeout for replicas that are up and have nothing more to give; an
+// incarnation that died and was not fenced yet does not heartbeat, so the
+// wait goes on for it.
+func recoveryDue(img *Image, waiting map[TopicIDPartition]time.Time, now time.Time, timeout time.Duration,
+	seenAfter func(id int32, t time.Time) bool) (due []TopicIDPartition, late int) {
 	seen := map[TopicIDPartition]bool{}
-	var due []TopicIDPartition
 	for _, t := range img.topics {
 		for i, p := range t.Partitions {
 			if p.Leader != -1 || !recovering(p, img.live) {
@@ -160,8 +179,19 @@ func recoveryDue(img *Image, waiting map[TopicIDPartition]time.Time, now time.Ti
 				waiting[tip] = now
 				continue
 			}
-			if now.Sub(since) > timeout {
+			known := true
+			for _, r := range p.Replicas {
+				if _, reported := logEndOf(p.Recovering, r); reported || slices.Contains(p.Offline, r) {
+					continue
+				}
+				known = known && img.live(r) && seenAfter(r, since)
+			}
+			switch {
+			case known:
 				due = append(due, tip)
+			case now.Sub(since) > timeout:
+				due = append(due, tip)
+				late++
 			}
 		}
 	}
@@ -171,7 +201,7 @@ func recoveryDue(img *Image, waiting map[TopicIDPartition]time.Time, now time.Ti
 		}
 	}
 	sortTopicIDPartitions(due)
-	return due
+	return due, late
 }
 
 // proposeInternal proposes a command the leader decided on itself.

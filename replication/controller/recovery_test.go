@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 // registerRecovered registers broker id again, reporting that it recovered
@@ -18,7 +19,9 @@ func (s *fsmState) registerRecovered(id int32, i int32, epoch int32, leo int64) 
 // TestUncleanRecoveryElectsLongestLog: three brokers lose power together.
 // Each returns with the partition's log recovered to a different length;
 // the partition gets no leader until all three reported, then the longest
-// log (the newest epoch first) leads alone, whatever the order of return.
+// log (the newest epoch first) leads alone, whatever the order of return,
+// and again when that leader registers a second time at once (a retry
+// after a lost reply; the cluster power-loss test hung on it).
 // Registrations that recovered nothing (a clean shutdown) are elected at
 // once, as before.
 func TestUncleanRecoveryElectsLongestLog(t *testing.T) {
@@ -54,8 +57,20 @@ func TestUncleanRecoveryElectsLongestLog(t *testing.T) {
 				}
 			}
 			p := s.part("t", 0)
-			if p.Leader != c.want || !slices.Equal(p.ISR, []int32{c.want}) || p.Recovering != nil {
+			if p.Leader != c.want || !slices.Equal(p.ISR, []int32{c.want}) {
 				t.Fatalf("after all returned: leader %d ISR %v recovering %v, want %d alone", p.Leader, p.ISR, p.Recovering, c.want)
+			}
+			// The leader registers again (its registration's reply was
+			// lost and it retried): fenced, it is chosen again.
+			var again ret
+			for _, r := range c.order {
+				if r.id == c.want {
+					again = r
+				}
+			}
+			s.registerRecovered(again.id, 0, again.epoch, again.leo)
+			if p := s.part("t", 0); p.Leader != c.want || !slices.Equal(p.ISR, []int32{c.want}) {
+				t.Fatalf("after the leader registered again: leader %d ISR %v recovering %v, want %d alone", p.Leader, p.ISR, p.Recovering, c.want)
 			}
 		})
 	}
@@ -90,7 +105,7 @@ func TestUncleanRecoveryWaits(t *testing.T) {
 	}
 	tp := s.img.Topic("t")
 	s.ok(&command{typ: cmdElectRecovery, offline: []TopicIDPartition{{ID: tp.ID, Partition: 0}}})
-	if p := s.part("t", 0); p.Leader != 2 || !slices.Equal(p.ISR, []int32{2}) || p.Recovering != nil {
+	if p := s.part("t", 0); p.Leader != 2 || !slices.Equal(p.ISR, []int32{2}) {
 		t.Fatalf("after the timeout: %+v, want 2 alone", p)
 	}
 	if _, err := decodeCommand((&command{typ: cmdElectRecovery}).encode()); err == nil {
@@ -119,5 +134,55 @@ func TestUncleanRecoveryWaits(t *testing.T) {
 		leaderEpoch: p.LeaderEpoch, partitionEpoch: p.PartitionEpoch, isr: []int32{1, 2}})
 	if p := s2.part("t", 0); p.Recovering != nil || !slices.Equal(p.ISR, []int32{1, 2}) {
 		t.Fatalf("after AlterPartition: %+v", p)
+	}
+}
+
+// TestRecoveryDue: the controller leader ends a partition's wait at once
+// when every replica that did not report heartbeated since the wait began
+// (up all along: its log is whole, and it was out of the ISR), and only
+// after the timeout while one of them is silent (an incarnation that died
+// and is not fenced yet may come back with a longer log).
+func TestRecoveryDue(t *testing.T) {
+	s := newFSMState(t)
+	for id := int32(1); id <= 3; id++ {
+		s.register(id, "")
+	}
+	s.create("t", nil, []int32{1, 2, 3})
+	// The ISR shrinks to 1 (2 and 3 fell behind), then 1 crashes and
+	// comes back.
+	p := s.part("t", 0)
+	s.ok(&command{typ: cmdAlterPartition, topic: "t", partitions: 0, brokerID: 1, epoch: s.epoch(1),
+		leaderEpoch: p.LeaderEpoch, partitionEpoch: p.PartitionEpoch, isr: []int32{1}})
+	s.registerRecovered(1, 0, 0, 50)
+	if p := s.part("t", 0); p.Leader != -1 || !recovering(p, s.img.live) {
+		t.Fatalf("not in recovery: %+v", p)
+	}
+	tip := TopicIDPartition{ID: s.img.Topic("t").ID, Partition: 0}
+	start := time.Unix(1000, 0)
+	for name, c := range map[string]struct {
+		heard   map[int32]bool
+		at      time.Duration
+		due     bool
+		timeout bool
+	}{
+		"others heartbeat":      {map[int32]bool{2: true, 3: true}, time.Second, true, false},
+		"one silent":            {map[int32]bool{2: true}, time.Second, false, false},
+		"one silent, timed out": {map[int32]bool{2: true}, 3 * time.Minute, true, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			waiting := map[TopicIDPartition]time.Time{}
+			seenAfter := func(id int32, since time.Time) bool { return c.heard[id] }
+			if due, _ := recoveryDue(s.img, waiting, start, 2*time.Minute, seenAfter); len(due) != 0 {
+				t.Fatalf("due at the first look: %v", due)
+			}
+			due, late := recoveryDue(s.img, waiting, start.Add(c.at), 2*time.Minute, seenAfter)
+			if got := slices.Equal(due, []TopicIDPartition{tip}); got != c.due || (late > 0) != c.timeout {
+				t.Fatalf("due %v late %d, want due %v timed out %v", due, late, c.due, c.timeout)
+			}
+		})
+	}
+	s.ok(&command{typ: cmdElectRecovery, offline: []TopicIDPartition{tip}})
+	if p := s.part("t", 0); p.Leader != 1 || !slices.Equal(p.ISR, []int32{1}) {
+		t.Fatalf("after the early election: %+v", p)
 	}
 }

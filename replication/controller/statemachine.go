@@ -271,23 +271,16 @@ func (t *tx) setOffline(id int32, set []TopicIDPartition) {
 			want[TopicPartition{name, tp.Partition}] = true
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
-		tp := t.topic(name)
-		unclean := uncleanEnabled(tp)
-		for i := range tp.Partitions {
-			p := tp.Partitions[i]
-			if !slices.Contains(p.Replicas, id) {
-				continue
-			}
-			off := want[TopicPartition{name, int32(i)}]
-			if off == slices.Contains(p.Offline, id) {
-				continue
-			}
-			if np, changed := partitionOffline(p, id, off, t.live, unclean); changed {
-				t.mutableTopic(name).Partitions[i] = np
-			}
+	t.changePartitions(func(name string, i int32, p Partition, unclean bool) (Partition, bool) {
+		if !slices.Contains(p.Replicas, id) {
+			return p, false
 		}
-	}
+		off := want[TopicPartition{name, i}]
+		if off == slices.Contains(p.Offline, id) {
+			return p, false
+		}
+		return partitionOffline(p, id, off, t.live, unclean)
+	})
 }
 
 // topicName looks a topic id up in the tx's state.
@@ -323,26 +316,18 @@ func (t *tx) fenceBroker(c *command) result {
 }
 
 // fence marks b fenced and moves its leaderships to the live ISR (see
-// partitionFenced). Topics are visited in name order only for readability:
-// each partition's change depends on nothing but itself and the brokers.
+// partitionFenced).
 func (t *tx) fence(b Broker) {
 	b.Fenced = true
 	t.setBroker(b)
 	// What the incarnation reported of its logs dies with it.
 	t.setRecovering(b.ID, nil)
-	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
-		tp := t.topic(name)
-		unclean := uncleanEnabled(tp)
-		for i := range tp.Partitions {
-			p := tp.Partitions[i]
-			if !slices.Contains(p.Replicas, b.ID) {
-				continue
-			}
-			if np, changed := partitionFenced(p, b.ID, t.live, unclean); changed {
-				t.mutableTopic(name).Partitions[i] = np
-			}
+	t.changePartitions(func(_ string, _ int32, p Partition, unclean bool) (Partition, bool) {
+		if !slices.Contains(p.Replicas, b.ID) {
+			return p, false
 		}
-	}
+		return partitionFenced(p, b.ID, t.live, unclean)
+	})
 }
 
 // setRecovering makes ends (by topic id; unknown topics and partitions the
@@ -355,25 +340,21 @@ func (t *tx) setRecovering(id int32, ends []ReplicaLogEnd) {
 			want[TopicPartition{name, l.Partition}] = l
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
-		tp := t.topic(name)
-		for i := range tp.Partitions {
-			p := tp.Partitions[i]
-			l, ok := want[TopicPartition{name, int32(i)}]
-			ok = ok && slices.Contains(p.Replicas, id)
-			_, had := logEndOf(p.Recovering, id)
-			if !ok && !had {
-				continue
-			}
-			np := p.clone()
-			np.Recovering = withoutLogEnd(np.Recovering, id)
-			if ok {
-				np.Recovering = append(np.Recovering, LogEnd{Broker: id, LastEpoch: max(l.LastEpoch, -1), LEO: max(l.LEO, 0)})
-				slices.SortFunc(np.Recovering, func(a, b LogEnd) int { return int(a.Broker - b.Broker) })
-			}
-			t.mutableTopic(name).Partitions[i] = np
+	t.changePartitions(func(name string, i int32, p Partition, _ bool) (Partition, bool) {
+		l, ok := want[TopicPartition{name, i}]
+		ok = ok && slices.Contains(p.Replicas, id)
+		_, had := logEndOf(p.Recovering, id)
+		if !ok && !had {
+			return p, false
 		}
-	}
+		np := p.clone()
+		np.Recovering = withoutLogEnd(np.Recovering, id)
+		if ok {
+			np.Recovering = append(np.Recovering, LogEnd{Broker: id, LastEpoch: max(l.LastEpoch, -1), LEO: max(l.LEO, 0)})
+			slices.SortFunc(np.Recovering, func(a, b LogEnd) int { return int(a.Broker - b.Broker) })
+		}
+		return np, true
+	})
 }
 
 // electRecovery ends the wait of partitions in unclean recovery whose
@@ -404,17 +385,24 @@ func (t *tx) electRecovery(c *command) result {
 // electLeaderless gives a leader to every leaderless partition of the
 // topics selected that has a live candidate.
 func (t *tx) electLeaderless(sel func(*Topic) bool) {
+	t.changePartitions(func(name string, _ int32, p Partition, unclean bool) (Partition, bool) {
+		if p.Leader != -1 || !sel(t.topic(name)) {
+			return p, false
+		}
+		return partitionElect(p, t.live, unclean)
+	})
+}
+
+// changePartitions calls change for every partition, topics in name order
+// (only for readability: each partition's change depends on nothing but
+// itself and the brokers), with the topic's unclean election setting, and
+// stores what it returns when it says the partition changed.
+func (t *tx) changePartitions(change func(topic string, i int32, p Partition, unclean bool) (Partition, bool)) {
 	for _, name := range slices.Sorted(maps.Keys(t.topicMap())) {
 		tp := t.topic(name)
-		if !sel(tp) {
-			continue
-		}
 		unclean := uncleanEnabled(tp)
 		for i := range tp.Partitions {
-			if tp.Partitions[i].Leader != -1 {
-				continue
-			}
-			if np, changed := partitionElect(tp.Partitions[i], t.live, unclean); changed {
+			if np, changed := change(name, int32(i), tp.Partitions[i], unclean); changed {
 				t.mutableTopic(name).Partitions[i] = np
 			}
 		}
