@@ -1,7 +1,7 @@
 // Package broker is the one wiring of a ringlog broker: the engine, the
 // broker's part in its metadata quorum and replication (a single broker is
 // the only voter of a local quorum, the same code as a cluster), the group
-// coordinator, the Kafka protocol and the network. cmd/ringlog starts one
+// and transaction coordinators, the Kafka protocol and the network. cmd/ringlog starts one
 // from its flags and server.properties; every test that needs a broker in
 // its own process starts one the same way, so that tests run the code the
 // binary runs.
@@ -9,9 +9,11 @@
 //	Start:  engine.OpenCore (recover the logs)
 //	        -> quorum (open raft, adopt a data directory written without
 //	           it, start replication) -> caught up with the quorum
-//	        -> group coordinator -> Kafka server -> bind the listener
+//	        -> group coordinator -> transaction coordinator (and its
+//	           marker sender) -> Kafka server -> bind the listener
 //	Close:  hand leaderships over (a cluster member) -> answer parked
-//	        fetches, joins and syncs -> drain the network -> stop
+//	        fetches, joins and syncs; stop the transaction coordinator
+//	        -> drain the network -> stop
 //	        replication and the quorum -> close the engine (logs flushed,
 //	        marked cleanly shut down)
 //

@@ -31,9 +31,30 @@ func handleApiVersions(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	cx.reply(apiVersionsResponse(0))
 }
 
+// transactionVersion is the level of Kafka's transaction.version feature
+// this broker serves and finalizes: 2, transactions v2 (KIP-890 part 2:
+// Produce v12+ and TxnOffsetCommit v5 add their partitions to the
+// transaction, EndTxn v5 bumps the producer's epoch), as a Kafka 4 cluster
+// created new finalizes it. Clients opt in to v2 by this feature (franz-go,
+// the Java client), and fall back to AddPartitionsToTxn and EndTxn v4
+// without it.
+const transactionVersion = 2
+
 func apiVersionsResponse(code int16) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = code
+	if code == 0 {
+		// Features (KIP-584, v3+): only transaction.version, the one a
+		// client acts on here. The finalized levels never change, so
+		// their epoch does not either.
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, transactionVersion
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", transactionVersion, transactionVersion
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	for _, a := range apis {
 		if a == nil {
 			continue

@@ -55,11 +55,21 @@
 //
 // # Non-obvious invariants
 //
-//   - Produce calls engine.Append on the network goroutine, in request
-//     order, never from a goroutine of its own: an idempotent producer with
-//     several requests in flight on one connection relies on its batches
-//     reaching each partition in the order sent (a batch overtaking the
-//     one before it is OUT_OF_ORDER_SEQUENCE_NUMBER).
+//   - Produce calls engine.Append in request order: on the network
+//     goroutine, or, while a transactional request waits for the
+//     coordinator's verification (KIP-890, txn_verify.go), from the
+//     connection's produceOrder, which holds every later request back until
+//     it ran: an idempotent producer with several requests in flight on one
+//     connection relies on its batches reaching each partition in the
+//     order sent (a batch overtaking the one before it is
+//     OUT_OF_ORDER_SEQUENCE_NUMBER; verifications finishing out of order
+//     did that once, TestTxnPipelinedProducesStayInOrder).
+//   - The transaction APIs (engine/txn) are async handlers like the group
+//     APIs; the coordinator's markers go out through MarkerSender, which
+//     answers the coordinator from goroutines of its own, never a shard's.
+//     A marker on a partition of __consumer_offsets is reported to the
+//     group coordinator from the append's done callback, on that
+//     partition's shard (group.Coordinator.TxnCompleted).
 //   - A multi-partition produce holds one count of its own until it has
 //     issued every append, so that a done callback firing at once (an
 //     error found before queueing, or a fast shard) cannot send the
