@@ -12,9 +12,11 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/engine/txn"
 	"ringlog/ioring"
 	"ringlog/kafka"
 	"ringlog/netpoll"
+	"ringlog/replication/fetcher"
 )
 
 // Broker is one running broker: its engine, its part in the (possibly
@@ -26,6 +28,7 @@ type Broker struct {
 	eng    *engine.Core
 	cl     *cluster
 	groups *group.Coordinator
+	txns   *txn.Coordinator
 	srv    *kafka.Server
 	net    *netpoll.Server
 	others []namedServer // the listeners besides the inter-broker one
@@ -142,6 +145,27 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	b.push("groups", func(context.Context) error { b.groups.Close(); return nil })
 	b.cl.hostGroups(b.groups)
 
+	// The transaction coordinator, on __transaction_state as the group
+	// coordinator is on __consumer_offsets; its markers reach other
+	// brokers over the inter-broker listener with this broker's client
+	// side of it.
+	var fetchSec fetcher.Config
+	b.cfg.fetchSecurity(&fetchSec)
+	markers := kafka.NewMarkerSender(kafka.MarkerSenderConfig{Engine: b.eng, Node: b.cl.node, Groups: b.groups,
+		TLS: fetchSec.TLS, TLSFor: fetchSec.TLSFor, SASL: fetchSec.SASL, Logger: cfg.Logger})
+	b.push("transaction markers", func(context.Context) error { markers.Close(); return nil })
+	tcfg := cfg.Txns
+	tcfg.Logger = cfg.Logger
+	tcfg.Partitions = b.cl.topicPartitions(txn.StateTopic, tcfg.Partitions)
+	tcfg.AllocateProducerID = b.eng.AllocateProducerID
+	tcfg.OffsetsPartitionFor = b.groups.PartitionOf
+	tcfg.Markers = markers
+	if b.txns, err = txn.Start(b.eng, tcfg); err != nil {
+		return nil, err
+	}
+	b.push("transactions", func(context.Context) error { b.txns.Close(); return nil })
+	b.cl.hostTxns(b.txns)
+
 	var metrics *kafka.Metrics
 	if cfg.Metrics != nil {
 		metrics = kafka.NewMetrics(cfg.Metrics)
@@ -151,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
 		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
-		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
+		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Txns: b.txns, Markers: markers, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
 	}, b.eng)
 	lim := cfg.Connections
 	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
@@ -219,6 +243,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	// coordinator (closed already), replication and quorum, engine.
 	b.srv.StopLongPolls()
 	b.groups.Close()
+	b.txns.Close()
 	return b.unwind(ctx)
 }
 
@@ -230,6 +255,9 @@ func (b *Broker) Engine() *engine.Core { return b.eng }
 
 // Groups is the broker's group coordinator.
 func (b *Broker) Groups() *group.Coordinator { return b.groups }
+
+// Txns is the broker's transaction coordinator.
+func (b *Broker) Txns() *txn.Coordinator { return b.txns }
 
 // Server is the broker's Kafka protocol handler.
 func (b *Broker) Server() *kafka.Server { return b.srv }

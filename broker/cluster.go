@@ -11,6 +11,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/engine/txn"
 	"ringlog/internal/fsutil"
 	"ringlog/replication/controller"
 	"ringlog/replication/fetcher"
@@ -28,6 +29,9 @@ type cluster struct {
 	// groups is the group coordinator once started: the node tells it
 	// which partitions of __consumer_offsets this broker leads.
 	groups atomic.Pointer[group.Coordinator]
+	// txns is the transaction coordinator once started, told of the
+	// partitions of __transaction_state this broker leads.
+	txns atomic.Pointer[txn.Coordinator]
 }
 
 // newCluster returns the broker's membership: of the quorum in
@@ -57,6 +61,17 @@ func newCluster(cfg *Config, addr string, listeners map[string]string) *cluster 
 // node's apply goroutine; the coordinator only queues them to its shards).
 // Before the coordinator starts they are dropped: hostGroups catches up.
 func (c *cluster) onLeadership(tp engine.TP, leader bool, epoch int32) {
+	if tp.Topic == txn.StateTopic {
+		t := c.txns.Load()
+		switch {
+		case t == nil:
+		case leader:
+			t.Elected(tp.Partition, epoch)
+		default:
+			t.Resigned(tp.Partition, epoch)
+		}
+		return
+	}
 	if tp.Topic != group.OffsetsTopic {
 		return
 	}
@@ -82,6 +97,27 @@ func (c *cluster) hostGroups(g *group.Coordinator) {
 			g.Elected(i, epoch)
 		}
 	}
+}
+
+// hostTxns connects the transaction coordinator to the node, as
+// hostGroups does the group coordinator.
+func (c *cluster) hostTxns(t *txn.Coordinator) {
+	c.txns.Store(t)
+	for i := range t.Partitions() {
+		if epoch, ok := c.node.Leads(engine.TP{Topic: txn.StateTopic, Partition: i}); ok {
+			t.Elected(i, epoch)
+		}
+	}
+}
+
+// topicPartitions is the partition count of the cluster's topic name when
+// it exists (an internal topic keeps its count, whatever its setting says
+// now), else def.
+func (c *cluster) topicPartitions(name string, def int32) int32 {
+	if t := c.node.Image().Topic(name); t != nil {
+		return int32(len(t.Partitions))
+	}
+	return def
 }
 
 // offsetsPartitions is the partition count of the cluster's

@@ -11,6 +11,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/engine/txn"
 	"ringlog/ioring"
 	"ringlog/replication/controller"
 )
@@ -98,6 +99,9 @@ type Config struct {
 	ProducerIDExpiration   time.Duration
 	Cleaner                engine.CleanerConfig
 	Groups                 group.Config
+	// Txns is the transaction coordinator's configuration (its hooks are
+	// the broker's).
+	Txns txn.Config
 	// Topic is the default configuration of topics (log.* settings).
 	Topic   engine.TopicConfig
 	Cluster ClusterConfig
@@ -167,6 +171,7 @@ func DefaultConfig() Config {
 		RetentionCheckInterval: 5 * time.Minute,
 		ProducerIDExpiration:   24 * time.Hour,
 		Groups:                 group.DefaultConfig(),
+		Txns:                   txn.DefaultConfig(),
 		Topic:                  engine.DefaultTopicConfig(),
 		Cluster: ClusterConfig{LagTimeMax: 30 * time.Second, SessionTimeout: 9 * time.Second,
 			HeartbeatInterval: 2 * time.Second, ReplicationFactor: 1},

@@ -21,6 +21,13 @@ type AppendOptions struct {
 	// On a replicated engine the append is answered once the high
 	// watermark covers it, not when it is written.
 	RequireISR bool
+	// Coordinator marks a coordinator's own write to its internal topic
+	// (Kafka's AppendOrigin.COORDINATOR): a producer batch in it (the group
+	// coordinator's transactional offset commits) is checked for its
+	// producer's epoch and open transaction, not for sequence numbers,
+	// which the coordinator does not keep (Kafka writes them at sequence 0
+	// every time).
+	Coordinator bool
 }
 
 // AppendResult is what a producer is told.
@@ -264,6 +271,8 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 		for i, h := range r.hdrs {
 			if m := r.marker(i); m != nil {
 				err = p.producers.checkMarker(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch)
+			} else if r.opts.Coordinator {
+				err = p.producers.checkEpoch(h)
 			} else {
 				dup, err = p.producers.check(h)
 			}

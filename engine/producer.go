@@ -143,6 +143,18 @@ func (ps *producerState) check(h batch.Header) (*batchMeta, error) {
 	return nil, e.checkTxn(h)
 }
 
+// checkEpoch is check for a coordinator's own write (AppendOptions.
+// Coordinator): a fenced epoch is refused; sequences are not checked.
+func (ps *producerState) checkEpoch(h batch.Header) error {
+	if h.ProducerID < 0 {
+		return nil
+	}
+	if e := ps.entries[h.ProducerID]; e != nil && h.ProducerEpoch < e.epoch {
+		return fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+	}
+	return nil
+}
+
 // checkTxn refuses a batch outside a transaction from a producer whose
 // transaction on this partition is open, as Kafka's ProducerAppendInfo
 // does (INVALID_TXN_STATE): the records would be neither committed nor

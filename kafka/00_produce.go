@@ -103,18 +103,14 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		switch {
 		case req.Version < produceMagicMinVersion:
 			return kerr.UnsupportedVersion.Code, fmt.Sprintf("produce v%d carries message sets; ringlog stores RecordBatch v2 only (produce v3+)", req.Version)
-		case req.TransactionID != nil:
-			// Transactions (KIP-98): the log side is built (markers, LSO,
-			// .txnindex: engine/txn.go), the coordinator is not, and
-			// without one nothing would ever end a transaction a producer
-			// opens here (no marker, no timeout): its partitions' LSO would
-			// stay put for good. The error must be
-			// one that clients do not retry: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-			// is fatal to a transactional producer in the Java client and
-			// in franz-go, and is literally true (no transactional id is
-			// allowed here), where a retriable code such as
-			// COORDINATOR_NOT_AVAILABLE would make the client spin.
-			return kerr.TransactionalIDAuthorizationFailed.Code, "ringlog has no transaction coordinator yet"
+		case req.TransactionID != nil && s.cfg.Txns == nil:
+			// A broker without a transaction coordinator (a Server built
+			// without one). The error must be one that clients do not
+			// retry: TRANSACTIONAL_ID_AUTHORIZATION_FAILED is fatal to a
+			// transactional producer in the Java client and in franz-go,
+			// where a retriable code such as COORDINATOR_NOT_AVAILABLE
+			// would make the client spin.
+			return kerr.TransactionalIDAuthorizationFailed.Code, "this broker has no transaction coordinator"
 		case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 			return kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d: want -1, 0 or 1", req.Acks)
 		}
@@ -131,6 +127,30 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		return
 	}
 
+	// A connection's produce requests reach the engine in the order they
+	// came (an idempotent producer pipelines them, and its sequence
+	// numbers must arrive in order): one waiting for its verification
+	// holds back those after it.
+	var order *produceOrder
+	if cx.session != nil {
+		order = &cx.session.produces
+	}
+	if req.TransactionID == nil {
+		order.run(func() { s.produceVerified(cx, req, p, nil) })
+		return
+	}
+	// KIP-890 part 1: the transaction coordinator must know every
+	// partition a transactional batch goes to, or the batch would open a
+	// transaction on it that nothing ends.
+	slot := order.wait()
+	s.verifyTxnProduce(req, func(refused map[engine.TP]int16) {
+		order.ready(slot, func() { s.produceVerified(cx, req, p, refused) })
+	})
+}
+
+// produceVerified appends the partitions of req, but those refused (with
+// their code) by the transaction coordinator's verification.
+func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produce, refused map[engine.TP]int16) {
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
 	if req.Acks == -1 {
 		// An acks=all answer waits for the in-sync replicas, at most the
@@ -169,8 +189,12 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 				p.fail(out, kerr.InvalidTopicException.Code, "cannot append to internal topic "+name)
 				continue
 			}
-			if code, msg := checkProduceBatches(rp.Records); code != 0 {
+			if code, msg := checkProduceBatches(rp.Records, req.TransactionID != nil); code != 0 {
 				p.fail(out, code, msg)
+				continue
+			}
+			if code := refused[engine.TP{Topic: name, Partition: rp.Partition}]; code != 0 {
+				p.fail(out, code, "the transaction coordinator does not have this partition in the producer's transaction")
 				continue
 			}
 			p.pending.Add(1)
@@ -293,11 +317,11 @@ func produceErrorCode(err error) int16 {
 // what the engine would accept but this broker must refuse: a message set
 // of magic 0 or 1 (whose layout the engine would misjudge as a damaged
 // batch, CORRUPT_MESSAGE, where the truth is UNSUPPORTED_VERSION), and a
-// transactional batch (Kafka refuses one in a request without a
-// transactional id the same way, and one with an id is refused whole
-// until the transaction coordinator exists: see handleProduce). It reads
+// transactional batch in a request without a transactional id (Kafka
+// answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the transaction is
+// nobody's), or a control batch (only the broker writes markers). It reads
 // headers only; the engine validates the rest (framing, CRC, records).
-func checkProduceBatches(records []byte) (int16, string) {
+func checkProduceBatches(records []byte, transactionalID bool) (int16, string) {
 	for pos := 0; pos < len(records); {
 		rest := records[pos:]
 		// The magic byte sits at the same place in every message format.
@@ -311,8 +335,11 @@ func checkProduceBatches(records []byte) (int16, string) {
 		if err != nil {
 			return 0, "" // the engine reports it
 		}
-		if h.Transactional() {
-			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch: ringlog has no transaction coordinator yet"
+		if h.Transactional() && !transactionalID {
+			return kerr.TransactionalIDAuthorizationFailed.Code, "transactional record batch in a produce request without a transactional id"
+		}
+		if h.Control() {
+			return kerr.InvalidRecord.Code, "control batch: only the broker writes transaction markers"
 		}
 		if h.Size() > len(rest) {
 			return 0, ""

@@ -13,6 +13,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/engine/txn"
 	"ringlog/replication/controller"
 )
 
@@ -111,6 +112,8 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 				// As Kafka does, whatever allow_auto_topic_creation says:
 				// created with the coordinator's settings.
 				t, err = s.offsetsTopic()
+			} else if name == txn.StateTopic && s.cfg.Txns != nil {
+				t, err = s.txnStateTopic()
 			} else if err = s.autoCreateRefusal(name, autoCreate, created); err == nil {
 				created++
 				t, err = s.autoCreate(name)

@@ -9,17 +9,18 @@ import (
 	"ringlog/engine"
 )
 
-// InitProducerId, v0 to v5, for idempotent producers (KIP-98): a new
-// producer id with epoch 0. franz-go and the Java client ask for one by
-// default, before their first produce.
-//
-// Kafka hands an idempotent producer a new id even when it sends its
-// current id and epoch (v3+, KIP-360, bumping after an error): only a
-// transactional producer keeps its id across InitProducerId. So does this
-// broker. The ids come in blocks from the metadata quorum
+// InitProducerId, v0 to v5 (KIP-98). Without a transactional id, for
+// idempotent producers: a new producer id with epoch 0. franz-go and the
+// Java client ask for one by default, before their first produce. Kafka
+// hands an idempotent producer a new id even when it sends its current id
+// and epoch (v3+, KIP-360, bumping after an error): only a transactional
+// producer keeps its id across InitProducerId. So does this broker. The
+// ids come in blocks from the metadata quorum
 // (engine.Config.ProducerIDBlock), so that no two brokers hand out one id.
-// Transactional ids are refused (see handleProduce for the choice of
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+//
+// With a transactional id, the transaction coordinator (engine/txn)
+// answers: the id's producer id at a bumped epoch, which fences the older
+// instances; with v3+'s producer id and epoch, KIP-360's recovery.
 func init() {
 	register(api{key: kmsg.InitProducerID, min: 0, max: 5, sync: handleInitProducerID})
 }
@@ -37,7 +38,24 @@ func handleInitProducerID(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respons
 		// Kafka's coordinator refuses an empty transactional id outright.
 		return fail(kerr.InvalidRequest.Code)
 	case req.TransactionalID != nil:
-		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
+		type answer struct {
+			code  int16
+			id    int64
+			epoch int16
+		}
+		ch := make(chan answer, 1)
+		s.cfg.Txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch,
+			func(code int16, id int64, epoch int16) { ch <- answer{code, id, epoch} })
+		a := <-ch
+		if a.code == kerr.ProducerFenced.Code && req.Version < 4 {
+			// Clients before v4 do not know PRODUCER_FENCED.
+			a.code = kerr.InvalidProducerEpoch.Code
+		}
+		if a.code != 0 {
+			return fail(a.code)
+		}
+		resp.ProducerID, resp.ProducerEpoch = a.id, a.epoch
+		return resp
 	}
 	id, err := s.eng.AllocateProducerID()
 	switch {

@@ -113,6 +113,10 @@ type session struct {
 
 	principal atomic.Pointer[string]
 	expiry    atomic.Int64 // unix nanoseconds after which requests close the connection; 0: never
+
+	// produces keeps the connection's produce requests in order while a
+	// transactional one waits for its verification (txn_verify.go).
+	produces produceOrder
 }
 
 // Principal is "User:<name>" once authenticated, anonymous otherwise.

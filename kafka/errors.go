@@ -88,14 +88,16 @@ func errorCode(err error) int16 {
 // partition; NOT_LEADER_OR_FOLLOWER when another broker leads it (Kafka's
 // codes: each makes a client refresh its metadata, but only the last two
 // say whether the partition exists).
-func (s *Server) leaderCode(tp engine.TP) int16 {
-	if errors.Is(s.eng.Offline(tp), engine.ErrStorage) {
+func (s *Server) leaderCode(tp engine.TP) int16 { return leaderCode(s.eng, s.cfg.Node, tp) }
+
+func leaderCode(eng *engine.Core, n *node.Node, tp engine.TP) int16 {
+	if errors.Is(eng.Offline(tp), engine.ErrStorage) {
 		return kerr.KafkaStorageError.Code
 	}
-	if _, ok := s.cfg.Node.Leads(tp); ok {
+	if _, ok := n.Leads(tp); ok {
 		return 0
 	}
-	if t := s.cfg.Node.Image().Topic(tp.Topic); t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+	if t := n.Image().Topic(tp.Topic); t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
 		return kerr.UnknownTopicOrPartition.Code
 	}
 	return kerr.NotLeaderForPartition.Code

@@ -50,7 +50,7 @@ func FuzzRequest(f *testing.F) {
 			if p, ok := req.(*kmsg.ProduceRequest); ok {
 				for _, rt := range p.Topics {
 					for _, rp := range rt.Partitions {
-						checkProduceBatches(rp.Records)
+						checkProduceBatches(rp.Records, p.TransactionID != nil)
 					}
 				}
 			}

@@ -14,6 +14,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/engine/txn"
 	"ringlog/internal/kwire"
 	"ringlog/netpoll"
 	"ringlog/replication/node"
@@ -52,6 +53,16 @@ type Config struct {
 	// Groups is the group coordinator (engine/group) that the group and
 	// offset APIs use; without one they answer COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+	// Txns is the transaction coordinator (engine/txn) that
+	// FindCoordinator for transactions, InitProducerId with a
+	// transactional id and the transaction APIs use; without one they
+	// answer COORDINATOR_NOT_AVAILABLE.
+	Txns *txn.Coordinator
+	// Markers reaches the other brokers for transactions: the
+	// coordinator's markers, and the verification of transactional
+	// produces by a coordinator elsewhere (txn_verify.go). Without one,
+	// only a local coordinator is asked.
+	Markers *MarkerSender
 	// Node is this broker's part in its metadata quorum (replication/
 	// node; a single broker is the only voter of a local quorum):
 	// metadata, leadership and topic administration come from the

@@ -50,12 +50,11 @@ func consumeIso(t *testing.T, b *testBroker, topic string, iso kgo.IsolationLeve
 	return got
 }
 
-// TestTransactionsOnTheWire: producer ids from InitProducerId, their
-// transactional batches appended through the broker's engine (Produce
-// still refuses transactional batches on the wire, as it must until the
-// transaction coordinator exists: nothing would ever end such a
-// transaction; 00_produce.go) and markers written through the engine, as
-// the coordinator will write them; then, on the wire, a kgo consumer at
+// TestTransactionsOnTheWire: the log side alone, without the transaction
+// coordinator: producer ids from InitProducerId, their transactional
+// batches appended through the broker's engine and markers written through
+// the engine, as the coordinator writes them (txn_e2e_test.go runs the
+// whole path from a transactional producer); then, on the wire, a kgo consumer at
 // read_committed sees only committed records and stops at the last stable
 // offset while a transaction is open, one at read_uncommitted sees every
 // record, and ListOffsets latest answers the LSO and the HW by isolation

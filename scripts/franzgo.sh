@@ -3,7 +3,7 @@
 # from the module cache) against the ringlog binary: its SASL tests
 # (SCRAM-SHA-256/512, OAUTHBEARER) on a SASL_PLAINTEXT listener and every
 # other test over an SSL listener that requires a client certificate
-# (KGO_SEEDS, KGO_TEST_TLS), but TestIssue769 and TestTxnEtl
+# (KGO_SEEDS, KGO_TEST_TLS), but TestIssue769
 # (cmd/ringlog/franzgo_test.go says why). go test ./... runs the SASL
 # tests and a ten-test TLS subset in seconds (TestFranzGoSecurity); this
 # takes minutes. The whole output goes to $LOG, a summary to the terminal.

@@ -220,6 +220,30 @@ func (s *settings) set(k, v string) error {
 	case "offsets.topic.segment.bytes":
 		n, err = num(1<<20, math.MaxInt32)
 		s.Groups.OffsetsTopicSegmentBytes = n
+	case "transaction.state.log.num.partitions":
+		n, err = num(1, 1000)
+		s.Txns.Partitions = int32(n)
+	case "transaction.state.log.replication.factor":
+		n, err = num(1, math.MaxInt16)
+		s.Txns.ReplicationFactor = int16(n)
+	case "transaction.state.log.min.isr":
+		n, err = num(1, math.MaxInt16)
+		s.Txns.MinISR = int(n)
+	case "transaction.state.log.segment.bytes":
+		n, err = num(1<<20, math.MaxInt32)
+		s.Txns.SegmentBytes = n
+	case "transaction.max.timeout.ms":
+		n, err = num(1, math.MaxInt32)
+		s.Txns.MaxTimeout = time.Duration(n) * time.Millisecond
+	case "transactional.id.expiration.ms":
+		n, err = num(1, math.MaxInt32)
+		s.Txns.IDExpiration = time.Duration(n) * time.Millisecond
+	case "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+		n, err = num(1, math.MaxInt32)
+		s.Txns.AbortTimedOutInterval = time.Duration(n) * time.Millisecond
+	case "transaction.remove.expired.transaction.cleanup.interval.ms":
+		n, err = num(1, math.MaxInt32)
+		s.Txns.RemoveExpiredInterval = time.Duration(n) * time.Millisecond
 	case "group.min.session.timeout.ms":
 		n, err = num(1, math.MaxInt32)
 		s.Groups.MinSessionTimeout = time.Duration(n) * time.Millisecond

@@ -59,8 +59,8 @@ ringlog.io=portable
 	}
 }
 
-// TestServerPropertiesGroupsAndCluster: the group coordinator's and the
-// cluster's keys reach their settings (a rename of the settings once
+// TestServerPropertiesGroupsAndCluster: the group and transaction
+// coordinators' and the cluster's keys reach their settings (a rename of the settings once
 // turned offsets.topic.* into unknown keys, and only the benchmark's
 // cluster, which writes them, noticed).
 func TestServerPropertiesGroupsAndCluster(t *testing.T) {
@@ -75,6 +75,12 @@ controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095
 replica.lag.time.max.ms=5000
 broker.session.timeout.ms=3000
 default.replication.factor=2
+transaction.state.log.num.partitions=5
+transaction.state.log.replication.factor=2
+transaction.state.log.min.isr=1
+transaction.max.timeout.ms=60000
+transactional.id.expiration.ms=3600000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=500
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +89,10 @@ default.replication.factor=2
 	if g.OffsetsTopicPartitions != 4 || g.OffsetsTopicReplicationFactor != 3 || g.OffsetsTopicSegmentBytes != 1<<20 ||
 		g.InitialRebalanceDelay != 0 || g.MaxSize != 7 {
 		t.Fatalf("group settings: %+v", g)
+	}
+	if x := s.Txns; x.Partitions != 5 || x.ReplicationFactor != 2 || x.MinISR != 1 || x.MaxTimeout.Milliseconds() != 60000 ||
+		x.IDExpiration.Milliseconds() != 3600000 || x.AbortTimedOutInterval.Milliseconds() != 500 {
+		t.Fatalf("transaction settings: %+v", x)
 	}
 	if c.Voters != "1@127.0.0.1:9093,2@127.0.0.1:9095" || c.LagTimeMax.Milliseconds() != 5000 ||
 		c.SessionTimeout.Milliseconds() != 3000 || c.ReplicationFactor != 2 {

@@ -35,11 +35,8 @@ var franzGoFull = flag.Bool("franzgo.full", false, "run franz-go's whole pkg/kgo
 // franzGoExcluded are the tests of franz-go's suite that cannot pass
 // here, whatever the broker: TestIssue769 sets a Dialer, which franz-go
 // refuses beside KGO_TEST_TLS's DialTLSConfig (the client is nil and the
-// test panics, on Kafka too); TestTxnEtl needs transactions, which
-// ringlog does not serve (InitProducerId with a transactional id is
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the test then waits for ever,
-// and TestGroupETL with it, for the semaphore they share).
-var franzGoExcluded = []string{"TestIssue769", "TestTxnEtl"}
+// test panics, on Kafka too).
+var franzGoExcluded = []string{"TestIssue769"}
 
 // buildFranzKgoTests compiles franz-go's pkg/kgo tests into a binary
 // (go test -c), at the version this module requires, and returns it with
@@ -208,5 +205,13 @@ ssl.client.auth=required
 			"TestIssue325", "TestConsumeTopicRetrieval", "TestPooling", "TestLookbackMilli", "TestGroupSimple")
 	}
 	runFranzKgoTests(t, bin, kgoDir, append(env, "KGO_TEST_SCRAM=testuser:testpass:512"), "TestSCRAMAuth")
+	if !*franzGoFull {
+		// Transactions: franz-go's consume-transform-produce chain of
+		// GroupTransactSessions (classic and KIP-848 groups, static
+		// members), read_committed, exactly once through three levels,
+		// with 20,000 records rather than its 500,000 (-franzgo.full runs
+		// those).
+		runFranzKgoTests(t, bin, kgoDir, append(env, "KGO_TEST_SCRAM=testuser:testpass", "KGO_TEST_RECORDS=20000"), "TestTxnEtl")
+	}
 	p.stop(t)
 }

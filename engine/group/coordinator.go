@@ -170,6 +170,12 @@ type partition struct {
 	tp     engine.TP
 	state  partState
 	groups map[string]*group
+	// txnGroups are, per producer id, the groups holding its pending
+	// transactional offsets (TxnCompleted settles them).
+	txnGroups map[int64]map[string]bool
+	// loadTxnEnds are the markers written while the partition loads,
+	// settled at the install.
+	loadTxnEnds []txnEnd
 	// lastWrite is the last append issued to the partition: an answer
 	// that writes nothing itself but reports state changed by a write
 	// still in flight waits for it (afterWrites).
@@ -325,6 +331,7 @@ func (p *partition) unload() {
 		g.shutdown()
 	}
 	p.groups = map[string]*group{}
+	p.txnGroups, p.loadTxnEnds = nil, nil
 }
 
 // PartitionFor is the partition of __consumer_offsets that holds a group:
@@ -436,9 +443,14 @@ func (p *partition) appendRecords(recs []record, done func(error)) {
 		done(err)
 		return
 	}
+	p.appendBuilt(b, engine.AppendOptions{RequireISR: true}, done)
+}
+
+// appendBuilt is appendRecords for batches already built.
+func (p *partition) appendBuilt(b []byte, opts engine.AppendOptions, done func(error)) {
 	wb, prev := &writeBarrier{}, p.lastWrite
 	p.lastWrite = wb
-	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{RequireISR: true}, func(_ engine.AppendResult, err error) {
+	p.c.eng.AppendOnShard(p.tp, b, opts, func(_ engine.AppendResult, err error) {
 		done(err)
 		wb.done, wb.err = true, err
 		for _, fn := range wb.waiters {

@@ -186,6 +186,13 @@
 //   - Offsets become visible when their write completes, never before; a
 //     commit being written is UNSTABLE_OFFSET_COMMIT to a fetch with
 //     require_stable (KIP-447) and never expires.
+//   - A transactional offset commit (TxnOffsetCommit, txn_offsets.go) is
+//     written in a transactional batch of its producer and stays pending,
+//     counted in pendingCommits as a commit being written is, until the
+//     transaction's marker lands on the partition: TxnCompleted, called on
+//     the partition's shard by the leader that wrote the marker, makes a
+//     COMMIT's offsets the group's and drops an ABORT's; replay applies
+//     the markers it meets the same way.
 //   - Every parked request gets an answer: a member's superseded JoinGroup
 //     or SyncGroup is answered REBALANCE_IN_PROGRESS, a removed member's
 //     UNKNOWN_MEMBER_ID, everything at Close NOT_COORDINATOR (Kafka lets

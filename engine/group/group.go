@@ -141,7 +141,10 @@ type group struct {
 	subscribed map[string]bool
 
 	offsets        map[engine.TP]committed
-	pendingCommits map[engine.TP]int // commits being written, per partition
+	pendingCommits map[engine.TP]int // commits being written, per partition (and transactional ones pending)
+	// txnPending are the transactional offsets not settled yet, by
+	// producer id (txn_offsets.go).
+	txnPending map[int64]*txnPending
 
 	// consumer is set when the group is a KIP-848 consumer group (type
 	// "consumer", consumer.go): its members, epochs and assignments live

@@ -162,7 +162,19 @@ func replayBatch(b []byte, st *loadState) error {
 		return fmt.Errorf("%w: %w", errRecord, err)
 	}
 	if h.Control() {
+		// A transaction marker settles its producer's offset commits
+		// (TxnOffsetCommit) found before it; other control batches carry
+		// nothing for groups.
+		if h.ProducerID >= 0 {
+			if m, err := batch.ParseMarker(h, b); err == nil {
+				st.endTxn(h.ProducerID, m.Commit)
+			}
+		}
 		return nil
+	}
+	st.txnPID = -1
+	if h.Transactional() && h.ProducerID >= 0 {
+		st.txnPID = h.ProducerID
 	}
 	return batch.Records(h, b, maxInflate, func(r *batch.Record) error {
 		if err := st.apply(r.Key, r.Value); err != nil {
@@ -176,15 +188,21 @@ func replayBatch(b []byte, st *loadState) error {
 // loadState is what replaying a partition of __consumer_offsets builds:
 // the last value of every key, as compaction would leave it.
 type loadState struct {
-	offsets   map[string]map[engine.TP]committed
-	groups    map[string]*kmsg.GroupMetadataValue
-	consumers map[string]*consumerLoad // KIP-848 groups (records848.go)
-	bad       int
-	lastErr   error
+	offsets map[string]map[engine.TP]committed
+	// pendingTxn are the transactional offset commits whose marker the
+	// replay has not met yet, by producer id, then group; txnPID is the
+	// producer of the transactional batch being replayed (-1: none).
+	pendingTxn map[int64]map[string]map[engine.TP]committed
+	txnPID     int64
+	groups     map[string]*kmsg.GroupMetadataValue
+	consumers  map[string]*consumerLoad // KIP-848 groups (records848.go)
+	bad        int
+	lastErr    error
 }
 
 func newLoadState() *loadState {
 	return &loadState{offsets: map[string]map[engine.TP]committed{}, groups: map[string]*kmsg.GroupMetadataValue{},
+		pendingTxn: map[int64]map[string]map[engine.TP]committed{}, txnPID: -1,
 		consumers: map[string]*consumerLoad{}}
 }
 
@@ -220,10 +238,19 @@ func (st *loadState) apply(key, value []byte) error {
 		if v.Version == 1 {
 			c.expireMs = v.ExpireTimestamp
 		}
-		m := st.offsets[k.Group]
+		offsets := st.offsets
+		if st.txnPID >= 0 {
+			// Written by TxnOffsetCommit: visible once its COMMIT marker
+			// comes, dropped by an ABORT.
+			if offsets = st.pendingTxn[st.txnPID]; offsets == nil {
+				offsets = map[string]map[engine.TP]committed{}
+				st.pendingTxn[st.txnPID] = offsets
+			}
+		}
+		m := offsets[k.Group]
 		if m == nil {
 			m = map[engine.TP]committed{}
-			st.offsets[k.Group] = m
+			offsets[k.Group] = m
 		}
 		m[tp] = c
 	case 2:
@@ -255,4 +282,24 @@ func (st *loadState) apply(key, value []byte) error {
 		// ConsumerGroupRegularExpression (16), which ringlog recomputes.
 	}
 	return nil
+}
+
+// endTxn applies a marker of producer pid met by the replay: a COMMIT
+// makes its pending offsets committed, an ABORT drops them.
+func (st *loadState) endTxn(pid int64, commit bool) {
+	pending := st.pendingTxn[pid]
+	delete(st.pendingTxn, pid)
+	if !commit {
+		return
+	}
+	for g, offs := range pending {
+		m := st.offsets[g]
+		if m == nil {
+			m = map[engine.TP]committed{}
+			st.offsets[g] = m
+		}
+		for tp, c := range offs {
+			m[tp] = c
+		}
+	}
 }

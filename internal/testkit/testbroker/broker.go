@@ -36,6 +36,7 @@ func Config(dir string) broker.Config {
 	// 4 partitions of __consumer_offsets rather than 50: a broker starts
 	// in a tenth of the time, and the tests start hundreds.
 	cfg.Groups.OffsetsTopicPartitions = 4
+	cfg.Txns.Partitions = 4
 	return cfg
 }
 

@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/engine/group"
+	"ringlog/replication/node"
+)
+
+// WriteTxnMarkers, v0 to v1 (KIP-98): a transaction coordinator asks this
+// broker, the leader of the partitions named, to end a producer's
+// transaction on each with a COMMIT or ABORT marker. Only brokers send it:
+// on a listener that authenticates, the principal must be a super user,
+// as for replica fetches (clusterAction); anyone else gets
+// CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka answers
+// without CLUSTER_ACTION. A marker is answered once the partition's high
+// watermark covers it (acks=all, as Kafka appends markers). A marker on a
+// partition of __consumer_offsets also settles the producer's pending
+// offset commits there (TxnOffsetCommit). v2 (KIP-1228's transaction
+// version per marker) is not served.
+func init() {
+	register(api{key: kmsg.WriteTxnMarkers, min: 0, max: 1, async: handleWriteTxnMarkers})
+}
+
+func handleWriteTxnMarkers(s *Server, cx *reqCtx, kreq kmsg.Request) {
+	req := kreq.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	allowed := s.clusterAction(cx)
+	var mu sync.Mutex
+	g := newReplyGather(func() { cx.reply(resp) })
+	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
+	for i := range req.Markers {
+		rm := &req.Markers[i]
+		out := &resp.Markers[i]
+		out.ProducerID = rm.ProducerID
+		out.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(rm.Topics))
+		m := engine.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
+		for j := range rm.Topics {
+			rt := &rm.Topics[j]
+			ot := &out.Topics[j]
+			ot.Topic = rt.Topic
+			ot.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(rt.Partitions))
+			for k, part := range rt.Partitions {
+				op := &ot.Partitions[k]
+				op.Partition = part
+				if !allowed {
+					op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+					continue
+				}
+				g.add()
+				s.writeMarker(engine.TP{Topic: rt.Topic, Partition: part}, m, func(code int16) {
+					mu.Lock()
+					op.ErrorCode = code
+					mu.Unlock()
+					g.done()
+				})
+			}
+		}
+	}
+	g.done()
+}
+
+// writeMarker appends m to tp, which this broker leads, and calls done
+// with the error code once the high watermark covers it (on a shard
+// goroutine, or the caller's when refused at once). On a partition of
+// __consumer_offsets the group coordinator then settles the producer's
+// pending offsets, committed or dropped with the marker (Kafka's
+// onTransactionCompleted). It must not be called on a shard goroutine.
+func (s *Server) writeMarker(tp engine.TP, m engine.Marker, done func(code int16)) {
+	writeMarker(s.eng, s.cfg.Node, s.cfg.Groups, tp, m, done)
+}
+
+func writeMarker(eng *engine.Core, n *node.Node, groups *group.Coordinator, tp engine.TP, m engine.Marker, done func(code int16)) {
+	if code := leaderCode(eng, n, tp); code != 0 {
+		done(code)
+		return
+	}
+	eng.AppendMarker(tp, m, engine.AppendOptions{RequireISR: true}, func(_ engine.AppendResult, err error) {
+		if err != nil {
+			done(errorCode(err))
+			return
+		}
+		if tp.Topic == group.OffsetsTopic && groups != nil {
+			groups.TxnCompleted(tp.Partition, m.ProducerID, m.Commit)
+		}
+		done(0)
+	})
+}

@@ -1,0 +1,253 @@
+package kafka
+
+import (
+	"context"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/engine/txn"
+	"ringlog/segment/batch"
+)
+
+// Transactional produce verification (KIP-890 part 1). A transactional
+// producer must add a partition to its transaction (AddPartitionsToTxn)
+// before it produces there; a produce that arrives without it, a delayed
+// retry after the transaction ended say, would open a transaction on the
+// partition that no marker ever ends, holding its last stable offset back
+// forever (a "hanging transaction"). So the partition leader asks the
+// transaction coordinator, with AddPartitionsToTxn v4 verify_only (or
+// directly when it is the coordinator), whether each partition is in the
+// producer's ongoing transaction, and refuses the ones that are not with
+// INVALID_TXN_STATE, as Kafka does for clients before transactions v2.
+//
+// Every transactional produce request is verified: Kafka skips the
+// question for a partition where the producer's transaction is already
+// open (its verification guard in the log), which ringlog's engine does
+// not expose; the cost is one coordinator round trip per transactional
+// produce request.
+
+// verifyTxnProduce verifies req's transactional partitions and calls done
+// with the refused ones and their codes, on a goroutine that may block (never
+// a shard's).
+func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused map[engine.TP]int16)) {
+	id := *req.TransactionID
+	var tps []engine.TP
+	var pid int64 = -1
+	var epoch int16 = -1
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		name := rt.Topic
+		if req.Version >= 13 {
+			info, ok := s.eng.TopicByID(rt.TopicID)
+			if !ok {
+				continue // answered UNKNOWN_TOPIC_ID
+			}
+			name = info.Name
+		}
+		for j := range rt.Partitions {
+			h, err := batch.ParseHeader(rt.Partitions[j].Records)
+			if err != nil || !h.Transactional() || h.ProducerID < 0 {
+				continue // refused later for its own reasons, or not transactional
+			}
+			if pid < 0 {
+				pid, epoch = h.ProducerID, h.ProducerEpoch
+			}
+			tps = append(tps, engine.TP{Topic: name, Partition: rt.Partitions[j].Partition})
+		}
+	}
+	if len(tps) == 0 {
+		done(nil)
+		return
+	}
+	answer := func(code int16, per []int16) {
+		refused := map[engine.TP]int16{}
+		for i, tp := range tps {
+			c := code
+			if c == 0 && per != nil {
+				c = per[i]
+			}
+			if c = produceVerifyCode(c); c != 0 {
+				refused[tp] = c
+			}
+		}
+		done(refused)
+	}
+	img := s.cfg.Node.Image()
+	part, ok := img.Partition(txn.StateTopic, s.cfg.Txns.PartitionOf(id))
+	switch {
+	case !ok || part.Leader < 0:
+		go answer(kerr.CoordinatorNotAvailable.Code, nil)
+	case part.Leader == s.cfg.NodeID || s.cfg.Markers == nil:
+		s.cfg.Txns.VerifyPartitions(id, pid, epoch, tps, func(code int16, per []int16) {
+			// The answer comes on a shard goroutine, which must not
+			// queue appends to shards.
+			go answer(code, per)
+		})
+	default:
+		b, ok := img.Broker(part.Leader)
+		if !ok || b.Fenced {
+			go answer(kerr.CoordinatorNotAvailable.Code, nil)
+			return
+		}
+		go func() {
+			code, per := s.cfg.Markers.verify(part.Leader, b.Addr, id, pid, epoch, tps)
+			answer(code, per)
+		}()
+	}
+}
+
+// produceVerifyCode is what a produce is answered for a verification's
+// code (Kafka's AddPartitionsToTxnManager): a partition not in the
+// transaction is INVALID_TXN_STATE; a coordinator that cannot answer now
+// NOT_ENOUGH_REPLICAS, which producers retry; a fenced producer
+// INVALID_PRODUCER_EPOCH.
+func produceVerifyCode(code int16) int16 {
+	switch code {
+	case 0:
+		return 0
+	case kerr.TransactionAbortable.Code, kerr.InvalidTxnState.Code, kerr.InvalidProducerIDMapping.Code:
+		return kerr.InvalidTxnState.Code
+	case kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code:
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return kerr.NotEnoughReplicas.Code
+}
+
+// verify asks the coordinator broker id at addr, with AddPartitionsToTxn
+// v4 verify_only, whether tps are in the producer's transaction. It
+// blocks for the round trip.
+func (ms *MarkerSender) verify(id int32, addr, txnID string, pid int64, epoch int16, tps []engine.TP) (int16, []int16) {
+	cl, err := ms.peer(id, addr)
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 4
+	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = txnID, pid, epoch, true
+	for _, tp := range tps {
+		if n := len(t.Topics); n == 0 || t.Topics[n-1].Topic != tp.Topic {
+			t.Topics = append(t.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: tp.Topic})
+		}
+		rt := &t.Topics[len(t.Topics)-1]
+		rt.Partitions = append(rt.Partitions, tp.Partition)
+	}
+	req.Transactions = append(req.Transactions, t)
+	ctx, cancel := context.WithTimeout(ms.ctx, ms.cfg.Timeout)
+	defer cancel()
+	kresp, err := seeds[0].Request(ctx, req)
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode, nil
+	}
+	codes := map[engine.TP]int16{}
+	for _, rt := range resp.Transactions {
+		if rt.TransactionalID != txnID {
+			continue
+		}
+		for _, t := range rt.Topics {
+			for _, p := range t.Partitions {
+				codes[engine.TP{Topic: t.Topic, Partition: p.Partition}] = p.ErrorCode
+			}
+		}
+	}
+	per := make([]int16, len(tps))
+	for i, tp := range tps {
+		c, ok := codes[tp]
+		if !ok {
+			c = kerr.UnknownServerError.Code
+		}
+		per[i] = c
+	}
+	return 0, per
+}
+
+// produceOrder keeps a connection's produce requests in the order they
+// came while some wait for their verification: each is a slot in a queue,
+// run once it and every slot before it are ready. Only the connection's
+// network goroutine adds slots (wait, run); any goroutine may make one
+// ready. A nil produceOrder (a request from no connection) runs at once.
+type produceOrder struct {
+	mu       sync.Mutex
+	queue    []*orderSlot
+	draining bool
+}
+
+type orderSlot struct {
+	ready bool
+	fn    func()
+}
+
+// run runs fn in order: at once when nothing waits before it.
+func (o *produceOrder) run(fn func()) {
+	if o == nil {
+		fn()
+		return
+	}
+	o.mu.Lock()
+	if len(o.queue) == 0 && !o.draining {
+		o.mu.Unlock()
+		fn()
+		return
+	}
+	o.queue = append(o.queue, &orderSlot{ready: true, fn: fn})
+	o.mu.Unlock()
+	o.drain()
+}
+
+// wait takes a slot for a request that is not ready yet.
+func (o *produceOrder) wait() *orderSlot {
+	if o == nil {
+		return nil
+	}
+	sl := &orderSlot{}
+	o.mu.Lock()
+	o.queue = append(o.queue, sl)
+	o.mu.Unlock()
+	return sl
+}
+
+// ready makes sl ready with fn, and runs what is ready at the head of
+// the queue.
+func (o *produceOrder) ready(sl *orderSlot, fn func()) {
+	if o == nil {
+		fn()
+		return
+	}
+	o.mu.Lock()
+	sl.ready, sl.fn = true, fn
+	o.mu.Unlock()
+	o.drain()
+}
+
+// drain runs the ready slots at the head of the queue, in order, one
+// drainer at a time (a slot made ready meanwhile is found by the running
+// drainer's next look).
+func (o *produceOrder) drain() {
+	o.mu.Lock()
+	if o.draining {
+		o.mu.Unlock()
+		return
+	}
+	o.draining = true
+	for len(o.queue) > 0 && o.queue[0].ready {
+		sl := o.queue[0]
+		o.queue[0] = nil
+		o.queue = o.queue[1:]
+		o.mu.Unlock()
+		sl.fn()
+		o.mu.Lock()
+	}
+	o.draining = false
+	o.mu.Unlock()
+}
