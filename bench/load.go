@@ -41,6 +41,9 @@ type produceSpec struct {
 	// sending, when set, is called once just before the first record goes
 	// out (the broker's CPU profile starts then).
 	sending func()
+	// txn, when not 0, makes each producer transactional, committing every
+	// txn records (kgo only; closed loop).
+	txn int
 }
 
 // consumeSpec is one consume run. Consumers split the partitions between
@@ -60,6 +63,8 @@ type consumeSpec struct {
 	// value (when it was planned or sent) to its arrival: end-to-end.
 	latency bool
 	vals    *values
+	// readCommitted reads with isolation level read_committed (kgo only).
+	readCommitted bool
 }
 
 // loadResult is what a client side measured.

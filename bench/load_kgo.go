@@ -215,6 +215,9 @@ func kgoCodec(c string) kgo.CompressionCodec {
 // client takes records) or open loop (records due at planned times).
 // Latency is from a record's stamp (sent or planned) to its promise.
 func (d *kafkaDriver) produce(ctx context.Context, s produceSpec) (loadResult, error) {
+	if s.txn > 0 {
+		return d.produceTxn(ctx, s)
+	}
 	rec := newRecorder()
 	sp := newSpan()
 	var acked atomic.Int64
@@ -323,6 +326,90 @@ func (d *kafkaDriver) produce(ctx context.Context, s produceSpec) (loadResult, e
 	return res, nil
 }
 
+// produceTxn runs s.producers transactional kgo clients, closed loop:
+// each begins a transaction, sends s.txn records, flushes and commits, and
+// again, until the run's bound. A record counts once its transaction
+// committed; its latency is from handing it to the client to its
+// acknowledgement (the commit that follows is the price per transaction,
+// seen in records/s).
+func (d *kafkaDriver) produceTxn(ctx context.Context, s produceSpec) (loadResult, error) {
+	rec := newRecorder()
+	sp := newSpan()
+	var committed atomic.Int64
+	var errs firstErr
+	var once sync.Once
+	start := s.vals.now()
+	stopAt := start + int64(s.duration)
+	runID := fmt.Sprintf("%x", start)
+	var wg sync.WaitGroup
+	for k := range s.producers {
+		wg.Go(func() {
+			opts := append([]kgo.Opt{
+				kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(s.topic),
+				kgo.TransactionalID(fmt.Sprintf("bench-%s-%s-%d", s.topic, runID, k)),
+				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgoCodec(s.compression)),
+				kgo.RecordDeliveryTimeout(s.duration + 30*time.Second), kgo.MaxBufferedBytes(32 << 20),
+				// A transaction open longer than this is aborted by the
+				// coordinator: a slow peer fails the run instead of
+				// hanging it.
+				kgo.TransactionTimeout(60 * time.Second),
+			}, d.opts...)
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				errs.add(err)
+				return
+			}
+			defer cl.Close()
+			promise := func(r *kgo.Record, err error) {
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				if at, ok := stamp(r.Value); ok {
+					rec.record(s.vals.now() - at)
+				}
+			}
+			q := quota(s.records, s.producers, k)
+			for j := int64(0); j < q && ctx.Err() == nil; {
+				if s.vals.now() >= stopAt {
+					break
+				}
+				if err := cl.BeginTransaction(); err != nil {
+					errs.add(fmt.Errorf("begin transaction: %w", err))
+					return
+				}
+				n := min(int64(s.txn), q-j)
+				for i := range n {
+					at := s.vals.now()
+					once.Do(func() {
+						if s.sending != nil {
+							s.sending()
+						}
+					})
+					sp.begin(at)
+					cl.Produce(ctx, &kgo.Record{Value: s.vals.make(int64(k)<<40|(j+i), s.size, at)}, promise)
+				}
+				j += n
+				if err := cl.Flush(ctx); err != nil {
+					errs.add(fmt.Errorf("flush: %w", err))
+					return
+				}
+				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					errs.add(fmt.Errorf("commit: %w", err))
+					return
+				}
+				committed.Add(n)
+				sp.end(s.vals.now())
+			}
+		})
+	}
+	wg.Wait()
+	n := committed.Load()
+	res := loadResult{records: n, bytes: n * int64(s.size), elapsed: sp.elapsed(), lat: merge(rec),
+		first: sp.first.Load(), last: sp.last.Load()}
+	return res, errs.get()
+}
+
 // consume runs s.consumers kgo clients, each assigned its partitions
 // directly, from offset 0 until the tally is complete.
 func (d *kafkaDriver) consume(ctx context.Context, s consumeSpec) (loadResult, error) {
@@ -344,8 +431,11 @@ func (d *kafkaDriver) consume(ctx context.Context, s consumeSpec) (loadResult, e
 			for p := c; p < s.partitions; p += n {
 				parts[int32(p)] = kgo.NewOffset().At(0)
 			}
-			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.seeds...),
-				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: parts})}, d.opts...)...)
+			opts := []kgo.Opt{kgo.SeedBrokers(d.seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: parts})}
+			if s.readCommitted {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			}
+			cl, err := kgo.NewClient(append(opts, d.opts...)...)
 			ready <- struct{}{}
 			if err != nil {
 				errs.add(err)

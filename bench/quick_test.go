@@ -151,6 +151,7 @@ func TestQuickReport(t *testing.T) {
 	checkReport(t, string(report))
 	checkKafka(t, string(report))
 	checkSASLSSL(t, string(report))
+	checkTxn(t, string(report))
 	checkJSON(t, filepath.Join(out, resultsFile), strings.Count(string(report), "\n### "))
 	for _, f := range []string{plotThroughput, plotLatency} {
 		checkSVG(t, filepath.Join(out, f))
@@ -195,8 +196,12 @@ func checkReport(t *testing.T, report string) {
 		}
 	}
 	tables := strings.Split(report, "\n### ")[1:]
-	if len(tables) != len(matrix("quick", 2, 2))+3 { // consume has 3 tables, both 2
-		t.Errorf("%d result tables, want %d", len(tables), len(matrix("quick", 2, 2))+3)
+	want := 0
+	for _, w := range matrix("quick", 2, 2) {
+		want += len(tablesFor(w)) // consume has 3 tables (2 of transactional records), both 2
+	}
+	if len(tables) != want {
+		t.Errorf("%d result tables, want %d", len(tables), want)
 	}
 	for _, tb := range tables {
 		if i := strings.Index(tb, "\n## "); i >= 0 {
@@ -624,4 +629,20 @@ func TestInterruptStopsEveryChild(t *testing.T) {
 		t.Errorf("the suite took %v to stop after an interrupt", d)
 	}
 	waitNoProcesses(t, bin)
+}
+
+// checkTxn checks that ringlog's transaction rows were measured: the two
+// targets of transactions (transactional against idempotent produce,
+// read_committed against read_uncommitted) are judged, not left without
+// figures.
+func checkTxn(t *testing.T, report string) {
+	t.Helper()
+	targets := section(report, "## Targets")
+	for _, want := range []string{"transactional produce, 1,000 records per transaction", "read_committed consume records/s"} {
+		line := lineWith(targets, want)
+		cs := cells(line)
+		if len(cs) < 3 || (cs[2] != "met" && cs[2] != "**not met**") {
+			t.Errorf("target %q not judged: %q", want, line)
+		}
+	}
 }

@@ -416,6 +416,7 @@ func (s *suite) writeSummaryAgainst(w io.Writer, key string) {
 func (t *table) plotLabel() string {
 	name := map[string]string{
 		partWarmKgo: "consume, cached", partWarmKcat: "consume, cached", partColdKgo: "consume, cold",
+		partWarmKgoRC: "consume read_committed, cached",
 	}[t.part]
 	if name == "" {
 		name = map[workloadKind]string{kindProduce: "produce", kindLatency: "produce, open loop",
@@ -444,6 +445,9 @@ func (t *table) plotLabel() string {
 	if w.rate > 0 {
 		diffs = append(diffs, "at "+fmtCount(w.rate)+"/s")
 	}
+	if w.txn > 0 {
+		diffs = append(diffs, fmt.Sprintf("txn %d", w.txn))
+	}
 	if len(diffs) > 0 {
 		name += " " + strings.Join(diffs, " ")
 	}
@@ -459,6 +463,9 @@ func (t *table) short() string {
 	}
 	if w.rate > 0 {
 		s += ", at " + fmtCount(w.rate) + " records/s"
+	}
+	if w.txn > 0 {
+		s += fmt.Sprintf(", %d records per transaction", w.txn)
 	}
 	return s + " (" + strings.Fields(t.client)[0] + ")"
 }

@@ -28,7 +28,7 @@ func baseLike(kind workloadKind, size int, fsync bool) func(w workload) bool {
 func fixedRateLike(kind workloadKind, size int, fsync bool, rate float64) func(w workload) bool {
 	return func(w workload) bool {
 		return w.kind == kind && w.size == size && w.partitions == 16 && w.acks == 1 &&
-			w.compression == "none" && w.client == "kgo" && w.fsync == fsync && w.rate == rate
+			w.compression == "none" && w.client == "kgo" && w.fsync == fsync && w.rate == rate && w.txn == 0
 	}
 }
 
@@ -116,7 +116,7 @@ func (s *suite) writeTargets(w io.Writer) {
 	} else {
 		line(s.rf3TargetText(), "—", false, false)
 	}
-	for _, k := range append(s.kafkaTargets(), s.saslSSLTargets()...) {
+	for _, k := range append(append(s.kafkaTargets(), s.saslSSLTargets()...), s.txnTargets()...) {
 		switch {
 		case k.known:
 			line(k.target, fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where),
@@ -131,7 +131,8 @@ func (s *suite) writeTargets(w io.Writer) {
 		"ringlog SASL_SSL's; the six naming Apache Kafka against it in the same run (its single node, or its 3-node "+
 		"cluster for RF=3); the SASL_SSL rows against ringlog io_uring's PLAINTEXT in the same run and table, kgo "+
 		"clients (their SASL_SSL listener runs netpoll's portable engine, as gnet cannot terminate TLS; PLAINTEXT "+
-		"runs on gnet)")
+		"runs on gnet); the transaction rows ringlog io_uring against itself in the same run (transactional against "+
+		"idempotent acks=all producers, read_committed against read_uncommitted on the same transactional records)")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
@@ -262,6 +263,41 @@ func (s *suite) saslSSLTargets() []ratioTarget {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// txnTargets are issue 12's: ringlog io_uring's transactional producers
+// (1,000 records per transaction, kgo) at no less than 0.8x its
+// idempotent acks=all producers' records/s, the 100-record transactions
+// stated beside; and read_committed consumption of transactional records
+// at no less than 0.95x read_uncommitted's of the same records.
+func (s *suite) txnTargets() []ratioTarget {
+	idemLike := func(txn int) func(w workload) bool {
+		return func(w workload) bool {
+			return w.kind == kindProduce && w.size == 1024 && w.partitions == 16 && w.acks == -1 &&
+				w.compression == "none" && w.client == "kgo" && !w.fsync && w.rate == 0 && w.txn == txn
+		}
+	}
+	idem := s.findTable(partProduce, idemLike(0))
+	k := ratioTarget{target: "transactional produce, 1,000 records per transaction, records/s ≥ 0.8x idempotent acks=all at 1 KiB",
+		atLeast: true, bound: 0.8, format: fmtCount, where: " records/s, kgo"}
+	if t := s.findTable(partProduce, idemLike(1000)); t != nil && idem != nil {
+		k.compare(metricRate, t.refRowOf(referencePeer), idem.refRowOf(referencePeer), "ringlog io_uring transactional", "ringlog io_uring idempotent")
+		if t100 := s.findTable(partProduce, idemLike(100)); k.known && t100 != nil {
+			a, ok1 := t100.refRowOf(referencePeer).spread(metricRate)
+			b, ok2 := idem.refRowOf(referencePeer).spread(metricRate)
+			if ok1 && ok2 && b.med > 0 {
+				k.where += fmt.Sprintf("; 100 records per transaction: %s", fmtRatio(a.med/b.med))
+			}
+		}
+	}
+	c := ratioTarget{target: "read_committed consume records/s ≥ 0.95x read_uncommitted (transactional records, page cache)",
+		atLeast: true, bound: 0.95, format: fmtCount, where: " records/s, kgo"}
+	txnConsume := func(w workload) bool { return w.kind == kindConsume && w.txn > 0 && w.size == 1024 && w.partitions == 16 }
+	rc, ru := s.findTable(partWarmKgoRC, txnConsume), s.findTable(partWarmKgo, txnConsume)
+	if rc != nil && ru != nil {
+		c.compare(metricRate, rc.refRowOf(referencePeer), ru.refRowOf(referencePeer), "ringlog io_uring read_committed", "ringlog io_uring read_uncommitted")
+	}
+	return []ratioTarget{k, c}
 }
 
 // limitMedian is the median of one machine limit over the rounds.

@@ -109,7 +109,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 	}()
 	spec := produceSpec{topic: topic, partitions: w.partitions, size: w.size, acks: w.acks,
 		compression: w.compression, producers: w.producers, duration: s.cfg.duration,
-		records: s.recordsBound(w.size), vals: s.vals}
+		records: s.recordsBound(w.size), vals: s.vals, txn: w.txn}
 	cspec := consumeSpec{topic: topic, partitions: w.partitions, consumers: w.consumers, size: w.size, vals: s.vals}
 	switch w.kind {
 	case kindProduce, kindLatency:
@@ -146,6 +146,9 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 	case kindConsume:
 		fill := spec
 		fill.acks, fill.compression = 1, "none"
+		if w.txn > 0 {
+			fill.acks = -1
+		}
 		fill.records = max(1, s.cfg.fillBytes/int64(w.size))
 		fill.duration = 4 * time.Minute // the records bound ends it
 		filled, err := d.produce(ctx, fill)
@@ -157,6 +160,23 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 			return fail(fmt.Errorf("counting the records: %w", err))
 		}
 		cspec.want = n
+		if w.txn > 0 {
+			// The end offsets count the commit markers too, which no
+			// consumer sees as records.
+			cspec.want = filled.records
+			for _, rc := range []bool{false, true} {
+				part := map[bool]string{false: partWarmKgo, true: partWarmKgoRC}[rc]
+				if rows[part].status != "" {
+					continue
+				}
+				c := cspec
+				c.readCommitted = rc
+				m := s.meter(ctx, p)
+				res, err := d.consume(ctx, c)
+				out[part] = outcome{sample: m.sample(ctx, res), err: err}
+			}
+			break
+		}
 		if rows[partWarmKgo].status == "" {
 			m := s.meter(ctx, p)
 			res, err := d.consume(ctx, cspec)

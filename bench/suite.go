@@ -283,7 +283,7 @@ const quickClusterReason = "-quick measures the cluster in the base produce work
 // those of the targets against it (of consume, kgo from the page cache
 // only).
 func quickKafka(w workload) bool {
-	return w.main || w.kind == kindConsume || (w.kind == kindLatency && w.rate > 0)
+	return w.main || (w.kind == kindConsume && w.txn == 0) || (w.kind == kindLatency && w.rate > 0)
 }
 
 // quickKafkaReason is why -quick leaves Kafka's other rows out.
@@ -336,6 +336,8 @@ func (s *suite) notApplicable(w workload, part string, p *peer) string {
 		return "NATS has no " + w.compression + " on the wire (its S2 stream compression is a storage setting)"
 	case part == partColdKgo && p.spec.memory:
 		return "kfake keeps records in memory: there is no page cache to drop"
+	case w.txn > 0 && p.spec.nats:
+		return "NATS JetStream has no transactions in Kafka's sense (atomic batches are not read_committed)"
 	}
 	return ""
 }

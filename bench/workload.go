@@ -41,6 +41,11 @@ type workload struct {
 	// rate, when not 0, fixes an open-loop workload's rate in records/s,
 	// whatever the peers' peaks; 0 is the suite's open-loop rate.
 	rate float64
+	// txn, when not 0, makes the producers transactional (kgo, acks=all),
+	// committing every txn records (per producer): a produce workload
+	// measures them against idempotent producers, a consume workload
+	// fills its topic so and reads it read_uncommitted and read_committed.
+	txn int
 	// main marks the run during which ringlog io_uring's CPU profile is
 	// taken; base marks the one whose peak sets the open-loop rate.
 	main, base bool
@@ -79,6 +84,9 @@ func (w workload) id() string {
 	if w.rate > 0 {
 		s += fmt.Sprintf("-%.0fps", w.rate)
 	}
+	if w.txn > 0 {
+		s += fmt.Sprintf("-txn%d", w.txn)
+	}
 	return s
 }
 
@@ -100,6 +108,9 @@ func (w workload) describe() string {
 	dur := "flush never (page cache)"
 	if w.fsync {
 		dur = "fsync every write"
+	}
+	if w.txn > 0 {
+		who += fmt.Sprintf(", transactional (%d records per transaction per producer)", w.txn)
 	}
 	return fmt.Sprintf("%s values, %d partitions, acks=%s, %s, %s, %s", sizeName(w.size), w.partitions,
 		acksName(w.acks), comp, who, dur)
@@ -134,6 +145,9 @@ const (
 	partWarmKcat = "warm-kcat"
 	partColdKgo  = "cold-kgo"
 	partConsume  = "consume"
+	// Of a transactional consume workload: the same records read
+	// read_uncommitted (partWarmKgo) and read_committed.
+	partWarmKgoRC = "warm-kgo-read-committed"
 )
 
 // tablesFor lists the tables a workload fills.
@@ -158,9 +172,25 @@ func tablesFor(w workload) []*table {
 					"produced in one run's time on the same peer), from the start of the processes to their exit. "+
 					"kcat does not report latency.")}
 		}
+		if w.txn > 0 {
+			return []*table{mk(partProduce, "Produce, transactional, closed loop", "kgo", tableProduce,
+				fmt.Sprintf("Each producer begins a transaction, sends %d records, flushes and commits, and again. Records count "+
+					"once their transaction committed; latency is from handing a record to the client to its acknowledgement "+
+					"(before the commit). Compare with the idempotent acks=all table.", w.txn))}
+		}
 		return []*table{mk(partProduce, title, kgoNats, tableProduce,
 			"Latency: from handing a record to the client to its acknowledgement, at saturation (it includes the client's queue).")}
 	case kindConsume:
+		if w.txn > 0 {
+			fill := fmt.Sprintf("The topic is filled by transactional producers committing every %d records; ", w.txn)
+			return []*table{
+				mk(partWarmKgo, "Consume transactional records from the page cache, read_uncommitted", "kgo", tableConsume,
+					fill+"read with isolation level read_uncommitted."),
+				mk(partWarmKgoRC, "Consume transactional records from the page cache, read_committed", "kgo", tableConsume,
+					fill+"the same records read with isolation level read_committed (up to the last stable offset, "+
+						"aborted transactions filtered)."),
+			}
+		}
 		return []*table{
 			mk(partWarmKgo, "Consume from the page cache", kgoNats, tableConsume, ""),
 			mk(partWarmKcat, "Consume from the page cache", "kcat", tableConsume,
@@ -208,11 +238,14 @@ func matrix(name string, producers, consumers int) []workload {
 	latFixed := with(func(w *workload) { w.kind, w.rate = kindLatency, fixedLatencyRate })
 	e2e := with(func(w *workload) { w.kind = kindE2E })
 	both := with(func(w *workload) { w.kind = kindBoth })
+	idem := with(func(w *workload) { w.acks = -1 })
+	txn := func(n int) workload { return with(func(w *workload) { w.acks, w.txn = -1, n }) }
+	txnConsume := with(func(w *workload) { w.kind, w.acks, w.txn = kindConsume, -1, 1000 })
 	// The base produce workload comes first: its peak sets the open-loop
 	// rate of the latency workloads.
 	switch name {
 	case "quick":
-		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both}
+		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both, idem, txn(1000), txnConsume}
 	case "produce":
 		return []workload{main,
 			with(func(w *workload) { w.size = 100 }),
@@ -237,7 +270,8 @@ func matrix(name string, producers, consumers int) []workload {
 			ws = append(ws, with(func(w *workload) { w.client, w.size = "kcat", size }))
 			ws = append(ws, with(func(w *workload) { w.kind, w.size = kindConsume, size }))
 		}
-		return append(ws, fsync, with(func(w *workload) { w.fsync, w.size = true, 100 }), lat, latFixed, e2e, both)
+		return append(ws, fsync, with(func(w *workload) { w.fsync, w.size = true, 100 }), lat, latFixed, e2e, both,
+			txn(100), txn(1000), txnConsume)
 	}
 	return []workload{
 		main, kcat,
@@ -247,10 +281,10 @@ func matrix(name string, producers, consumers int) []workload {
 		with(func(w *workload) { w.partitions = 1 }),
 		with(func(w *workload) { w.partitions = 64 }),
 		with(func(w *workload) { w.acks = 0 }),
-		with(func(w *workload) { w.acks = -1 }),
+		idem, txn(100), txn(1000),
 		with(func(w *workload) { w.compression = "zstd" }),
 		fsync,
-		consume,
+		consume, txnConsume,
 		lat, latFixed, e2e, both,
 	}
 }

@@ -35,6 +35,12 @@ if ! python3 -m pip show -q kafka-python >/dev/null 2>&1; then
 	step "installing kafka-python"
 	python3 -m pip install -q kafka-python
 fi
+# confluent-kafka (librdkafka's Python binding, wheels with librdkafka
+# inside), the second client family of the transaction tests.
+if ! python3 -m pip show -q confluent-kafka >/dev/null 2>&1; then
+	step "installing confluent-kafka"
+	python3 -m pip install -q confluent-kafka
+fi
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
