@@ -292,7 +292,9 @@ func (s *suite) txnTargets() []ratioTarget {
 	}
 	c := ratioTarget{target: "read_committed consume records/s ≥ 0.95x read_uncommitted (transactional records, page cache)",
 		atLeast: true, bound: 0.95, format: fmtCount, where: " records/s, kgo"}
-	txnConsume := func(w workload) bool { return w.kind == kindConsume && w.txn > 0 && w.size == 1024 && w.partitions == 16 }
+	txnConsume := func(w workload) bool {
+		return w.kind == kindConsume && w.txn > 0 && w.size == 1024 && w.partitions == 16
+	}
 	rc, ru := s.findTable(partWarmKgoRC, txnConsume), s.findTable(partWarmKgo, txnConsume)
 	if rc != nil && ru != nil {
 		c.compare(metricRate, rc.refRowOf(referencePeer), ru.refRowOf(referencePeer), "ringlog io_uring read_committed", "ringlog io_uring read_uncommitted")
