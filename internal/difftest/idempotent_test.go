@@ -55,7 +55,7 @@ func TestIdempotentProducer(t *testing.T) {
 		s.do("init with an unknown producer id", initProducerIDReq(pid+9000, 0))
 
 		s.slow(func() {
-			// Transactions (ringlog has none, D13). Kafka creates
+			// Transactions (D13 until issue 12 built them). Kafka creates
 			// __transaction_state for the first transactional id and
 			// answers COORDINATOR_NOT_AVAILABLE meanwhile.
 			id := name(s.t, "txn")

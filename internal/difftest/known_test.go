@@ -26,8 +26,6 @@ var known = func() []knownDifference {
 	// The produce, fetch and offset surface.
 	add("D10", "TestProduce", "unknown codec", "Topics[*].Partitions[*].ErrorCode")
 	add("D17", "TestCompression", "a gzip stream that does not inflate", "Topics[*].Partitions[*].ErrorCode")
-	add("D13", "TestProduce", "transactional id",
-		"Topics[*].Partitions[*].ErrorCode", "Topics[*].Partitions[*].BaseOffset", "Topics[*].Partitions[*].LogStartOffset")
 	add("D16", "TestMetadata", "auto-create", "Topics[*].ErrorCode", "Topics[*].TopicID", "Topics[*].Partitions[*]")
 
 	// Topic administration and configs.
@@ -57,9 +55,6 @@ var known = func() []knownDifference {
 	// Idempotent producers, ApiVersions.
 	add("D2", "TestApiVersions", "versions", "ApiKeys[*].MinVersion")
 	add("D3", "TestApiVersions", "versions", "SupportedFeatures[*]", "FinalizedFeatures[*]", "FinalizedFeaturesEpoch")
-	add("D13", "TestIdempotentProducer", "find a transaction coordinator",
-		"Coordinators[*].NodeID", "Coordinators[*].Host", "Coordinators[*].ErrorCode")
-	add("D13", "TestIdempotentProducer", "init a transactional producer", "ErrorCode", "ProducerID", "ProducerEpoch")
 
 	for i := range k {
 		k[i].re = regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(k[i].path), `\[\*\]`, `\[[^\]]*\]`) + "$")

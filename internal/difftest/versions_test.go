@@ -91,9 +91,30 @@ func TestVersions(t *testing.T) {
 		case !ok:
 			t.Errorf("ringlog serves %s, which Kafka %s does not", kmsg.NameForKey(key), "4.4.0")
 		case k[1] != r[1]:
+			if b, ok := behind[kmsg.Key(key)]; ok && b.kafka == k[1] && b.ringlog == r[1] {
+				t.Logf("%s: Kafka's newest version is v%d, ringlog's v%d: known difference %s", kmsg.NameForKey(key), k[1], r[1], b.ref)
+				continue
+			}
 			t.Errorf("%s: Kafka's newest version is v%d, ringlog's v%d", kmsg.NameForKey(key), k[1], r[1])
 		}
 	}
+	for key, b := range behind {
+		if k, r := kr[int16(key)], rr[int16(key)]; k[1] != b.kafka || r[1] != b.ringlog {
+			t.Errorf("known difference %s (%s v%d against v%d) no longer seen (Kafka v%d, ringlog v%d): remove it from behind and README.md",
+				b.ref, kmsg.NameForKey(int16(key)), b.kafka, b.ringlog, k[1], r[1])
+		}
+	}
+}
+
+// behind are the APIs whose newest version ringlog does not serve yet,
+// each a known difference of README.md: Kafka's newest and ringlog's.
+var behind = map[kmsg.Key]struct {
+	kafka, ringlog int16
+	ref            string
+}{
+	kmsg.WriteTxnMarkers:  {2, 1, "D19"},
+	kmsg.TxnOffsetCommit:  {6, 5, "D19"},
+	kmsg.ListTransactions: {2, 1, "D19"},
 }
 
 func apiVersionsReq(version int16) *kmsg.ApiVersionsRequest {

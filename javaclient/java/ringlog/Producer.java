@@ -29,7 +29,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * batches so that there are many), flushes, and prints every ack.
  *
  * <p>Then the limits of record sizes on topic large, and a transactional
- * producer.
+ * producer on topic txn.
  *
  * <p>Usage: Producer bootstrap topic partitions n large
  *
@@ -90,18 +90,52 @@ public final class Producer {
     }
 
     /**
-     * A transactional producer: ringlog has no transactions, and says so
-     * at once with an error the client treats as fatal.
+     * A transactional producer on topic txn (one partition): three records
+     * committed, two aborted; then a read_committed consumer reads the
+     * partition from its start and prints the values it got.
      */
-    private static void transactional(String bootstrap) {
+    private static void transactional(String bootstrap) throws Exception {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx-1");
-        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "10000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             Out.step("transactional.init", producer::initTransactions);
+            Out.step("transactional.commit", () -> {
+                producer.beginTransaction();
+                for (int i = 0; i < 3; i++) {
+                    producer.send(new ProducerRecord<>("txn", 0, null, "c" + i));
+                }
+                producer.commitTransaction();
+            });
+            Out.step("transactional.abort", () -> {
+                producer.beginTransaction();
+                for (int i = 0; i < 2; i++) {
+                    producer.send(new ProducerRecord<>("txn", 0, null, "a" + i));
+                }
+                producer.flush();
+                producer.abortTransaction();
+            });
+        }
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+            TopicPartition tp = new TopicPartition("txn", 0);
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            List<String> read = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 5_000;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(100))) {
+                    read.add(r.value());
+                }
+            }
+            Out.put("transactional.read", String.join(",", read));
         }
     }
 
