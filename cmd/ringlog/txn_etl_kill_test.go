@@ -48,6 +48,19 @@ func etlMain(addr string) int {
 	}
 	defer sess.Close()
 	ctx := context.Background()
+	// Fence the killed instance first, as Java's initTransactions does:
+	// its transaction is aborted now rather than at its timeout. Killed
+	// after its TxnOffsetCommit and before its EndTxn (v2 clients send
+	// the offsets and the add of their partition in one request, which
+	// the coordinator finishes after a kill), it left offsets pending,
+	// and the group's offsets are UNSTABLE_OFFSET_COMMIT to this
+	// instance's require_stable fetch until its transaction ends:
+	// franz-go loads its producer id lazily, at the first transaction,
+	// which needs those offsets.
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "producer id:", err)
+		return 1
+	}
 	// 5 s without a record end it (the test then checks what is left).
 	last := time.Now()
 	for {
