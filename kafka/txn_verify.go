@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,38 +92,13 @@ func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused ma
 // inter-broker listener. answer gets a code for the whole transaction, or
 // 0 and a code per partition (nil: all 0), on a goroutine that may block
 // (never a shard's).
+//
+// The previous transaction may still be writing its markers: the
+// coordinator then holds the question until they are written (up to
+// Kafka's add.partitions.to.txn.retry.backoff.max.ms, 100 ms; see
+// engine/txn's whenSettled) rather than answering CONCURRENT_TRANSACTIONS,
+// which Kafka's brokers retry after 20 ms and more.
 func (s *Server) txnPartitions(id string, pid int64, epoch int16, tps []engine.TP, add bool, answer func(code int16, per []int16)) {
-	// The previous transaction may still be writing its markers: the
-	// coordinator answers CONCURRENT_TRANSACTIONS until it is complete,
-	// which takes milliseconds. Asking again here, after 20 ms and then
-	// 40, for up to 100 ms in all, saves the producer a retry of its own
-	// (with its backoff, 100 ms and more) at the start of every
-	// transaction: Kafka's add.partitions.to.txn.retry.backoff.ms (20) and
-	// add.partitions.to.txn.retry.backoff.max.ms (100).
-	start := time.Now()
-	backoff := addPartitionsRetryBackoff
-	var ask func()
-	ask = func() {
-		s.txnPartitionsOnce(id, pid, epoch, tps, add, func(code int16, per []int16) {
-			if code == kerr.ConcurrentTransactions.Code && time.Since(start)+backoff <= addPartitionsRetryBackoffMax {
-				time.AfterFunc(backoff, ask)
-				backoff *= 2
-				return
-			}
-			answer(code, per)
-		})
-	}
-	ask()
-}
-
-// Kafka's add.partitions.to.txn.retry.backoff.ms and
-// add.partitions.to.txn.retry.backoff.max.ms.
-const (
-	addPartitionsRetryBackoff    = 20 * time.Millisecond
-	addPartitionsRetryBackoffMax = 100 * time.Millisecond
-)
-
-func (s *Server) txnPartitionsOnce(id string, pid int64, epoch int16, tps []engine.TP, add bool, answer func(code int16, per []int16)) {
 	img := s.cfg.Node.Image()
 	part, ok := img.Partition(txn.StateTopic, s.cfg.Txns.PartitionOf(id))
 	switch {

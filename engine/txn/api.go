@@ -89,8 +89,9 @@ func (p *partition) initProducerID(id string, timeoutMs int32, expectedID int64,
 		newID = -1
 	}
 	hasExpected := expectedID >= 0
+	again := func(p *partition) { p.initProducerID(id, timeoutMs, expectedID, expectedEpoch, -1, reply) }
 	if m.pending != nil {
-		fail(kerr.ConcurrentTransactions.Code)
+		p.whenSettled(m, again, fail)
 		return
 	}
 	if hasExpected && !(m.epoch == -1 || expectedID == m.producerID || (expectedID == m.prevProducerID && epochExhausted(expectedEpoch))) {
@@ -100,16 +101,18 @@ func (p *partition) initProducerID(id string, timeoutMs int32, expectedID int64,
 	var t *transit
 	switch m.state {
 	case statePrepareCommit, statePrepareAbort:
-		fail(kerr.ConcurrentTransactions.Code)
+		p.whenSettled(m, again, fail)
 		return
 	case stateOngoing:
-		// Fence the current producer and abort its transaction; the
-		// client retries (CONCURRENT_TRANSACTIONS) once it is aborted.
+		// Fence the current producer and abort its transaction, then
+		// go on once the abort completed (or answer
+		// CONCURRENT_TRANSACTIONS, which the client retries).
 		p.fenceAndAbort(m, func(code int16) {
-			if code == 0 {
-				code = kerr.ConcurrentTransactions.Code
+			if code != 0 {
+				fail(code)
+				return
 			}
-			fail(code)
+			p.whenSettled(m, again, fail)
 		})
 		return
 	case stateEmpty, stateCompleteCommit, stateCompleteAbort:
@@ -177,8 +180,8 @@ func (p *partition) addPartitions(id string, producerID int64, epoch int16, tps 
 		return
 	}
 	switch {
-	case m.pending != nil, m.state == statePrepareCommit, m.state == statePrepareAbort:
-		reply(kerr.ConcurrentTransactions.Code)
+	case !m.settled():
+		p.whenSettled(m, func(p *partition) { p.addPartitions(id, producerID, epoch, tps, reply) }, reply)
 		return
 	case m.state == stateOngoing && m.holds(tps):
 		reply(0)
@@ -215,14 +218,16 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 		reply(kerr.InvalidRequest.Code, nil)
 		return
 	}
-	c.onID(id, func(p *partition) {
+	fail := func(code int16) { reply(code, nil) }
+	var verify func(p *partition)
+	verify = func(p *partition) {
 		m := p.txns[id]
 		if code := m.checkProducer(producerID, epoch); code != 0 {
 			reply(code, nil)
 			return
 		}
 		if m.state == statePrepareCommit || m.state == statePrepareAbort {
-			reply(kerr.ConcurrentTransactions.Code, nil)
+			p.whenSettled(m, verify, fail)
 			return
 		}
 		per := make([]int16, len(tps))
@@ -232,7 +237,8 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 			}
 		}
 		reply(0, per)
-	}, func(code int16) { reply(code, nil) })
+	}
+	c.onID(id, verify, fail)
 }
 
 // AddOffsets is AddOffsetsToTxn: the partition of __consumer_offsets that
@@ -299,13 +305,13 @@ func (p *partition) endTxn(id string, producerID int64, epoch int16, commit bool
 	case m.producerID != producerID && !retryOnOverflow:
 		fail(kerr.InvalidProducerIDMapping.Code)
 		return
-	case m.pending != nil, m.state == statePrepareCommit, m.state == statePrepareAbort:
+	case !m.settled():
 		// A transition is being written, or the markers of the last end
 		// (Kafka has its completion pending then). Before the epoch check
 		// (KAFKA-18464): a v2 client whose commit was just answered at a
 		// bumped epoch and that aborts at once must wait for the commit
 		// to complete, not be fenced by it.
-		fail(kerr.ConcurrentTransactions.Code)
+		p.whenSettled(m, func(p *partition) { p.endTxn(id, producerID, epoch, commit, clientTV, nextID, reply) }, fail)
 		return
 	case !validEpoch:
 		fail(kerr.ProducerFenced.Code)

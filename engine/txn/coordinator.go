@@ -264,7 +264,11 @@ func (c *Coordinator) Close() {
 func (p *partition) unload() {
 	p.state = partUnloaded
 	p.gen++
+	txns := p.txns
 	p.txns = map[string]*txnMeta{}
+	for _, m := range txns {
+		p.release(m)
+	}
 }
 
 // onID runs fn on the shard of id's partition once the partition serves;
@@ -344,6 +348,15 @@ func (p *partition) write(m *txnMeta, t *transit, done func(code int16)) {
 	gen := p.gen
 	p.inflight++
 	p.c.eng.AppendOnShard(p.tp, b, engine.AppendOptions{RequireISR: true}, func(_ engine.AppendResult, err error) {
+		// Calls parked on m go on once what this write started is over
+		// (after done: an end's markers are sent by then).
+		defer func() {
+			if p.txns[m.id] != m {
+				p.release(m) // removed (Dead): each call finds out
+			} else {
+				p.wake(m)
+			}
+		}()
 		p.inflight--
 		if p.inflight == 0 {
 			idle := p.idle

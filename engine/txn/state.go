@@ -96,6 +96,15 @@ type txnMeta struct {
 	// markers is set while the markers of a PrepareCommit or PrepareAbort
 	// are being written; its number tells a stale completion apart.
 	markers uint64
+	// waiters are calls that met a pending transition or a transaction
+	// being ended, parked until it settles (see whenSettled).
+	waiters []*waiter
+}
+
+// settled: no transition is being written and no transaction is between
+// its end and its completion, so a call may go on.
+func (m *txnMeta) settled() bool {
+	return m.pending == nil && m.state != statePrepareCommit && m.state != statePrepareAbort
 }
 
 // transit is a transition to write (Kafka's TxnTransitMetadata).

@@ -25,6 +25,9 @@ type markerLog struct {
 	// refuse, while set, sends every marker back for a retry (its
 	// leader unavailable).
 	refuse bool
+	// hold, when not nil, delays every marker's answer until it is
+	// closed (markers being written).
+	hold chan struct{}
 }
 
 type recordedMarker struct {
@@ -34,12 +37,15 @@ type recordedMarker struct {
 
 func (l *markerLog) WriteMarkers(m Marker, tps []engine.TP, done func([]engine.TP, bool)) {
 	l.mu.Lock()
-	refuse := l.refuse
+	refuse, hold := l.refuse, l.hold
 	if !refuse {
 		l.markers = append(l.markers, recordedMarker{m, slices.Clone(tps)})
 	}
 	l.mu.Unlock()
 	go func() {
+		if hold != nil {
+			<-hold
+		}
 		if refuse {
 			done(tps, false)
 			return
@@ -343,5 +349,62 @@ func TestEmptyAbortV2(t *testing.T) {
 	waitState(t, c, "tx", "CompleteAbort")
 	if ms := ml.all(); len(ms) != 0 {
 		t.Fatalf("markers for empty transactions: %+v", ms)
+	}
+}
+
+// TestCallsWaitForMarkers: a call that meets the previous transaction's
+// markers being written waits for them (up to settleWait) instead of
+// being answered CONCURRENT_TRANSACTIONS at once: a transactions v2
+// producer's first add of its next transaction goes on as soon as the
+// commit completes, and an InitProducerId too. Markers held past
+// settleWait still get CONCURRENT_TRANSACTIONS.
+func TestCallsWaitForMarkers(t *testing.T) {
+	ml := &markerLog{}
+	_, c := openCoordinator(t, t.TempDir(), Config{Markers: ml})
+	r := initPID(c, "tx", 60000, -1, -1)
+	tp := engine.TP{Topic: "a"}
+	for round, hold := range []time.Duration{30 * time.Millisecond, 3 * settleWait} {
+		ml.mu.Lock()
+		ml.hold = make(chan struct{})
+		release := ml.hold
+		ml.mu.Unlock()
+		if code := addParts(c, "tx", r.pid, r.epoch, tp); code != 0 {
+			t.Fatalf("round %d: add: %v", round, kerr.ErrorForCode(code))
+		}
+		e := endTxn(c, "tx", r.pid, r.epoch, true, 5)
+		if e.code != 0 {
+			t.Fatalf("round %d: commit: %v", round, kerr.ErrorForCode(e.code))
+		}
+		began := time.Now()
+		released := began.Add(hold)
+		time.AfterFunc(hold, func() { close(release) })
+		code := addParts(c, "tx", e.pid, e.epoch, tp)
+		took := time.Since(began)
+		if hold < settleWait {
+			if code != 0 || time.Now().Before(released) {
+				t.Fatalf("round %d: add while the markers are written: %v after %v, want success once they are (%v)", round, kerr.ErrorForCode(code), took, hold)
+			}
+		} else if code != kerr.ConcurrentTransactions.Code || took < settleWait {
+			t.Fatalf("round %d: add while the markers are held: %v after %v, want CONCURRENT_TRANSACTIONS after %v", round, kerr.ErrorForCode(code), took, settleWait)
+		}
+		if hold > settleWait {
+			waitState(t, c, "tx", "CompleteCommit")
+			if code := addParts(c, "tx", e.pid, e.epoch, tp); code != 0 {
+				t.Fatalf("round %d: add once the markers are written: %v", round, kerr.ErrorForCode(code))
+			}
+		}
+		r = initResult{0, e.pid, e.epoch}
+	}
+	// An InitProducerId that meets an end being completed waits too.
+	ml.mu.Lock()
+	ml.hold = make(chan struct{})
+	release := ml.hold
+	ml.mu.Unlock()
+	if e := endTxn(c, "tx", r.pid, r.epoch, false, 5); e.code != 0 {
+		t.Fatalf("abort: %v", kerr.ErrorForCode(e.code))
+	}
+	time.AfterFunc(20*time.Millisecond, func() { close(release) })
+	if i := initPID(c, "tx", 60000, -1, -1); i.code != 0 || i.epoch <= r.epoch {
+		t.Fatalf("init while an abort completes: %+v", i)
 	}
 }
