@@ -45,10 +45,16 @@ type producerEntry struct {
 	// coordinatorEpoch is the epoch of the transaction coordinator that
 	// wrote the producer's last marker, -1 before any.
 	coordinatorEpoch int32
+	// lastTimestamp is the max timestamp of the producer's last batch,
+	// data or marker (Kafka's ProducerStateEntry.lastTimestamp, which
+	// DescribeProducers reports), -1 before any. It is not in the
+	// snapshot: a loaded entry takes its last data batch's, and the
+	// markers replayed after the snapshot move it on.
+	lastTimestamp int64
 }
 
 func newProducerEntry(epoch int16) *producerEntry {
-	return &producerEntry{epoch: epoch, txnFirst: -1, coordinatorEpoch: -1}
+	return &producerEntry{epoch: epoch, txnFirst: -1, coordinatorEpoch: -1, lastTimestamp: -1}
 }
 
 func (e *producerEntry) clone() *producerEntry {
@@ -218,6 +224,7 @@ func (ps *producerState) update(h batch.Header, baseOffset int64, m *batch.Marke
 		e.epoch = h.ProducerEpoch
 		e.batches = e.batches[:0]
 	}
+	e.lastTimestamp = h.MaxTimestamp
 	if m != nil {
 		return ps.endTxn(h.ProducerID, e, baseOffset, m, keepUndo)
 	}
@@ -434,6 +441,9 @@ func decodeSnapshot(b []byte) (*producerState, int64, error) {
 				timestamp:   int64(binary.BigEndian.Uint64(rest[24:])),
 			})
 			rest = rest[snapshotBatch:]
+		}
+		if n > 0 {
+			e.lastTimestamp = e.batches[n-1].timestamp
 		}
 		ps.entries[pid] = e
 	}
