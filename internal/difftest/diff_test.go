@@ -61,6 +61,7 @@ var allowances = []allowance{
 	{-1, ".ErrorMessage", ignored, "free text: the error code carries the meaning, and Kafka's wording is its own " +
 		"(a client shows the text when there is one, else the code's default message)"},
 	{int16(kmsg.InitProducerID), ".ProducerID", generated, "allocated by the broker, in blocks, in an order that depends on every test run before"},
+	{int16(kmsg.EndTxn), ".ProducerID", generated, "the producer id an EndTxn v5 answer names (KIP-890), allocated by the broker"},
 	{int16(kmsg.DescribeProducers), ".ActiveProducers[*].ProducerID", generated, "allocated by the broker (as InitProducerId's)"},
 	{int16(kmsg.ListTransactions), ".TransactionStates[*].ProducerID", generated, "allocated by the broker (as InitProducerId's)"},
 	{int16(kmsg.Produce), ".LogAppendTime", generated, "the broker's clock (topics with message.timestamp.type=LogAppendTime)"},

@@ -1,8 +1,10 @@
 package difftest
 
 import (
+	"cmp"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,9 +12,11 @@ import (
 )
 
 const (
-	vDescribeProducers = 0
-	vListTransactions  = 2
-	vEndTxn            = 5
+	vDescribeProducers    = 0
+	vListTransactions     = 2
+	vEndTxn               = 5
+	vTxnOffsetCommit      = 6
+	vTxnOffsetCommitNames = 5
 )
 
 // txnBatch is batch with the transactional attribute set (KIP-98).
@@ -21,6 +25,33 @@ func txnBatch(ts, pid int64, epoch int16, seq int32, values ...string) []byte {
 	binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|0x10)
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
 	return b
+}
+
+// txnProducer finds id's transaction coordinator and initializes its
+// producer (unrecorded): Kafka creates __transaction_state at the first
+// FindCoordinator for a transaction, and loads it.
+func (s *side) txnProducer(id string) *kmsg.InitProducerIDResponse {
+	s.eventually("a transaction coordinator", func() kmsg.Request { return findCoordinatorReq(1, id) }, func(r kmsg.Response) bool {
+		return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode == 0
+	})
+	init := initProducerIDReq(-1, -1)
+	init.TransactionalID = &id
+	txn := s.eventually("a transactional producer id", func() kmsg.Request { return init }, func(r kmsg.Response) bool {
+		code := r.(*kmsg.InitProducerIDResponse).ErrorCode
+		return code != kerr.CoordinatorLoadInProgress.Code && code != kerr.NotCoordinator.Code &&
+			code != kerr.CoordinatorNotAvailable.Code && code != kerr.ConcurrentTransactions.Code
+	}).(*kmsg.InitProducerIDResponse)
+	if txn.ErrorCode != 0 {
+		s.fail("InitProducerId for %s: %v", id, kerr.ErrorForCode(txn.ErrorCode))
+	}
+	return txn
+}
+
+func endTxnReq(id string, txn *kmsg.InitProducerIDResponse, commit bool) *kmsg.EndTxnRequest {
+	end := kmsg.NewPtrEndTxnRequest()
+	end.SetVersion(vEndTxn)
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, txn.ProducerID, txn.ProducerEpoch, commit
+	return end
 }
 
 func describeProducersReq(topic string, partitions ...int32) *kmsg.DescribeProducersRequest {
@@ -59,22 +90,8 @@ func TestTxnAPIs(t *testing.T) {
 		s.do("producers of a topic that does not exist", describeProducersReq(name(s.t, "missing"), 0))
 		s.do("producers of an invalid topic name", describeProducersReq("bad/name", 0))
 
-		// A transaction coordinator: Kafka creates __transaction_state at
-		// the first FindCoordinator for a transaction and loads it.
 		id := name(s.t, "txn")
-		s.eventually("a transaction coordinator", func() kmsg.Request { return findCoordinatorReq(1, id) }, func(r kmsg.Response) bool {
-			return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode == 0
-		})
-		init := initProducerIDReq(-1, -1)
-		init.TransactionalID = &id
-		txn := s.eventually("a transactional producer id", func() kmsg.Request { return init }, func(r kmsg.Response) bool {
-			code := r.(*kmsg.InitProducerIDResponse).ErrorCode
-			return code != kerr.CoordinatorLoadInProgress.Code && code != kerr.NotCoordinator.Code &&
-				code != kerr.CoordinatorNotAvailable.Code && code != kerr.ConcurrentTransactions.Code
-		}).(*kmsg.InitProducerIDResponse)
-		if txn.ErrorCode != 0 {
-			s.fail("InitProducerId for %s: %v", id, kerr.ErrorForCode(txn.ErrorCode))
-		}
+		txn := s.txnProducer(id)
 		p1 := part{topic: topic, partition: 1}
 		s.do("an idempotent batch before the transaction", produceReq(vProduceNames, -1, p1, batch(baseTimestamp, idem.ProducerID, idem.ProducerEpoch, 0, "x")))
 		// Produce v12 and later add the partition to the transaction
@@ -94,10 +111,7 @@ func TestTxnAPIs(t *testing.T) {
 		s.do("an unbalanced pattern", listTransactionsReq(pat("a)|(b")))
 		s.do("an invalid pattern and unknown states", listTransactionsReq(pat("["), "Unknown"))
 
-		end := kmsg.NewPtrEndTxnRequest()
-		end.SetVersion(vEndTxn)
-		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, txn.ProducerID, txn.ProducerEpoch, true
-		s.do("commit", end)
+		s.do("commit", endTxnReq(id, txn, true))
 		// The markers are written after EndTxn is answered.
 		after := s.eventually("the marker", func() kmsg.Request { return describeProducersReq(topic, 1) }, func(r kmsg.Response) bool {
 			ps := r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers
@@ -124,5 +138,77 @@ func TestTxnAPIs(t *testing.T) {
 			return len(ts) == 1 && ts[0].TransactionState == "CompleteCommit"
 		})
 		s.do("transactions matching the id after the commit", listTransactionsReq(pat(id)))
+	})
+}
+
+// txnOffsetCommitReq commits offset for partition 0 of each topic (by id
+// from v6, by name before) in txn's transaction.
+func txnOffsetCommitReq(version int16, id string, txn *kmsg.InitProducerIDResponse, group, member string, generation int32, topics ...part) *kmsg.TxnOffsetCommitRequest {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.SetVersion(version)
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, group, txn.ProducerID, txn.ProducerEpoch
+	req.MemberID, req.Generation = member, generation
+	for _, p := range topics {
+		t := kmsg.NewTxnOffsetCommitRequestTopic()
+		t.Topic, t.TopicID = p.topic, p.id
+		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		tp.Partition, tp.Offset = p.partition, 5
+		t.Partitions = append(t.Partitions, tp)
+		req.Topics = append(req.Topics, t)
+	}
+	return req
+}
+
+// TestTxnOffsetCommitV6: TxnOffsetCommit v6 (KIP-1319) in one transaction:
+// topics by id (one unknown), a generation of a group that does not exist
+// (v6 and v5), and a KIP-848 member committing at its epoch, a newer one
+// (v6 and v5) and under an unknown member id; the committed offset once
+// the transaction commits.
+func TestTxnOffsetCommitV6(t *testing.T) {
+	run(t, func(s *side) {
+		topic, group := name(s.t, ""), name(s.t, "")
+		tid := s.createTopic(topic, 1, nil)
+		byID := part{topic: topic, id: tid}
+		s.coordinated(group)
+		id := name(s.t, "txn")
+		txn := s.txnProducer(id)
+
+		// Kafka answers the topics its request handler refuses (an unknown
+		// id) before those its coordinator took, ringlog in the request's
+		// order; v6 names topics by id only, which is how clients match
+		// them (the ids differ between the brokers, so the comparison
+		// cannot): the refused topics go first here on both sides.
+		req := txnOffsetCommitReq(vTxnOffsetCommit, id, txn, group, "", -1, byID, part{id: [16]byte{1, 2, 3}})
+		r := s.quiet(req).(*kmsg.TxnOffsetCommitResponse)
+		slices.SortStableFunc(r.Topics, func(a, b kmsg.TxnOffsetCommitResponseTopic) int {
+			return cmp.Compare(b.Partitions[0].ErrorCode, a.Partitions[0].ErrorCode)
+		})
+		s.record(s.mainConn(), "by id, one unknown", req, r, nil)
+		missing := name(s.t, "missing")
+		s.do("a generation of a group that does not exist", txnOffsetCommitReq(vTxnOffsetCommit, id, txn, missing, "m", 3, byID))
+		s.do("a generation of a group that does not exist, v5", txnOffsetCommitReq(vTxnOffsetCommitNames, id, txn, missing, "m", 3, part{topic: topic}))
+
+		cgroup := name(s.t, "848")
+		s.coordinated(cgroup)
+		m := &consumer{c: s.mainConn(), group: cgroup, id: "difftest-member-a-0000"}
+		m.take(s.quietOn(m.c, consumerHeartbeatReq(cgroup, m.id, 0, topic)).(*kmsg.ConsumerGroupHeartbeatResponse))
+		s.settle(1, m)
+		s.do("a member at its epoch", txnOffsetCommitReq(vTxnOffsetCommit, id, txn, cgroup, m.id, m.epoch, byID))
+		s.do("a member at a newer epoch", txnOffsetCommitReq(vTxnOffsetCommit, id, txn, cgroup, m.id, m.epoch+1, byID))
+		s.do("a member at a newer epoch, v5", txnOffsetCommitReq(vTxnOffsetCommitNames, id, txn, cgroup, m.id, m.epoch+1, part{topic: topic}))
+		s.do("an unknown member", txnOffsetCommitReq(vTxnOffsetCommit, id, txn, cgroup, "difftest-nobody-00000", m.epoch, byID))
+
+		s.do("commit", endTxnReq(id, txn, true))
+		s.eventually("the committed offset", func() kmsg.Request {
+			r := fetchOffsetsReq(group, topic, 0)
+			r.RequireStable = true
+			return r
+		}, func(r kmsg.Response) bool {
+			g := r.(*kmsg.OffsetFetchResponse).Groups[0]
+			return g.ErrorCode == 0 && len(g.Topics) == 1 && g.Topics[0].Partitions[0].ErrorCode == 0 && g.Topics[0].Partitions[0].Offset == 5
+		})
+		s.do("the offsets after the commit", fetchOffsetsReq(group, topic, 0))
+		s.do("the member's offsets after the commit", fetchOffsetsReq(cgroup, topic, 0))
+		s.doOn(m.c, "leave", consumerHeartbeatReq(cgroup, m.id, -1))
 	})
 }

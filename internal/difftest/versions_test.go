@@ -41,6 +41,7 @@ var pinned = map[kmsg.Key][]int16{
 	kmsg.EndTxn:                  {vEndTxn},
 	kmsg.DescribeProducers:       {vDescribeProducers},
 	kmsg.ListTransactions:        {vListTransactions},
+	kmsg.TxnOffsetCommit:         {vTxnOffsetCommit, vTxnOffsetCommitNames},
 }
 
 // ringlogAPIs are the APIs ringlog serves (kafka/'s registry, as its
