@@ -270,7 +270,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 		var err error
 		for i, h := range r.hdrs {
 			if m := r.marker(i); m != nil {
-				err = p.producers.checkMarker(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch)
+				err = p.producers.checkMarker(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch, r.markerTV)
 			} else if r.opts.Coordinator {
 				err = p.producers.checkEpoch(h)
 			} else {

@@ -239,4 +239,13 @@
 //     checkpointed one): the checkpoint is rewritten every few seconds,
 //     and a zero there would be the partition's high watermark once it
 //     opens again.
+//   - A marker of transactions v2 (Marker.TransactionVersion 2, KIP-1228)
+//     at the epoch of the producer's open transaction is refused: v2
+//     markers come at the epoch EndTxn bumped to, so it is a stale one,
+//     and checked as v1's are (only an older epoch refused) it would end
+//     the producer's next transaction. At that epoch with nothing open it
+//     is a coordinator's resend, and taken.
+//   - DescribeProducers reads producer state on the shard, as the state
+//     was before the round in flight (producerState.beforeRound): a round
+//     whose write fails is rolled back, and must not have been shown.
 package engine

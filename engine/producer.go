@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -45,10 +46,16 @@ type producerEntry struct {
 	// coordinatorEpoch is the epoch of the transaction coordinator that
 	// wrote the producer's last marker, -1 before any.
 	coordinatorEpoch int32
+	// lastTimestamp is the max timestamp of the producer's last batch,
+	// data or marker (Kafka's ProducerStateEntry.lastTimestamp, which
+	// DescribeProducers reports), -1 before any. It is not in the
+	// snapshot: a loaded entry takes its last data batch's, and the
+	// markers replayed after the snapshot move it on.
+	lastTimestamp int64
 }
 
 func newProducerEntry(epoch int16) *producerEntry {
-	return &producerEntry{epoch: epoch, txnFirst: -1, coordinatorEpoch: -1}
+	return &producerEntry{epoch: epoch, txnFirst: -1, coordinatorEpoch: -1, lastTimestamp: -1}
 }
 
 func (e *producerEntry) clone() *producerEntry {
@@ -173,13 +180,25 @@ func (e *producerEntry) checkTxn(h batch.Header) error {
 // is an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED: a
 // coordinator that lost its partition of __transaction_state to another
 // is still sending).
-func (ps *producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32) error {
+//
+// A marker of transactions v2 (transaction version tv 2 or more,
+// KIP-1228) comes at the epoch EndTxn bumped to, so it must be above the
+// producer's epoch here: one at the same epoch is a stale marker that
+// would end the producer's next transaction, and is fenced too, unless
+// nothing is open (a coordinator sending a written marker again) or the
+// epoch is the last one (exhausted, it cannot be bumped), which Kafka's
+// ProducerAppendInfo lets through as a retry.
+func (ps *producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32, tv int16) error {
 	e := ps.entries[pid]
 	if e == nil {
 		return nil
 	}
 	if epoch < e.epoch {
 		return fmt.Errorf("%w: marker for producer %d at epoch %d, current %d", ErrInvalidProducerEpoch, pid, epoch, e.epoch)
+	}
+	if tv >= 2 && epoch == e.epoch && e.txnFirst >= 0 && epoch != math.MaxInt16 {
+		return fmt.Errorf("%w: transactions v2 marker for producer %d at its current epoch %d, transaction open at offset %d",
+			ErrInvalidProducerEpoch, pid, epoch, e.txnFirst)
 	}
 	if coordinatorEpoch < e.coordinatorEpoch {
 		return fmt.Errorf("%w: marker for producer %d from coordinator epoch %d, last %d", ErrTransactionCoordinatorFenced, pid, coordinatorEpoch, e.coordinatorEpoch)
@@ -218,6 +237,7 @@ func (ps *producerState) update(h batch.Header, baseOffset int64, m *batch.Marke
 		e.epoch = h.ProducerEpoch
 		e.batches = e.batches[:0]
 	}
+	e.lastTimestamp = h.MaxTimestamp
 	if m != nil {
 		return ps.endTxn(h.ProducerID, e, baseOffset, m, keepUndo)
 	}
@@ -434,6 +454,9 @@ func decodeSnapshot(b []byte) (*producerState, int64, error) {
 				timestamp:   int64(binary.BigEndian.Uint64(rest[24:])),
 			})
 			rest = rest[snapshotBatch:]
+		}
+		if n > 0 {
+			e.lastTimestamp = e.batches[n-1].timestamp
 		}
 		ps.entries[pid] = e
 	}

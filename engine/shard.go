@@ -82,6 +82,10 @@ type appendReq struct {
 	// batch (nil for data batches): AppendMarker's, or those a follower
 	// copies.
 	markers []*batch.Marker
+	// markerTV is the transaction version of AppendMarker's marker
+	// (Marker.TransactionVersion), which decides how its producer epoch
+	// is checked.
+	markerTV int16
 	// aborted are the aborted-transactions index entries of the ABORT
 	// markers among the batches, written once the batches are (prepare).
 	aborted []segment.AbortedTxn

@@ -58,6 +58,13 @@ type Marker struct {
 	// __transaction_state's leader epoch): a marker from an older one than
 	// the producer's last marker is refused.
 	CoordinatorEpoch int32
+	// TransactionVersion is the transaction's version as its
+	// coordinator knows it (KIP-1228: WriteTxnMarkers v2 carries it per
+	// marker): 0 and 1 are transactions v1, whose markers come at the
+	// producer's epoch, 2 transactions v2 (KIP-890), whose markers come at
+	// the epoch EndTxn bumped to and so must be above the epoch of the
+	// producer's batches (checkMarker).
+	TransactionVersion int16
 }
 
 // txnSpan is a transaction not settled yet: [first, last], last being its
@@ -178,7 +185,8 @@ func (e *Core) AppendMarker(tp TP, m Marker, opts AppendOptions, done func(Appen
 		done(AppendResult{}, fmt.Errorf("%w: marker batch: %w", segment.ErrInvalidBatch, err))
 		return
 	}
-	r := &appendReq{p: p, opts: opts, done: done, batches: [][]byte{b}, hdrs: []segmentHeader{h}, markers: []*batch.Marker{&bm}}
+	r := &appendReq{p: p, opts: opts, done: done, batches: [][]byte{b}, hdrs: []segmentHeader{h}, markers: []*batch.Marker{&bm},
+		markerTV: m.TransactionVersion}
 	p.shard.send(shardMsg{append: r})
 }
 

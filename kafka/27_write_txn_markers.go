@@ -11,19 +11,23 @@ import (
 	"ringlog/replication/node"
 )
 
-// WriteTxnMarkers, v0 to v1 (KIP-98): a transaction coordinator asks this
-// broker, the leader of the partitions named, to end a producer's
-// transaction on each with a COMMIT or ABORT marker. Only brokers send it:
-// on a listener that authenticates, the principal must be a super user,
-// as for replica fetches (clusterAction); anyone else gets
-// CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka answers
-// without CLUSTER_ACTION. A marker is answered once the partition's high
-// watermark covers it (acks=all, as Kafka appends markers). A marker on a
-// partition of __consumer_offsets also settles the producer's pending
-// offset commits there (TxnOffsetCommit). v2 (KIP-1228's transaction
-// version per marker) is not served.
+// WriteTxnMarkers, v0 to v2 (KIP-98; v2 adds KIP-1228's transaction
+// version per marker): a transaction coordinator asks this broker, the
+// leader of the partitions named, to end a producer's transaction on each
+// with a COMMIT or ABORT marker. Only brokers send it: on a listener that
+// authenticates, the principal must be a super user, as for replica
+// fetches (clusterAction); anyone else gets CLUSTER_AUTHORIZATION_FAILED
+// for every partition, as Kafka answers without CLUSTER_ACTION. A marker
+// is answered once the partition's high watermark covers it (acks=all, as
+// Kafka appends markers). A marker on a partition of __consumer_offsets
+// also settles the producer's pending offset commits there
+// (TxnOffsetCommit). A marker of transactions v2 (version 2 or more) must
+// come at an epoch above that of the producer's batches here, or at the
+// same one when nothing is open (a retry), as Kafka's ProducerAppendInfo
+// checks it (engine.Marker); before v2 the version is 0, and the marker is
+// checked as transactions v1's are.
 func init() {
-	register(api{key: kmsg.WriteTxnMarkers, min: 0, max: 1, async: handleWriteTxnMarkers})
+	register(api{key: kmsg.WriteTxnMarkers, min: 0, max: 2, async: handleWriteTxnMarkers})
 }
 
 func handleWriteTxnMarkers(s *Server, cx *reqCtx, kreq kmsg.Request) {
@@ -38,7 +42,8 @@ func handleWriteTxnMarkers(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		out := &resp.Markers[i]
 		out.ProducerID = rm.ProducerID
 		out.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(rm.Topics))
-		m := engine.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
+		m := engine.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch,
+			TransactionVersion: int16(rm.TransactionVersion)}
 		for j := range rm.Topics {
 			rt := &rm.Topics[j]
 			ot := &out.Topics[j]

@@ -8,16 +8,19 @@ import (
 	"ringlog/engine/group"
 )
 
-// TxnOffsetCommit, v0 to v5 (KIP-98; v3 adds the group's member and
+// TxnOffsetCommit, v0 to v6 (KIP-98; v3 adds the group's member and
 // generation, KIP-447): a transactional producer commits its consumer
 // group's offsets inside its transaction; the group coordinator keeps them
 // pending until the transaction's marker lands on the group's partition of
 // __consumer_offsets. From v5 (transactions v2, KIP-890 part 2) the
 // producer no longer sends AddOffsetsToTxn: the group's partition is added
 // to the transaction here, through the transaction coordinator, before
-// the offsets are written (Kafka's group coordinator does the same).
+// the offsets are written (Kafka's group coordinator does the same). v6
+// (KIP-1319) names topics by id and answers GROUP_ID_NOT_FOUND and
+// STALE_MEMBER_EPOCH where older versions get ILLEGAL_GENERATION
+// (engine/group's TxnOffsetCommit).
 func init() {
-	register(api{key: kmsg.TxnOffsetCommit, min: 0, max: 5, async: handleTxnOffsetCommit})
+	register(api{key: kmsg.TxnOffsetCommit, min: 0, max: 6, async: handleTxnOffsetCommit})
 }
 
 func handleTxnOffsetCommit(s *Server, cx *reqCtx, kreq kmsg.Request) {
@@ -42,7 +45,7 @@ func handleTxnOffsetCommit(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 		for _, rt := range req.Topics {
 			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 				sp.Partition, sp.ErrorCode = rp.Partition, code

@@ -101,4 +101,9 @@
 //   - Where Kafka's answers are compared with these (internal/difftest),
 //     a difference kept on purpose is written down in that package's
 //     README.md; change one of these answers and the comparison says so.
+//   - ListTransactions' id pattern (v2, KIP-1152) is compiled alone before
+//     it is anchored for a whole-id match: wrapped first, an unbalanced
+//     pattern such as `a)|(b` compiles, where Kafka's RE2/J refuses it
+//     (INVALID_REGULAR_EXPRESSION). It is matched off the coordinator's
+//     shards: matching is linear, but in the pattern's size times the id's.
 package kafka

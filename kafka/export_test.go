@@ -254,6 +254,35 @@ func SeedRequests(t testing.TB) map[string][]byte {
 	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "topic", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
 	add("offsetdelete-v0", od)
 
+	// The transaction APIs of issue 12's last versions.
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "topic", Partitions: []int32{0, 1}}}
+	add("describeproducers-v0", dp)
+	for _, v := range []int16{0, 1, 2} {
+		lt := kmsg.NewPtrListTransactionsRequest()
+		lt.Version, lt.StateFilters, lt.ProducerIDFilters = v, []string{"Ongoing"}, []int64{7}
+		lt.TransactionalIDPattern = kmsg.StringPtr("txn-.*")
+		add(fmt.Sprintf("listtransactions-v%d", v), lt)
+	}
+	for _, v := range []int16{1, 2} {
+		wm := kmsg.NewPtrWriteTxnMarkersRequest()
+		wm.Version = v
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, m.TransactionVersion = 7, 1, true, 3, 2
+		m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "topic", Partitions: []int32{0}}}
+		wm.Markers = append(wm.Markers, m)
+		add(fmt.Sprintf("writetxnmarkers-v%d", v), wm)
+	}
+	for _, v := range []int16{3, 5, 6} {
+		tc := kmsg.NewPtrTxnOffsetCommitRequest()
+		tc.Version, tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch = v, "txn", "g", 7, 1
+		tt := kmsg.NewTxnOffsetCommitRequestTopic()
+		tt.Topic, tt.TopicID = "topic", [16]byte{9}
+		tt.Partitions = []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, LeaderEpoch: -1}}
+		tc.Topics = append(tc.Topics, tt)
+		add(fmt.Sprintf("txnoffsetcommit-v%d", v), tc)
+	}
+
 	// Broken frames.
 	seeds["empty"] = []byte{}
 	seeds["short-header"] = []byte{0, 3, 0, 1, 0, 0}

@@ -113,7 +113,8 @@ func (ms *MarkerSender) WriteMarkers(m txn.Marker, tps []engine.TP, done func(re
 // write sends one round and sorts the answers: written (or the topic is
 // gone: nothing to end there), to retry, or fenced.
 func (ms *MarkerSender) write(m txn.Marker, tps []engine.TP) (retry []engine.TP, fenced bool) {
-	em := engine.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+	em := engine.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch,
+		TransactionVersion: m.TransactionVersion}
 	img := ms.cfg.Node.Image()
 	self := ms.cfg.Node.NodeID()
 	byLeader := map[int32][]engine.TP{}
@@ -196,6 +197,9 @@ func (ms *MarkerSender) send(id int32, addr string, m txn.Marker, tps []engine.T
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	// v2 (KIP-1228) carries the transaction version; a leader that
+	// negotiates v1 checks the marker as transactions v1 do.
+	rm.TransactionVersion = int8(m.TransactionVersion)
 	for _, tp := range tps {
 		if n := len(rm.Topics); n == 0 || rm.Topics[n-1].Topic != tp.Topic {
 			rm.Topics = append(rm.Topics, kmsg.WriteTxnMarkersRequestMarkerTopic{Topic: tp.Topic})

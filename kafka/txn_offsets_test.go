@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // TestTxnOffsetCommitVisibleOnCommit: offsets a transactional producer
@@ -19,7 +20,7 @@ import (
 // committed ones.
 func TestTxnOffsetCommitVisibleOnCommit(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
-	createTopic(t, b, "src", 1, nil)
+	src := createTopic(t, b, "src", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := b.client()
@@ -60,7 +61,7 @@ func TestTxnOffsetCommitVisibleOnCommit(t *testing.T) {
 		tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch = txnID, groupID, ir.ProducerID, ir.ProducerEpoch
 		tc.Generation = -1
 		tt := kmsg.NewTxnOffsetCommitRequestTopic()
-		tt.Topic = "src"
+		tt.Topic, tt.TopicID = "src", src.ID // by name to v5, by id from v6
 		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		tp.Partition, tp.Offset = 0, offset
 		tt.Partitions = append(tt.Partitions, tp)
@@ -144,4 +145,91 @@ func fetchOffset(t *testing.T, ctx context.Context, cl *kgo.Client, group string
 	}
 	p := r.Topics[0].Partitions[0]
 	return p.Offset, p.ErrorCode
+}
+
+// TestTxnOffsetCommitV6: TxnOffsetCommit v6 (KIP-1319) names topics by
+// id: a known id commits (visible by name once the transaction commits),
+// an unknown one is UNKNOWN_TOPIC_ID; a commit from a generation of a group
+// that does not exist is GROUP_ID_NOT_FOUND, where v5 answers
+// ILLEGAL_GENERATION, as Kafka's group coordinator does.
+func TestTxnOffsetCommitV6(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	src := createTopic(t, b, "src", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := b.client()
+	v5 := kversion.Stable()
+	v5.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
+	cl5 := b.client(kgo.MaxVersions(v5))
+	const txnID, groupID = "v6-txn", "v6-group"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(txnID), 60000
+	var ir *kmsg.InitProducerIDResponse
+	for {
+		r, err := init.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ir = r; ir.ErrorCode != kerr.ConcurrentTransactions.Code && ir.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ir.ErrorCode))
+	}
+	commit := func(c *kgo.Client, group string, generation int32, memberID string, ids ...[16]byte) *kmsg.TxnOffsetCommitResponse {
+		t.Helper()
+		tc := kmsg.NewPtrTxnOffsetCommitRequest()
+		tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch = txnID, group, ir.ProducerID, ir.ProducerEpoch
+		tc.Generation, tc.MemberID = generation, memberID
+		for _, id := range ids {
+			tt := kmsg.NewTxnOffsetCommitRequestTopic()
+			tt.Topic, tt.TopicID = "src", id
+			tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			tp.Partition, tp.Offset = 0, 7
+			tt.Partitions = append(tt.Partitions, tp)
+			tc.Topics = append(tc.Topics, tt)
+		}
+		r, err := tc.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Topics) != len(ids) {
+			t.Fatalf("TxnOffsetCommit v%d answered %d topics for %d", r.Version, len(r.Topics), len(ids))
+		}
+		return r
+	}
+	unknownID := [16]byte{1, 2, 3}
+	r := commit(cl, groupID, -1, "", src.ID, unknownID)
+	if r.Version != 6 {
+		t.Fatalf("TxnOffsetCommit v%d, want v6", r.Version)
+	}
+	if c0, c1 := r.Topics[0].Partitions[0].ErrorCode, r.Topics[1].Partitions[0].ErrorCode; c0 != 0 || c1 != kerr.UnknownTopicID.Code ||
+		r.Topics[0].TopicID != src.ID || r.Topics[1].TopicID != unknownID {
+		t.Fatalf("v6 by id: %+v", r.Topics)
+	}
+	for c, want := range map[*kgo.Client]int16{cl: kerr.GroupIDNotFound.Code, cl5: kerr.IllegalGeneration.Code} {
+		r := commit(c, "v6-no-such-group", 3, "member", src.ID)
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != want {
+			t.Errorf("v%d commit of generation 3 to a group that does not exist: %v, want %v", r.Version, kerr.ErrorForCode(code), kerr.ErrorForCode(want))
+		}
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, ir.ProducerID, ir.ProducerEpoch, true
+	er, err := end.RequestWith(ctx, cl)
+	if err != nil || er.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v %v", err, kerr.ErrorForCode(er.ErrorCode))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		off, code := fetchOffset(t, ctx, cl, groupID, true)
+		if code == 0 && off == 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed offset %d (%v), want 7", off, kerr.ErrorForCode(code))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

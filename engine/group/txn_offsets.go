@@ -30,34 +30,43 @@ type txnPending struct {
 	n map[engine.TP]int
 }
 
-// TxnOffsetCommit (v0-v5) writes a transactional producer's offsets for
+// TxnOffsetCommit (v0-v6) writes a transactional producer's offsets for
 // the group, pending until its transaction ends. A commit naming a member
 // or a generation (v3+, KIP-447) must come from a current member at the
-// current generation (for a KIP-848 group, its member epoch); an
-// anonymous one is accepted (the producer uses the group only to store
-// offsets).
+// current generation, or for a KIP-848 group at its member epoch or an
+// older one for partitions it held since (checkTxnCommit); an anonymous
+// one is accepted (the producer uses the group only to store offsets).
+// v6 (KIP-1319) names topics by id, as OffsetCommit v10 does: an unknown
+// id is UNKNOWN_TOPIC_ID, and offsets stay keyed by name in the log.
 func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, reply func(*kmsg.TxnOffsetCommitResponse)) {
 	resp := kmsg.NewPtrTxnOffsetCommitResponse()
 	var items []commitItem
 	now := time.Now().UnixMilli()
 	for i, rt := range req.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var info engine.TopicInfo
-		exists := false
+		exists, name, unknown := false, rt.Topic, kerr.UnknownTopicOrPartition.Code
 		if c != nil {
-			info, exists = c.eng.Topic(rt.Topic)
+			if req.Version >= 6 {
+				info, exists = c.eng.TopicByID(rt.TopicID)
+				if name = info.Name; !exists {
+					unknown = kerr.UnknownTopicID.Code
+				}
+			} else {
+				info, exists = c.eng.Topic(rt.Topic)
+			}
 		}
 		for j, rp := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
 			st.Partitions = append(st.Partitions, sp)
 			if c != nil && (!exists || rp.Partition < 0 || rp.Partition >= info.Partitions) {
-				st.Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions[j].ErrorCode = unknown
 				continue
 			}
 			cm := committed{offset: rp.Offset, leaderEpoch: rp.LeaderEpoch, commitMs: now, expireMs: -1}
-			items = append(items, commitItem{t: i, p: j, tp: engine.TP{Topic: rt.Topic, Partition: rp.Partition}, c: cm, meta: rp.Metadata})
+			items = append(items, commitItem{t: i, p: j, tp: engine.TP{Topic: name, Partition: rp.Partition}, c: cm, meta: rp.Metadata})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -74,20 +83,50 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, reply fu
 	c.onGroupPartition(req.Group, func(p *partition) { p.txnCommit(req, items, resp, reply, fail) }, fail)
 }
 
-// checkTxnCommit is Kafka's check of a TxnOffsetCommit's member.
+// checkTxnCommit is Kafka's check of a TxnOffsetCommit's member. For a
+// KIP-848 group it is OffsetCommit's (cgroup.checkCommit: an older member
+// epoch commits the partitions held since it, KIP-1251), except that an
+// epoch that does not fit is ILLEGAL_GENERATION before v6 and
+// STALE_MEMBER_EPOCH from v6 (KIP-1319), as in Kafka's
+// OffsetMetadataManager.
 func (g *group) checkTxnCommit(req *kmsg.TxnOffsetCommitRequest) int16 {
 	if req.MemberID == "" && req.Generation < 0 {
 		return 0
 	}
-	if g.consumer != nil {
-		m := g.consumer.members[req.MemberID]
-		switch {
-		case m == nil:
-			return kerr.UnknownMemberID.Code
-		case req.Generation != m.cur.epoch:
-			return kerr.IllegalGeneration.Code
+	if cg := g.consumer; cg != nil {
+		if req.Generation < 0 && len(cg.members) == 0 {
+			return 0
 		}
-		return 0
+		m := cg.members[req.MemberID]
+		if m == nil {
+			return kerr.UnknownMemberID.Code
+		}
+		stale := req.Generation > m.cur.epoch
+		if req.Generation < m.cur.epoch {
+			for _, t := range req.Topics {
+				id := t.TopicID
+				if req.Version < 6 {
+					meta, ok := cg.subMeta[t.Topic]
+					if !ok {
+						stale = true
+						break
+					}
+					id = meta.id
+				}
+				for _, p := range t.Partitions {
+					if since, ok := m.cur.assignedSince(id, p.Partition); !ok || req.Generation < since {
+						stale = true
+					}
+				}
+			}
+		}
+		switch {
+		case !stale:
+			return 0
+		case req.Version >= 6:
+			return kerr.StaleMemberEpoch.Code
+		}
+		return kerr.IllegalGeneration.Code
 	}
 	if req.MemberID != "" {
 		if code := g.checkMember(req.MemberID, req.InstanceID); code != 0 {
@@ -103,6 +142,17 @@ func (g *group) checkTxnCommit(req *kmsg.TxnOffsetCommitRequest) int16 {
 func (p *partition) txnCommit(req *kmsg.TxnOffsetCommitRequest, items []commitItem, resp *kmsg.TxnOffsetCommitResponse,
 	reply func(*kmsg.TxnOffsetCommitResponse), fail func(int16)) {
 	g := p.groups[req.Group]
+	if g == nil && req.Generation >= 0 {
+		// A commit from a generation of a group that does not exist:
+		// Kafka answers GROUP_ID_NOT_FOUND from v6 (KIP-1319),
+		// ILLEGAL_GENERATION before.
+		if req.Version >= 6 {
+			fail(kerr.GroupIDNotFound.Code)
+		} else {
+			fail(kerr.IllegalGeneration.Code)
+		}
+		return
+	}
 	if g == nil {
 		g = p.newGroup(req.Group)
 	}

@@ -117,6 +117,9 @@ type Marker struct {
 	ProducerEpoch    int16
 	Commit           bool
 	CoordinatorEpoch int32
+	// TransactionVersion is the client's transaction version (KIP-1228;
+	// engine.Marker.TransactionVersion says how a leader uses it).
+	TransactionVersion int16
 }
 
 // MarkerWriter writes markers to the leaders of partitions: this broker's

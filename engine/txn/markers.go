@@ -21,7 +21,8 @@ func (p *partition) sendMarkers(m *txnMeta) {
 
 func (p *partition) sendMarkersTo(m *txnMeta, seq uint64, tps []engine.TP) {
 	gen := p.gen
-	mk := Marker{ProducerID: m.producerID, ProducerEpoch: m.epoch, Commit: m.state == statePrepareCommit, CoordinatorEpoch: p.epoch}
+	mk := Marker{ProducerID: m.producerID, ProducerEpoch: m.epoch, Commit: m.state == statePrepareCommit, CoordinatorEpoch: p.epoch,
+		TransactionVersion: m.clientTV}
 	if len(tps) == 0 {
 		p.completeMarkers(m, seq)
 		return

@@ -61,6 +61,9 @@ var allowances = []allowance{
 	{-1, ".ErrorMessage", ignored, "free text: the error code carries the meaning, and Kafka's wording is its own " +
 		"(a client shows the text when there is one, else the code's default message)"},
 	{int16(kmsg.InitProducerID), ".ProducerID", generated, "allocated by the broker, in blocks, in an order that depends on every test run before"},
+	{int16(kmsg.EndTxn), ".ProducerID", generated, "the producer id an EndTxn v5 answer names (KIP-890), allocated by the broker"},
+	{int16(kmsg.DescribeProducers), ".ActiveProducers[*].ProducerID", generated, "allocated by the broker (as InitProducerId's)"},
+	{int16(kmsg.ListTransactions), ".TransactionStates[*].ProducerID", generated, "allocated by the broker (as InitProducerId's)"},
 	{int16(kmsg.Produce), ".LogAppendTime", generated, "the broker's clock (topics with message.timestamp.type=LogAppendTime)"},
 	{int16(kmsg.JoinGroup), ".MemberID", generated, "the coordinator names members: client id and a UUID (KIP-394)"},
 	{int16(kmsg.JoinGroup), ".LeaderID", generated, "the leader's member id, generated (KIP-394)"},
@@ -225,6 +228,8 @@ var identityFields = []string{"ResourceType", "ResourceName", "Topic", "Name", "
 // and the node is the answer.
 var identityOf = map[reflect.Type][]string{
 	reflect.TypeFor[kmsg.FindCoordinatorResponseCoordinator](): {"Key"},
+	// ListTransactions' transactions are about their transactional ids.
+	reflect.TypeFor[kmsg.ListTransactionsResponseTransactionState](): {"TransactionalID"},
 }
 
 // identity returns the indices of an element type's identity fields (nil:

@@ -38,6 +38,10 @@ var pinned = map[kmsg.Key][]int16{
 	kmsg.ConsumerGroupHeartbeat:  {vConsumerHeartbeat},
 	kmsg.ConsumerGroupDescribe:   {vConsumerDescribe},
 	kmsg.DescribeLogDirs:         {vDescribeLogDirs},
+	kmsg.EndTxn:                  {vEndTxn},
+	kmsg.DescribeProducers:       {vDescribeProducers},
+	kmsg.ListTransactions:        {vListTransactions},
+	kmsg.TxnOffsetCommit:         {vTxnOffsetCommit, vTxnOffsetCommitNames},
 }
 
 // ringlogAPIs are the APIs ringlog serves (kafka/'s registry, as its
@@ -111,11 +115,7 @@ func TestVersions(t *testing.T) {
 var behind = map[kmsg.Key]struct {
 	kafka, ringlog int16
 	ref            string
-}{
-	kmsg.WriteTxnMarkers:  {2, 1, "D19"},
-	kmsg.TxnOffsetCommit:  {6, 5, "D19"},
-	kmsg.ListTransactions: {2, 1, "D19"},
-}
+}{}
 
 func apiVersionsReq(version int16) *kmsg.ApiVersionsRequest {
 	req := kmsg.NewPtrApiVersionsRequest()
