@@ -60,7 +60,7 @@ func (l *markerLog) all() []recordedMarker {
 	return slices.Clone(l.markers)
 }
 
-func openCoordinator(t *testing.T, dir string, cfg Config) (*engine.Core, *Coordinator) {
+func openCoordinator(t testing.TB, dir string, cfg Config) (*engine.Core, *Coordinator) {
 	t.Helper()
 	e, err := engine.OpenCore(engine.Config{Dir: dir, Shards: 2, IO: ioring.ModeAuto})
 	if err != nil {
@@ -406,5 +406,26 @@ func TestCallsWaitForMarkers(t *testing.T) {
 	time.AfterFunc(20*time.Millisecond, func() { close(release) })
 	if i := initPID(c, "tx", 60000, -1, -1); i.code != 0 || i.epoch <= r.epoch {
 		t.Fatalf("init while an abort completes: %+v", i)
+	}
+}
+
+// BenchmarkCommitCycle is a transactions v2 producer's cycle on the
+// coordinator over a real engine, markers answered at once: the first add
+// of a transaction (parked until the last one completed), then its commit.
+// ns/op is the coordinator's share of a transaction's latency.
+func BenchmarkCommitCycle(b *testing.B) {
+	_, c := openCoordinator(b, b.TempDir(), Config{})
+	r := initPID(c, "tx", 60000, -1, -1)
+	tp := engine.TP{Topic: "a"}
+	b.ResetTimer()
+	for range b.N {
+		if code := addParts(c, "tx", r.pid, r.epoch, tp); code != 0 {
+			b.Fatal(kerr.ErrorForCode(code))
+		}
+		e := endTxn(c, "tx", r.pid, r.epoch, true, 5)
+		if e.code != 0 {
+			b.Fatal(kerr.ErrorForCode(e.code))
+		}
+		r = e
 	}
 }
