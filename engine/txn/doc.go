@@ -46,8 +46,9 @@
 // One transition is pending at a time (Kafka's pendingState): it is
 // prepared (a transit), written, and applied when the write is
 // acknowledged; a request meeting a pending transition, or a prepared
-// transaction, is answered CONCURRENT_TRANSACTIONS and retried by the
-// client. A producer's epoch is bumped by every InitProducerId (which
+// transaction, waits for the id to settle (settle.go), up to 100 ms, then
+// runs again from the start, or is answered CONCURRENT_TRANSACTIONS and
+// retried by the client. A producer's epoch is bumped by every InitProducerId (which
 // fences the older instances: PRODUCER_FENCED, and INVALID_PRODUCER_EPOCH
 // on their produces) and, for transactions v2 clients (EndTxn v5+,
 // KIP-890 part 2), by every EndTxn, so that a delayed produce or EndTxn of
@@ -101,8 +102,11 @@
 //     has bumped the epoch in memory already (the old producer must stay
 //     fenced), and the next fence does not bump it again.
 //   - The answer to EndTxn leaves after PrepareCommit/PrepareAbort is
-//     written, before the markers: the client's next transaction meets
-//     CONCURRENT_TRANSACTIONS until the completion is written.
+//     written, before the markers: the client's next transaction waits
+//     (or meets CONCURRENT_TRANSACTIONS) until the completion is written.
+//   - A parked call runs exactly once: again when its id settles or the
+//     term ends (the partition then says why it cannot serve), or with
+//     CONCURRENT_TRANSACTIONS at settleWait.
 //   - A term's replay starts once the previous term's writes completed
 //     (afterWrites), as in the group coordinator.
 //   - Marker completions carry the transaction's marker round; a round
