@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -32,7 +33,9 @@ transaction.state.log.num.partitions=4
 // leader of its partition of __transaction_state) is SIGKILLed: the new
 // leader replays the partition, finishes what the old one left prepared,
 // and the producer goes on committing; read_committed shows every
-// committed transaction whole and nothing of the others.
+// committed transaction whole and nothing of the others. And a
+// TxnOffsetCommit whose add to the transaction is refused by the
+// transaction coordinator on another broker is refused.
 func TestClusterTxn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -42,11 +45,10 @@ func TestClusterTxn(t *testing.T) {
 	isr2 := map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}
 	c.createTopic(adm, "etl-in", 6, 3, isr2)
 	c.createTopic(adm, "etl-out", 6, 3, isr2)
+	c.createTopic(adm, "txn-fo", 3, 3, isr2)
 	t.Run("etl", func(t *testing.T) { etl(t, c.client, "etl-in", "etl-out", 3000) })
-	t.Run("coordinator failover", func(t *testing.T) {
-		c.createTopic(adm, "txn-fo", 3, 3, isr2)
-		testTxnCoordinatorFailover(t, c)
-	})
+	t.Run("offsets refused by another broker's coordinator", func(t *testing.T) { testTxnOffsetCommitRemoteRefusal(t, c) })
+	t.Run("coordinator failover", func(t *testing.T) { testTxnCoordinatorFailover(t, c) })
 }
 
 func testTxnCoordinatorFailover(t *testing.T, c *testCluster) {
@@ -134,5 +136,132 @@ func testTxnCoordinatorFailover(t *testing.T, c *testCluster) {
 		case !committed[n] && !unknown[n] && got[n] != 0:
 			t.Errorf("aborted transaction %d: %d records read", n, got[n])
 		}
+	}
+}
+
+// coordinatorOf returns the node id FindCoordinator names for key (type
+// 0 a group, 1 a transactional id), or -1.
+func (c *testCluster) coordinatorOf(ctx context.Context, cl *kgo.Client, typ int8, key string) int32 {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType, req.CoordinatorKey = typ, key
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		return -1
+	}
+	return resp.NodeID
+}
+
+// testTxnOffsetCommitRemoteRefusal: TxnOffsetCommit v5 (transactions v2)
+// adds the group's partition of __consumer_offsets to the transaction
+// through the transaction coordinator before it writes the offsets. When
+// that coordinator is another broker and refuses the add (here a stale
+// epoch; in franz-go's TestTxnEtl on three brokers, CONCURRENT_TRANSACTIONS
+// while the previous transaction's markers were being written), the
+// offsets must be refused too. They were written: the other broker's
+// answer comes per partition and only the request's code was read, so the
+// offsets were left pending outside any transaction (UNSTABLE_OFFSET_COMMIT
+// for ever), and the producer's EndTxn, for a transaction the coordinator
+// never saw begin, was INVALID_TXN_STATE. Then the same commit at the
+// right epoch is accepted and shows once the transaction commits.
+func testTxnOffsetCommitRemoteRefusal(t *testing.T, c *testCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := c.client()
+	var txnID, groupID string
+	for i := 0; txnID == ""; i++ {
+		if i == 100 {
+			t.Fatal("no transactional id and group with coordinators on different brokers in 100 tries")
+		}
+		tid, gid := fmt.Sprintf("remote-txn-%d", i), fmt.Sprintf("remote-group-%d", i)
+		tc, gc := c.coordinatorOf(ctx, cl, 1, tid), c.coordinatorOf(ctx, cl, 0, gid)
+		if tc >= 1 && gc >= 1 && tc != gc {
+			txnID, groupID = tid, gid
+			t.Logf("%s coordinated by broker %d, %s by broker %d", tid, tc, gid, gc)
+		}
+	}
+	initReq := kmsg.NewPtrInitProducerIDRequest()
+	initReq.TransactionalID, initReq.TransactionTimeoutMillis = &txnID, 60_000
+	init, err := initReq.RequestWith(ctx, cl)
+	if err != nil || init.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %v", err, init)
+	}
+	commitOffset := func(epoch int16) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, groupID, init.ProducerID, epoch
+		req.Generation = -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "txn-fo"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 7
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("TxnOffsetCommit: %v %+v", err, resp)
+		}
+		if resp.Version < 5 {
+			t.Fatalf("TxnOffsetCommit v%d, want v5", resp.Version)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	// fetched is the group's offset of txn-fo-0 as a require_stable
+	// OffsetFetch sees it, and its code.
+	fetched := func() (int64, int16) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group, req.RequireStable = groupID, true
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "txn-fo", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			return -1, resp.ErrorCode
+		}
+		for _, g := range resp.Groups {
+			if g.ErrorCode != 0 {
+				return -1, g.ErrorCode
+			}
+			for _, rt := range g.Topics {
+				for _, p := range rt.Partitions {
+					return p.Offset, p.ErrorCode
+				}
+			}
+		}
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				return p.Offset, p.ErrorCode
+			}
+		}
+		t.Fatalf("OffsetFetch: no partition in %+v", resp)
+		return -1, 0
+	}
+
+	if code := commitOffset(init.ProducerEpoch + 1); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("TxnOffsetCommit at a stale epoch, the add refused by broker %d: %v, want INVALID_PRODUCER_EPOCH",
+			c.coordinatorOf(ctx, cl, 1, txnID), kerr.ErrorForCode(code))
+	}
+	if off, code := fetched(); off != -1 || code != 0 {
+		t.Fatalf("after the refused commit the group's offset is %d (%v), want none", off, kerr.ErrorForCode(code))
+	}
+
+	if code := commitOffset(init.ProducerEpoch); code != 0 {
+		t.Fatalf("TxnOffsetCommit: %v", kerr.ErrorForCode(code))
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, init.ProducerID, init.ProducerEpoch, true
+	if resp, err := end.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v %v", err, resp)
+	}
+	for {
+		off, code := fetched()
+		if off == 7 && code == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the committed offset: %d (%v), want 7", off, kerr.ErrorForCode(code))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -98,6 +98,13 @@
 //   - OFFSET_OUT_OF_RANGE carries offsets -1 to a consumer, as Kafka's does,
 //     but the partition's offsets to a follower: replication/fetcher resets
 //     from them. The two share readDone, which is told which it answers.
+//   - An add to a transaction (KIP-890 part 2: a v2 producer's Produce,
+//     TxnOffsetCommit v5) has one outcome for all its partitions, but
+//     another broker's coordinator answers it per partition: txnPartitions
+//     folds that into one code. TxnOffsetCommit read only the request's
+//     code and wrote offsets the remote coordinator had refused to add,
+//     pending outside any transaction for ever (found by franz-go's
+//     TestTxnEtl on three brokers).
 //   - Where Kafka's answers are compared with these (internal/difftest),
 //     a difference kept on purpose is written down in that package's
 //     README.md; change one of these answers and the comparison says so.

@@ -120,6 +120,22 @@ func (s *Server) txnPartitions(id string, pid int64, epoch int16, tps []engine.T
 		}
 		go func() {
 			code, per := s.cfg.Markers.verify(part.Leader, b.Addr, id, pid, epoch, tps, add)
+			if add && code == 0 {
+				// An add has one outcome for all its partitions, which
+				// the local AddPartitions answers as one code and the
+				// wire carries per partition: answer it the same way,
+				// so that the callers, which read only the code of an
+				// add, see a refusal (TxnOffsetCommit wrote its offsets
+				// outside the transaction when another broker's
+				// coordinator refused the add).
+				for _, c := range per {
+					if c != 0 {
+						code = c
+						break
+					}
+				}
+				per = nil
+			}
 			answer(code, per)
 		}()
 	}
