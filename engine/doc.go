@@ -248,4 +248,10 @@
 //   - DescribeProducers reads producer state on the shard, as the state
 //     was before the round in flight (producerState.beforeRound): a round
 //     whose write fails is rolled back, and must not have been shown.
+//   - A producer entry with no batches (its epoch set by a marker, which
+//     KIP-890 writes at the bumped epoch) takes sequence 0 only, as
+//     Kafka's does (last sequence -1); only a producer with no entry at all
+//     may start anywhere. It took any sequence, and a pipelined producer's
+//     second request landed when its first was refused
+//     (TestTxnEpochBumpedByMarkerStartsAtSequenceZero).
 package engine

@@ -144,7 +144,15 @@ func (ps *producerState) check(h batch.Header) (*batchMeta, error) {
 			return &d, nil
 		}
 	}
-	if len(e.batches) > 0 && !inSequence(e.lastSeq(), h.BaseSequence) {
+	// An entry without batches (a marker bumped its epoch, KIP-890's
+	// end of a transaction, or made it) has last sequence -1: the
+	// epoch's first batch must be sequence 0, as in Kafka. Taking any
+	// sequence there let a producer's second pipelined request land
+	// when its first was refused (CONCURRENT_TRANSACTIONS while the
+	// previous transaction's markers were being written); the retry of
+	// the first was then OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the
+	// producer (franz-go's TestTxnEtl on three brokers).
+	if !inSequence(e.lastSeq(), h.BaseSequence) {
 		return nil, fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, h.BaseSequence, e.lastSeq())
 	}
 	return nil, e.checkTxn(h)

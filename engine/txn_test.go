@@ -225,6 +225,34 @@ func TestTxnMarkerFencing(t *testing.T) {
 	}
 }
 
+// TestTxnEpochBumpedByMarkerStartsAtSequenceZero: with transactions v2
+// (KIP-890) every end bumps the producer's epoch and the marker is
+// written at the new epoch, which leaves the producer's entry with that
+// epoch and no batches. The epoch's first batch must then be sequence 0,
+// as Kafka requires: any sequence was taken, so a producer's second
+// pipelined request (sequence 5, say) was appended when its first was
+// refused, and the retry of the first was out of order, which franz-go
+// takes as fatal (its TestTxnEtl against three brokers).
+func TestTxnEpochBumpedByMarkerStartsAtSequenceZero(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	tp := TP{"bump", 0}
+	if _, err := e.CreateTopic("bump", 1, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, e, tp, txnBatch(t, 5, 1, 9, 0, 0))
+	mustMarker(t, e, tp, Marker{ProducerID: 9, ProducerEpoch: 1, Commit: true, CoordinatorEpoch: 0, TransactionVersion: 2})
+	leo := mustState(t, e, tp).LEO
+	if _, err := appendSync(e, tp, txnBatch(t, 5, 1, 9, 1, 5)); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("the bumped epoch's first batch at sequence 5: %v, want ErrOutOfOrderSequence", err)
+	}
+	if st := mustState(t, e, tp); st.LEO != leo {
+		t.Fatalf("the out-of-order batch was written: LEO %d, was %d", st.LEO, leo)
+	}
+	mustAppend(t, e, tp, txnBatch(t, 5, 1, 9, 1, 0))
+	mustAppend(t, e, tp, txnBatch(t, 5, 1, 9, 1, 5))
+}
+
 // TestTxnFollower: a follower tracks transactions from the batches it
 // copies, markers included: its LSO holds at an open transaction, its
 // .txnindex gets the ABORT, and a truncation below the marker reopens the
