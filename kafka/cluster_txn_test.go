@@ -29,12 +29,14 @@ transaction.state.log.num.partitions=4
 // read_committed, members coming and going, coordinators and leaders
 // spread over the brokers); this covers what it does not reach. A
 // TxnOffsetCommit whose add to the transaction is refused by the
-// transaction coordinator on another broker is refused. A transactional
-// producer commits while the coordinator of its transactional id (the
-// leader of its partition of __transaction_state) is SIGKILLed: the new
-// leader replays the partition, finishes what the old one left prepared,
-// and the producer goes on committing; read_committed shows every
-// committed transaction whole and nothing of the others.
+// transaction coordinator on another broker is refused. The leader of an
+// open transaction's partitions is SIGKILLed (cluster_txn_kill_test.go).
+// A transactional producer commits while the coordinator of its
+// transactional id (the leader of its partition of __transaction_state)
+// is SIGKILLed: the new leader replays the partition, finishes what the
+// old one left prepared, and the producer goes on committing;
+// read_committed shows every committed transaction whole and nothing of
+// the others.
 func TestClusterTxn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -43,7 +45,11 @@ func TestClusterTxn(t *testing.T) {
 	adm := kadm.NewClient(c.client())
 	isr2 := map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}
 	c.createTopic(adm, "txn-fo", 3, 3, isr2)
+	c.createTopic(adm, "txn-lk", 6, 3, isr2)
 	t.Run("offsets refused by another broker's coordinator", func(t *testing.T) { testTxnOffsetCommitRemoteRefusal(t, c) })
+	// It restarts the broker it kills: before the coordinator failover,
+	// which does not.
+	t.Run("partition leader killed", func(t *testing.T) { testTxnPartitionLeaderKilled(t, c, "txn-lk") })
 	t.Run("coordinator failover", func(t *testing.T) { testTxnCoordinatorFailover(t, c) })
 }
 
