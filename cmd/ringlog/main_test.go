@@ -63,6 +63,9 @@ func (p *proc) stop(t *testing.T) error {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
+		// Put back for start's cleanup, which waits for the exit too
+		// (5 s per stopped broker when it found nothing).
+		p.done <- err
 		return err
 	case <-time.After(30 * time.Second):
 		t.Fatalf("broker did not stop after SIGTERM:\n%s", p.out.String())
