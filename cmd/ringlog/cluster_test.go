@@ -41,15 +41,16 @@ func startCluster(t *testing.T, n int, props string) *testCluster {
 		t.Fatal(err)
 	}
 	c := &testCluster{t: t}
-	var voters []string
+	var voters, dirs []string
 	for i := range n {
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, testkit.FreeAddr(t)))
 		c.addrs = append(c.addrs, testkit.FreeAddr(t))
 		c.admins = append(c.admins, testkit.FreeAddr(t))
+		dirs = append(dirs, t.TempDir())
 	}
-	for i := range n {
-		c.procs = append(c.procs, start(t, "-node-id", strconv.Itoa(i+1), "-controller-voters", strings.Join(voters, ","),
-			"-config", conf, "-listen", c.addrs[i], "-admin", c.admins[i], "-data-dir", t.TempDir()))
+	args := func(i int) []string {
+		return []string{"-node-id", strconv.Itoa(i + 1), "-controller-voters", strings.Join(voters, ","),
+			"-config", conf, "-listen", c.addrs[i], "-admin", c.admins[i], "-data-dir", dirs[i]}
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -59,13 +60,51 @@ func startCluster(t *testing.T, n int, props string) *testCluster {
 			}
 		}
 	})
-	for _, p := range c.procs {
-		p.waitFor(t, "ringlog started")
+	// All at once: a broker serves once a quorum of voters is up.
+	for i := range n {
+		c.procs = append(c.procs, start(t, args(i)...))
+	}
+	for i := range n {
+		// A free port may be taken by another process (another package's
+		// broker) before the broker binds it: start it again on others.
+		for attempt := 1; !c.serving(i); attempt++ {
+			if attempt == 3 {
+				t.Fatalf("broker %d found its ports taken three times:\n%s", i+1, c.procs[i].out)
+			}
+			t.Logf("broker %d: a port was taken before it bound it; starting it again on others", i+1)
+			c.addrs[i], c.admins[i] = testkit.FreeAddr(t), testkit.FreeAddr(t)
+			c.procs[i] = start(t, args(i)...)
+		}
 	}
 	for i, addr := range c.addrs {
 		c.waitBrokers(i+1, addr, n)
 	}
 	return c
+}
+
+// serving waits until broker i serves its Kafka and admin listeners (the
+// admin listener is bound last), and says false if it exited because an
+// address was in use; any other exit, or 30 s without either, fails the
+// test.
+func (c *testCluster) serving(i int) bool {
+	c.t.Helper()
+	p := c.procs[i]
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(p.out.String(), `msg="admin HTTP"`) {
+			return true
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			if strings.Contains(p.out.String(), "address already in use") {
+				return false
+			}
+			c.t.Fatalf("broker %d exited (%v) before serving:\n%s", i+1, err, p.out)
+		default:
+		}
+	}
+	c.t.Fatalf("broker %d not serving after 30 s:\n%s", i+1, p.out)
+	return false
 }
 
 // waitBrokers waits until the broker at addr lists n brokers in its
