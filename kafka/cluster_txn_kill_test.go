@@ -31,10 +31,10 @@ func newTxnLog(perTxn int) *txnLog {
 	return &txnLog{perTxn: perTxn, committed: map[int]bool{}, aborted: map[int]bool{}, unknown: map[int]bool{}}
 }
 
-// run runs transaction i with cl, its records to the partitions given
-// (round robin) or, with none, to the producer's partitioner; it commits
-// unless abort. A failed produce or end is aborted and its outcome
-// unknown (as franz-go documents: abort after a failed end).
+// run runs transaction i with cl (a ManualPartitioner's producer), its
+// records spread round robin over partitions; it commits unless abort. A
+// failed produce or end is aborted and its outcome unknown (as franz-go
+// documents: abort after a failed end).
 func (l *txnLog) run(ctx context.Context, t *testing.T, cl *kgo.Client, i int, abort bool, partitions ...int32) {
 	t.Helper()
 	if err := cl.BeginTransaction(); err != nil {
@@ -42,11 +42,7 @@ func (l *txnLog) run(ctx context.Context, t *testing.T, cl *kgo.Client, i int, a
 	}
 	var rs []*kgo.Record
 	for j := range l.perTxn {
-		r := &kgo.Record{Value: fmt.Appendf(nil, "%d-%d", i, j)}
-		if len(partitions) > 0 {
-			r.Partition = partitions[j%len(partitions)]
-		}
-		rs = append(rs, r)
+		rs = append(rs, &kgo.Record{Partition: partitions[j%len(partitions)], Value: fmt.Appendf(nil, "%d-%d", i, j)})
 	}
 	perr := cl.ProduceSync(ctx, rs...).FirstErr()
 	l.end(ctx, t, cl, i, perr == nil && !abort, perr)
