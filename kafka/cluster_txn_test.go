@@ -153,7 +153,7 @@ func (c *testCluster) coordinatorOf(ctx context.Context, cl *kgo.Client, typ int
 	return resp.NodeID
 }
 
-// testTxnOffsetCommitRemoteRefusal: TxnOffsetCommit v5 (transactions v2)
+// testTxnOffsetCommitRemoteRefusal: TxnOffsetCommit v5+ (transactions v2)
 // adds the group's partition of __consumer_offsets to the transaction
 // through the transaction coordinator before it writes the offsets. When
 // that coordinator is another broker and refuses the add (here a stale
@@ -187,12 +187,17 @@ func testTxnOffsetCommitRemoteRefusal(t *testing.T, c *testCluster) {
 	if err != nil || init.ErrorCode != 0 {
 		t.Fatalf("InitProducerId: %v %v", err, init)
 	}
+	td, err := kadm.NewClient(cl).ListTopics(ctx, "txn-fo")
+	if err != nil || td["txn-fo"].Err != nil {
+		t.Fatalf("txn-fo's metadata: %v %v", err, td["txn-fo"].Err)
+	}
 	commitOffset := func(epoch int16) int16 {
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
 		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, groupID, init.ProducerID, epoch
 		req.Generation = -1
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
-		rt.Topic = "txn-fo"
+		// By name up to v5, by id from v6 (KIP-1319).
+		rt.Topic, rt.TopicID = "txn-fo", td["txn-fo"].ID
 		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		rp.Partition, rp.Offset = 0, 7
 		rt.Partitions = append(rt.Partitions, rp)
