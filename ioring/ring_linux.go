@@ -66,8 +66,27 @@ func setupRing(entries uint32) (*ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd), features: p.features, waitArg: new(geteventsArg), waitTs: new(unix.Timespec)}
-	if err := r.mapRings(&p); err != nil {
+	return newRing(int(fd), &p)
+}
+
+// setupRingWith creates a ring with exactly the setup flags given (and a
+// CQ of cqEntries when not 0): no fallback, the caller probed for them.
+func setupRingWith(entries, cqEntries, flags uint32) (*ring, error) {
+	p := params{flags: flags | setupClamp}
+	if cqEntries > 0 {
+		p.flags |= setupCQSize
+		p.cqEntries = cqEntries
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("io_uring_setup(flags %#x): %w", p.flags, errno)
+	}
+	return newRing(int(fd), &p)
+}
+
+func newRing(fd int, p *params) (*ring, error) {
+	r := &ring{fd: fd, features: p.features, waitArg: new(geteventsArg), waitTs: new(unix.Timespec)}
+	if err := r.mapRings(p); err != nil {
 		r.close()
 		return nil, err
 	}
