@@ -404,7 +404,7 @@ func (uc *uconn) finish(err error) {
 		putChunk(uc.chunk)
 		uc.chunk = nil
 	}
-	uc.in.pending = nil
+	uc.in.pending, uc.in.head = nil, 0
 	reason := uc.reason
 	if reason == nil {
 		uc.whyMu.Lock()

@@ -23,7 +23,12 @@ type bufFeed struct {
 	// was paused when they came. They are offered, ahead of any new
 	// buffer, once it may read again.
 	pending []byte
-	// pendingMax bounds pending; above it the connection is closed.
+	// head is where the bytes of pending not yet offered start: a drain
+	// that takes a frame moves it instead of moving what follows, so that
+	// a connection paused over many small buffers costs linear time.
+	head int
+	// pendingMax bounds what pending holds; above it the connection is
+	// closed.
 	pendingMax int
 }
 
@@ -42,8 +47,15 @@ type emitFunc func(frame, pooled []byte) bool
 // one. After push returns, nothing refers to p. The error closes the
 // connection.
 func (b *bufFeed) push(p []byte, ready func() bool, emit emitFunc) error {
-	if len(b.pending) > 0 {
+	if b.paused() {
+		if b.head > 0 && b.head >= len(b.pending)/2 { // compact: each byte moves at most once per halving
+			b.pending = b.pending[:copy(b.pending, b.pending[b.head:])]
+			b.head = 0
+		}
 		b.pending = append(b.pending, p...)
+		if err := b.checkPending(); err != nil {
+			return err
+		}
 		return b.drain(ready, emit)
 	}
 	n, err := b.offer(p, ready, emit)
@@ -58,27 +70,29 @@ func (b *bufFeed) push(p []byte, ready func() bool, emit emitFunc) error {
 
 // drain offers what is pending, as far as ready allows.
 func (b *bufFeed) drain(ready func() bool, emit emitFunc) error {
-	if len(b.pending) == 0 {
+	if !b.paused() {
 		return nil
 	}
-	n, err := b.offer(b.pending, ready, emit)
+	n, err := b.offer(b.pending[b.head:], ready, emit)
 	if err != nil {
 		return err
 	}
-	rest := copy(b.pending, b.pending[n:])
-	b.pending = b.pending[:rest]
-	if rest == 0 && cap(b.pending) > pendingKeepBytes {
-		b.pending = nil
+	b.head += n
+	if b.head == len(b.pending) {
+		b.pending, b.head = b.pending[:0], 0
+		if cap(b.pending) > pendingKeepBytes {
+			b.pending = nil
+		}
 	}
-	return b.checkPending()
+	return nil
 }
 
 // paused reports whether bytes wait in pending.
-func (b *bufFeed) paused() bool { return len(b.pending) > 0 }
+func (b *bufFeed) paused() bool { return len(b.pending) > b.head }
 
 func (b *bufFeed) checkPending() error {
-	if b.pendingMax > 0 && len(b.pending) > b.pendingMax {
-		return fmt.Errorf("%w: %d bytes unread", ErrInboundOverflow, len(b.pending))
+	if n := len(b.pending) - b.head; b.pendingMax > 0 && n > b.pendingMax {
+		return fmt.Errorf("%w: %d bytes unread", ErrInboundOverflow, n)
 	}
 	return nil
 }
