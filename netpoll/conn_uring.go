@@ -268,6 +268,7 @@ func (uc *uconn) send(iov [][]byte) error {
 	}
 	uc.sending = true
 	uc.ops++
+	uc.l.sends++
 	return nil
 }
 
