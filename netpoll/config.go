@@ -33,9 +33,9 @@ type Config struct {
 	// (Server.Addr reports it).
 	Addr string
 	// Portable serves with the standard net package (a reader and a writer
-	// goroutine per connection) instead of gnet event loops. It is forced on
-	// systems gnet does not support here (anything but Linux, FreeBSD and
-	// macOS).
+	// goroutine per connection) instead of gnet event loops, when IO is
+	// empty (IO, when set, wins). It is forced on systems gnet does not
+	// support here (anything but Linux, FreeBSD and macOS).
 	Portable bool
 	// IO chooses the implementation: IOGnet (epoll event loops), IOUring
 	// (io_uring event loops, Linux 6.1 or newer) or IOPortable (the
