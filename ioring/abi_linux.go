@@ -31,7 +31,6 @@ const (
 	featSingleMmap = 1 << 0
 	featNoDrop     = 1 << 1
 	featExtArg     = 1 << 8
-	featMinTimeout = 1 << 15
 )
 
 // io_uring_enter flags.

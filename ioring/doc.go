@@ -16,9 +16,7 @@
 // a ring created with SINGLE_ISSUER and DEFER_TASKRUN for one locked
 // thread, with multishot RECV into a BufRing of provided buffers
 // (IORING_REGISTER_PBUF_RING), SENDMSG, READ (an eventfd, to be woken),
-// POLL_ADD and ASYNC_CANCEL, and EnterBatch, which waits past the
-// completions a submission causes itself (IORING_FEAT_MIN_TIMEOUT).
-// ProbeNet checks all of it with a real multishot receive on a socket pair.
+// POLL_ADD and ASYNC_CANCEL. ProbeNet checks all of it with a real multishot receive on a socket pair.
 //
 //	provided buffer ring: entries x io_uring_buf {addr u64, len u32, bid u16, resv u16}
 //	                      the tail (u16) overlays resv of entry 0; the kernel moves the head

@@ -203,33 +203,16 @@ func (n *NetRing) Enter(wait bool) error {
 	if wait {
 		min = 1
 	}
-	return n.enter(min, 0, -1)
+	return n.enter(min, -1)
 }
 
 // EnterTimeout is Enter with wait that gives up after timeout
 // (returning nil: the caller simply finds no completion).
 func (n *NetRing) EnterTimeout(timeout time.Duration) error {
-	return n.enter(1, 0, timeout)
+	return n.enter(1, timeout)
 }
 
-// HasBatchWait reports whether the kernel takes EnterBatch's batch wait
-// (IORING_FEAT_MIN_TIMEOUT, Linux 6.12).
-func (n *NetRing) HasBatchWait() bool { return n.r.features&featMinTimeout != 0 }
-
-// EnterBatch submits what is queued and waits for batch completions for
-// up to batchWait, then, if fewer came, for the first one without limit.
-// A loop whose submission holds requests that complete during it (sends
-// to sockets with room) asks for one more than those: it then wakes for
-// the next event that matters, not for the completions it caused, and one
-// io_uring_enter per turn suffices. Without HasBatchWait it is Enter(true).
-func (n *NetRing) EnterBatch(batch uint32, batchWait time.Duration) error {
-	if !n.HasBatchWait() || batch <= 1 {
-		return n.enter(1, 0, -1)
-	}
-	return n.enter(batch, batchWait, -1)
-}
-
-func (n *NetRing) enter(min uint32, batchWait, timeout time.Duration) error {
+func (n *NetRing) enter(min uint32, timeout time.Duration) error {
 	if n.closed {
 		return ErrClosed
 	}
@@ -243,15 +226,9 @@ func (n *NetRing) enter(min uint32, batchWait, timeout time.Duration) error {
 	flags := uint32(enterGetEvents)
 	var arg unsafe.Pointer
 	var argSize uintptr
-	if min > 0 && (timeout >= 0 || batchWait > 0) {
-		*n.r.waitArg = geteventsArg{}
-		if timeout >= 0 {
-			*n.r.waitTs = unix.NsecToTimespec(int64(timeout))
-			n.r.waitArg.ts = uint64(uintptr(unsafe.Pointer(n.r.waitTs)))
-		}
-		if batchWait > 0 {
-			n.r.waitArg.minWaitUsec = uint32(max(1, batchWait.Microseconds()))
-		}
+	if min > 0 && timeout >= 0 {
+		*n.r.waitTs = unix.NsecToTimespec(int64(timeout))
+		*n.r.waitArg = geteventsArg{ts: uint64(uintptr(unsafe.Pointer(n.r.waitTs)))}
 		arg, argSize = unsafe.Pointer(n.r.waitArg), unsafe.Sizeof(geteventsArg{})
 		flags |= enterExtArg
 	}

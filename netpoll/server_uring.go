@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,14 +28,6 @@ const (
 	uringBufBytes  = 16 << 10
 	uringBufCount  = 256
 	uringBufGroup  = 0
-
-	// uringBatchWait is how long a loop that submitted sends waits for
-	// one completion more than those sends (see ioring's EnterBatch)
-	// before it settles for what has come. Sends to a socket with room
-	// complete during the submission, so the turn's next event is what
-	// wakes the loop, in one io_uring_enter; a send that must wait for
-	// room delays the loop's other completions by at most this.
-	uringBatchWait = 50 * time.Microsecond
 )
 
 // User data of a uring loop's requests: the connection's id in the loop
@@ -162,8 +153,6 @@ type uloop struct {
 	dirty []*uconn // connections to serve again at the end of the turn
 
 	stopping bool
-	// sends counts the sendmsgs queued since the last io_uring_enter.
-	sends uint32
 
 	// sleeping is set while the loop may block in the ring: whoever
 	// queues work then writes the eventfd. Any goroutine.
@@ -206,13 +195,12 @@ func (l *uloop) run(errc chan<- error) {
 		if !wait {
 			l.sleeping.Store(false)
 		}
-		var err error
-		if wait {
-			err = l.ring.EnterBatch(1+l.sends, uringBatchWait)
-		} else {
-			err = l.ring.Enter(false)
-		}
-		l.sends = 0
+		// One io_uring_enter submits the turn's sends and re-armed
+		// receives and waits for the next completion. A send to a socket
+		// with room completes during the submission, so a turn that sent
+		// usually returns at once with that completion and waits in a
+		// second call (see ARCHITECTURE.md on the batch wait tried).
+		err := l.ring.Enter(wait)
 		l.sleeping.Store(false)
 		if err != nil {
 			// The ring broke: nothing on this loop can be served. Close
