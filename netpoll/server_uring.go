@@ -238,10 +238,13 @@ func (l *uloop) setup() error {
 	if err != nil {
 		return err
 	}
-	l.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
 	}
+	l.mu.Lock()
+	l.efd = efd
+	l.mu.Unlock()
 	l.efdb = make([]byte, 8)
 	return l.armWake()
 }
@@ -287,9 +290,12 @@ func (l *uloop) teardownRing() {
 	if l.ring != nil {
 		_ = l.ring.Close()
 	}
+	l.mu.Lock()
 	if l.efd >= 0 {
 		_ = unix.Close(l.efd)
+		l.efd = -1
 	}
+	l.mu.Unlock()
 }
 
 // abandon gives up every connection after the ring failed: their
@@ -355,10 +361,18 @@ func (l *uloop) stop() {
 
 // poke wakes the loop if it sleeps (or is about to). The loop clears
 // sleeping before it looks at the inbox and after every wait, so a write
-// is made only when the loop may block with work queued.
+// is made only when the loop may block with work queued. The write is
+// made under the inbox's lock, which the loop takes to close the eventfd:
+// a late poke must never write 8 bytes into whatever file reused the
+// descriptor's number.
 func (l *uloop) poke() {
 	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
 		var one = [8]byte{1}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.efd < 0 {
+			return
+		}
 		for {
 			_, err := unix.Write(l.efd, one[:])
 			if err != unix.EINTR {
