@@ -35,6 +35,7 @@ type uconn struct {
 
 	recvOn     bool // the multishot receive is in the ring
 	recvCancel bool // its cancellation is in the ring
+	starved    bool // its receive ended with ENOBUFS: on the loop's starved list
 	sending    bool // a sendmsg is in the ring
 	polling    bool // a POLLOUT is in the ring: sendfile met a full socket
 	ops        int  // requests of this connection in the ring
@@ -124,7 +125,7 @@ func (uc *uconn) arm() error {
 		}
 		return nil
 	}
-	if uc.recvOn || uc.l.s.closing.Load() {
+	if uc.recvOn || uc.starved || uc.l.s.closing.Load() {
 		return nil
 	}
 	if err := uc.l.ring.RecvMultishot(uc.fd, uc.l.bufs.Group(), uc.ud(udRecv)); err != nil {
@@ -176,8 +177,12 @@ func (uc *uconn) onRecv(c ioring.NetCQE) {
 	case c.Res < 0:
 		switch e := unix.Errno(-c.Res); e {
 		case unix.ECANCELED: // paused, or closing
-		case unix.ENOBUFS: // the loop's buffers ran out; serve re-arms once they are back
+		case unix.ENOBUFS: // the loop's buffers ran out: armed again in turn (rearmStarved)
 			uc.l.s.st.uringNoBufs.Add(1)
+			if !uc.starved {
+				uc.starved = true
+				uc.l.starved = append(uc.l.starved, uc)
+			}
 		default:
 			uc.fail(os.NewSyscallError("recv", e))
 		}

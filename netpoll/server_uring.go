@@ -151,6 +151,9 @@ type uloop struct {
 	free  []uint32
 	live  int
 	dirty []*uconn // connections to serve again at the end of the turn
+	// starved holds, in order, the connections whose receive ended for
+	// want of buffers: they are armed again a few at a time (rearmStarved).
+	starved []*uconn
 
 	stopping bool
 
@@ -212,6 +215,7 @@ func (l *uloop) run(errc chan<- error) {
 		}
 		l.ring.Reap(l.complete)
 		l.serveDirty()
+		l.rearmStarved()
 	}
 	l.mu.Lock()
 	l.exited = true
@@ -500,6 +504,31 @@ func (l *uloop) serveDirty() {
 	}
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
+}
+
+// rearmStarved arms the receives of connections that ran out of buffers,
+// at most half as many as the loop has buffers per turn, oldest first.
+// Every buffer is back in the ring at this point of the turn; arming every
+// starved connection at once would have most of them fail again at once
+// (a receive that finds data takes a buffer per completion), a turn of
+// requests and completions that moves no byte, again and again, while
+// connections compete for buffers.
+func (l *uloop) rearmStarved() {
+	if len(l.starved) == 0 {
+		return
+	}
+	n := min(len(l.starved), max(1, l.bufs.Count()/2))
+	for _, uc := range l.starved[:n] {
+		uc.starved = false
+		if !uc.gone && !uc.closing {
+			if err := uc.arm(); err != nil {
+				uc.fail(err)
+			}
+		}
+	}
+	rest := copy(l.starved, l.starved[n:])
+	clear(l.starved[rest:])
+	l.starved = l.starved[:rest]
 }
 
 // recycle hands a provided buffer back to the ring (poisoned first when a
