@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -31,7 +32,12 @@ func TestUringFallsBackToGnet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(t.Context()); h.checkDone(t) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+		h.checkDone(t)
+	})
 	if s.IO() != IOGnet {
 		t.Fatalf("serving on %s, want the fallback gnet", s.IO())
 	}
