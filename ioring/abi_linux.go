@@ -35,8 +35,9 @@ const (
 
 // io_uring_enter flags.
 const (
-	enterGetEvents = 1 << 0
-	enterExtArg    = 1 << 3
+	enterGetEvents      = 1 << 0
+	enterExtArg         = 1 << 3
+	enterRegisteredRing = 1 << 4
 )
 
 // SQE flags.
@@ -84,6 +85,8 @@ const fsyncDatasync = 1 << 0
 // io_uring_register opcodes.
 const (
 	registerProbe      = 8
+	registerRingFds    = 20
+	unregisterRingFds  = 21
 	registerPbufRing   = 22
 	unregisterPbufRing = 23
 )
@@ -190,6 +193,14 @@ type bufReg struct {
 	bgid        uint16
 	pad         uint16
 	resv        [3]uint64
+}
+
+// rsrcUpdate is struct io_uring_rsrc_update, the argument of
+// IORING_REGISTER_RING_FDS.
+type rsrcUpdate struct {
+	offset uint32
+	resv   uint32
+	data   uint64
 }
 
 // ringBuf is struct io_uring_buf, one entry of a provided buffer ring. The

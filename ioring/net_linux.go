@@ -66,6 +66,7 @@ func NewNetRing(entries, cqEntries uint32) (*NetRing, error) {
 		var r *ring
 		r, err = setupRingWith(entries, cqEntries, flags)
 		if err == nil {
+			r.registerRing()
 			return &NetRing{r: r}, nil
 		}
 		if !errors.Is(err, unix.EINVAL) {

@@ -69,7 +69,14 @@ func TestNetRingRecvSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	defer func() {
+		if err := n.Close(); err != nil { // unregisters the ring descriptor too
+			t.Error(err)
+		}
+	}()
+	if n.r.enterFlags&enterRegisteredRing == 0 {
+		t.Error("the ring's descriptor was not registered (IORING_REGISTER_RING_FDS)")
+	}
 	bufs, err := n.RegisterBufRing(3, 4, 1024)
 	if err != nil {
 		t.Fatal(err)
