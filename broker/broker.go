@@ -178,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Txns: b.txns, Markers: markers, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
 	}, b.eng)
 	lim := cfg.Connections
-	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, Loops: cfg.NetworkLoops,
+	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, IO: cfg.Network, Loops: cfg.NetworkLoops,
 		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger, MaxConns: lim.MaxConnections,
 		MaxConnsPerIP: lim.MaxPerIP, MaxConnsPerIPOverrides: lim.PerIPOverrides, IdleTimeout: lim.IdleMax,
 		MaxQueuedRequestBytes: max(lim.QueuedRequestBytes, 0)}
@@ -196,13 +196,9 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	if cfg.Metrics != nil {
 		registerNetMetrics(cfg.Metrics, ns)
 	}
-	network := "gnet"
-	if cfg.IO == ioring.ModePortable {
-		network = "portable"
-	}
 	b.log.Info("ringlog started", "listen", b.addr, "advertise", advertise, "data_dir", cfg.DataDir,
 		"node_id", cfg.NodeID, "cluster_id", b.eng.ClusterID(), "io", b.eng.IOChoice().Kind, "io_reason", b.eng.IOChoice().Reason,
-		"network", network, "flush", cfg.Topic.Log.Flush, "portable_disk", b.eng.IOChoice().Kind == ioring.Portable)
+		"network", ns.IO(), "flush", cfg.Topic.Log.Flush, "portable_disk", b.eng.IOChoice().Kind == ioring.Portable)
 	return b, nil
 }
 

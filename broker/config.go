@@ -69,6 +69,10 @@ type Config struct {
 	// IO chooses the I/O path (ringlog.io): ModePortable forces the
 	// portable disk and network paths.
 	IO ioring.Mode
+	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring,
+	// IOPortable; see netpoll.Config.IO); "" follows IO: portable with
+	// ModePortable, else gnet.
+	Network string
 	// AutoCreateTopics is auto.create.topics.enable; AutoCreateMax bounds
 	// the topics one Metadata request may create (0: 100).
 	AutoCreateTopics bool

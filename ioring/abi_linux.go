@@ -18,9 +18,12 @@ const (
 
 // Setup flags (io_uring_params.flags).
 const (
-	setupClamp       = 1 << 4
-	setupSubmitAll   = 1 << 7
-	setupCoopTaskrun = 1 << 8
+	setupCQSize       = 1 << 3
+	setupClamp        = 1 << 4
+	setupSubmitAll    = 1 << 7
+	setupCoopTaskrun  = 1 << 8
+	setupSingleIssuer = 1 << 12
+	setupDeferTaskrun = 1 << 13
 )
 
 // Feature bits reported by the kernel in io_uring_params.features.
@@ -32,30 +35,61 @@ const (
 
 // io_uring_enter flags.
 const (
-	enterGetEvents = 1 << 0
-	enterExtArg    = 1 << 3
+	enterGetEvents      = 1 << 0
+	enterExtArg         = 1 << 3
+	enterRegisteredRing = 1 << 4
 )
 
 // SQE flags.
 const (
-	sqeIOLink = 1 << 2
+	sqeIOLink       = 1 << 2
+	sqeBufferSelect = 1 << 5
+)
+
+// CQE flags. A CQE that consumed a provided buffer carries its id in the
+// upper 16 bits of flags.
+const (
+	cqeFBuffer     = 1 << 0
+	cqeFMore       = 1 << 1
+	cqeBufferShift = 16
+)
+
+// recv/send flags (sqe.ioprio) and poll, cancel flags.
+const (
+	recvMultishot  = 1 << 1
+	pollAddMulti   = 1 << 0 // in sqe.len
+	asyncCancelAll = 1 << 0
+	asyncCancelFD  = 1 << 1
 )
 
 // Opcodes. The numbering is the kernel's and never changes.
 const (
-	opNop    = 0
-	opReadv  = 1
-	opWritev = 2
-	opFsync  = 3
-	opRead   = 22
-	opWrite  = 23
+	opNop         = 0
+	opReadv       = 1
+	opWritev      = 2
+	opFsync       = 3
+	opPollAdd     = 6
+	opSendmsg     = 9
+	opAsyncCancel = 14
+	opClose       = 19
+	opRead        = 22
+	opWrite       = 23
+	opSend        = 26
+	opRecv        = 27
+	opSplice      = 30
 )
 
 // fsync_flags for opFsync.
 const fsyncDatasync = 1 << 0
 
 // io_uring_register opcodes.
-const registerProbe = 8
+const (
+	registerProbe      = 8
+	registerRingFds    = 20
+	unregisterRingFds  = 21
+	registerPbufRing   = 22
+	unregisterPbufRing = 23
+)
 
 // ioOpSupported is set in io_uring_probe_op.flags for opcodes the kernel knows.
 const ioOpSupported = 1 << 0
@@ -151,6 +185,33 @@ type probe struct {
 	ops    [256]probeOp
 }
 
+// bufReg is struct io_uring_buf_reg, the argument of
+// IORING_(UN)REGISTER_PBUF_RING.
+type bufReg struct {
+	ringAddr    uint64
+	ringEntries uint32
+	bgid        uint16
+	pad         uint16
+	resv        [3]uint64
+}
+
+// rsrcUpdate is struct io_uring_rsrc_update, the argument of
+// IORING_REGISTER_RING_FDS.
+type rsrcUpdate struct {
+	offset uint32
+	resv   uint32
+	data   uint64
+}
+
+// ringBuf is struct io_uring_buf, one entry of a provided buffer ring. The
+// ring's tail overlays the resv field of entry 0.
+type ringBuf struct {
+	addr uint64
+	len  uint32
+	bid  uint16
+	resv uint16
+}
+
 // Compile-time size checks against the kernel ABI.
 var (
 	_ [64]byte  = [unsafe.Sizeof(sqe{})]byte{}
@@ -158,4 +219,6 @@ var (
 	_ [120]byte = [unsafe.Sizeof(params{})]byte{}
 	_ [24]byte  = [unsafe.Sizeof(geteventsArg{})]byte{}
 	_ [8]byte   = [unsafe.Sizeof(probeOp{})]byte{}
+	_ [40]byte  = [unsafe.Sizeof(bufReg{})]byte{}
+	_ [16]byte  = [unsafe.Sizeof(ringBuf{})]byte{}
 )

@@ -12,6 +12,16 @@
 //   - portable (every OS): pwritev/pwrite and fsync/fdatasync, performed
 //     synchronously inside Submit.
 //
+// A third piece serves the network path (netpoll's uring loops): NetRing,
+// a ring created with SINGLE_ISSUER and DEFER_TASKRUN for one locked
+// thread, with multishot RECV into a BufRing of provided buffers
+// (IORING_REGISTER_PBUF_RING), SENDMSG, READ (an eventfd, to be woken),
+// POLL_ADD and ASYNC_CANCEL. ProbeNet checks all of it with a real multishot receive on a socket pair.
+//
+//	provided buffer ring: entries x io_uring_buf {addr u64, len u32, bid u16, resv u16}
+//	                      the tail (u16) overlays resv of entry 0; the kernel moves the head
+//	a receive completion: flags = bid << 16 | F_BUFFER | F_MORE (while armed), res = bytes
+//
 // Open picks one at start-up: ModeAuto probes io_uring (Probe) and falls
 // back to the portable path with the reason; ModeUring fails loudly instead.
 //
@@ -31,6 +41,12 @@
 // belong to the IO from Submit until Wait returns the Op; the kernel reads
 // from (or writes to) that memory in between.
 //
+// A NetRing and its BufRing belong to the goroutine that created them,
+// which is locked to its OS thread until Close: the kernel refuses
+// submissions from any other thread (SINGLE_ISSUER) and runs completion
+// work only when that thread waits (DEFER_TASKRUN). A buffer's bytes are
+// the program's from the completion that names it until Recycle.
+//
 // # Non-obvious invariants
 //
 //   - A linked chain must reach the kernel in one io_uring_enter: if the SQ
@@ -49,6 +65,12 @@
 //     thread with a signal; it is retried, not reported.
 //   - Close waits for every op in flight: after a ring is torn down the
 //     kernel must not touch Go memory that may have been reused.
+//   - A NetRing passes GETEVENTS on every io_uring_enter, waiting or not:
+//     with DEFER_TASKRUN the kernel posts completions only then.
+//   - The buffer ring's tail is a 16-bit field with no 16-bit atomic store
+//     in Go: the aligned 32-bit word holding it (with entry 0's bid) is
+//     read, patched in a copy and stored whole; the kernel never writes
+//     that word.
 //   - The wait timeout (struct io_uring_getevents_arg and its timespec) lives
 //     on the heap: the kernel dereferences a pointer hidden in a uint64 that
 //     Go's stack copying would not update.

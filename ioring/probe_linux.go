@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -77,4 +78,88 @@ func setupFailure(err error) string {
 		return "io_uring_setup: ENOMEM (locked-memory limit too low; raise RLIMIT_MEMLOCK)"
 	}
 	return err.Error()
+}
+
+// ProbeNet checks that the network path of io_uring works here: a ring
+// with SINGLE_ISSUER and DEFER_TASKRUN (Linux 6.1), the opcodes a network
+// loop submits, a provided buffer ring (IORING_REGISTER_PBUF_RING, 5.19),
+// and a real multishot receive (6.0) that lands bytes sent on a socket
+// pair in a provided buffer and stays armed. It returns "" when all of it
+// works, else the reason.
+func ProbeNet() string {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	n, err := NewNetRing(8, 16)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return "io_uring_setup with SINGLE_ISSUER|DEFER_TASKRUN: EINVAL (Linux 6.1 or newer is needed)"
+		}
+		return setupFailure(errors.Unwrap(err))
+	}
+	defer n.Close()
+	names := map[uint8]string{opRecv: "RECV", opSendmsg: "SENDMSG", opPollAdd: "POLL_ADD", opAsyncCancel: "ASYNC_CANCEL", opRead: "READ"}
+	missing, err := n.r.unsupported(opRecv, opSendmsg, opPollAdd, opAsyncCancel, opRead)
+	if err != nil {
+		return err.Error()
+	}
+	if len(missing) > 0 {
+		var ms []string
+		for _, m := range missing {
+			ms = append(ms, names[m])
+		}
+		return "kernel lacks io_uring opcodes " + strings.Join(ms, ", ")
+	}
+	bufs, err := n.RegisterBufRing(0, 2, 64)
+	if err != nil {
+		return err.Error() + " (Linux 5.19 or newer is needed)"
+	}
+	defer bufs.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Sprintf("socketpair: %v", err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if _, err := unix.Write(fds[1], []byte("ping")); err != nil {
+		return fmt.Sprintf("write: %v", err)
+	}
+	if err := n.RecvMultishot(fds[0], 0, 1); err != nil {
+		return err.Error()
+	}
+	if err := n.EnterTimeout(time.Second); err != nil {
+		return err.Error()
+	}
+	var got NetCQE
+	if n.Reap(func(c NetCQE) { got = c }) == 0 {
+		return "multishot receive: no completion within a second"
+	}
+	id, ok := got.Buffer()
+	switch {
+	case got.Res < 0:
+		return fmt.Sprintf("multishot receive: %v (Linux 6.0 or newer is needed)", unix.Errno(-got.Res))
+	case !ok || got.Res != 4 || string(bufs.Bytes(id, 4)) != "ping":
+		return fmt.Sprintf("multishot receive: unexpected completion %+v", got)
+	case !got.More():
+		return "multishot receive ended after one completion (IORING_RECV_MULTISHOT not honoured)"
+	}
+	bufs.Recycle(id)
+	// Cancel the receive and wait for its last completion, so that Close
+	// frees nothing the kernel still uses.
+	if err := n.CancelFD(fds[0], 2); err != nil {
+		return err.Error()
+	}
+	for more, deadline := true, time.Now().Add(time.Second); more; {
+		if time.Now().After(deadline) {
+			return "multishot receive: cancellation did not complete"
+		}
+		if err := n.EnterTimeout(100 * time.Millisecond); err != nil {
+			return err.Error()
+		}
+		n.Reap(func(c NetCQE) {
+			if c.UserData == 1 && !c.More() {
+				more = false
+			}
+		})
+	}
+	return ""
 }

@@ -25,6 +25,11 @@ import (
 type ring struct {
 	fd       int
 	features uint32
+	// enterFd and enterFlags are what io_uring_enter is called with: the
+	// ring's descriptor, or its index among the thread's registered ring
+	// descriptors with enterRegisteredRing (registerRing).
+	enterFd    int
+	enterFlags uint32
 
 	sqMem  []byte // SQ ring mapping (also the CQ ring with featSingleMmap)
 	cqMem  []byte // CQ ring mapping when mapped separately
@@ -66,8 +71,27 @@ func setupRing(entries uint32) (*ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd), features: p.features, waitArg: new(geteventsArg), waitTs: new(unix.Timespec)}
-	if err := r.mapRings(&p); err != nil {
+	return newRing(int(fd), &p)
+}
+
+// setupRingWith creates a ring with exactly the setup flags given (and a
+// CQ of cqEntries when not 0): no fallback, the caller probed for them.
+func setupRingWith(entries, cqEntries, flags uint32) (*ring, error) {
+	p := params{flags: flags | setupClamp}
+	if cqEntries > 0 {
+		p.flags |= setupCQSize
+		p.cqEntries = cqEntries
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("io_uring_setup(flags %#x): %w", p.flags, errno)
+	}
+	return newRing(int(fd), &p)
+}
+
+func newRing(fd int, p *params) (*ring, error) {
+	r := &ring{fd: fd, enterFd: fd, features: p.features, waitArg: new(geteventsArg), waitTs: new(unix.Timespec)}
+	if err := r.mapRings(p); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -126,6 +150,15 @@ func (r *ring) mapRings(p *params) error {
 // for every request in flight.
 func (r *ring) close() error {
 	var errs []error
+	if r.enterFlags&enterRegisteredRing != 0 {
+		// The registration holds the ring's file for the thread's life:
+		// give it back (on the registering thread, like every enter).
+		up := &rsrcUpdate{offset: uint32(r.enterFd)}
+		if err := r.register(unregisterRingFds, unsafe.Pointer(up), 1); err != nil {
+			errs = append(errs, fmt.Errorf("IORING_UNREGISTER_RING_FDS: %w", err))
+		}
+		r.enterFd, r.enterFlags = r.fd, 0
+	}
 	for _, m := range [][]byte{r.sqeMem, r.cqMem, r.sqMem} {
 		if m != nil {
 			if err := unix.Munmap(m); err != nil {
@@ -174,7 +207,7 @@ func (r *ring) publish() {
 // threads with signals, so EINTR is routine, not an error).
 func (r *ring) enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), uintptr(arg), argSize)
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.enterFd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags|r.enterFlags), uintptr(arg), argSize)
 		if errno == unix.EINTR {
 			continue
 		}
@@ -232,6 +265,19 @@ func (r *ring) reap(fn func(userData uint64, res int32)) int {
 	}
 	atomic.StoreUint32(r.cqHead, tail)
 	return int(tail - head)
+}
+
+// registerRing registers the ring's descriptor with the calling thread
+// (IORING_REGISTER_RING_FDS, Linux 5.18), so that io_uring_enter finds
+// the ring by index instead of looking the descriptor up and taking a
+// reference on it at every call. The registration belongs to the thread:
+// only a ring entered from one locked thread may use it. Failure is not
+// an error: enter keeps the descriptor.
+func (r *ring) registerRing() {
+	up := &rsrcUpdate{offset: ^uint32(0), data: uint64(r.fd)}
+	if r.register(registerRingFds, unsafe.Pointer(up), 1) == nil {
+		r.enterFd, r.enterFlags = int(up.offset), enterRegisteredRing
+	}
 }
 
 // register calls io_uring_register.

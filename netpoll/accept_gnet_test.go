@@ -15,7 +15,7 @@ import (
 // alive.
 func TestEngineStopsOnItsOwn(t *testing.T) {
 	h := newTestHandler(t, nil)
-	s := serve(t, false, Config{}, h)
+	s := serve(t, IOGnet, Config{}, h)
 	c := dial(t, s)
 	c.send(echoReq("x"))
 	c.recv()

@@ -43,14 +43,11 @@ func (echoAll) Closed(*Conn) {}
 // them, and then must be served again.
 func TestAcceptAfterDescriptorExhaustion(t *testing.T) {
 	if engine := os.Getenv(fdChildEnv); engine != "" {
-		fdChild(t, engine == "portable")
+		fdChild(t, engine)
 		return
 	}
-	ios(t, func(t *testing.T, portable bool) {
-		name := "gnet"
-		if portable {
-			name = "portable"
-		}
+	ios(t, func(t *testing.T, via string) {
+		name := via
 		cmd := exec.Command(os.Args[0], "-test.run=^TestAcceptAfterDescriptorExhaustion$", "-test.v")
 		cmd.Env = append(os.Environ(), fdChildEnv+"="+name)
 		stdin, err := cmd.StdinPipe()
@@ -152,12 +149,12 @@ func echoOnce(addr string) error {
 
 // fdChild is the child's side: serve with a descriptor limit of 256 until
 // the parent closes stdin.
-func fdChild(t *testing.T, portable bool) {
+func fdChild(t *testing.T, via string) {
 	lim := syscall.Rlimit{Cur: 256, Max: 256}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatalf("setrlimit: %v", err)
 	}
-	s, err := Listen(Config{Addr: "127.0.0.1:0", Portable: portable, Loops: 1, Logger: testLogger}, echoAll{})
+	s, err := Listen(Config{Addr: "127.0.0.1:0", IO: via, Loops: 1, Logger: testLogger}, echoAll{})
 	if err != nil {
 		t.Fatal(err)
 	}

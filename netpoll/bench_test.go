@@ -1,10 +1,13 @@
 package netpoll
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -15,9 +18,10 @@ var benchIOs = []struct {
 	cfg  Config
 	skip bool
 }{
-	{"gnet", Config{}, !gnetSupported},
-	{"gnet-copy-remainder", Config{copyRemainder: true}, !gnetSupported},
-	{"portable", Config{Portable: true}, false},
+	{"gnet", Config{IO: IOGnet}, !gnetSupported},
+	{"gnet-copy-remainder", Config{IO: IOGnet, copyRemainder: true}, !gnetSupported},
+	{"uring", Config{IO: IOUring}, probeUring() != ""},
+	{"portable", Config{IO: IOPortable}, false},
 }
 
 // BenchmarkEcho measures round trips of 100-byte frames, one at a time
@@ -29,9 +33,7 @@ func BenchmarkEcho(b *testing.B) {
 		}
 		for _, depth := range []int{1, 64} {
 			b.Run(fmt.Sprintf("%s/depth=%d", io.name, depth), func(b *testing.B) {
-				h := newTestHandler(b, nil)
-				s := benchServer(b, io.cfg, h)
-				c := dial(b, s)
+				c := benchDial(b, io.cfg)
 				req := frame(echoReq(string(bytes.Repeat([]byte{'x'}, 99))))
 				batch := bytes.Repeat(req, depth)
 				b.ResetTimer()
@@ -111,6 +113,20 @@ func BenchmarkFileRegion(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchDial connects to a server for cfg, or to the one named by
+// NETPOLL_BENCH_ADDR (see bench_unix_test.go).
+func benchDial(b *testing.B, cfg Config) *client {
+	if addr := os.Getenv("NETPOLL_BENCH_ADDR"); addr != "" {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = nc.Close() })
+		return &client{t: b, nc: nc.(*net.TCPConn), br: bufio.NewReaderSize(nc, 256<<10)}
+	}
+	return dial(b, benchServer(b, cfg, newTestHandler(b, nil)))
 }
 
 func readFull(c *client, b []byte) (int, error) {

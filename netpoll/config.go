@@ -33,11 +33,19 @@ type Config struct {
 	// (Server.Addr reports it).
 	Addr string
 	// Portable serves with the standard net package (a reader and a writer
-	// goroutine per connection) instead of gnet event loops. It is forced on
-	// systems gnet does not support here (anything but Linux, FreeBSD and
-	// macOS).
+	// goroutine per connection) instead of gnet event loops, when IO is
+	// empty (IO, when set, wins). It is forced on systems gnet does not
+	// support here (anything but Linux, FreeBSD and macOS).
 	Portable bool
-	// Loops is the number of gnet event loops; 0 means GOMAXPROCS.
+	// IO chooses the implementation: IOGnet (epoll event loops), IOUring
+	// (io_uring event loops, Linux 6.1 or newer) or IOPortable (the
+	// standard net package). "" means IOPortable when Portable is set, else
+	// IOGnet. IOUring is probed at Listen: a kernel without what it needs
+	// falls back to gnet, with the reason logged. TLS always serves on the
+	// portable path.
+	IO string
+	// Loops is the number of event loops (gnet or uring); 0 means
+	// GOMAXPROCS.
 	Loops int
 	// Splitter cuts request frames out of each connection's stream and
 	// says what goes before each response; nil means LengthPrefixed,
@@ -136,6 +144,31 @@ type Config struct {
 	// once is copied into gnet's outbound buffer instead of waiting for the
 	// socket to drain. See doc.go, "sendfile on gnet".
 	copyRemainder bool
+	// uring holds the uring path's test knobs; nil in production.
+	uring *uringKnobs
+}
+
+// Values of Config.IO.
+const (
+	IOGnet     = "gnet"
+	IOUring    = "uring"
+	IOPortable = "portable"
+)
+
+// uringKnobs change the uring path for tests.
+type uringKnobs struct {
+	// probe replaces ioring.ProbeNet: a test simulates a kernel without
+	// the features by returning a reason.
+	probe func() string
+	// bufBytes and bufCount size each loop's provided buffers (0: the
+	// defaults); tiny buffers cut every frame across many of them.
+	bufBytes, bufCount int
+	// poison overwrites a provided buffer as it goes back to the ring, so
+	// that a frame still aliasing it, or bytes not yet framed, show it.
+	poison bool
+	// recycleEarly hands a buffer back to the ring before its bytes are
+	// framed: the bug the poison must expose.
+	recycleEarly bool
 }
 
 // withDefaults returns cfg with zero limits replaced by defaults, or an
@@ -147,6 +180,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Loops < 0 || cfg.MaxFrameBytes < 0 || cfg.MaxInFlight < 0 || cfg.MaxQueuedBytes < 0 || cfg.MaxConns < 0 ||
 		cfg.MaxConnsPerIP < 0 || cfg.InitialMaxFrameBytes < 0 || cfg.HandshakeTimeout < 0 {
 		return cfg, fmt.Errorf("%w: negative limit in %+v", ErrConfig, cfg)
+	}
+	switch cfg.IO {
+	case "":
+		cfg.IO = IOGnet
+		if cfg.Portable {
+			cfg.IO = IOPortable
+		}
+	case IOGnet, IOUring, IOPortable:
+	default:
+		return cfg, fmt.Errorf("%w: IO %q (want %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOPortable)
 	}
 	if cfg.Splitter == nil {
 		cfg.Splitter = LengthPrefixed{}

@@ -40,25 +40,42 @@
 //	response on the wire:  [prefix][bytes part][file region ...][bytes part] ...
 //	                        ^ netpoll  ^ writev     ^ sendfile     ^ writev
 //
-// # Two implementations, one API
+// # Three implementations, one API
 //
 //   - gnet (Linux, FreeBSD, macOS): github.com/panjf2000/gnet/v2 event loops,
 //     multicore, each loop on a locked OS thread owning its connections. A
 //     connection's reading, Serve calls, writing and sendfile all happen on
 //     its loop; other goroutines reach it through gnet's Wake and Close,
 //     which queue a task on that loop.
+//   - uring (Linux 6.1+, Config.IO = IOUring): Config.Loops goroutines, each
+//     locked to its OS thread with an io_uring of its own (ioring.NetRing,
+//     SINGLE_ISSUER and DEFER_TASKRUN) owning its connections, as gnet's
+//     loops do. A connection has a multishot receive in the ring, into the
+//     loop's provided buffers (a ring of 256 x 16 KiB registered with
+//     IORING_REGISTER_PBUF_RING); its bytes go to the framer (bufFeed) and
+//     the buffer back to the kernel before the completion's handling ends.
+//     Responses go by one sendmsg in the ring at a time per connection
+//     (every ready response the cursor gathers), regions by sendfile on the
+//     loop with a POLLOUT in the ring when the socket is full. Other
+//     goroutines reach a connection through its loop's inbox; a loop that
+//     sleeps is woken by an eventfd it always has a read of in its ring. A
+//     turn of the loop is one io_uring_enter: the turn's sends and re-armed
+//     receives submitted and the next completions waited for in one call.
+//     ioring.ProbeNet runs at Listen; a kernel without what it needs serves
+//     on gnet, with the reason in a warning.
 //   - portable (every OS, and Config.Portable): the standard net package, a
 //     reader goroutine and a writer goroutine per connection. Regions go by
 //     sendfile on Linux (through the socket's RawConn, so waiting for room
 //     parks the goroutine on Go's poller), by pread and write elsewhere.
 //
-// Listen picks one from Config; Server.IO reports which. A server with
-// Config.TLS serves on the portable path whatever Config.Portable says (gnet
-// cannot terminate TLS), and says so in its "listening" log line.
+// Listen picks one from Config (IO, or Portable when IO is empty);
+// Server.IO reports which. A server with Config.TLS serves on the portable
+// path whatever Config.IO says (the event loops cannot terminate TLS), and
+// says so in its "listening" log line.
 //
 // # Accepting
 //
-// Both implementations accept from one Go net.Listener, on one goroutine
+// Every implementation accepts from one Go net.Listener, on one goroutine
 // that checks MaxConns and MaxConnsPerIP (overrides by address) before
 // anything else sees the connection, and waits out accept errors with a
 // growing delay (5 ms to 1 s) instead of giving up: at EMFILE the kernel
@@ -75,7 +92,10 @@
 // duplicates the descriptor into a gnet connection on the next loop (round
 // robin) and runs OnOpen there. Register refuses an engine without a
 // listener, so gnet is given a Unix socket in a private temporary
-// directory, unlinked in OnBoot: nothing can ever connect to it.
+// directory, unlinked in OnBoot: nothing can ever connect to it. The uring
+// path takes connections the same way: the descriptor is duplicated on the
+// accept goroutine, the net.Conn closed, and the duplicate queued on the
+// next loop, which adopts it (Opened) at its next turn.
 //
 // # TLS
 //
@@ -134,10 +154,10 @@
 //     once; later calls wait for the first. Done is closed after Close, or
 //     when gnet's engine stopped on its own (Err then says why): a broker
 //     should exit then rather than look alive.
-//   - Handler.Serve: on the connection's event loop (gnet) or reader
-//     goroutine (portable), once per frame, in arrival order, never
-//     concurrently for one connection. It must not block: on gnet it holds
-//     up every connection of its loop.
+//   - Handler.Serve: on the connection's event loop (gnet, uring) or
+//     reader goroutine (portable), once per frame, in arrival order, never
+//     concurrently for one connection. It must not block: on an event loop
+//     it holds up every connection of the loop.
 //   - Splitter.Split: on the same goroutine as Serve, before the frame is
 //     served, and for every connection of the server at once, so one
 //     Splitter value must be safe for concurrent use (the ready-made ones
@@ -171,7 +191,11 @@
 // requests are unanswered or more than MaxQueuedBytes of responses wait to
 // be written; it resumes when answers arrive and the client reads. The
 // portable path then simply does not read (it checks before a frame's
-// first byte), and TCP holds the client back. gnet cannot stop reading a
+// first byte), and TCP holds the client back; so does the uring path,
+// which cancels the connection's receive when bytes arrive while it is
+// paused (they wait in the connection's pending buffer, at most what was
+// in flight at the cancellation) and arms it again once the pause ends.
+// gnet cannot stop reading a
 // socket (its poller is not exposed), so a paused gnet connection's
 // requests wait unparsed in gnet's inbound buffer, and a client that sends
 // more than max(MaxQueuedBytes, 1 MiB) without reading its responses is
@@ -300,6 +324,30 @@
 //     empty, since gnet drains it without a word: the next room in the
 //     socket brings the loop back to publish what is left, and a buffer
 //     that shrank is write progress.
+//   - uring: a provided buffer goes back to the ring as soon as the
+//     framer has taken its bytes, within the handling of its completion:
+//     frames are copied out (the handler owns a frame for as long as it
+//     likes, and a pinned buffer would starve the loop's other
+//     connections), and bytes a paused connection cannot take yet are
+//     copied into its pending buffer. Tests poison every recycled buffer,
+//     and the same test recycling early must fail.
+//   - uring: a connection is freed (descriptor closed, Closed called)
+//     only once every request it had in the ring has completed: Close
+//     cancels them (ASYNC_CANCEL by descriptor) and counts their
+//     completions down, since the kernel may be reading a response's
+//     memory or writing a buffer until then. The sendmsg header and its
+//     iovecs live in the connection, not on a stack.
+//   - uring: the ring is SINGLE_ISSUER, so it is created and entered only
+//     by its loop's goroutine, locked to its thread for the ring's whole
+//     life; probes lock their thread too.
+//   - uring: a loop sets "sleeping" before it looks at its inbox a last
+//     time and waits; whoever queues work writes the eventfd only if it
+//     takes "sleeping" from true to false, so a burst of wake-ups costs one
+//     write and a busy loop none.
+//   - uring: a multishot receive that ends (no IORING_CQE_F_MORE: ENOBUFS
+//     when the loop's buffers ran out, a cancellation, an error) is armed
+//     again by the connection's next turn, unless the connection is
+//     paused or closing; ENOBUFS is counted in Stats.UringNoBuffers.
 //   - RESP refuses a count or length with a leading zero ("$03"), as
 //     Redis does: a command then has one encoding, and RESP.Args's
 //     arguments re-encode to the very frame (its fuzz target checks it).

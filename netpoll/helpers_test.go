@@ -174,37 +174,44 @@ func (h *testHandler) checkDone(t testing.TB) {
 	}
 }
 
-// ios runs fn once per implementation.
-func ios(t *testing.T, fn func(t *testing.T, portable bool)) {
-	for _, portable := range []bool{false, true} {
-		name := "gnet"
-		if portable {
-			name = "portable"
-		}
-		t.Run(name, func(t *testing.T) {
-			if !portable && !gnetSupported {
-				t.Skip("gnet is not supported here")
-			}
-			fn(t, portable)
+// ios runs fn once per implementation: gnet, uring and portable.
+func ios(t *testing.T, fn func(t *testing.T, via string)) {
+	for _, via := range []string{IOGnet, IOUring, IOPortable} {
+		t.Run(via, func(t *testing.T) {
+			skipUnless(t, via)
+			fn(t, via)
 		})
+	}
+}
+
+// skipUnless skips the test where via cannot serve.
+func skipUnless(t testing.TB, via string) {
+	t.Helper()
+	switch {
+	case via == IOGnet && !gnetSupported:
+		t.Skip("gnet is not supported here")
+	case via == IOUring:
+		if why := probeUring(); why != "" {
+			t.Skipf("io_uring network path unavailable: %s", why)
+		}
 	}
 }
 
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-// serve starts a server on 127.0.0.1 with cfg (Addr, Portable and Logger
+// serve starts a server on 127.0.0.1 with cfg (Addr, IO and Logger
 // filled in) and closes it, then audits OnDone, when the test ends.
-func serve(t *testing.T, portable bool, cfg Config, h *testHandler) *Server {
+func serve(t *testing.T, via string, cfg Config, h *testHandler) *Server {
 	t.Helper()
-	return serveHandler(t, portable, cfg, h, func() { h.checkDone(t) })
+	return serveHandler(t, via, cfg, h, func() { h.checkDone(t) })
 }
 
 // serveHandler is serve for any handler; after, if set, runs once the
 // server is closed.
-func serveHandler(t *testing.T, portable bool, cfg Config, h Handler, after func()) *Server {
+func serveHandler(t *testing.T, via string, cfg Config, h Handler, after func()) *Server {
 	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
-	cfg.Portable = portable
+	cfg.IO = via
 	if cfg.Loops == 0 {
 		cfg.Loops = 2
 	}
@@ -214,6 +221,9 @@ func serveHandler(t *testing.T, portable bool, cfg Config, h Handler, after func
 	s, err := Listen(cfg, h)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.TLS == nil && s.IO() != via {
+		t.Fatalf("serving on %s, want %s", s.IO(), via)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -46,13 +46,13 @@ func serverSocketTimer(t *testing.T, s *Server, c *client) (kind int, due time.D
 // (the kernel's keepalive timer is armed on the server's end), and none
 // when it is negative.
 func TestKeepAlive(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		for _, tc := range []struct {
 			keepAlive time.Duration
 			want      int
 		}{{7 * time.Second, 2}, {0, 2}, {-1, 0}} {
 			h := newTestHandler(t, nil)
-			s := serve(t, portable, Config{KeepAlive: tc.keepAlive}, h)
+			s := serve(t, via, Config{KeepAlive: tc.keepAlive}, h)
 			c := dial(t, s)
 			c.send(echoReq("x"))
 			c.recv()

@@ -19,9 +19,9 @@ func limitReq(n uint32) []byte { return binary.BigEndian.AppendUint32([]byte{cmd
 // it unserved. Once the handler lifts the bound with SetMaxFrameBytes, the
 // same frame is served; the bound never exceeds MaxFrameBytes.
 func TestSetMaxFrameBytes(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxFrameBytes: 64 << 10, InitialMaxFrameBytes: 1 << 10}, h)
+		s := serve(t, via, Config{MaxFrameBytes: 64 << 10, InitialMaxFrameBytes: 1 << 10}, h)
 		big := echoReq(strings.Repeat("x", 2000))
 
 		before := dial(t, s)
@@ -63,9 +63,9 @@ func TestSetMaxFrameBytes(t *testing.T) {
 // addresses of its own in 127/8, so that other processes' connections to
 // 127.0.0.1 cannot take the places it counts on.
 func TestMaxConnsPerIP(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxConnsPerIP: 2,
+		s := serve(t, via, Config{MaxConnsPerIP: 2,
 			MaxConnsPerIPOverrides: map[string]int{"127.0.0.6": 1, "127.0.0.7": 0, "127.0.0.8": 3}}, h)
 		from := func(ip string) *client {
 			t.Helper()
@@ -115,10 +115,10 @@ func holdReq(n int) []byte { return append([]byte{cmdHold}, make([]byte, n-1)...
 // bring the bytes under the budget wake the paused connections, whichever
 // connection they answered.
 func TestMaxQueuedRequestBytes(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
 		const budget = 1000
-		s := serve(t, portable, Config{MaxQueuedRequestBytes: budget}, h)
+		s := serve(t, via, Config{MaxQueuedRequestBytes: budget}, h)
 		held := func(n int) []held {
 			t.Helper()
 			var hs []held

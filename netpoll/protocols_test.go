@@ -115,10 +115,10 @@ func (c *lineClient) expect(want ...string) {
 // than the pooled-buffer threshold), a file region without a size prefix,
 // and a line above MaxFrameBytes, which closes its connection only.
 func TestLineProtocol(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		f, data := testFile(t, 1<<20)
 		h := &lineHandler{file: f}
-		s := serveHandler(t, portable, Config{Splitter: Lines{}, MaxFrameBytes: 512 << 10}, h, h.wg.Wait)
+		s := serveHandler(t, via, Config{Splitter: Lines{}, MaxFrameBytes: 512 << 10}, h, h.wg.Wait)
 		c := dialLines(t, s)
 
 		c.write("ECHO a\r\nECHO b\nNOTHING\nLATER 30 slow\r\nNOTHING\r\nECHO after\n\n")
@@ -186,8 +186,8 @@ func (respHandler) Closed(*Conn) {}
 // TestRESPProtocol: redis-cli's commands, pipelined and in pieces, and
 // inline commands reach the handler whole, over each path.
 func TestRESPProtocol(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
-		s := serveHandler(t, portable, Config{Splitter: RESP{}}, respHandler{}, nil)
+	ios(t, func(t *testing.T, via string) {
+		s := serveHandler(t, via, Config{Splitter: RESP{}}, respHandler{}, nil)
 		c := dialLines(t, s)
 		cmds := []string{
 			command("SET", "k", "v"),

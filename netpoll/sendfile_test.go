@@ -32,7 +32,7 @@ func TestSendfileShare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, data := testFile(t, 16<<20)
 			h := newTestHandler(t, f)
-			s := serve(t, false, Config{copyRemainder: tc.copyRemainder}, h)
+			s := serve(t, IOGnet, Config{copyRemainder: tc.copyRemainder}, h)
 			c := dial(t, s)
 			const size = 4 << 20
 			regions := 24

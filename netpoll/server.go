@@ -114,19 +114,8 @@ func Listen(cfg Config, h Handler) (*Server, error) {
 		return nil, err
 	}
 	s.addr = s.acc.ln.Addr()
-	detail := "configured"
-	switch {
-	case cfg.TLS != nil:
-		detail = "TLS: gnet's event loops cannot terminate TLS"
-	case !gnetSupported:
-		detail = "gnet not supported on this system"
-	}
-	if cfg.Portable || !gnetSupported || cfg.TLS != nil {
-		s.eng = newPortable(s)
-	} else {
-		s.eng, err = startGnet(s)
-		detail = fmt.Sprintf("%d event loops", cfg.Loops)
-	}
+	var detail string
+	s.eng, detail, err = startEngine(s)
 	if err != nil {
 		_ = s.acc.ln.Close()
 		return nil, err
@@ -142,11 +131,45 @@ func Listen(cfg Config, h Handler) (*Server, error) {
 	return s, nil
 }
 
+// startEngine starts the implementation cfg.IO asks for, or the one it
+// falls back to, and says why in detail.
+func startEngine(s *Server) (engine, string, error) {
+	cfg := &s.cfg
+	io := cfg.IO
+	switch {
+	case cfg.TLS != nil:
+		return newPortable(s), "TLS: event loops cannot terminate TLS", nil
+	case io == IOPortable:
+		return newPortable(s), "configured", nil
+	case io == IOUring:
+		probe := probeUring
+		if cfg.uring != nil && cfg.uring.probe != nil {
+			probe = cfg.uring.probe
+		}
+		why := probe()
+		if why == "" {
+			e, err := startUring(s)
+			if err == nil {
+				return e, fmt.Sprintf("%d io_uring event loops", cfg.Loops), nil
+			}
+			why = err.Error()
+		}
+		s.log.Warn("netpoll: io_uring network path unavailable; falling back to gnet", "addr", cfg.Addr, "reason", why)
+		fallthrough
+	default:
+		if !gnetSupported {
+			return newPortable(s), "gnet not supported on this system", nil
+		}
+		e, err := startGnet(s)
+		return e, fmt.Sprintf("%d event loops", cfg.Loops), err
+	}
+}
+
 // Addr returns the address the server listens on (with the real port when
 // Config.Addr asked for port 0).
 func (s *Server) Addr() net.Addr { return s.addr }
 
-// IO reports the implementation serving: "gnet" or "portable".
+// IO reports the implementation serving: "gnet", "uring" or "portable".
 func (s *Server) IO() string { return s.eng.name() }
 
 // Done returns a channel closed when the server has stopped serving: once

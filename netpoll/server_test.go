@@ -17,9 +17,9 @@ import (
 )
 
 func TestEcho(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		for i := range 10 {
 			msg := fmt.Sprintf("hello %d", i)
@@ -40,9 +40,9 @@ func TestEcho(t *testing.T) {
 
 // A frame arriving one byte per TCP segment is reassembled.
 func TestFrameAcrossPartialReads(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		wire := append(frame(echoReq("byte by byte")), frame(echoReq("then whole"))...)
 		for i, b := range wire[:len(wire)-15] {
@@ -68,9 +68,9 @@ func TestFrameAcrossPartialReads(t *testing.T) {
 // Many requests in flight, answered out of order from other goroutines,
 // with NoReply among them: responses come back in request order.
 func TestPipelinedOutOfOrder(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxInFlight: 32}, h)
+		s := serve(t, via, Config{MaxInFlight: 32}, h)
 		c := dial(t, s)
 		const n = 300
 		rng := rand.New(rand.NewPCG(7, 7))
@@ -110,9 +110,9 @@ func TestPipelinedOutOfOrder(t *testing.T) {
 }
 
 func TestNoReplyInTheMiddle(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		c.send(delayReq(30, "first"))
 		c.send([]byte{cmdNone})
@@ -130,10 +130,10 @@ func TestNoReplyInTheMiddle(t *testing.T) {
 // File regions arrive byte-exact, alone or mixed with bytes, and go by
 // sendfile when the client reads promptly.
 func TestFileRegions(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		f, data := testFile(t, 8<<20)
 		h := newTestHandler(t, f)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		rng := rand.New(rand.NewPCG(3, 4))
 		var regionBytes int64
@@ -163,7 +163,7 @@ func TestFileRegions(t *testing.T) {
 			return st.SendfileBytes+st.CopiedBytes == regionBytes
 		})
 		st := s.Stats()
-		if sendfileExpected(portable) {
+		if sendfileExpected(via) {
 			if share := float64(st.SendfileBytes) / float64(regionBytes); share < 0.95 {
 				t.Fatalf("sendfile share %.3f, want >= 0.95", share)
 			}
@@ -172,8 +172,8 @@ func TestFileRegions(t *testing.T) {
 	})
 }
 
-func sendfileExpected(portable bool) bool {
-	return runtime.GOOS == "linux" || (!portable && gnetSupported)
+func sendfileExpected(via string) bool {
+	return runtime.GOOS == "linux" || (via != IOPortable && gnetSupported)
 }
 
 func commonPrefix(a, b []byte) int {
@@ -187,10 +187,10 @@ func commonPrefix(a, b []byte) int {
 // A region whose file is shorter than promised cannot be completed: the
 // connection closes instead of sending a wrong frame.
 func TestShortRegionClosesConnection(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		f, data := testFile(t, 1<<20)
 		h := newTestHandler(t, f)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		c.send(fileReq(cmdFile, int64(len(data))-1000, 5000))
 		c.expectClosed(5 * time.Second)
@@ -203,12 +203,12 @@ func TestShortRegionClosesConnection(t *testing.T) {
 // MaxQueuedBytes are queued; memory stays bounded, other clients are
 // served, and once the client reads again everything arrives.
 func TestSlowReaderIsBounded(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		f, data := testFile(t, 4<<20)
 		h := newTestHandler(t, f)
 		const queuedMax = 2 << 20
 		const region = 1 << 20
-		s := serve(t, portable, Config{MaxQueuedBytes: queuedMax}, h)
+		s := serve(t, via, Config{MaxQueuedBytes: queuedMax}, h)
 		slow := dial(t, s)
 		if err := slow.nc.SetReadBuffer(64 << 10); err != nil {
 			t.Fatal(err)
@@ -258,9 +258,9 @@ func TestSlowReaderIsBounded(t *testing.T) {
 // A length prefix of 2^31-1 or a negative one closes the connection
 // without allocating anything like it.
 func TestBadLengthClosesWithoutAllocating(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxFrameBytes: 1 << 20}, h)
+		s := serve(t, via, Config{MaxFrameBytes: 1 << 20}, h)
 		for _, length := range []uint32{1<<31 - 1, 1<<20 + 1, 0xffffffff, 1 << 31} {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
@@ -284,9 +284,9 @@ func TestBadLengthClosesWithoutAllocating(t *testing.T) {
 // a large frame and sends a little costs what arrived, not what was
 // announced.
 func TestTruncatedFrame(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		c := dial(t, s)
@@ -308,9 +308,9 @@ func TestTruncatedFrame(t *testing.T) {
 }
 
 func TestMaxConns(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxConns: 2}, h)
+		s := serve(t, via, Config{MaxConns: 2}, h)
 		a, b := dial(t, s), dial(t, s)
 		for _, c := range []*client{a, b} {
 			c.send(echoReq("x"))
@@ -333,9 +333,9 @@ func TestMaxConns(t *testing.T) {
 
 // MaxInFlight stops reading a connection until answers release the window.
 func TestMaxInFlight(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxInFlight: 4}, h)
+		s := serve(t, via, Config{MaxInFlight: 4}, h)
 		c := dial(t, s)
 		var wire []byte
 		for range 10 {
@@ -368,9 +368,9 @@ func TestMaxInFlight(t *testing.T) {
 
 // The handler may close its connection.
 func TestHandlerCloses(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		c.send([]byte{cmdClose})
 		c.expectClosed(5 * time.Second)
@@ -380,9 +380,9 @@ func TestHandlerCloses(t *testing.T) {
 
 // Close waits for requests in flight to be answered and written.
 func TestGracefulClose(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		c.send(delayReq(150, "answered before close"))
 		testkit.WaitFor(t, 5*time.Second, "serve", func() bool { return h.served.Load() == 1 })
@@ -417,10 +417,10 @@ func TestGracefulClose(t *testing.T) {
 // response made is still released exactly once (checked by serve's
 // cleanup): sent, dropped with the connection, dropped with the server.
 func TestCloseTimeoutReleasesEverything(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		f, _ := testFile(t, 4<<20)
 		h := newTestHandler(t, f)
-		s := serve(t, portable, Config{MaxQueuedBytes: 1 << 20}, h)
+		s := serve(t, via, Config{MaxQueuedBytes: 1 << 20}, h)
 
 		// Sent.
 		ok := dial(t, s)
@@ -465,11 +465,12 @@ func TestCloseTimeoutReleasesEverything(t *testing.T) {
 
 // gnet cannot stop reading a socket: a paused connection whose client keeps
 // sending is closed once it has buffered pausedInboundMax. The portable path
-// simply does not read, and TCP holds the client back.
+// simply does not read, and the uring path cancels its receive: TCP holds
+// the client back.
 func TestPausedClientKeepsSending(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxInFlight: 1, MaxQueuedBytes: 1 << 20}, h)
+		s := serve(t, via, Config{MaxInFlight: 1, MaxQueuedBytes: 1 << 20}, h)
 		c := dial(t, s)
 		c.send([]byte{cmdHold})
 		hd := <-h.held
@@ -486,13 +487,13 @@ func TestPausedClientKeepsSending(t *testing.T) {
 			}
 			errc <- nil
 		}()
-		if !portable {
+		if via == IOGnet {
 			c.expectClosed(5 * time.Second)
 			return
 		}
 		err := <-errc
 		if ne, ok := err.(interface{ Timeout() bool }); !ok || !ne.Timeout() {
-			t.Fatalf("flooding a paused portable connection: %v, want a write timeout", err)
+			t.Fatalf("flooding a paused %s connection: %v, want a write timeout", via, err)
 		}
 		if n := h.served.Load(); n != 1 {
 			t.Fatalf("%d served while paused", n)
@@ -503,10 +504,10 @@ func TestPausedClientKeepsSending(t *testing.T) {
 }
 
 func TestListenError(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
-		_, err := Listen(Config{Addr: s.Addr().String(), Portable: portable, Logger: testLogger}, h)
+		s := serve(t, via, Config{}, h)
+		_, err := Listen(Config{Addr: s.Addr().String(), IO: via, Logger: testLogger}, h)
 		if err == nil {
 			t.Fatal("listening twice on one address succeeded")
 		}
@@ -519,9 +520,9 @@ func TestListenError(t *testing.T) {
 // A second answer for one request is a handler bug: it is ignored (and its
 // response released), and the connection goes on.
 func TestStrayAnswerIgnored(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{Logger: slog.New(slog.DiscardHandler)}, h)
+		s := serve(t, via, Config{Logger: slog.New(slog.DiscardHandler)}, h)
 		c := dial(t, s)
 		c.send([]byte{cmdHold})
 		hd := <-h.held
@@ -540,9 +541,9 @@ func TestStrayAnswerIgnored(t *testing.T) {
 // Regression: gnet did not set SO_REUSEADDR, so a server restarted on its
 // port failed to bind while the connections it closed sat in TIME_WAIT.
 func TestRestartOnSamePort(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		c.send(echoReq("x"))
 		c.recv()
@@ -550,7 +551,7 @@ func TestRestartOnSamePort(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.expectClosed(5 * time.Second)
-		again, err := Listen(Config{Addr: s.Addr().String(), Portable: portable, Loops: 1, Logger: testLogger}, h)
+		again, err := Listen(Config{Addr: s.Addr().String(), IO: via, Loops: 1, Logger: testLogger}, h)
 		if err != nil {
 			t.Fatalf("restart on %s: %v", s.Addr(), err)
 		}
@@ -571,10 +572,10 @@ type syncBuffer = testkit.Buffer
 // operator can tell it from a client that went away; a client that simply
 // disconnects is not.
 func TestLimitCloseIsLogged(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		var logs syncBuffer
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxFrameBytes: 1 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, h)
+		s := serve(t, via, Config{MaxFrameBytes: 1 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, h)
 		quiet := dial(t, s)
 		quiet.nc.Close()
 		c := dial(t, s)
@@ -594,9 +595,9 @@ func TestLimitCloseIsLogged(t *testing.T) {
 // unmixed with its neighbours, whichever pooled buffer, and whichever of
 // gnet's reads or the direct socket reads, carried its bytes.
 func TestLargeFramesRecycled(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{MaxFrameBytes: 8 << 20}, h)
+		s := serve(t, via, Config{MaxFrameBytes: 8 << 20}, h)
 		c := dial(t, s)
 		rng := rand.New(rand.NewPCG(1, 2))
 		var want [][]byte
@@ -637,9 +638,9 @@ func TestLargeFramesRecycled(t *testing.T) {
 // request in hand (a long poll) stops waiting; it is open while the
 // connection lives.
 func TestDoneWhenClientGoes(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
-		s := serve(t, portable, Config{}, h)
+		s := serve(t, via, Config{}, h)
 		c := dial(t, s)
 		c.send([]byte{cmdHold})
 		hd := <-h.held
@@ -670,9 +671,9 @@ func (h *openingHandler) Opened(c *Conn) { h.opened <- c }
 // TestOpenedBeforeAnyFrame: a handler that implements Opener learns of a
 // connection that sends nothing, once, before its first Serve.
 func TestOpenedBeforeAnyFrame(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := &openingHandler{testHandler: newTestHandler(t, nil), opened: make(chan *Conn, 4)}
-		s := serveHandler(t, portable, Config{}, h, nil)
+		s := serveHandler(t, via, Config{}, h, nil)
 		c := dial(t, s)
 		var oc *Conn
 		select {

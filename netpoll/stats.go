@@ -28,6 +28,12 @@ type Stats struct {
 	IdleClosed        int64 // connections closed by IdleTimeout
 	WriteTimeouts     int64 // connections closed by WriteTimeout
 	HandshakeFailures int64 // TLS handshakes that failed or timed out (the connection was closed)
+
+	// UringNoBuffers counts multishot receives of the uring path that
+	// ended because their loop's provided buffers were all in use
+	// (ENOBUFS); each is re-armed once buffers are back. Many mean the
+	// buffer ring is too small for the load.
+	UringNoBuffers int64
 }
 
 // counters are the atomics behind Stats, updated from every goroutine of the
@@ -39,6 +45,7 @@ type counters struct {
 	queuedBytes, inFlight, pauses     atomic.Int64
 	idleClosed, writeTimeouts         atomic.Int64
 	handshakeFailures                 atomic.Int64
+	uringNoBufs                       atomic.Int64
 }
 
 func (c *counters) snapshot(s *Server) Stats {
@@ -58,5 +65,6 @@ func (c *counters) snapshot(s *Server) Stats {
 		QueuedBytes:        c.queuedBytes.Load(),
 		InFlight:           c.inFlight.Load(),
 		Pauses:             c.pauses.Load(),
+		UringNoBuffers:     c.uringNoBufs.Load(),
 	}
 }

@@ -13,10 +13,10 @@ import (
 // long the handler takes, and is closed once it has gone idle after its
 // answer.
 func TestIdleTimeout(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		h := newTestHandler(t, nil)
 		const idle = 200 * time.Millisecond
-		s := serve(t, portable, Config{IdleTimeout: idle}, h)
+		s := serve(t, via, Config{IdleTimeout: idle}, h)
 
 		quiet := dial(t, s)
 		quiet.send(echoReq("once"))
@@ -58,7 +58,7 @@ func TestIdleTimeout(t *testing.T) {
 // copyRemainder, what sendfile could not send of a region is copied there
 // whole.
 func TestWriteTimeout(t *testing.T) {
-	ios(t, func(t *testing.T, portable bool) {
+	ios(t, func(t *testing.T, via string) {
 		for _, tc := range []struct {
 			name          string
 			req           []byte
@@ -69,13 +69,13 @@ func TestWriteTimeout(t *testing.T) {
 			{"bytes", echoReq(strings.Repeat("b", 2<<20)), 6, false},
 			{"in gnet's buffer", fileReq(cmdFile, 0, 12<<20), 1, true},
 		} {
-			if portable && tc.copyRemainder {
+			if via != IOGnet && tc.copyRemainder {
 				continue // a gnet scheme
 			}
 			t.Log(tc.name)
 			f, _ := testFile(t, 12<<20)
 			h := newTestHandler(t, f)
-			s := serve(t, portable, Config{WriteTimeout: 300 * time.Millisecond, IdleTimeout: -1, copyRemainder: tc.copyRemainder}, h)
+			s := serve(t, via, Config{WriteTimeout: 300 * time.Millisecond, IdleTimeout: -1, copyRemainder: tc.copyRemainder}, h)
 
 			reader := dial(t, s)
 			stuck := dial(t, s)

@@ -150,7 +150,7 @@ func TestTLS(t *testing.T) {
 	pki := newPKI(t)
 	f, data := testFile(t, 4<<20)
 	h := newTestHandler(t, f)
-	s := serve(t, false, Config{TLS: pki.serverTLS()}, h)
+	s := serve(t, IOGnet, Config{TLS: pki.serverTLS()}, h)
 	if s.IO() != "portable" {
 		t.Fatalf("a TLS server serves on %q", s.IO())
 	}
@@ -186,7 +186,7 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A plaintext connection to a plaintext server has no TLS state.
-	plain := serve(t, false, Config{}, h)
+	plain := serve(t, IOGnet, Config{}, h)
 	pc := dial(t, plain)
 	pc.send([]byte{cmdWho})
 	if got := string(pc.recv()); got != "-" {
@@ -200,7 +200,7 @@ func TestTLS(t *testing.T) {
 func TestTLSBadClientCertificate(t *testing.T) {
 	pki := newPKI(t)
 	h := newTestHandler(t, nil)
-	s := serve(t, false, Config{TLS: pki.serverTLS()}, h)
+	s := serve(t, IOGnet, Config{TLS: pki.serverTLS()}, h)
 	for _, cert := range []tls.Certificate{pki.rogue, {}} {
 		c, err := dialTLS(t, s, pki, cert)
 		if err == nil {
@@ -232,7 +232,7 @@ func TestTLSBadClientCertificate(t *testing.T) {
 func TestTLSHandshakeTimeout(t *testing.T) {
 	pki := newPKI(t)
 	h := newTestHandler(t, nil)
-	s := serve(t, false, Config{TLS: pki.serverTLS(), HandshakeTimeout: 300 * time.Millisecond, IdleTimeout: -1}, h)
+	s := serve(t, IOGnet, Config{TLS: pki.serverTLS(), HandshakeTimeout: 300 * time.Millisecond, IdleTimeout: -1}, h)
 	silent := dial(t, s)
 	good, err := dialTLS(t, s, pki, pki.client)
 	if err != nil {

@@ -2,7 +2,7 @@
 // on 127.0.0.1:9092 with its data under ./data unless told otherwise.
 //
 //	ringlog [-listen ADDR] [-advertise ADDR] [-data-dir DIR] [-shards N]
-//	        [-io auto|uring|portable] [-flush always|interval|never]
+//	        [-io auto|uring|portable] [-net gnet|uring|portable] [-flush always|interval|never]
 //	        [-admin ADDR] [-config server.properties] [-node-id N]
 //	ringlog admin GROUP VERB [flags]    (topics, groups, cluster, partitions: docs/admin.md)
 //	ringlog bench [flags]               (the benchmark suite)
@@ -56,6 +56,7 @@ func run(args []string) error {
 	dataDir := fs.String("data-dir", s.DataDir, "directory holding the partition logs")
 	shards := fs.Int("shards", 0, "shards (goroutines owning partitions); 0 = GOMAXPROCS")
 	ioMode := fs.String("io", string(s.IO), "I/O path: auto (probe io_uring), uring (fail without it) or portable")
+	network := fs.String("net", "", "network path: gnet (epoll loops), uring (io_uring loops; gnet if the kernel lacks what they need) or portable; empty: portable with -io=portable, else gnet")
 	flush := fs.String("flush", "never", "default flush policy: always (fsync each append round), interval, never (Kafka's default)")
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty; loopback only unless -admin-public")
 	adminPublic := fs.Bool("admin-public", false, "let -admin listen on an address other than loopback: pprof and metrics are unauthenticated")
@@ -96,6 +97,8 @@ func run(args []string) error {
 			s.Shards = *shards
 		case "io":
 			s.IO, err = ioring.ParseMode(*ioMode)
+		case "net":
+			s.Network = *network
 		case "flush":
 			err = s.applyFlush(*flush)
 		case "admin":

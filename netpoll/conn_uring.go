@@ -1,0 +1,426 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"ringlog/ioring"
+)
+
+// uconn is a connection of the uring path. Fields without a comment
+// saying otherwise belong to the connection's loop.
+//
+// At most one receive (multishot, re-armed when it ends), one send and one
+// poll are in the ring for a connection at a time: one send in flight is
+// what keeps the responses in order, and it carries every ready response
+// the cursor can gather (up to 1024 iovecs, 256 KiB).
+type uconn struct {
+	l      *uloop
+	id     uint32
+	fd     int
+	remote net.Addr
+	ip     netip.Addr
+	c      *Conn
+	in     bufFeed
+	w      cursor
+
+	recvOn     bool // the multishot receive is in the ring
+	recvCancel bool // its cancellation is in the ring
+	starved    bool // its receive ended with ENOBUFS: on the loop's starved list
+	sending    bool // a sendmsg is in the ring
+	polling    bool // a POLLOUT is in the ring: sendfile met a full socket
+	ops        int  // requests of this connection in the ring
+	closing    bool // beginClose ran: cancelled, waiting for ops to finish
+	gone       bool // finish ran
+	dirty      bool // on the loop's dirty list
+	pausedNow  bool // reading stopped on a limit (counted once per pause)
+	reason     error
+
+	// The sendmsg in the ring: its header and iovecs live here, on the
+	// heap, until its completion; chunk is a copied piece of a region
+	// (sendfile refused the file) that the send reads from.
+	msg   unix.Msghdr
+	iov   []unix.Iovec
+	chunk *[]byte
+
+	// scheduled: the connection is on its loop's woken list, or being
+	// served; a burst of replies queues it once. Any goroutine.
+	scheduled atomic.Bool
+	// closeReq: Conn.Close was called. Any goroutine.
+	closeReq atomic.Bool
+	whyMu    sync.Mutex
+	why      error // closeFor's reason
+}
+
+// notify implements transport.
+func (uc *uconn) notify() {
+	if uc.scheduled.CompareAndSwap(false, true) {
+		uc.l.wakeConn(uc)
+	}
+}
+
+// close implements transport.
+func (uc *uconn) close() {
+	uc.closeReq.Store(true)
+	uc.l.wakeConn(uc) // whatever scheduled says: it may have just been cleared
+}
+
+// closeFor implements transport.
+func (uc *uconn) closeFor(err error) {
+	uc.whyMu.Lock()
+	if uc.why == nil {
+		uc.why = err
+	}
+	uc.whyMu.Unlock()
+	uc.close()
+}
+
+func (uc *uconn) ud(kind uint64) uint64 { return userData(uc.id, kind) }
+
+// serve is a turn of the loop for the connection: frames from what is
+// pending, the receive re-armed (or cancelled while paused), ready
+// responses written.
+func (uc *uconn) serve() {
+	if uc.gone || uc.closing {
+		return
+	}
+	if uc.closeReq.Load() {
+		uc.beginClose(nil)
+		return
+	}
+	if err := uc.in.drain(uc.ready, uc.emit); err != nil {
+		uc.fail(err)
+		return
+	}
+	if err := uc.arm(); err != nil {
+		uc.fail(err)
+		return
+	}
+	if err := uc.flush(); err != nil {
+		uc.fail(err)
+	}
+}
+
+// arm keeps the multishot receive in the ring while the connection may
+// read, and cancels it while bytes wait in pending (paused): the socket's
+// buffer and TCP's window then hold the client back, as on the portable
+// path, instead of the loop buffering what it sends.
+func (uc *uconn) arm() error {
+	if uc.in.paused() {
+		if uc.recvOn && !uc.recvCancel {
+			if err := uc.l.ring.Cancel(uc.ud(udRecv), uc.ud(udCancel)); err != nil {
+				return err
+			}
+			uc.recvCancel = true
+			uc.ops++
+		}
+		return nil
+	}
+	if uc.recvOn || uc.starved || uc.l.s.closing.Load() {
+		return nil
+	}
+	if err := uc.l.ring.RecvMultishot(uc.fd, uc.l.bufs.Group(), uc.ud(udRecv)); err != nil {
+		return err
+	}
+	uc.recvOn = true
+	uc.ops++
+	return nil
+}
+
+// ready says, between frames, whether another frame may be served.
+func (uc *uconn) ready() bool {
+	if uc.closeReq.Load() || uc.l.s.closing.Load() {
+		return false
+	}
+	if uc.c.paused(0) {
+		if !uc.pausedNow {
+			uc.pausedNow = true
+			uc.l.s.st.pauses.Add(1)
+		}
+		return false
+	}
+	uc.pausedNow = false
+	return true
+}
+
+// emit serves one frame.
+func (uc *uconn) emit(frame, pooled []byte) bool {
+	seq, ok := uc.c.begin(len(frame))
+	if !ok {
+		return false
+	}
+	if pooled != nil {
+		uc.c.hold(seq, pooled)
+	}
+	uc.l.s.h.Serve(uc.c, seq, frame)
+	return true
+}
+
+// onRecv takes a receive completion: bytes in a provided buffer, the end
+// of the stream, or the end of the multishot receive.
+func (uc *uconn) onRecv(c ioring.NetCQE) {
+	if !c.More() {
+		uc.recvOn, uc.recvCancel = false, false
+		uc.ops--
+	}
+	id, hasBuf := c.Buffer()
+	switch {
+	case c.Res < 0:
+		switch e := unix.Errno(-c.Res); e {
+		case unix.ECANCELED: // paused, or closing
+		case unix.ENOBUFS: // the loop's buffers ran out: armed again in turn (rearmStarved)
+			uc.l.s.st.uringNoBufs.Add(1)
+			if !uc.starved {
+				uc.starved = true
+				uc.l.starved = append(uc.l.starved, uc)
+			}
+		default:
+			uc.fail(os.NewSyscallError("recv", e))
+		}
+		return
+	case c.Res == 0:
+		if hasBuf {
+			uc.l.recycle(id)
+		}
+		if uc.in.fr.midFrame() {
+			uc.fail(ErrFrameTruncated)
+		} else {
+			uc.fail(io.EOF)
+		}
+		return
+	case !hasBuf:
+		uc.fail(fmt.Errorf("netpoll: receive of %d bytes without a provided buffer", c.Res))
+		return
+	}
+	n := int(c.Res)
+	p := uc.l.bufs.Bytes(id, n)
+	if k := uc.l.s.cfg.uring; k != nil && k.recycleEarly {
+		uc.l.recycle(id) // the bug a test must catch: the bytes are not framed yet
+		hasBuf = false
+	}
+	s := uc.l.s
+	s.st.bytesIn.Add(int64(n))
+	uc.c.markRead()
+	var err error
+	if !uc.closing {
+		err = uc.in.push(p, uc.ready, uc.emit)
+	}
+	if hasBuf {
+		uc.l.recycle(id)
+	}
+	if err != nil {
+		uc.fail(err)
+	}
+}
+
+// flush writes ready responses in order: bytes with one sendmsg (whose
+// completion calls flush again), file regions with sendfile straight on
+// the non-blocking socket until it is full, then a POLLOUT in the ring.
+func (uc *uconn) flush() error {
+	for !uc.sending && !uc.polling && !uc.closing {
+		if uc.w.empty() && !uc.c.takeReady(&uc.w) {
+			return nil
+		}
+		if iov, n := uc.w.gather(); n > 0 {
+			return uc.send(iov)
+		}
+		f, pos, n, ok := uc.w.region()
+		if !ok { // empty segments: nothing to write
+			uc.w.advance(0, uc.c.done)
+			continue
+		}
+		k, err := uc.sendRegion(f, pos, n)
+		uc.c.wrote(k)
+		uc.w.advance(k, uc.c.done)
+		switch {
+		case err == errWouldBlock:
+			if err := uc.l.ring.PollAdd(uc.fd, unix.POLLOUT, uc.ud(udPoll)); err != nil {
+				return err
+			}
+			uc.polling = true
+			uc.ops++
+			return nil
+		case err == errSendfileUnsupported:
+			return uc.sendCopy(f, pos, n)
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// send queues one sendmsg of iov.
+func (uc *uconn) send(iov [][]byte) error {
+	uc.iov = uc.iov[:0]
+	for _, b := range iov {
+		v := unix.Iovec{Base: &b[0]}
+		v.SetLen(len(b))
+		uc.iov = append(uc.iov, v)
+	}
+	uc.msg = unix.Msghdr{Iov: &uc.iov[0]}
+	uc.msg.SetIovlen(len(uc.iov))
+	if err := uc.l.ring.Sendmsg(uc.fd, &uc.msg, unix.MSG_NOSIGNAL, uc.ud(udSend)); err != nil {
+		return err
+	}
+	uc.sending = true
+	uc.ops++
+	return nil
+}
+
+// sendCopy sends a piece of a region that sendfile refuses, read into a
+// pooled chunk that the send holds until its completion.
+func (uc *uconn) sendCopy(f *os.File, pos, n int64) error {
+	bp, b, err := readChunk(f, pos, n)
+	if err != nil {
+		return err
+	}
+	uc.chunk = bp
+	uc.l.s.st.copiedBytes.Add(int64(len(b)))
+	return uc.send([][]byte{b})
+}
+
+// onSend takes a sendmsg completion: the bytes it wrote leave the cursor
+// (a short send is resumed by the next flush).
+func (uc *uconn) onSend(c ioring.NetCQE) {
+	uc.sending = false
+	uc.ops--
+	if uc.chunk != nil {
+		putChunk(uc.chunk)
+		uc.chunk = nil
+	}
+	clear(uc.iov) // the responses' memory is no longer the kernel's
+	if c.Res < 0 {
+		if e := unix.Errno(-c.Res); e != unix.ECANCELED {
+			uc.fail(os.NewSyscallError("sendmsg", e))
+		}
+		return
+	}
+	if uc.gone || uc.closing {
+		return
+	}
+	uc.c.wrote(int64(c.Res))
+	uc.w.advance(int64(c.Res), uc.c.done)
+}
+
+// onPoll takes the POLLOUT completion: the socket has room again.
+func (uc *uconn) onPoll(c ioring.NetCQE) {
+	uc.polling = false
+	uc.ops--
+	if c.Res < 0 {
+		if e := unix.Errno(-c.Res); e != unix.ECANCELED {
+			uc.fail(os.NewSyscallError("poll", e))
+		}
+	}
+}
+
+// errSendfileUnsupported: sendfile refused the file or socket before
+// sending anything; the region goes by copy.
+var errSendfileUnsupported = fmt.Errorf("netpoll: sendfile unsupported here")
+
+// sendRegion sends the region with sendfile until it is done or the socket
+// is full (errWouldBlock). It returns the bytes written.
+func (uc *uconn) sendRegion(f *os.File, pos, n int64) (int64, error) {
+	st := &uc.l.s.st
+	src, err := f.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("netpoll: region of %s: %w", f.Name(), err)
+	}
+	var sent int64
+	var serr error
+	// Control holds the file open meanwhile: a concurrent Close cannot
+	// hand its descriptor number to another file under us.
+	cerr := src.Control(func(ffd uintptr) {
+		for sent < n && serr == nil {
+			k, e := sendfile(uc.fd, int(ffd), pos+sent, int(min(n-sent, sendfileChunkMax)))
+			sent += int64(k)
+			st.sendfileBytes.Add(int64(k))
+			switch {
+			case e == unix.EINTR:
+			case e == unix.EAGAIN:
+				serr = errWouldBlock
+			case e != nil:
+				serr = os.NewSyscallError("sendfile", e)
+			case k == 0:
+				serr = fmt.Errorf("netpoll: %s at %d: %w", f.Name(), pos+sent, ErrShortRegion)
+			}
+		}
+	})
+	if serr == nil {
+		serr = cerr
+	}
+	if serr != nil && serr != errWouldBlock && sent == 0 && sendfileUnsupported(serr) {
+		return 0, errSendfileUnsupported
+	}
+	return sent, serr
+}
+
+// fail closes the connection for err.
+func (uc *uconn) fail(err error) {
+	if uc.reason == nil {
+		uc.reason = err
+	}
+	uc.beginClose(err)
+}
+
+// beginClose stops serving the connection: its requests in the ring are
+// cancelled, and finish runs once the last of them has completed (the
+// kernel may be reading a response's memory until then).
+func (uc *uconn) beginClose(err error) {
+	if uc.closing || uc.gone {
+		return
+	}
+	uc.closing = true
+	if uc.reason == nil && err != nil {
+		uc.reason = err
+	}
+	if uc.ops == 0 {
+		uc.finish(nil)
+		return
+	}
+	if cerr := uc.l.ring.CancelFD(uc.fd, uc.ud(udCancel)); cerr != nil {
+		uc.l.s.log.Error("netpoll: cancelling a uring connection's requests", "remote", uc.remote, "err", cerr)
+		return
+	}
+	uc.ops++
+}
+
+// finish forgets the connection everywhere, drops what it still holds and
+// tells the handler. Its requests have all completed (or the ring is
+// abandoned).
+func (uc *uconn) finish(err error) {
+	if uc.gone {
+		return
+	}
+	uc.gone = true
+	_ = unix.Close(uc.fd)
+	uc.l.forget(uc)
+	uc.c.teardown()
+	uc.w.drop(uc.c.dropped)
+	if uc.chunk != nil {
+		putChunk(uc.chunk)
+		uc.chunk = nil
+	}
+	uc.in.pending, uc.in.head = nil, 0
+	reason := uc.reason
+	if reason == nil {
+		uc.whyMu.Lock()
+		reason = uc.why
+		uc.whyMu.Unlock()
+	}
+	if reason == nil {
+		reason = err
+	}
+	s := uc.l.s
+	logClose(s, uc.c, reason)
+	s.h.Closed(uc.c)
+	s.forget(uc.c)
+}
