@@ -82,6 +82,12 @@ func handleAlterUserScramCredentials(s *Server, cx *reqCtx, kreq kmsg.Request) k
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 		applyErr = s.cfg.Node.Controller().AlterScramCredentials(ctx, changes)
+		if applyErr == nil {
+			// Answered once this broker applied it, as the other admin
+			// changes are: a describe that follows on this broker
+			// shows it (read-your-writes).
+			applyErr = s.waitApplied(ctx)
+		}
 		cancel()
 	}
 	for _, u := range order {
