@@ -386,38 +386,11 @@ func (lc *loopConn) waitWritable() error {
 // is full (errWouldBlock). A file sendfile refuses is copied, one chunk per
 // call. It returns the bytes written.
 func (lc *loopConn) sendRegion(f *os.File, pos, n int64) (int64, error) {
-	st := &lc.c.srv.st
-	src, err := f.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("netpoll: region of %s: %w", f.Name(), err)
-	}
-	var sent int64
-	var serr error
-	// Control holds the file open meanwhile: a concurrent Close cannot hand
-	// its descriptor number to another file under us.
-	cerr := src.Control(func(ffd uintptr) {
-		for sent < n && serr == nil {
-			k, e := sendfile(lc.fd, int(ffd), pos+sent, int(min(n-sent, sendfileChunkMax)))
-			sent += int64(k)
-			st.sendfileBytes.Add(int64(k))
-			switch {
-			case e == unix.EINTR:
-			case e == unix.EAGAIN:
-				serr = errWouldBlock
-			case e != nil:
-				serr = os.NewSyscallError("sendfile", e)
-			case k == 0:
-				serr = fmt.Errorf("netpoll: %s at %d: %w", f.Name(), pos+sent, ErrShortRegion)
-			}
-		}
-	})
-	if serr == nil {
-		serr = cerr
-	}
-	if serr != nil && serr != errWouldBlock && sent == 0 && sendfileUnsupported(serr) {
+	sent, err := sendfileRegion(lc.fd, f, pos, n, &lc.c.srv.st)
+	if err == errSendfileUnsupported {
 		return lc.copyRegion(f, pos, n, copyChunkBytes)
 	}
-	return sent, serr
+	return sent, err
 }
 
 // copyRegion copies up to limit bytes of the region into gnet (pread, then

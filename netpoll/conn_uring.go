@@ -322,45 +322,10 @@ func (uc *uconn) onPoll(c ioring.NetCQE) {
 	}
 }
 
-// errSendfileUnsupported: sendfile refused the file or socket before
-// sending anything; the region goes by copy.
-var errSendfileUnsupported = fmt.Errorf("netpoll: sendfile unsupported here")
-
 // sendRegion sends the region with sendfile until it is done or the socket
 // is full (errWouldBlock). It returns the bytes written.
 func (uc *uconn) sendRegion(f *os.File, pos, n int64) (int64, error) {
-	st := &uc.l.s.st
-	src, err := f.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("netpoll: region of %s: %w", f.Name(), err)
-	}
-	var sent int64
-	var serr error
-	// Control holds the file open meanwhile: a concurrent Close cannot
-	// hand its descriptor number to another file under us.
-	cerr := src.Control(func(ffd uintptr) {
-		for sent < n && serr == nil {
-			k, e := sendfile(uc.fd, int(ffd), pos+sent, int(min(n-sent, sendfileChunkMax)))
-			sent += int64(k)
-			st.sendfileBytes.Add(int64(k))
-			switch {
-			case e == unix.EINTR:
-			case e == unix.EAGAIN:
-				serr = errWouldBlock
-			case e != nil:
-				serr = os.NewSyscallError("sendfile", e)
-			case k == 0:
-				serr = fmt.Errorf("netpoll: %s at %d: %w", f.Name(), pos+sent, ErrShortRegion)
-			}
-		}
-	})
-	if serr == nil {
-		serr = cerr
-	}
-	if serr != nil && serr != errWouldBlock && sent == 0 && sendfileUnsupported(serr) {
-		return 0, errSendfileUnsupported
-	}
-	return sent, serr
+	return sendfileRegion(uc.fd, f, pos, n, &uc.l.s.st)
 }
 
 // fail closes the connection for err.
