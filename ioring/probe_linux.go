@@ -26,17 +26,9 @@ func Probe() string {
 	if r.features&featExtArg == 0 {
 		return "kernel lacks IORING_FEAT_EXT_ARG (Linux 5.11 or newer is needed)"
 	}
-	names := map[uint8]string{opNop: "NOP", opReadv: "READV", opWritev: "WRITEV", opFsync: "FSYNC", opRead: "READ", opWrite: "WRITE"}
-	missing, err := r.unsupported(opNop, opReadv, opWritev, opFsync, opRead, opWrite)
-	if err != nil {
-		return err.Error()
-	}
-	if len(missing) > 0 {
-		var ms []string
-		for _, m := range missing {
-			ms = append(ms, names[m])
-		}
-		return "kernel lacks io_uring opcodes " + strings.Join(ms, ", ")
+	if why := r.lacks(opName{opNop, "NOP"}, opName{opReadv, "READV"}, opName{opWritev, "WRITEV"}, opName{opFsync, "FSYNC"},
+		opName{opRead, "READ"}, opName{opWrite, "WRITE"}); why != "" {
+		return why
 	}
 	// Seccomp policies sometimes allow io_uring_setup but not
 	// io_uring_enter: push a NOP through to be sure.
@@ -97,17 +89,9 @@ func ProbeNet() string {
 		return setupFailure(errors.Unwrap(err))
 	}
 	defer n.Close()
-	names := map[uint8]string{opRecv: "RECV", opSendmsg: "SENDMSG", opPollAdd: "POLL_ADD", opAsyncCancel: "ASYNC_CANCEL", opRead: "READ"}
-	missing, err := n.r.unsupported(opRecv, opSendmsg, opPollAdd, opAsyncCancel, opRead)
-	if err != nil {
-		return err.Error()
-	}
-	if len(missing) > 0 {
-		var ms []string
-		for _, m := range missing {
-			ms = append(ms, names[m])
-		}
-		return "kernel lacks io_uring opcodes " + strings.Join(ms, ", ")
+	if why := n.r.lacks(opName{opRecv, "RECV"}, opName{opSendmsg, "SENDMSG"}, opName{opPollAdd, "POLL_ADD"},
+		opName{opAsyncCancel, "ASYNC_CANCEL"}, opName{opRead, "READ"}); why != "" {
+		return why
 	}
 	bufs, err := n.RegisterBufRing(0, 2, 64)
 	if err != nil {

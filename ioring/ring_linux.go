@@ -5,6 +5,7 @@ package ioring
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -289,17 +290,27 @@ func (r *ring) register(opcode uint32, arg unsafe.Pointer, nrArgs uint32) error 
 	return nil
 }
 
-// supports reports which of ops the kernel does not know.
-func (r *ring) unsupported(ops ...uint8) ([]uint8, error) {
+// opName is an io_uring opcode and its name for messages.
+type opName struct {
+	op   uint8
+	name string
+}
+
+// lacks asks the kernel (IORING_REGISTER_PROBE) which of ops it does not
+// support, and says so ("" when it supports them all).
+func (r *ring) lacks(ops ...opName) string {
 	p := new(probe)
 	if err := r.register(registerProbe, unsafe.Pointer(p), uint32(len(p.ops))); err != nil {
-		return nil, fmt.Errorf("IORING_REGISTER_PROBE: %w", err)
+		return fmt.Errorf("IORING_REGISTER_PROBE: %w", err).Error()
 	}
-	var missing []uint8
-	for _, op := range ops {
-		if op > p.lastOp || p.ops[op].flags&ioOpSupported == 0 {
-			missing = append(missing, op)
+	var missing []string
+	for _, o := range ops {
+		if o.op > p.lastOp || p.ops[o.op].flags&ioOpSupported == 0 {
+			missing = append(missing, o.name)
 		}
 	}
-	return missing, nil
+	if len(missing) == 0 {
+		return ""
+	}
+	return "kernel lacks io_uring opcodes " + strings.Join(missing, ", ")
 }
