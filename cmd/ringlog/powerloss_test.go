@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"ringlog/internal/powerfs"
@@ -225,13 +227,20 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 	if td := topics[powerTopic]; td.Err != nil || len(td.Partitions) != partitions {
 		t.Fatalf("topic %s after the power loss: err %v, %d partitions (want %d)\nbroker output:\n%s", powerTopic, td.Err, len(td.Partitions), partitions, out)
 	}
-	ends, err := adm.ListEndOffsets(ctx, powerTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, powerTopic)
-	if err != nil {
-		t.Fatal(err)
+	// A broker back from a power loss leads its partitions once the
+	// quorum's image shows its new registration: until then it answers
+	// LEADER_NOT_AVAILABLE, which clients retry, and so does this.
+	var ends, starts kadm.ListedOffsets
+	for {
+		if ends, err = adm.ListEndOffsets(ctx, powerTopic); err == nil {
+			if starts, err = adm.ListStartOffsets(ctx, powerTopic); err == nil {
+				break
+			}
+		}
+		if !errors.Is(err, kerr.LeaderNotAvailable) || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
