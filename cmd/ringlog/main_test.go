@@ -128,6 +128,7 @@ func TestBrokerRefusesBadConfig(t *testing.T) {
 	p := start(t, "-config", cfg, "-data-dir", t.TempDir())
 	select {
 	case err := <-p.done:
+		p.done <- err // for start's cleanup
 		if err == nil || !strings.Contains(p.out.String(), `"zookeeper.connect"`) {
 			t.Fatalf("exit %v, output:\n%s", err, p.out.String())
 		}
@@ -135,7 +136,9 @@ func TestBrokerRefusesBadConfig(t *testing.T) {
 		t.Fatal("broker started with an unknown config key")
 	}
 	p = start(t, "-io", "epoll")
-	if err := <-p.done; err == nil || !strings.Contains(p.out.String(), "epoll") {
+	err := <-p.done
+	p.done <- err
+	if err == nil || !strings.Contains(p.out.String(), "epoll") {
 		t.Fatalf("bad -io accepted: %v %s", err, p.out.String())
 	}
 }
@@ -150,6 +153,7 @@ func TestSecondBrokerOnOneDirectory(t *testing.T) {
 	second := start(t, "-listen", testkit.FreeAddr(t), "-data-dir", dir)
 	select {
 	case err := <-second.done:
+		second.done <- err
 		if err == nil || !strings.Contains(second.out.String(), "in use by another process") {
 			t.Fatalf("second broker: exit %v, output:\n%s", err, second.out.String())
 		}
