@@ -217,14 +217,7 @@ func (l *uloop) run(errc chan<- error) {
 		l.serveDirty()
 		l.rearmStarved()
 	}
-	l.mu.Lock()
-	l.exited = true
-	refused := l.incoming
-	l.incoming = nil
-	l.mu.Unlock()
-	for _, uc := range refused {
-		l.refuse(uc)
-	}
+	l.exit()
 	l.teardownRing()
 }
 
@@ -313,6 +306,12 @@ func (l *uloop) abandon() {
 			uc.finish(ErrEngineStopped)
 		}
 	}
+	l.exit()
+}
+
+// exit marks the loop gone, so that hand refuses new connections, and
+// refuses those handed over and not taken yet.
+func (l *uloop) exit() {
 	l.mu.Lock()
 	l.exited = true
 	refused := l.incoming

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,9 +24,11 @@ import (
 const settleWait = 100 * time.Millisecond
 
 type waiter struct {
-	fired  bool
-	run    func() // on the shard, when the id settled or the term ended
-	giveUp func() // on the shard (or any goroutine, engine gone), at settleWait
+	// fired is set by whichever of run and the give-up timer goes first:
+	// exactly one answers.
+	fired atomic.Bool
+	timer *time.Timer
+	run   func() // on the shard, when the id settled or the term ended
 }
 
 // whenSettled parks a call on m (shard only): retry runs it again on the
@@ -41,21 +44,19 @@ func (p *partition) whenSettled(m *txnMeta, retry func(p *partition), fail func(
 		}
 		retry(p)
 	}
-	w.giveUp = func() { fail(kerr.ConcurrentTransactions.Code) }
-	m.waiters = append(m.waiters, w)
-	time.AfterFunc(settleWait, func() {
+	w.timer = time.AfterFunc(settleWait, func() {
 		err := p.c.eng.OnShard(p.tp, func() {
-			if !w.fired {
-				w.fired = true
-				w.giveUp()
+			if w.fired.CompareAndSwap(false, true) {
+				fail(kerr.ConcurrentTransactions.Code)
 			}
 		})
-		if err != nil {
+		if err != nil && w.fired.CompareAndSwap(false, true) {
 			// The engine is gone or no longer hosts the partition:
 			// nothing runs on that shard again, the waiter included.
 			fail(kerr.NotCoordinator.Code)
 		}
 	})
+	m.waiters = append(m.waiters, w)
 }
 
 // wake runs m's parked calls if m settled (shard only).
@@ -72,8 +73,10 @@ func (p *partition) release(m *txnMeta) {
 	ws := m.waiters
 	m.waiters = nil
 	for _, w := range ws {
-		if !w.fired {
-			w.fired = true
+		if w.fired.CompareAndSwap(false, true) {
+			// Most calls are released well within settleWait: the
+			// timer would only wake the shard for nothing.
+			w.timer.Stop()
 			w.run()
 		}
 	}
