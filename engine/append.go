@@ -28,6 +28,14 @@ type AppendOptions struct {
 	// which the coordinator does not keep (Kafka writes them at sequence 0
 	// every time).
 	Coordinator bool
+	// OngoingTxn marks an append whose transactional batches skipped the
+	// coordinator's verification (KIP-890) because TxnOngoing found their
+	// producer's transaction open on the partition: the shard refuses,
+	// with ErrInvalidTxnState, a transactional batch that no longer
+	// continues an open transaction of its producer at its epoch (a
+	// marker ended it in between), as Kafka's append does for a batch
+	// without its verification guard.
+	OngoingTxn bool
 }
 
 // AppendResult is what a producer is told.
@@ -273,6 +281,9 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 				err = p.producers.checkMarker(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch, r.markerTV)
 			} else if r.opts.Coordinator {
 				err = p.producers.checkEpoch(h)
+			} else if r.opts.OngoingTxn && h.Transactional() && !p.producers.ongoing(h.ProducerID, h.ProducerEpoch) {
+				err = fmt.Errorf("%w: producer %d at epoch %d has no transaction open on %s-%d and its batch was not verified by the coordinator",
+					ErrInvalidTxnState, h.ProducerID, h.ProducerEpoch, p.tp.Topic, p.tp.Partition)
 			} else {
 				dup, err = p.producers.check(h)
 			}

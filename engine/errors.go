@@ -20,8 +20,9 @@ var (
 	ErrOutOfOrderSequence      = errors.New("engine: out of order sequence number")
 	ErrInvalidProducerEpoch    = errors.New("engine: producer epoch is older than the current one")
 	// ErrInvalidTxnState: a batch outside a transaction from a producer
-	// whose transaction on the partition is open (Kafka's
-	// INVALID_TXN_STATE).
+	// whose transaction on the partition is open, or an unverified
+	// transactional batch whose transaction is not (AppendOptions.
+	// OngoingTxn) (Kafka's INVALID_TXN_STATE).
 	ErrInvalidTxnState = errors.New("engine: producer has a transaction open on the partition")
 	// ErrTransactionCoordinatorFenced: a marker from a transaction
 	// coordinator epoch older than the partition's last marker of the

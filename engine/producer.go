@@ -104,6 +104,12 @@ func (ps *producerState) setTxnFirst(pid int64, e *producerEntry, first int64) {
 	}
 }
 
+// ongoing reports whether pid has a transaction open here at epoch.
+func (ps *producerState) ongoing(pid int64, epoch int16) bool {
+	e := ps.entries[pid]
+	return e != nil && e.txnFirst >= 0 && e.epoch == epoch
+}
+
 // lastSequence is the sequence of the batch's last record, wrapping at
 // MaxInt32 as Kafka's does.
 func lastSequence(h batch.Header) int32 {

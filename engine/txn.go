@@ -70,9 +70,14 @@ type Marker struct {
 // txnSpan is a transaction not settled yet: [first, last], last being its
 // marker's offset, math.MaxInt64 while it is open. A pending span's marker
 // is written but its index entry may not be: it counts as open.
+//
+// An open span in the published list names its producer and the
+// producer's epoch, for TxnOngoing; an ended one there has producer -1.
 type txnSpan struct {
 	first, last int64
 	pending     bool
+	epoch       int16
+	producer    int64
 }
 
 // lastStable is the LSO for high watermark hw given the unsettled spans:
@@ -115,13 +120,14 @@ func (p *partition) publishTxns() {
 		ps.ended = ps.ended[:n]
 	}
 	var spans []txnSpan
-	for _, first := range ps.open {
-		spans = append(spans, txnSpan{first: first, last: math.MaxInt64})
+	for pid, first := range ps.open {
+		spans = append(spans, txnSpan{first: first, last: math.MaxInt64, producer: pid, epoch: ps.entries[pid].epoch})
 	}
 	for _, s := range ps.ended {
 		if s.pending {
 			s.last = math.MaxInt64
 		}
+		s.producer = -1
 		spans = append(spans, s)
 	}
 	if len(spans) == 0 && p.txns.Load() == nil {
@@ -208,4 +214,27 @@ func (p *partition) writeAborted(r *appendReq) error {
 		}
 	}
 	return nil
+}
+
+// TxnOngoing reports whether producer pid, at epoch, has a transaction
+// open on tp as of tp's last append round, from any goroutine without
+// waiting for the shard (Kafka's hasOngoingTransaction, which spares a
+// produce to such a partition the coordinator's verification). The answer
+// may be stale by the time the caller acts on it: an append that relies on
+// it says so with AppendOptions.OngoingTxn, and the shard checks again.
+func (e *Core) TxnOngoing(tp TP, pid int64, epoch int16) bool {
+	p, err := e.partition(tp)
+	if err != nil {
+		return false
+	}
+	spans := p.txns.Load()
+	if spans == nil {
+		return false
+	}
+	for _, s := range *spans {
+		if s.producer == pid && s.epoch == epoch && s.last == math.MaxInt64 {
+			return true
+		}
+	}
+	return false
 }

@@ -565,3 +565,71 @@ func TestProducerOpenTxnsTracked(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOngoing: TxnOngoing tells, from any goroutine, whether a
+// producer's transaction is open on a partition at an epoch (what lets a
+// produce skip the coordinator's verification, KIP-890), and an append
+// that relied on it (AppendOptions.OngoingTxn) is refused once a marker
+// has ended the transaction, as Kafka refuses a batch without its
+// verification guard; the same batch verified (no OngoingTxn) is taken.
+func TestTxnOngoing(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	tp := TP{"o", 0}
+	if _, err := e.CreateTopic("o", 1, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	ongoing := func(r AppendOptions, b []byte) error {
+		ch := make(chan error, 1)
+		e.Append(tp, b, r, func(_ AppendResult, err error) { ch <- err })
+		return <-ch
+	}
+	if e.TxnOngoing(tp, 7, 0) {
+		t.Fatal("ongoing before any batch")
+	}
+	if e.TxnOngoing(TP{"missing", 0}, 7, 0) {
+		t.Fatal("ongoing on a partition that does not exist")
+	}
+	// Not open: an append relying on it is refused and writes nothing.
+	if err := ongoing(AppendOptions{OngoingTxn: true}, txnBatch(t, 1, 1, 7, 0, 0)); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("unverified batch opening a transaction: %v, want ErrInvalidTxnState", err)
+	}
+	if st := mustState(t, e, tp); st.LEO != 0 {
+		t.Fatalf("a refused batch was written: LEO %d", st.LEO)
+	}
+	mustAppend(t, e, tp, txnBatch(t, 2, 1, 7, 0, 0))
+	if !e.TxnOngoing(tp, 7, 0) {
+		t.Fatal("not ongoing after the transaction's first batch")
+	}
+	if e.TxnOngoing(tp, 7, 1) || e.TxnOngoing(tp, 8, 0) {
+		t.Fatal("ongoing for another epoch or producer")
+	}
+	// Open: an append relying on it is taken, and so is a plain
+	// idempotent one from another producer (OngoingTxn concerns
+	// transactional batches only).
+	if err := ongoing(AppendOptions{OngoingTxn: true}, txnBatch(t, 1, 1, 7, 0, 2)); err != nil {
+		t.Fatalf("batch of the open transaction: %v", err)
+	}
+	if err := ongoing(AppendOptions{OngoingTxn: true}, mkBatch(t, 1, "plain", 1, 8, 0, 0)); err != nil {
+		t.Fatalf("idempotent batch: %v", err)
+	}
+	// A marker ends it: the next batch relying on the open transaction is
+	// refused; verified, it opens the next transaction.
+	mustMarker(t, e, tp, Marker{ProducerID: 7, ProducerEpoch: 0, Commit: true})
+	if e.TxnOngoing(tp, 7, 0) {
+		t.Fatal("ongoing after the commit marker")
+	}
+	leo := mustState(t, e, tp).LEO
+	if err := ongoing(AppendOptions{OngoingTxn: true}, txnBatch(t, 1, 1, 7, 0, 3)); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("unverified batch after the marker: %v, want ErrInvalidTxnState", err)
+	}
+	if st := mustState(t, e, tp); st.LEO != leo {
+		t.Fatalf("a refused batch was written: LEO %d, was %d", st.LEO, leo)
+	}
+	if err := ongoing(AppendOptions{}, txnBatch(t, 1, 1, 7, 0, 3)); err != nil {
+		t.Fatalf("verified batch opening the next transaction: %v", err)
+	}
+	if !e.TxnOngoing(tp, 7, 0) {
+		t.Fatal("not ongoing after the next transaction's first batch")
+	}
+}

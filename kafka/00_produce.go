@@ -136,22 +136,24 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		order = &cx.session.produces
 	}
 	if req.TransactionID == nil {
-		order.run(func() { s.produceVerified(cx, req, p, nil) })
+		order.run(func() { s.produceVerified(cx, req, p, nil, false) })
 		return
 	}
 	// KIP-890 part 1: the transaction coordinator must know every
 	// partition a transactional batch goes to, or the batch would open a
 	// transaction on it that nothing ends.
 	slot := order.wait()
-	s.verifyTxnProduce(req, func(refused map[engine.TP]int16) {
-		order.ready(slot, func() { s.produceVerified(cx, req, p, refused) })
+	s.verifyTxnProduce(req, func(refused map[engine.TP]int16, ongoing bool) {
+		order.ready(slot, func() { s.produceVerified(cx, req, p, refused, ongoing) })
 	})
 }
 
 // produceVerified appends the partitions of req, but those refused (with
-// their code) by the transaction coordinator's verification.
-func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produce, refused map[engine.TP]int16) {
-	opts := engine.AppendOptions{RequireISR: req.Acks == -1}
+// their code) by the transaction coordinator's verification; ongoing: the
+// coordinator was not asked, as the producer's transaction was open on
+// every partition (verifyTxnProduce).
+func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produce, refused map[engine.TP]int16, ongoing bool) {
+	opts := engine.AppendOptions{RequireISR: req.Acks == -1, OngoingTxn: ongoing}
 	if req.Acks == -1 {
 		// An acks=all answer waits for the in-sync replicas, at most the
 		// request's timeout.ms (Kafka's produce purgatory).

@@ -27,16 +27,20 @@ import (
 // producer's epoch, which EndTxn bumped, so a late produce of an ended
 // transaction is fenced rather than added.
 //
-// Every transactional produce request is verified: Kafka skips the
-// question for a partition where the producer's transaction is already
-// open (its verification guard in the log), which ringlog's engine does
-// not expose; the cost is one coordinator round trip per transactional
-// produce request.
+// As in Kafka, the question is skipped when the producer's transaction is
+// already open, at the producer's epoch, on every partition of the request
+// (engine.TxnOngoing; Kafka's hasOngoingTransaction): only a transaction's
+// first batch on a partition pays the coordinator's round trip, and the
+// append says that it relies on the open transaction (AppendOptions.
+// OngoingTxn), so the shard refuses the batch if a marker ended the
+// transaction in between, as Kafka's append does for a batch without its
+// verification guard.
 
 // verifyTxnProduce verifies req's transactional partitions and calls done
 // with the refused ones and their codes, on a goroutine that may block (never
-// a shard's).
-func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused map[engine.TP]int16)) {
+// a shard's); ongoing says that the coordinator was not asked because
+// every partition had the producer's transaction open.
+func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused map[engine.TP]int16, ongoing bool)) {
 	id := *req.TransactionID
 	var tps []engine.TP
 	var pid int64 = -1
@@ -63,7 +67,18 @@ func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused ma
 		}
 	}
 	if len(tps) == 0 {
-		done(nil)
+		done(nil, false)
+		return
+	}
+	ongoing := true
+	for _, tp := range tps {
+		if !s.eng.TxnOngoing(tp, pid, epoch) {
+			ongoing = false
+			break
+		}
+	}
+	if ongoing {
+		done(nil, true)
 		return
 	}
 	// Produce v12 and later (transactions v2, KIP-890 part 2) adds the
@@ -80,7 +95,7 @@ func (s *Server) verifyTxnProduce(req *kmsg.ProduceRequest, done func(refused ma
 				refused[tp] = c
 			}
 		}
-		done(refused)
+		done(refused, false)
 	})
 }
 
