@@ -161,39 +161,79 @@ func (p *partition) lso(hw, logStart int64) int64 {
 // done are as for Append (RequireISR: answered once the high watermark
 // covers the marker, which is when the transaction is settled here).
 func (e *Core) AppendMarker(tp TP, m Marker, opts AppendOptions, done func(AppendResult, error)) {
+	if r := e.newMarker(tp, m, opts, done); r != nil {
+		r.p.shard.send(shardMsg{append: r})
+	}
+}
+
+// MarkerItem is one partition of AppendMarkers and its answer.
+type MarkerItem struct {
+	TP   TP
+	Done func(AppendResult, error)
+}
+
+// AppendMarkers is AppendMarker on every partition of items with the same
+// marker, sent to each shard in one message: a transaction's markers join
+// one round per shard rather than waking it once per partition.
+func (e *Core) AppendMarkers(m Marker, items []MarkerItem, opts AppendOptions) {
+	if len(items) == 1 {
+		e.AppendMarker(items[0].TP, m, opts, items[0].Done)
+		return
+	}
+	var byShard [][]*appendReq
+	for _, it := range items {
+		r := e.newMarker(it.TP, m, opts, it.Done)
+		if r == nil {
+			continue
+		}
+		if byShard == nil {
+			byShard = make([][]*appendReq, len(e.shards))
+		}
+		id := r.p.shard.id
+		byShard[id] = append(byShard[id], r)
+	}
+	for id, reqs := range byShard {
+		if len(reqs) > 0 {
+			e.shards[id].send(shardMsg{appends: reqs})
+		}
+	}
+}
+
+// newMarker checks a marker append and returns the request to queue, or
+// nil when it was refused (done has then been called).
+func (e *Core) newMarker(tp TP, m Marker, opts AppendOptions, done func(AppendResult, error)) *appendReq {
 	if e.closed.Load() {
 		done(AppendResult{}, ErrClosed)
-		return
+		return nil
 	}
 	p, err := e.partition(tp)
 	if err != nil {
 		done(AppendResult{}, err)
-		return
+		return nil
 	}
 	if m.ProducerID < 0 {
 		done(AppendResult{}, fmt.Errorf("%w: marker for producer id %d", ErrInvalidRequest, m.ProducerID))
-		return
+		return nil
 	}
 	if Role(p.role.Load()) != RoleLeader {
 		done(AppendResult{}, fmt.Errorf("%w: %s-%d", ErrNotLeader, tp.Topic, tp.Partition))
-		return
+		return nil
 	}
 	cfg := &p.topic.config
 	isr, replicas := p.isr.Load(), p.replicas.Load()
 	if opts.RequireISR && !acks.Enough(isr, cfg.MinInsyncReplicas, replicas) {
 		done(AppendResult{}, fmt.Errorf("%w: %d in sync of %d replicas, min.insync.replicas %d", ErrNotEnoughReplicas, isr, replicas, cfg.MinInsyncReplicas))
-		return
+		return nil
 	}
 	bm := batch.Marker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
 	b := batch.MarkerBatch(nil, m.ProducerID, m.ProducerEpoch, bm, e.cfg.Now().UnixMilli())
 	h, err := batch.ParseHeader(b)
 	if err != nil {
 		done(AppendResult{}, fmt.Errorf("%w: marker batch: %w", segment.ErrInvalidBatch, err))
-		return
+		return nil
 	}
-	r := &appendReq{p: p, opts: opts, done: done, batches: [][]byte{b}, hdrs: []segmentHeader{h}, markers: []*batch.Marker{&bm},
+	return &appendReq{p: p, opts: opts, done: done, batches: [][]byte{b}, hdrs: []segmentHeader{h}, markers: []*batch.Marker{&bm},
 		markerTV: m.TransactionVersion}
-	p.shard.send(shardMsg{append: r})
 }
 
 // marker returns the transaction marker of r's i-th batch, nil for a data

@@ -633,3 +633,47 @@ func TestTxnOngoing(t *testing.T) {
 		t.Fatal("not ongoing after the next transaction's first batch")
 	}
 }
+
+// TestAppendMarkers: one call ends a producer's transaction on partitions
+// of several shards, answering each partition (a missing one with its
+// error) and leaving each partition's LSO at its HW.
+func TestAppendMarkers(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	const parts = 6
+	if _, err := e.CreateTopic("m", parts, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int32(parts) {
+		mustAppend(t, e, TP{"m", i}, txnBatch(t, 1, 1, 5, 0, 0))
+		if st := mustState(t, e, TP{"m", i}); st.LSO != 0 {
+			t.Fatalf("partition %d: LSO %d with the transaction open", i, st.LSO)
+		}
+	}
+	type answer struct {
+		i   int
+		err error
+	}
+	ch := make(chan answer, parts+1)
+	var items []MarkerItem
+	for i := range parts + 1 { // the last partition does not exist
+		items = append(items, MarkerItem{TP: TP{"m", int32(i)}, Done: func(_ AppendResult, err error) { ch <- answer{i, err} }})
+	}
+	e.AppendMarkers(Marker{ProducerID: 5, ProducerEpoch: 0, Commit: true}, items, AppendOptions{RequireISR: true})
+	got := map[int]error{}
+	for range parts + 1 {
+		a := <-ch
+		got[a.i] = a.err
+	}
+	for i := range parts {
+		if got[i] != nil {
+			t.Fatalf("partition %d: %v", i, got[i])
+		}
+		if st := mustState(t, e, TP{"m", int32(i)}); st.LSO != 2 || st.HW != 2 {
+			t.Fatalf("partition %d after the marker: LSO %d HW %d, want 2 and 2", i, st.LSO, st.HW)
+		}
+	}
+	if !errors.Is(got[parts], ErrUnknownTopicOrPartition) {
+		t.Fatalf("missing partition: %v", got[parts])
+	}
+}

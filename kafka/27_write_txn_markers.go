@@ -44,6 +44,8 @@ func handleWriteTxnMarkers(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		out.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(rm.Topics))
 		m := engine.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch,
 			TransactionVersion: int16(rm.TransactionVersion)}
+		var tps []engine.TP
+		var outs []*kmsg.WriteTxnMarkersResponseMarkerTopicPartition
 		for j := range rm.Topics {
 			rt := &rm.Topics[j]
 			ot := &out.Topics[j]
@@ -56,42 +58,50 @@ func handleWriteTxnMarkers(s *Server, cx *reqCtx, kreq kmsg.Request) {
 					op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 					continue
 				}
-				g.add()
-				s.writeMarker(engine.TP{Topic: rt.Topic, Partition: part}, m, func(code int16) {
-					mu.Lock()
-					op.ErrorCode = code
-					mu.Unlock()
-					g.done()
-				})
+				tps = append(tps, engine.TP{Topic: rt.Topic, Partition: part})
+				outs = append(outs, op)
 			}
 		}
+		for range tps {
+			g.add()
+		}
+		writeMarkers(s.eng, s.cfg.Node, s.cfg.Groups, tps, m, func(i int, code int16) {
+			mu.Lock()
+			outs[i].ErrorCode = code
+			mu.Unlock()
+			g.done()
+		})
 	}
 	g.done()
 }
 
-// writeMarker appends m to tp, which this broker leads, and calls done
-// with the error code once the high watermark covers it (on a shard
-// goroutine, or the caller's when refused at once). On a partition of
-// __consumer_offsets the group coordinator then settles the producer's
-// pending offsets, committed or dropped with the marker (Kafka's
-// onTransactionCompleted). It must not be called on a shard goroutine.
-func (s *Server) writeMarker(tp engine.TP, m engine.Marker, done func(code int16)) {
-	writeMarker(s.eng, s.cfg.Node, s.cfg.Groups, tp, m, done)
-}
-
-func writeMarker(eng *engine.Core, n *node.Node, groups *group.Coordinator, tp engine.TP, m engine.Marker, done func(code int16)) {
-	if code := leaderCode(eng, n, tp); code != 0 {
-		done(code)
-		return
+// writeMarkers appends m to each of tps, which this broker leads, and
+// calls done with the index of the partition in tps and its error code
+// once the high watermark covers it (on a shard goroutine, or the
+// caller's when refused at once). The markers go to each shard together
+// (engine.AppendMarkers). On a partition of __consumer_offsets the group
+// coordinator then settles the producer's pending offsets, committed or
+// dropped with the marker (Kafka's onTransactionCompleted). It must not
+// be called on a shard goroutine.
+func writeMarkers(eng *engine.Core, n *node.Node, groups *group.Coordinator, tps []engine.TP, m engine.Marker, done func(i int, code int16)) {
+	items := make([]engine.MarkerItem, 0, len(tps))
+	for i, tp := range tps {
+		if code := leaderCode(eng, n, tp); code != 0 {
+			done(i, code)
+			continue
+		}
+		items = append(items, engine.MarkerItem{TP: tp, Done: func(_ engine.AppendResult, err error) {
+			if err != nil {
+				done(i, errorCode(err))
+				return
+			}
+			if tp.Topic == group.OffsetsTopic && groups != nil {
+				groups.TxnCompleted(tp.Partition, m.ProducerID, m.Commit)
+			}
+			done(i, 0)
+		}})
 	}
-	eng.AppendMarker(tp, m, engine.AppendOptions{RequireISR: true}, func(_ engine.AppendResult, err error) {
-		if err != nil {
-			done(errorCode(err))
-			return
-		}
-		if tp.Topic == group.OffsetsTopic && groups != nil {
-			groups.TxnCompleted(tp.Partition, m.ProducerID, m.Commit)
-		}
-		done(0)
-	})
+	if len(items) > 0 {
+		eng.AppendMarkers(m, items, engine.AppendOptions{RequireISR: true})
+	}
 }

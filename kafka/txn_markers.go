@@ -135,15 +135,13 @@ func (ms *MarkerSender) write(m txn.Marker, tps []engine.TP) (retry []engine.TP,
 	var wg sync.WaitGroup
 	for leader, ltps := range byLeader {
 		if leader == self {
-			for _, tp := range ltps {
-				wg.Add(1)
-				writeMarker(ms.cfg.Engine, ms.cfg.Node, ms.cfg.Groups, tp, em, func(code int16) {
-					mu.Lock()
-					codes[tp] = code
-					mu.Unlock()
-					wg.Done()
-				})
-			}
+			wg.Add(len(ltps))
+			writeMarkers(ms.cfg.Engine, ms.cfg.Node, ms.cfg.Groups, ltps, em, func(i int, code int16) {
+				mu.Lock()
+				codes[ltps[i]] = code
+				mu.Unlock()
+				wg.Done()
+			})
 			continue
 		}
 		b, ok := img.Broker(leader)
