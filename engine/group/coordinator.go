@@ -173,6 +173,9 @@ type partition struct {
 	// txnGroups are, per producer id, the groups holding its pending
 	// transactional offsets (TxnCompleted settles them).
 	txnGroups map[int64]map[string]bool
+	// commitSeq is the seq of the last offset record written or
+	// replayed here (committed.seq).
+	commitSeq uint64
 	// loadTxnEnds are the markers written while the partition loads,
 	// settled at the install.
 	loadTxnEnds []txnEnd

@@ -184,7 +184,7 @@ func TestRecordsReplay(t *testing.T) {
 	if st.bad != 1 {
 		t.Errorf("%d bad records, want 1", st.bad)
 	}
-	if c := st.offsets["g"][tp]; c != (committed{offset: 2, leaderEpoch: -1, metadata: "b", commitMs: 11, expireMs: 99}) {
+	if c := st.offsets["g"][tp]; c != (committed{offset: 2, leaderEpoch: -1, metadata: "b", commitMs: 11, expireMs: 99, seq: 2}) {
 		t.Errorf("g's offset: %+v", c)
 	}
 	if _, ok := st.offsets["h"]; ok || st.groups["dead"] != nil {

@@ -276,6 +276,7 @@ func (p *partition) install(st *loadState) {
 		}
 	}
 	p.installConsumers(st)
+	p.commitSeq = st.seq
 	defer p.installTxnPending(st)
 	for id, offs := range st.offsets {
 		g := p.groups[id]

@@ -149,6 +149,8 @@ func (p *partition) commit(req *kmsg.OffsetCommitRequest, items []commitItem, re
 			} else if g.live() {
 				// Done callbacks run in log order, so the last one applied
 				// is the last one written.
+				p.commitSeq++
+				it.c.seq = p.commitSeq
 				g.offsets[it.tp] = it.c
 			}
 		}

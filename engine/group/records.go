@@ -47,7 +47,18 @@ type committed struct {
 	// retention time, -1 otherwise (then offsets.retention.minutes
 	// applies, KIP-211).
 	expireMs int64
+	// seq is the place of the offset's record in its partition's log
+	// order: the replay's count of the records it applied, then the
+	// coordinator's count of its writes completed since (which complete
+	// in log order). A transaction's offsets, when it commits, replace
+	// only offsets written before them (Kafka compares the records' log
+	// offsets, olderThan): an OffsetCommit written after a TxnOffsetCommit
+	// wins over it whatever the order of the marker.
+	seq uint64
 }
+
+// newerThan reports whether c was written after old (see seq).
+func (c committed) newerThan(old committed) bool { return c.seq > old.seq }
 
 func offsetKey(groupID string, tp engine.TP) []byte {
 	k := kmsg.OffsetCommitKey{Version: offsetCommitKeyVersion, Group: groupID, Topic: tp.Topic, Partition: tp.Partition}
@@ -198,6 +209,8 @@ type loadState struct {
 	consumers  map[string]*consumerLoad // KIP-848 groups (records848.go)
 	bad        int
 	lastErr    error
+	// seq counts the offset records applied (committed.seq).
+	seq uint64
 }
 
 func newLoadState() *loadState {
@@ -231,7 +244,8 @@ func (st *loadState) apply(key, value []byte) error {
 		if err := v.ReadFrom(value); err != nil {
 			return fmt.Errorf("%w: offset commit value: %w", errRecord, err)
 		}
-		c := committed{offset: v.Offset, leaderEpoch: -1, metadata: v.Metadata, commitMs: v.CommitTimestamp, expireMs: -1}
+		st.seq++
+		c := committed{offset: v.Offset, leaderEpoch: -1, metadata: v.Metadata, commitMs: v.CommitTimestamp, expireMs: -1, seq: st.seq}
 		if v.Version >= 3 {
 			c.leaderEpoch = v.LeaderEpoch
 		}
@@ -299,7 +313,9 @@ func (st *loadState) endTxn(pid int64, commit bool) {
 			st.offsets[g] = m
 		}
 		for tp, c := range offs {
-			m[tp] = c
+			if old, ok := m[tp]; !ok || c.newerThan(old) {
+				m[tp] = c
+			}
 		}
 	}
 }

@@ -197,7 +197,9 @@ func (p *partition) txnCommit(req *kmsg.TxnOffsetCommitRequest, items []commitIt
 				p.releaseTxnPending(g, req.ProducerID, it.tp)
 				continue
 			}
+			p.commitSeq++
 			if cur := g.txnPending[req.ProducerID]; cur == tp {
+				it.c.seq = p.commitSeq
 				tp.offsets[it.tp] = it.c
 			}
 		}
@@ -286,7 +288,9 @@ func (c *Coordinator) TxnCompleted(part int32, pid int64, commit bool) {
 		}
 		if commit && g.live() {
 			for tp, c := range t.offsets {
-				g.offsets[tp] = c
+				if old, ok := g.offsets[tp]; !ok || c.newerThan(old) {
+					g.offsets[tp] = c
+				}
 			}
 		}
 		g.forgetIfUnused()

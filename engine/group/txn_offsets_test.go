@@ -111,3 +111,59 @@ func TestTxnOffsetsPendingUntilMarker(t *testing.T) {
 		t.Fatalf("after a second restart: %+v", p)
 	}
 }
+
+// TestTxnOffsetsOlderThanCommit: a transaction's offsets, when it
+// commits, replace only offsets written before them, as Kafka compares the
+// records' log offsets (olderThan): an OffsetCommit written after the
+// TxnOffsetCommit keeps its offset across the marker, and one written
+// before is replaced; the replay after a restart agrees.
+func TestTxnOffsetsOlderThanCommit(t *testing.T) {
+	dir := t.TempDir()
+	e, c := openCoordinator(t, dir, Config{OffsetsTopicPartitions: 1})
+	waitLoaded(t, c)
+	if _, err := e.CreateTopic("t", 1, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	txnCommit := func(pid, offset int64) {
+		t.Helper()
+		r := call(t, func(reply func(*kmsg.TxnOffsetCommitResponse)) {
+			c.TxnOffsetCommit(txnCommitRequest("g", pid, offset), reply)
+		})
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatal(kerr.ErrorForCode(code))
+		}
+	}
+	commit := func(offset int64) {
+		t.Helper()
+		r := call(t, func(reply func(*kmsg.OffsetCommitResponse)) { c.OffsetCommit(commitRequest("g", offset), reply) })
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatal(kerr.ErrorForCode(code))
+		}
+	}
+	txnCommit(7, 10)
+	commit(50)
+	writeMarker(t, e, c, 0, 7, true)
+	if p := fetched(t, c, true); p.ErrorCode != 0 || p.Offset != 50 {
+		t.Fatalf("a transaction's offset written before an OffsetCommit replaced it at the marker: %+v", p)
+	}
+	commit(60)
+	txnCommit(8, 70)
+	writeMarker(t, e, c, 0, 8, true)
+	if p := fetched(t, c, true); p.ErrorCode != 0 || p.Offset != 70 {
+		t.Fatalf("a transaction's offset written after an OffsetCommit: %+v", p)
+	}
+	txnCommit(9, 80)
+	commit(90)
+	writeMarker(t, e, c, 0, 9, true)
+	if p := fetched(t, c, true); p.ErrorCode != 0 || p.Offset != 90 {
+		t.Fatalf("second transaction written before an OffsetCommit: %+v", p)
+	}
+
+	c.Close()
+	e.Close()
+	_, c = openCoordinator(t, dir, Config{OffsetsTopicPartitions: 1})
+	waitLoaded(t, c)
+	if p := fetched(t, c, true); p.ErrorCode != 0 || p.Offset != 90 {
+		t.Fatalf("after a restart: %+v", p)
+	}
+}
