@@ -74,11 +74,16 @@ func (c *regexCache) compile(re string) (*regexp.Regexp, error) {
 
 // compileSubscription compiles a subscribed regular expression. Kafka
 // uses RE2/J and matches whole topic names; Go's regexp is RE2, anchored
-// here to match whole names too. A regex beyond RegexMaxBytes is not
-// compiled.
+// here to match whole names too. The regex is compiled alone first: the
+// anchoring group would otherwise take unbalanced parentheses ("a)|(b"
+// became "^(?:a)|(b)$", valid and anchored on one side only), which
+// RE2/J refuses. A regex beyond RegexMaxBytes is not compiled.
 func compileSubscription(re string) (*regexp.Regexp, error) {
 	if len(re) > RegexMaxBytes {
 		return nil, fmt.Errorf("%d bytes, at most %d", len(re), RegexMaxBytes)
+	}
+	if _, err := regexp.Compile(re); err != nil {
+		return nil, err
 	}
 	return regexp.Compile("^(?:" + re + ")$")
 }

@@ -87,3 +87,24 @@ func TestRegexCacheBounded(t *testing.T) {
 		t.Fatalf("%d entries", len(c.entries))
 	}
 }
+
+// TestRegexAnchoredWhole: a subscription matches whole topic names, as
+// RE2/J's matches() does, and a regex with unbalanced parentheses is
+// invalid, not taken apart by the anchoring group ("a)|(b" once compiled
+// to "^(?:a)|(b)$", matching "ab" and "xb").
+func TestRegexAnchoredWhole(t *testing.T) {
+	for _, re := range []string{"a)|(b", "(a", "a)", `a\`} {
+		if _, err := compileSubscription(re); err == nil {
+			t.Errorf("%q compiled", re)
+		}
+	}
+	rx, err := compileSubscription("t-.|u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"t-1": true, "u": true, "t-12": false, "xu": false, "ut": false} {
+		if got := rx.MatchString(name); got != want {
+			t.Errorf("%q matches %q: %v, want %v", "t-.|u", name, got, want)
+		}
+	}
+}
