@@ -395,7 +395,8 @@ func (c *Coordinator) Describe(ids []string, reply func([]kmsg.DescribeTransacti
 }
 
 // ListFilter is ListTransactions' filters: states by name, producer ids,
-// and (v1, KIP-994) transactions running for at least DurationMs (-1: any).
+// and (v1, KIP-994) transactions whose last start is more than DurationMs
+// ago (-1: any).
 type ListFilter struct {
 	States      []string
 	ProducerIDs []int64
@@ -463,7 +464,11 @@ func (c *Coordinator) List(f ListFilter, reply func(*kmsg.ListTransactionsRespon
 				if (len(states) > 0 && !states[m.state]) || (len(pids) > 0 && !pids[m.producerID]) || m.state == stateDead {
 					continue
 				}
-				if f.DurationMs >= 0 && (m.state != stateOngoing || now-m.startMs < f.DurationMs) {
+				// Kafka's filter (TransactionStateManager): whatever the
+				// state, a transaction is listed when its last start is more
+				// than the duration ago; a completed one keeps its last
+				// start, an Empty one has none (-1) and is always listed.
+				if f.DurationMs >= 0 && now-m.startMs <= f.DurationMs {
 					continue
 				}
 				t := kmsg.NewListTransactionsResponseTransactionState()

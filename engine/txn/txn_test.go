@@ -429,3 +429,48 @@ func BenchmarkCommitCycle(b *testing.B) {
 		r = e
 	}
 }
+
+// TestListDurationFilter: ListTransactions' duration filter (v1, KIP-994)
+// is Kafka's: whatever its state, a transaction not Dead is listed when its
+// last start is more than the duration ago; an Empty one, never started,
+// always is, and a completed one keeps its last start.
+func TestListDurationFilter(t *testing.T) {
+	_, c := openCoordinator(t, t.TempDir(), Config{})
+	tp := engine.TP{Topic: "a"}
+	if r := initPID(c, "empty", 60000, -1, -1); r.code != 0 {
+		t.Fatal(kerr.ErrorForCode(r.code))
+	}
+	ongoing := initPID(c, "ongoing", 60000, -1, -1)
+	if code := addParts(c, "ongoing", ongoing.pid, ongoing.epoch, tp); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	done := initPID(c, "done", 60000, -1, -1)
+	if code := addParts(c, "done", done.pid, done.epoch, tp); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if e := endTxn(c, "done", done.pid, done.epoch, true, 5); e.code != 0 {
+		t.Fatal(kerr.ErrorForCode(e.code))
+	}
+	time.Sleep(20 * time.Millisecond)
+	list := func(durationMs int64) []string {
+		ch := make(chan *kmsg.ListTransactionsResponse, 1)
+		c.List(ListFilter{DurationMs: durationMs}, func(r *kmsg.ListTransactionsResponse) { ch <- r })
+		var ids []string
+		for _, s := range (<-ch).TransactionStates {
+			ids = append(ids, s.TransactionalID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	// The markers of "done" are written by then or soon: its state is
+	// PrepareCommit or CompleteCommit, listed either way.
+	if got := list(5); !slices.Equal(got, []string{"done", "empty", "ongoing"}) {
+		t.Fatalf("started more than 5 ms ago: %v, want done, empty and ongoing", got)
+	}
+	if got := list(time.Hour.Milliseconds()); !slices.Equal(got, []string{"empty"}) {
+		t.Fatalf("started more than an hour ago: %v, want empty (never started)", got)
+	}
+	if got := list(-1); !slices.Equal(got, []string{"done", "empty", "ongoing"}) {
+		t.Fatalf("no duration filter: %v", got)
+	}
+}
