@@ -175,6 +175,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
 		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
+		FetchSessionSlots: cfg.FetchSessionSlots, FetchSessionEviction: cfg.FetchSessionEviction,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Txns: b.txns, Markers: markers, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
 	}, b.eng)
 	lim := cfg.Connections

@@ -92,6 +92,11 @@ type Config struct {
 	// (0: Kafka's 55 MiB and 10 MiB).
 	FetchMaxBytes        int32
 	ReplicaFetchMaxBytes int32
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots (0:
+	// Kafka's 1000; -1: no fetch sessions) and FetchSessionEviction
+	// min.incremental.fetch.session.eviction.ms (0: 2 minutes), KIP-227.
+	FetchSessionSlots    int
+	FetchSessionEviction time.Duration
 	// Connections bounds what clients may hold, on every listener:
 	// max.connections, max.connections.per.ip and its overrides,
 	// connections.max.idle.ms, queued.max.request.bytes (zero values:

@@ -73,6 +73,14 @@ type fetch struct {
 	// response carries no topics.
 	errCode int16
 	topics  []fetchTopic
+	// denied is the code every partition gets when a replica fetch comes
+	// from a principal that may not CLUSTER_ACTION.
+	denied int16
+	// session is the fetch session (fetch_session.go) the response names,
+	// nil for none; incremental is set when the request was incremental,
+	// and then topics are the session's partitions.
+	session     *fetchSession
+	incremental bool
 
 	// Long-poll state (fetch_wait.go).
 	cancel    chan struct{} // closed when the wait must end early
@@ -84,6 +92,9 @@ type fetchTopic struct {
 	name  string   // v4-v12 (and resolved from id on v13+, "" when unknown)
 	id    [16]byte // v13+
 	parts []fetchPart
+	// unknownID is set in an incremental fetch when the session's topic
+	// id names no topic here.
+	unknownID bool
 }
 
 // fetchPart is one requested partition and, after a read pass, its answer.
@@ -116,6 +127,10 @@ type fetchPart struct {
 	// fetch from instead of this leader (KIP-392).
 	preferred    int32
 	preferredSet bool
+	// sp is the partition's place in the fetch session, if any; skip
+	// leaves it out of an incremental response (fetchSessions.settle).
+	sp   *sessionPart
+	skip bool
 }
 
 // handleFetch runs on the connection's network goroutine. It answers at once
@@ -155,17 +170,6 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		replica:       -1,
 		rack:          req.Rack,
 	}
-	// Fetch sessions (KIP-227). This broker keeps none: it answers every
-	// full fetch with session id 0, which tells the client that no session
-	// was created, so it keeps sending full fetches. As in Kafka's
-	// FetchManager, epoch 0 (open a session) and -1 (no session) are full
-	// fetches whatever the session id says (a non-zero id with them closes
-	// that session, and we have none to close); any other epoch asks for
-	// an incremental fetch in a session we cannot have.
-	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
-		f.errCode = kerr.FetchSessionIDNotFound.Code
-		return f
-	}
 	// Followers fetch with their broker id (replica_id up to v14, the
 	// replica_state tag from v15, KIP-903); a negative id is a consumer's.
 	// The node judges, partition by partition, whether the follower is a
@@ -195,6 +199,7 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 		denied = kerr.TopicAuthorizationFailed.Code
 		f.replica = -1
 	}
+	f.denied = denied
 	f.topics = make([]fetchTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -220,6 +225,13 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 				leaderEpoch: rp.CurrentLeaderEpoch,
 				fixedErr:    topicErr,
 			}
+		}
+	}
+	// Fetch sessions (KIP-227, fetch_session.go): an incremental fetch
+	// reads the session's partitions instead of the request's.
+	if req.Version >= 7 {
+		if code := s.sessions.plan(s, f, req); code != 0 {
+			f.errCode, f.topics = code, nil
 		}
 	}
 	return f

@@ -15,7 +15,7 @@ import (
 //	Response header      correlation_id int32, [tagged fields] (v12+)
 //	throttle_time_ms     int32
 //	error_code           int16                      v7+ (fetch sessions)
-//	session_id           int32                      v7+ (always 0 here)
+//	session_id           int32                      v7+ (fetch_session.go; 0: none)
 //	topics               [array]
 //	  topic              string (v4-v12) | uuid (v13+)
 //	  partitions         [array]
@@ -55,6 +55,7 @@ type fetchCut struct {
 // releases every read (once the regions are on the wire, or dropped with
 // the connection), which is what keeps the segment files open meanwhile.
 func (f *fetch) respond() {
+	f.s.sessions.settle(f)
 	fr := f.encode()
 	r := &netpoll.Response{}
 	prev := 0
@@ -120,23 +121,42 @@ func (f *fetch) encode() fetchFrame {
 	e.Int32(0) // throttle_time_ms: no quotas
 	if v >= 7 {
 		e.Int16(f.errCode)
-		e.Int32(0) // session_id: no sessions are kept (see newFetch)
+		if f.session != nil {
+			e.Int32(f.session.id)
+		} else {
+			e.Int32(0)
+		}
 	}
 	leaders := false
 	if f.errCode != 0 {
 		e.ArrayLen(0)
 	} else {
-		e.ArrayLen(len(f.topics))
+		// An incremental fetch's response leaves out the partitions with
+		// nothing new (skip), and the topics left with none.
+		topics := 0
+		for i := range f.topics {
+			if f.topics[i].sent() > 0 {
+				topics++
+			}
+		}
+		e.ArrayLen(topics)
 		for i := range f.topics {
 			t := &f.topics[i]
+			n := t.sent()
+			if n == 0 {
+				continue
+			}
 			if v >= 13 {
 				e.UUID(t.id)
 			} else {
 				e.Str(t.name)
 			}
-			e.ArrayLen(len(t.parts))
+			e.ArrayLen(n)
 			for j := range t.parts {
 				p := &t.parts[j]
+				if p.skip {
+					continue
+				}
 				e.Int32(p.tp.Partition)
 				e.Int16(p.errCode)
 				e.Int64(p.hw)
@@ -222,4 +242,15 @@ func (f *fetch) encode() fetchFrame {
 		}
 	}
 	return fetchFrame{buf: e.Buf, cuts: cuts}
+}
+
+// sent is how many of t's partitions the response names.
+func (t *fetchTopic) sent() int {
+	n := 0
+	for j := range t.parts {
+		if !t.parts[j].skip {
+			n++
+		}
+	}
+	return n
 }

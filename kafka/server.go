@@ -43,6 +43,11 @@ type Config struct {
 	Logger          *slog.Logger
 	// Metrics, when set, receives per-API counts and latencies.
 	Metrics *Metrics
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots (0:
+	// Kafka's 1000; -1: no sessions) and FetchSessionEviction
+	// min.incremental.fetch.session.eviction.ms (0: Kafka's 2 minutes).
+	FetchSessionSlots    int
+	FetchSessionEviction time.Duration
 	// FetchMaxBytes is fetch.max.bytes (0: Kafka's 55 MiB) and
 	// ReplicaFetchMaxBytes replica.fetch.response.max.bytes (0: 10 MiB):
 	// the most a consumer's, or a follower's, Fetch response carries
@@ -85,9 +90,10 @@ type Server struct {
 
 	plaintext    *handler // Serve's listener: PLAINTEXT and inter-broker
 	superUsers   map[string]bool
-	inflightSync atomic.Int64 // blocking handlers running on their own goroutines
-	waits        fetchWaits   // long-polling fetches (fetch_wait.go)
-	offsetsMu    sync.Mutex   // one creation of __consumer_offsets at a time (offsetsTopic)
+	inflightSync atomic.Int64   // blocking handlers running on their own goroutines
+	waits        fetchWaits     // long-polling fetches (fetch_wait.go)
+	sessions     *fetchSessions // incremental fetch sessions (fetch_session.go)
+	offsetsMu    sync.Mutex     // one creation of __consumer_offsets at a time (offsetsTopic)
 }
 
 // NewServer returns the protocol handler for eng. cfg.Node must be set
@@ -108,7 +114,8 @@ func NewServer(cfg Config, eng *engine.Core) *Server {
 	if cfg.AutoCreateMax <= 0 {
 		cfg.AutoCreateMax = autoCreateMaxDefault
 	}
-	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, superUsers: map[string]bool{}}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, superUsers: map[string]bool{},
+		sessions: newFetchSessions(cfg.FetchSessionSlots, cfg.FetchSessionEviction)}
 	for _, p := range cfg.SuperUsers {
 		s.superUsers[p] = true
 	}

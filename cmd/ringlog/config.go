@@ -310,6 +310,16 @@ func (s *settings) set(k, v string) error {
 	case "replica.fetch.response.max.bytes":
 		n, err = num(1024, math.MaxInt32)
 		s.ReplicaFetchMaxBytes = int32(n)
+	case "max.incremental.fetch.session.cache.slots":
+		// 0 turns fetch sessions off (KIP-227), as in Kafka.
+		n, err = num(0, math.MaxInt32)
+		s.FetchSessionSlots = int(n)
+		if n == 0 {
+			s.FetchSessionSlots = -1
+		}
+	case "min.incremental.fetch.session.eviction.ms":
+		n, err = num(0, math.MaxInt32)
+		s.FetchSessionEviction = time.Duration(n) * time.Millisecond
 	case "max.connections":
 		n, err = num(1, math.MaxInt32)
 		s.Connections.MaxConnections = int(n)

@@ -190,6 +190,21 @@ func TestMaxPartitionsProperty(t *testing.T) {
 	}
 }
 
+// TestFetchSessionProperties: Kafka's KIP-227 settings, 0 slots turning
+// fetch sessions off.
+func TestFetchSessionProperties(t *testing.T) {
+	for text, want := range map[string][2]int64{
+		"max.incremental.fetch.session.cache.slots=10\nmin.incremental.fetch.session.eviction.ms=5000": {10, 5000},
+		"max.incremental.fetch.session.cache.slots=0":                                                  {-1, 0},
+		"": {0, 0},
+	} {
+		s := defaultSettings()
+		if err := s.loadProperties(strings.NewReader(text)); err != nil || int64(s.FetchSessionSlots) != want[0] || s.FetchSessionEviction.Milliseconds() != want[1] {
+			t.Fatalf("%q: %d %v %v, want %v", text, s.FetchSessionSlots, s.FetchSessionEviction, err, want)
+		}
+	}
+}
+
 const oauthBase = `listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=OAUTHBEARER`
 
 // TestOAuthBearerProperties: Kafka's OAUTHBEARER settings. With the
