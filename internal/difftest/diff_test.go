@@ -64,6 +64,7 @@ var allowances = []allowance{
 	{int16(kmsg.EndTxn), ".ProducerID", generated, "the producer id an EndTxn v5 answer names (KIP-890), allocated by the broker"},
 	{int16(kmsg.DescribeProducers), ".ActiveProducers[*].ProducerID", generated, "allocated by the broker (as InitProducerId's)"},
 	{int16(kmsg.ListTransactions), ".TransactionStates[*].ProducerID", generated, "allocated by the broker (as InitProducerId's)"},
+	{int16(kmsg.Fetch), ".SessionID", generated, "a fetch session's id, chosen by the broker (KIP-227)"},
 	{int16(kmsg.Produce), ".LogAppendTime", generated, "the broker's clock (topics with message.timestamp.type=LogAppendTime)"},
 	{int16(kmsg.JoinGroup), ".MemberID", generated, "the coordinator names members: client id and a UUID (KIP-394)"},
 	{int16(kmsg.JoinGroup), ".LeaderID", generated, "the leader's member id, generated (KIP-394)"},
