@@ -210,19 +210,24 @@ func topicMetadata(req *kmsg.MetadataRequest, img *controller.Image, t *controll
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
-		mp.OfflineReplicas = []int32{}
-		for _, r := range p.Replicas {
-			// Kafka's offline replicas: on a broker that is not live, or
-			// reported offline by theirs (KIP-112, KIP-858).
-			if b, ok := img.Broker(r); !ok || b.Fenced || slices.Contains(p.Offline, r) {
-				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
-			}
-		}
+		mp.OfflineReplicas = offlineReplicas(img, &p)
 		if p.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 	}
 	return mt
+}
+
+// offlineReplicas are Kafka's offline replicas of p: on a broker that is
+// not live, or reported offline by theirs (KIP-112, KIP-858).
+func offlineReplicas(img *controller.Image, p *controller.Partition) []int32 {
+	out := []int32{}
+	for _, r := range p.Replicas {
+		if b, ok := img.Broker(r); !ok || b.Fenced || slices.Contains(p.Offline, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // liveBrokers lists the brokers of img that are not fenced, at their
