@@ -173,11 +173,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.peers = append(c.peers, k)
 		if quickTimeout {
 			// A JVM starts in seconds, a cluster of three on two cores in
-			// up to a minute, and the SASL_SSL peer is one more broker
-			// with the 1 KiB produce and consume runs: time the quick
-			// suite's other runs must not lose.
+			// up to a minute, and the SASL_SSL and io_uring net peers are
+			// one more broker each with the runs of their targets: time
+			// the quick suite's other runs must not lose.
 			c.timeout += map[string]time.Duration{kafkaPeer: 30 * time.Second, kafkaClusterPeer: 70 * time.Second,
-				saslSSLPeer: 15 * time.Second}[k]
+				saslSSLPeer: 15 * time.Second, netUringPeer: 15 * time.Second}[k]
 		}
 	}
 	for _, k := range strings.Split(*kinds, ",") {
