@@ -105,7 +105,7 @@ func (w workload) describe() string {
 	var who string
 	switch w.kind {
 	case kindProduce, kindLatency:
-		who = fmt.Sprintf("%d producers", w.producers)
+		who = fmt.Sprintf("%d producer%s", w.producers, map[bool]string{true: "", false: "s"}[w.producers == 1])
 	case kindConsume:
 		who = fmt.Sprintf("%d consumers", w.consumers)
 	default:
