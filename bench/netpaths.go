@@ -220,6 +220,11 @@ func (s *suite) netPathsTargets() []ratioTarget {
 	return ks
 }
 
+// quickNetPathsReason is why -quick has no end-to-end figure at the
+// fixed rate.
+const quickNetPathsReason = "-quick leaves issue 13's end-to-end run at the fixed rate out (its time limit grows by " +
+	"about 10 s for the issue's rows); the standard matrix has it"
+
 // netPathsAbsolute is issue 13's one bound that is not a ratio: ringlog
 // io_uring net's broker CPU per GB produced at 1 KiB.
 const netPathsAbsolute = 0.6
@@ -234,6 +239,10 @@ func (s *suite) writeNetPathsTargets(judge func(target, measured, verdict string
 	ks := s.netPathsTargets()
 	abs := "io_uring net: broker CPU per GB ≤ 0.6 s/GB (1 KiB produce)"
 	for i, k := range ks {
+		if !k.known && k.missing == "" && s.cfg.quick && i == len(ks)-1 {
+			judge(k.target, "—", "not measured in this matrix: "+quickNetPathsReason)
+			continue
+		}
 		k.judge(judge, line)
 		if i == 1 {
 			base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))

@@ -667,7 +667,8 @@ func checkNetPaths(t *testing.T, report string) {
 	n := 0
 	for _, line := range strings.Split(targets, "\n") {
 		cs := cells(line)
-		if len(cs) != 3 || !strings.HasPrefix(cs[0], "io_uring net: ") || cs[0] == netPathsConnsTarget {
+		if len(cs) != 3 || !strings.HasPrefix(cs[0], "io_uring net: ") || cs[0] == netPathsConnsTarget ||
+			strings.HasPrefix(cs[2], "not measured in this matrix: -quick") {
 			continue
 		}
 		n++
@@ -675,8 +676,8 @@ func checkNetPaths(t *testing.T, report string) {
 			t.Errorf("Targets: %q is not judged from figures: %v", cs[0], cs)
 		}
 	}
-	if n != 9 {
-		t.Errorf("Targets: %d issue 13 targets judged, want 9:\n%s", n, targets)
+	if n != 8 {
+		t.Errorf("Targets: %d issue 13 targets judged, want 8 (-quick has no end-to-end run at the fixed rate):\n%s", n, targets)
 	}
 	net := section(report, "## Network paths")
 	for _, name := range []string{"ringlog io_uring", "ringlog io_uring net", "ringlog portable"} {

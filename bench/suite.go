@@ -233,6 +233,14 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		markAll(status, reason)
 		return
 	}
+	if p.spec.net != "" && !netPathsWorkload(w) {
+		markAll(statusSkipped, netUringReason)
+		return
+	}
+	if w.netPaths && !slices.Contains(netPathsPeers(w), p.spec.key) {
+		markAll(statusSkipped, netPathsReason(w))
+		return
+	}
 	if s.cfg.quick && p.spec.cluster && !w.main {
 		markAll(statusSkipped, quickClusterReason)
 		return
@@ -243,14 +251,6 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 	}
 	if p.spec.saslSSL && !saslSSLWorkload(w) {
 		markAll(statusSkipped, saslSSLReason)
-		return
-	}
-	if p.spec.net != "" && !netPathsWorkload(w) {
-		markAll(statusSkipped, netUringReason)
-		return
-	}
-	if w.netPaths && !slices.Contains(netPathsPeers(w), p.spec.key) {
-		markAll(statusSkipped, netPathsReason(w))
 		return
 	}
 	pending := false

@@ -256,7 +256,10 @@ func matrix(name string, producers, consumers int) []workload {
 	// rate of the latency workloads.
 	switch name {
 	case "quick":
-		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both, idem, txn(1000), txnConsume, small1, e2eFixed}
+		// Of issue 13's own workloads -quick runs the 100 B one: its
+		// time limit grows by about 10 s for the issue, the new peer's
+		// runs of the base workloads and this one (see quickNetPathsReason).
+		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both, idem, txn(1000), txnConsume, small1}
 	case "produce":
 		return []workload{main,
 			with(func(w *workload) { w.size = 100 }),
