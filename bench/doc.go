@@ -86,8 +86,10 @@
 // the page cache with kgo, produce latency at the fixed 50k records/s,
 // and two workloads of the issue's own that run on the peers its targets
 // compare only (100 B from one producer: ringlog io_uring net, portable,
-// kfake; end to end at 50k records/s: ringlog io_uring net and portable).
-// The 10,000-connection target has no workload yet and says so.
+// kfake; end to end at 50k records/s: ringlog io_uring net and portable;
+// -quick leaves the end-to-end one out, to grow by about 10 s, and its
+// target says so). The 10,000-connection target has no workload yet and
+// says so.
 //
 // In those workloads each of the three ringlog paths is also measured for
 // system calls per request and for how its CPU splits between user space
