@@ -202,13 +202,16 @@ func TestMatrices(t *testing.T) {
 
 // fakeSuite is a suite with tables filled by hand, for the report and
 // plot writers.
-func fakeSuite(t *testing.T) *suite {
-	cfg := config{matrix: "quick", runs: 3, duration: time.Second, maxRecords: 1000, maxBytes: 1 << 20,
+func fakeSuite(t *testing.T) *suite { return fakeSuiteOf(t, "quick") }
+
+// fakeSuiteOf is fakeSuite with the workloads of a matrix.
+func fakeSuiteOf(t *testing.T, matrixName string) *suite {
+	cfg := config{matrix: matrixName, runs: 3, duration: time.Second, maxRecords: 1000, maxBytes: 1 << 20,
 		fillBytes: 1 << 20, producers: 2, consumers: 2, peers: peerKeys(), outDir: t.TempDir(), timeout: time.Minute,
 		args: []string{"-quick"}}
 	s := &suite{cfg: cfg, peers: map[string]*peer{}, drivers: map[string]driver{}, machine: describeMachine(t.TempDir()),
 		rate: 1000, rateSource: "test"}
-	s.workloads = matrix("quick", 2, 2)
+	s.workloads = matrix(matrixName, 2, 2)
 	for _, w := range s.workloads {
 		s.tables = append(s.tables, tablesFor(w)...)
 	}
@@ -600,5 +603,113 @@ func TestSASLSSLTargets(t *testing.T) {
 	s.writeTargets(&b)
 	if n := strings.Count(b.String(), "| — | not measured: ringlog SASL_SSL unavailable |"); n != 2 {
 		t.Errorf("%d SASL_SSL targets say the peer was unavailable, want 2:\n%s", n, b.String())
+	}
+}
+
+// Issue 13's targets are ringlog io_uring net's figures over ringlog
+// portable's and kfake's in the same tables, with the one absolute bound
+// judged from its own figure; the 10,000-connection target says it is not
+// measured; the network path table gives system calls per request and the
+// CPU split for each of ringlog's paths.
+func TestNetPathsTargets(t *testing.T) {
+	s := fakeSuiteOf(t, "standard") // -quick has no end-to-end run at the fixed rate
+	for _, tb := range s.tables {
+		for key, r := range tb.rows {
+			for i := range r.samples {
+				smp := &r.samples[i]
+				if key == portablePeer {
+					smp.cpu *= 2 // twice io_uring net's CPU per record and per GB
+				}
+				smp.cpuSys = smp.cpu * 2 / 5
+				if slices.Contains(netPathSpecs, key) {
+					smp.syscalls, smp.syscallsOK, smp.requests, smp.requestsOK = 5000, true, 1000, true
+				}
+			}
+		}
+	}
+	var b bytes.Buffer
+	s.writeReport(&b)
+	rep := b.String()
+	targets := section(rep, "## Targets")
+	for _, want := range []string{
+		"| io_uring net: produce 1 KiB, 16 partitions, 2 producers records/s ≥ 1.2x portable's | 1.00x (2.00k against 2.00k records/s) | **not met** |",
+		"| io_uring net: broker CPU per GB ≤ 0.6x portable's | 0.50x (250 against 500 s/GB, 1 KiB produce) | met |",
+		"| io_uring net: broker CPU per GB ≤ 0.6 s/GB (1 KiB produce) | 250 s/GB | **not met** |",
+		"| io_uring net: broker CPU per million records ≤ 0.6x portable's | 0.50x (250 against 500 s/M, 100 B produce, 1 producer) | met |",
+		"| io_uring net: broker CPU per million records ≤ 0.35x kfake's | 1.00x (250 against 250 s/M, 100 B produce, 1 producer) | **not met** |",
+		"| io_uring net: consume from the page cache broker CPU per GB ≤ 0.5x portable's | 0.50x (250 against 500 s/GB, 1 KiB, kgo) | met |",
+		"| io_uring net: produce ack p99 at 50.0k records/s ≤ 0.5x kfake's | 1.00x (",
+		"| io_uring net: produce ack p99 at 50.0k records/s ≤ 1.0x portable's | 1.00x (",
+		"| io_uring net: end-to-end p99.9 at 50.0k records/s ≤ 1.0x portable's | 1.00x (",
+		"| " + netPathsConnsTarget + " | — | not measured: the suite has no 10,000-connection workload yet |",
+	} {
+		if !strings.Contains(targets, want) {
+			t.Errorf("targets lack %q:\n%s", want, targets)
+		}
+	}
+	net := section(rep, "## Network paths")
+	for _, want := range []string{
+		"| produce 1 KiB, 2 producers | ringlog io_uring | 1.00k | 5.00 | 0.30 | 0.20 | 40.0% |",
+		"| produce 1 KiB, 2 producers | ringlog io_uring net | 1.00k | 5.00 |",
+		"| produce 100 B, 1 producer | ringlog portable | 1.00k | 5.00 |",
+		"| end to end at 50.0k records/s | ringlog io_uring net | 1.00k | 5.00 |",
+	} {
+		if !strings.Contains(net, want) {
+			t.Errorf("the network path table lacks %q:\n%s", want, net)
+		}
+	}
+	// Without the peer, its targets say so.
+	for _, tb := range s.tables {
+		if r := tb.rows[netUringPeer]; r != nil {
+			r.samples, r.status, r.reason = nil, statusUnavailable, "not selected (-peers)"
+		}
+	}
+	b.Reset()
+	s.writeTargets(&b)
+	if n := strings.Count(b.String(), "| — | not measured: ringlog io_uring net unavailable |"); n != 9 {
+		t.Errorf("%d issue 13 targets say the peer was unavailable, want 9:\n%s", n, b.String())
+	}
+	// -quick says why it has no end-to-end figure.
+	s = fakeSuite(t)
+	s.cfg.quick = true
+	b.Reset()
+	s.writeTargets(&b)
+	if l := lineWith(b.String(), "io_uring net: end-to-end p99.9"); !strings.HasSuffix(l, "| — | not measured in this matrix: "+quickNetPathsReason+" |") {
+		t.Errorf("-quick's end-to-end target: %q", l)
+	}
+}
+
+// The peer runs the broker with its disk and network on io_uring; the
+// workloads of issue 13 are its own and the others' rows say why not.
+func TestNetUringPeer(t *testing.T) {
+	spec, ok := peerSpecByKey(netUringPeer)
+	if !ok || spec.net != "uring" {
+		t.Fatalf("no peer %s with -net uring: %+v", netUringPeer, spec)
+	}
+	ws := matrix("standard", 2, 2)
+	var own int
+	for _, w := range ws {
+		if w.netPaths {
+			own++
+			if !netPathsWorkload(w) {
+				t.Errorf("%s is issue 13's but not among its peer's workloads", w.id())
+			}
+		}
+	}
+	if own != 2 {
+		t.Errorf("%d workloads of issue 13's own in the standard matrix, want 2 (100 B from 1 producer, end to end at the fixed rate)", own)
+	}
+	if !netPathsWorkload(ws[0]) {
+		t.Error("the base produce workload is not one of the io_uring net peer's")
+	}
+}
+
+func TestParsePerfCount(t *testing.T) {
+	out := "\n123456,,raw_syscalls:sys_enter,2003,100.00,,\n"
+	if v, ok := parsePerfCount(out, "raw_syscalls:sys_enter"); !ok || v != 123456 {
+		t.Errorf("parsed %v, %v", v, ok)
+	}
+	if _, ok := parsePerfCount("<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n", "raw_syscalls:sys_enter"); ok {
+		t.Error("<not counted> read as a count")
 	}
 }

@@ -7,16 +7,17 @@
 //
 //	ringlog bench (this process)       clients: kgo producers/consumers, nats.go
 //	  ├─ ringlog -io uring   ...       broker processes, one per peer and
-//	  ├─ ringlog -io portable ...      durability setting, each measured from
-//	  ├─ ringlog bench peer kfake      /proc/<pid> (CPU, peak RSS) and, for
-//	  ├─ ringlog bench peer nats       ringlog, its admin /metrics and pprof
+//	  ├─ ringlog -io uring -net uring  durability setting, each measured from
+//	  ├─ ringlog -io portable ...      /proc/<pid> (CPU, peak RSS) and, for
+//	  ├─ ringlog bench peer kfake      ringlog, its admin /metrics and pprof
+//	  ├─ ringlog bench peer nats       (and perf stat, issue 13's rows)
 //	  ├─ ringlog -config ... SASL_SSL  (its listeners: saslssl.go)
 //	  ├─ ringlog -node-id 1 -controller-voters ... ┐ the 3-broker cluster:
 //	  ├─ ringlog -node-id 2 ...                    │ CPU and peak RSS summed
 //	  ├─ ringlog -node-id 3 ...                    ┘ over the three
 //	  ├─ java ... kafka.Kafka          Apache Kafka: one node (the matrix),
 //	  ├─ java ... kafka.Kafka ×3       three (the Replication section)
-//	  └─ kcat, fio                     short-lived commands
+//	  └─ kcat, fio, perf               short-lived commands
 //
 // Brokers run as processes of their own so that their CPU and memory are
 // theirs alone. ringlog runs from the benchmarked binary (-broker, by
@@ -69,6 +70,35 @@
 // and consume from the page cache, judged apart) take ringlog SASL_SSL's
 // kgo figures over ringlog io_uring's in the same tables, and state both
 // brokers' CPU per GB.
+//
+// # Issue 13: the network paths
+//
+// ringlog has three network paths (the binary's -net): gnet's epoll
+// loops, io_uring loops and the net package. The peer "ringlog-uring" is
+// -io uring with the network it defaults to, gnet: the io_uring disk path,
+// and the reference every ratio is taken against. The peer
+// "ringlog-net-uring" (ringlog io_uring net) is -io uring -net uring, the
+// broker with its disk and its network both on io_uring: what issue 13
+// means by io_uring, and the figure of every target of that issue, each
+// computed from one run against "ringlog-portable" (-io portable: pwrite
+// and the net package) and kfake (netpaths.go). It runs the workloads of
+// those targets only, in every matrix: the base produce run, consume from
+// the page cache with kgo, produce latency at the fixed 50k records/s,
+// and two workloads of the issue's own that run on the peers its targets
+// compare only (100 B from one producer: ringlog io_uring net, portable,
+// kfake; end to end at 50k records/s: ringlog io_uring net and portable;
+// -quick leaves the end-to-end one out, to grow by about 10 s, and its
+// target says so). The 10,000-connection target has no workload yet and
+// says so.
+//
+// In those workloads each of the three ringlog paths is also measured for
+// system calls per request and for how its CPU splits between user space
+// and the kernel: `perf stat -e raw_syscalls:sys_enter -p <broker>`
+// attached for the measured stretch (perf's own start is not in it), the
+// requests from the broker's ringlog_requests_total where it exports one
+// and otherwise those the suite's kgo clients wrote (HookBrokerWrite), and
+// utime and stime from /proc/<pid>/stat. Without perf the system call
+// figures are "—" and the rest stands.
 //
 // # The cluster and the Replication section
 //
@@ -177,6 +207,13 @@
 //     the SASL_SSL peer's consumers fetch elsewhere, so its "sent by
 //     sendfile" is "—" (TLS encrypts in user space: nothing goes by
 //     sendfile there anyway).
+//   - perf stat prints nothing when it has attached: the meter gives it
+//     100 ms before the load starts, and stops it with SIGINT, which makes
+//     it print its count.
+//   - A closed-loop kgo producer sends few, large requests (up to 1 MB
+//     per partition, 16 partitions): system calls per request of a
+//     saturated produce run are in the hundreds on every path, and read
+//     beside the fixed-rate rows, whose requests are small.
 //   - internal/kafkaref reaps its nodes itself: a node is alive while
 //     /proc/<pid> is there and not a zombie.
 //   - A restarted broker gets new Kafka and admin ports (a killed broker's

@@ -27,8 +27,19 @@ type kafkaDriver struct {
 	rf      int16
 	configs map[string]*string
 	// opts are given to every client besides the seeds: how to connect
-	// (TLS and SASL for the SASL_SSL peer).
+	// (TLS and SASL for the SASL_SSL peer), and the hook that counts
+	// requests.
 	opts []kgo.Opt
+	// requests counts the requests every client of the driver wrote to
+	// the peer: the requests of a run when the broker counts none itself.
+	requests atomic.Int64
+}
+
+// OnBrokerWrite counts a request written (kgo.HookBrokerWrite).
+func (d *kafkaDriver) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		d.requests.Add(1)
+	}
 }
 
 // newKafkaDriver connects to seeds with opts (see kafkaDriver.opts).
@@ -36,11 +47,14 @@ func newKafkaDriver(seeds []string, rf int16, configs map[string]*string, opts .
 	// The admin client caches metadata for MetadataMinAge (5 s by
 	// default), also when asked for a topic that it does not know yet: a
 	// topic just created would stay unknown to it for that long.
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	d := &kafkaDriver{seeds: seeds, rf: rf, configs: configs}
+	d.opts = append(append([]kgo.Opt{}, opts...), kgo.WithHooks(d))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100 * time.Millisecond)}, d.opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaDriver{seeds: seeds, cl: cl, adm: kadm.NewClient(cl), rf: rf, configs: configs, opts: opts}, nil
+	d.cl, d.adm = cl, kadm.NewClient(cl)
+	return d, nil
 }
 
 // kgoSettings is the client configuration as the report states it.

@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintf(stderr, usageText, strings.Join(peerKeys(), ", "))
 		fs.PrintDefaults()
 	}
-	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in under two minutes without the Apache Kafka and SASL_SSL peers (-peers), in about four with them")
+	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in about two minutes without the Apache Kafka, SASL_SSL and io_uring net peers (-peers), in about four with them")
 	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) or full (every produce combination)")
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
 	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 1s)")
@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
 	broker := fs.String("broker", "", "ringlog binary to benchmark (default: this executable)")
-	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus time for the Apache Kafka peers' starts and the SASL_SSL peer)")
+	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus time for the Apache Kafka peers' starts and the SASL_SSL and io_uring net peers)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -173,11 +173,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.peers = append(c.peers, k)
 		if quickTimeout {
 			// A JVM starts in seconds, a cluster of three on two cores in
-			// up to a minute, and the SASL_SSL peer is one more broker
-			// with the 1 KiB produce and consume runs: time the quick
-			// suite's other runs must not lose.
+			// up to a minute, and the SASL_SSL and io_uring net peers are
+			// one more broker each with the runs of their targets: time
+			// the quick suite's other runs must not lose.
 			c.timeout += map[string]time.Duration{kafkaPeer: 30 * time.Second, kafkaClusterPeer: 70 * time.Second,
-				saslSSLPeer: 15 * time.Second}[k]
+				saslSSLPeer: 15 * time.Second, netUringPeer: 15 * time.Second}[k]
 		}
 	}
 	for _, k := range strings.Split(*kinds, ",") {

@@ -71,6 +71,9 @@ type jsonRun struct {
 	LatencyP999  *float64 `json:"latency_p99_9_us,omitempty"`
 	LatencyMax   *float64 `json:"latency_max_us,omitempty"`
 	BrokerCPUS   *float64 `json:"broker_cpu_s,omitempty"`
+	BrokerSysS   *float64 `json:"broker_cpu_kernel_s,omitempty"` // of broker_cpu_s, stime
+	Syscalls     *float64 `json:"broker_syscalls,omitempty"`
+	Requests     *float64 `json:"requests,omitempty"`
 	BrokerRSS    *float64 `json:"broker_peak_rss_bytes,omitempty"`
 	SendfileByte *float64 `json:"fetch_sendfile_bytes,omitempty"`
 	CopiedBytes  *float64 `json:"fetch_copied_bytes,omitempty"`
@@ -155,6 +158,8 @@ func jsonRuns(r *row) []jsonRun {
 			LatencyP50: opt(metricLatency(50)(smp)), LatencyP99: opt(metricLatency(99)(smp)),
 			LatencyP999: opt(metricLatency(99.9)(smp)), LatencyMax: opt(metricLatency(100)(smp)),
 			BrokerCPUS: opt(smp.cpu.Seconds(), smp.cpuOK), BrokerRSS: opt(metricRSS(smp)),
+			BrokerSysS: opt(metricSysCPU(smp)), Syscalls: opt(smp.syscalls, smp.syscallsOK),
+			Requests:     opt(metricRequests(smp)),
 			SendfileByte: opt(smp.sendfile, smp.fetchOK), CopiedBytes: opt(smp.copied, smp.fetchOK),
 			ClientCPUS: opt(metricClientCPU(smp)),
 		})

@@ -45,6 +45,10 @@ type peerSpec struct {
 	// clients beside its PLAINTEXT one (see saslssl.go); it runs the
 	// workloads of its targets only.
 	saslSSL bool
+	// net, when set, is the ringlog broker's -net (its network path);
+	// such a peer runs with -io uring and the workloads of issue 13's
+	// targets only (see netpaths.go).
+	net string
 	// absent, when set, is why the peer cannot run at all.
 	absent string
 }
@@ -55,6 +59,7 @@ type peerSpec struct {
 var peerSpecs = []peerSpec{
 	{key: "ringlog-uring", name: "ringlog io_uring"},
 	{key: "ringlog-portable", name: "ringlog portable"},
+	{key: netUringPeer, name: "ringlog io_uring net", net: "uring"},
 	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
 	{key: "kafka", name: "Apache Kafka", kafkaNodes: 1},
 	{key: "kfake", name: "kfake (in memory)", memory: true},
@@ -71,6 +76,8 @@ const (
 	clusterPeer      = "ringlog-cluster"
 	kafkaClusterPeer = "kafka-cluster"
 	saslSSLPeer      = "ringlog-sasl-ssl"
+	portablePeer     = "ringlog-portable"
+	netUringPeer     = "ringlog-net-uring"
 )
 
 func peerKeys() []string {
@@ -329,9 +336,15 @@ func (p *peer) startOnce(broker string) error {
 			return err
 		}
 		io := strings.TrimPrefix(p.spec.key, "ringlog-")
+		if p.spec.net != "" {
+			io = "uring"
+		}
 		flush := map[bool]string{true: "always", false: "never"}[p.fsync]
 		admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
 		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", admin, "-io", io, "-flush", flush}
+		if p.spec.net != "" {
+			args = append(args, "-net", p.spec.net)
+		}
 		c, started, err := startRinglog(p.id(), broker, args)
 		if err != nil {
 			return err
@@ -387,7 +400,7 @@ func ringlogSettings(started string, args []string) string {
 	for _, m := range logField.FindAllStringSubmatch(started, -1) {
 		fields[m[1]] = strings.Trim(m[2], `"`)
 	}
-	s := "ringlog " + strings.Join(args[6:], " ") // -admin onwards would repeat ports; keep -io and -flush
+	s := "ringlog " + strings.Join(args[6:], " ") // -admin onwards would repeat ports; keep -io, -flush and -net
 	if v, ok := fields["io"]; ok {
 		s += fmt.Sprintf("; disk I/O %s (%s), network %s, flush %s", v, fields["io_reason"], fields["network"], fields["flush"])
 	}
@@ -443,12 +456,17 @@ func (p *peer) stop() error {
 
 // usage is what the suite reads from a peer's process around a run.
 type usage struct {
-	cpu      time.Duration
-	cpuOK    bool
-	sendfile float64 // ringlog_fetch_sendfile_bytes_total
-	copied   float64 // ringlog_fetch_copied_bytes_total
-	fetchOK  bool
-	client   time.Duration // this process's CPU: the clients
+	cpu    time.Duration
+	cpuSys time.Duration // of cpu, the kernel's (stime)
+	cpuOK  bool
+	// requests is the broker's ringlog_requests_total where it has the
+	// counter (requestsOK).
+	requests   float64
+	requestsOK bool
+	sendfile   float64 // ringlog_fetch_sendfile_bytes_total
+	copied     float64 // ringlog_fetch_copied_bytes_total
+	fetchOK    bool
+	client     time.Duration // this process's CPU: the clients
 }
 
 // snapshot reads the peer's counters, summed over its processes; those it
@@ -461,11 +479,13 @@ func (p *peer) snapshot(ctx context.Context) usage {
 	}
 	u.cpuOK = true
 	for _, pid := range pids {
-		cpu, err := procCPU(pid)
-		u.cpu += cpu
+		user, sys, err := procCPU(pid)
+		u.cpu += user + sys
+		u.cpuSys += sys
 		u.cpuOK = u.cpuOK && err == nil
 	}
 	u.fetchOK = len(p.admins) > 0
+	u.requestsOK = len(p.admins) > 0
 	for _, a := range p.admins {
 		m, err := scrapeMetrics(ctx, a)
 		sf, ok1 := m["ringlog_fetch_sendfile_bytes_total"]
@@ -473,6 +493,9 @@ func (p *peer) snapshot(ctx context.Context) usage {
 		u.sendfile += sf
 		u.copied += cp
 		u.fetchOK = u.fetchOK && err == nil && ok1 && ok2
+		rq, ok3 := m[requestsMetric]
+		u.requests += rq
+		u.requestsOK = u.requestsOK && err == nil && ok3
 	}
 	return u
 }

@@ -20,29 +20,30 @@ import (
 // supports (sysconf(_SC_CLK_TCK) would need cgo to ask).
 const procTick = 10 * time.Millisecond
 
-// procCPU is the CPU time (user + system) a process has used so far.
-func procCPU(pid int) (time.Duration, error) {
+// procCPU is the CPU time a process has used so far, in user space
+// (utime) and in the kernel on its behalf (stime).
+func procCPU(pid int) (user, sys time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces and parentheses: fields
 	// are counted from the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: no ')'", pid)
+		return 0, 0, fmt.Errorf("bench: /proc/%d/stat: no ')'", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: %d fields", pid, len(f))
+		return 0, 0, fmt.Errorf("bench: /proc/%d/stat: %d fields", pid, len(f))
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+		return 0, 0, fmt.Errorf("bench: /proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
 	}
-	return time.Duration(ut+st) * procTick, nil
+	return time.Duration(ut) * procTick, time.Duration(st) * procTick, nil
 }
 
 // procAlive is false once the process has exited: /proc/<pid> is gone

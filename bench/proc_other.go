@@ -13,9 +13,9 @@ import (
 
 var errNoProc = errors.New("bench: needs Linux's /proc")
 
-func procCPU(pid int) (time.Duration, error) { return 0, errNoProc }
-func procResetPeakRSS(pid int) error         { return errNoProc }
-func procPeakRSS(pid int) (int64, error)     { return 0, errNoProc }
+func procCPU(pid int) (user, sys time.Duration, err error) { return 0, 0, errNoProc }
+func procResetPeakRSS(pid int) error                       { return errNoProc }
+func procPeakRSS(pid int) (int64, error)                   { return 0, errNoProc }
 
 // procAlive cannot tell without /proc: a node that died fails the next run.
 func procAlive(pid int) bool { return true }

@@ -152,6 +152,7 @@ func TestQuickReport(t *testing.T) {
 	checkKafka(t, string(report))
 	checkSASLSSL(t, string(report))
 	checkTxn(t, string(report))
+	checkNetPaths(t, string(report))
 	checkJSON(t, filepath.Join(out, resultsFile), strings.Count(string(report), "\n### "))
 	for _, f := range []string{plotThroughput, plotLatency} {
 		checkSVG(t, filepath.Join(out, f))
@@ -185,7 +186,8 @@ func checkReport(t *testing.T, report string) {
 	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
 		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring",
 		"## Every peer against Apache Kafka", "## Results",
-		"## Replication", "## Zero-copy on loopback", "## CPU profile of ringlog io_uring", "## Plots"} {
+		"## Replication", "## Zero-copy on loopback", "## Network paths: system calls and CPU split",
+		"## CPU profile of ringlog io_uring", "## Plots"} {
 		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
 			t.Errorf("report lacks section %q", sec)
 		}
@@ -643,6 +645,55 @@ func checkTxn(t *testing.T, report string) {
 		cs := cells(line)
 		if len(cs) < 3 || (cs[2] != "met" && cs[2] != "**not met**") {
 			t.Errorf("target %q not judged: %q", want, line)
+		}
+	}
+}
+
+// checkNetPaths checks issue 13's part of a -quick report: the io_uring
+// net peer runs with its network on io_uring, every target of the issue
+// that has a workload is judged from figures of the same run, and the
+// network path table has system calls per request and the CPU split of
+// each of ringlog's three paths in the base produce run (perf is there
+// wherever scripts/test.sh ran).
+func checkNetPaths(t *testing.T, report string) {
+	t.Helper()
+	l := lineWith(section(report, "## Peers"), "| ringlog io_uring net | flush=never |")
+	for _, want := range []string{"-io uring", "-net uring", "network uring"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("Peers: ringlog io_uring net's settings do not state %q: %q", want, l)
+		}
+	}
+	targets := section(report, "## Targets")
+	n := 0
+	for _, line := range strings.Split(targets, "\n") {
+		cs := cells(line)
+		if len(cs) != 3 || !strings.HasPrefix(cs[0], "io_uring net: ") || cs[0] == netPathsConnsTarget ||
+			strings.HasPrefix(cs[2], "not measured in this matrix: -quick") {
+			continue
+		}
+		n++
+		if cs[1] == "—" || (cs[2] != "met" && cs[2] != "**not met**") {
+			t.Errorf("Targets: %q is not judged from figures: %v", cs[0], cs)
+		}
+	}
+	if n != 8 {
+		t.Errorf("Targets: %d issue 13 targets judged, want 8 (-quick has no end-to-end run at the fixed rate):\n%s", n, targets)
+	}
+	net := section(report, "## Network paths")
+	for _, name := range []string{"ringlog io_uring", "ringlog io_uring net", "ringlog portable"} {
+		cs := cells(lineWith(net, "| produce 1 KiB, 2 producers | "+name+" |"))
+		if len(cs) != 7 {
+			t.Errorf("Network paths: no base produce row for %s", name)
+			continue
+		}
+		for i, c := range cs[2:] {
+			switch {
+			case i == 1 && c == "—":
+				t.Errorf("Network paths: %s has no system calls per request: perf is missing or could not attach "+
+					"(scripts/test.sh installs linux-perf)", name)
+			case !figure.MatchString(c):
+				t.Errorf("Network paths: %s, column %d is %q, not a figure", name, i+3, c)
+			}
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (t *table) heading(s *suite) string {
 	h := fmt.Sprintf("%s — %s — client %s", t.title, t.w.describe(), t.client)
 	switch {
 	case t.w.rate > 0:
-		h += fmt.Sprintf(" — at %s records/s (fixed: the rate of the latency target against Apache Kafka)", fmtCount(t.w.rate))
+		h += fmt.Sprintf(" — at %s records/s (fixed: the rate of the latency targets against Apache Kafka and of issue 13's)", fmtCount(t.w.rate))
 	case t.w.kind == kindLatency || t.w.kind == kindE2E:
 		h += fmt.Sprintf(" — at %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}
@@ -196,6 +196,7 @@ func (s *suite) writeReport(w io.Writer) {
 	s.writeReplication(w)
 	if len(s.tables) > 0 {
 		s.writeSendfile(w)
+		s.writeNetPaths(w)
 		s.writeProfile(w)
 		fmt.Fprintf(w, "## Plots\n\n![throughput](%s)\n\n![latency](%s)\n\n", plotThroughput, plotLatency)
 	}
@@ -448,6 +449,9 @@ func (t *table) plotLabel() string {
 	if w.txn > 0 {
 		diffs = append(diffs, fmt.Sprintf("txn %d", w.txn))
 	}
+	if w.netPaths && w.kind == kindProduce {
+		diffs = append(diffs, fmt.Sprintf("%d producer(s)", w.producers))
+	}
 	if len(diffs) > 0 {
 		name += " " + strings.Join(diffs, " ")
 	}
@@ -466,6 +470,9 @@ func (t *table) short() string {
 	}
 	if w.txn > 0 {
 		s += fmt.Sprintf(", %d records per transaction", w.txn)
+	}
+	if w.netPaths {
+		s += fmt.Sprintf(", %d producers", w.producers)
 	}
 	return s + " (" + strings.Fields(t.client)[0] + ")"
 }

@@ -28,7 +28,7 @@ func baseLike(kind workloadKind, size int, fsync bool) func(w workload) bool {
 func fixedRateLike(kind workloadKind, size int, fsync bool, rate float64) func(w workload) bool {
 	return func(w workload) bool {
 		return w.kind == kind && w.size == size && w.partitions == 16 && w.acks == 1 &&
-			w.compression == "none" && w.client == "kgo" && w.fsync == fsync && w.rate == rate && w.txn == 0
+			w.compression == "none" && w.client == "kgo" && w.fsync == fsync && w.rate == rate && w.txn == 0 && !w.netPaths
 	}
 }
 
@@ -117,22 +117,18 @@ func (s *suite) writeTargets(w io.Writer) {
 		line(s.rf3TargetText(), "—", false, false)
 	}
 	for _, k := range append(append(s.kafkaTargets(), s.saslSSLTargets()...), s.txnTargets()...) {
-		switch {
-		case k.known:
-			line(k.target, fmt.Sprintf("%s (%s against %s%s)", fmtRatio(k.ratio), k.format(k.ours), k.format(k.theirs), k.where),
-				k.met(), true)
-		case k.missing != "":
-			judge(k.target, "—", k.missing)
-		default:
-			line(k.target, "—", false, false)
-		}
+		k.judge(judge, line)
 	}
+	s.writeNetPathsTargets(judge, line)
 	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's, and the SASL_SSL rows, "+
 		"ringlog SASL_SSL's; the six naming Apache Kafka against it in the same run (its single node, or its 3-node "+
 		"cluster for RF=3); the SASL_SSL rows against ringlog io_uring's PLAINTEXT in the same run and table, kgo "+
 		"clients (their SASL_SSL listener runs netpoll's portable engine, as gnet cannot terminate TLS; PLAINTEXT "+
 		"runs on gnet); the transaction rows ringlog io_uring against itself in the same run (transactional against "+
-		"idempotent acks=all producers, read_committed against read_uncommitted on the same transactional records)")
+		"idempotent acks=all producers, read_committed against read_uncommitted on the same transactional records); "+
+		"the \"io_uring net\" rows (issue 13's) ringlog io_uring net's, the broker with its disk and its network both on "+
+		"io_uring (-io uring -net uring: the path issue 13 means by io_uring), against ringlog portable and kfake in the "+
+		"same tables")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}

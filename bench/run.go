@@ -20,14 +20,23 @@ type sample struct {
 	lat     *hdrhistogram.Histogram // microseconds; nil when not measured
 	rate    float64                 // planned records/s of an open-loop run
 
-	cpu      time.Duration // broker CPU during the run
-	cpuOK    bool
-	rss      int64 // broker peak RSS during the run
-	rssOK    bool
-	sendfile float64 // fetched record bytes sent by sendfile during the run
-	copied   float64 // ... and copied instead
-	fetchOK  bool
-	client   time.Duration // this process's CPU during the run (the clients)
+	cpu    time.Duration // broker CPU during the run
+	cpuSys time.Duration // of cpu, in the kernel (stime)
+	cpuOK  bool
+	// syscalls the broker made during the run (perf), and the requests
+	// it served: from its own counter (requestsBroker) or as written by
+	// the suite's kgo clients.
+	syscalls       float64
+	syscallsOK     bool
+	requests       float64
+	requestsOK     bool
+	requestsBroker bool
+	rss            int64 // broker peak RSS during the run
+	rssOK          bool
+	sendfile       float64 // fetched record bytes sent by sendfile during the run
+	copied         float64 // ... and copied instead
+	fetchOK        bool
+	client         time.Duration // this process's CPU during the run (the clients)
 }
 
 // outcome is a sample or the reason there is none.
@@ -40,19 +49,46 @@ type outcome struct {
 type meter struct {
 	p      *peer
 	before usage
+	// sys counts the broker's system calls, for the workloads of issue
+	// 13's table on ringlog's single brokers; nil otherwise.
+	sys *syscallCounter
+	// kd is the peer's Kafka driver, whose clients count the requests
+	// they write; nil for NATS.
+	kd            *kafkaDriver
+	clientsBefore int64
 }
 
-func (s *suite) meter(ctx context.Context, p *peer) meter {
+func (s *suite) meter(ctx context.Context, p *peer, w workload) meter {
 	p.resetPeakRSS()
-	return meter{p: p, before: p.snapshot(ctx)}
+	m := meter{p: p}
+	if kd, ok := s.drivers[p.id()].(*kafkaDriver); ok {
+		m.kd = kd
+	}
+	if countsSyscalls(w, p) {
+		m.sys = startSyscallCounter(ctx, p.pids()[0])
+	}
+	m.before = p.snapshot(ctx)
+	if m.kd != nil {
+		m.clientsBefore = m.kd.requests.Load()
+	}
+	return m
 }
 
 func (m meter) sample(ctx context.Context, res loadResult) sample {
 	after := m.p.snapshot(ctx)
 	smp := sample{records: res.records, bytes: res.bytes, elapsed: res.elapsed, lat: res.lat,
 		client: after.client - m.before.client}
+	if m.kd != nil {
+		smp.requests, smp.requestsOK = float64(m.kd.requests.Load()-m.clientsBefore), true
+	}
+	if m.before.requestsOK && after.requestsOK {
+		smp.requests, smp.requestsOK, smp.requestsBroker = after.requests-m.before.requests, true, true
+	}
+	if m.sys != nil {
+		smp.syscalls, smp.syscallsOK = m.sys.stop()
+	}
 	if m.before.cpuOK && after.cpuOK {
-		smp.cpu, smp.cpuOK = after.cpu-m.before.cpu, true
+		smp.cpu, smp.cpuSys, smp.cpuOK = after.cpu-m.before.cpu, after.cpuSys-m.before.cpuSys, true
 	}
 	smp.rss, smp.rssOK = m.p.peakRSS()
 	if m.before.fetchOK && after.fetchOK {
@@ -124,7 +160,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 			secs := max(1, int(s.cfg.duration/time.Second))
 			spec.sending = func() { prof.Go(func() { s.profile = captureProfile(ctx, p, secs, s.cfg.outDir) }) }
 		}
-		m := s.meter(ctx, p)
+		m := s.meter(ctx, p, w)
 		var res loadResult
 		var err error
 		if w.client == "kcat" {
@@ -171,19 +207,19 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 				}
 				c := cspec
 				c.readCommitted = rc
-				m := s.meter(ctx, p)
+				m := s.meter(ctx, p, w)
 				res, err := d.consume(ctx, c)
 				out[part] = outcome{sample: m.sample(ctx, res), err: err}
 			}
 			break
 		}
 		if rows[partWarmKgo].status == "" {
-			m := s.meter(ctx, p)
+			m := s.meter(ctx, p, w)
 			res, err := d.consume(ctx, cspec)
 			out[partWarmKgo] = outcome{sample: m.sample(ctx, res), err: err}
 		}
 		if rows[partWarmKcat].status == "" {
-			m := s.meter(ctx, p)
+			m := s.meter(ctx, p, w)
 			res, err := s.kcat.consume(ctx, p.kcatConn(), cspec)
 			out[partWarmKcat] = outcome{sample: m.sample(ctx, res), err: err}
 		}
@@ -191,7 +227,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 			if err := dropFileCache(p.dataDir); err != nil {
 				out[partColdKgo] = outcome{err: fmt.Errorf("dropping the cache: %w", err)}
 			} else {
-				m := s.meter(ctx, p)
+				m := s.meter(ctx, p, w)
 				res, err := d.consume(ctx, cspec)
 				out[partColdKgo] = outcome{sample: m.sample(ctx, res), err: err}
 			}
@@ -212,7 +248,7 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		// Let the consumers connect and park in their first fetch, so
 		// that connection set-up is not counted as latency.
 		time.Sleep(300 * time.Millisecond)
-		m := s.meter(ctx, p)
+		m := s.meter(ctx, p, w)
 		pres, perr := d.produce(ctx, spec)
 		// Even after a failure the consumers get a target (what was
 		// acknowledged), so that they stop instead of waiting out the

@@ -225,9 +225,20 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		if s.cfg.quick && p.spec.kafkaNodes > 0 && w.kind == kindConsume && part != partWarmKgo && r.status == "" {
 			r.status, r.reason = statusSkipped, quickKafkaReason
 		}
+		if p.spec.net != "" && w.kind == kindConsume && part != partWarmKgo && r.status == "" {
+			r.status, r.reason = statusSkipped, netUringReason
+		}
 	}
 	if status, reason := s.precheck(ctx, p, s.estimate(w)); status != "" {
 		markAll(status, reason)
+		return
+	}
+	if p.spec.net != "" && !netPathsWorkload(w) {
+		markAll(statusSkipped, netUringReason)
+		return
+	}
+	if w.netPaths && !slices.Contains(netPathsPeers(w), p.spec.key) {
+		markAll(statusSkipped, netPathsReason(w))
 		return
 	}
 	if s.cfg.quick && p.spec.cluster && !w.main {

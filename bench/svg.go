@@ -28,6 +28,7 @@ var peerColors = map[string]string{
 	"kafka":            "#d62728",
 	"kafka-cluster":    "#e377c2",
 	saslSSLPeer:        "#17becf",
+	netUringPeer:       "#bcbd22",
 }
 
 func esc(s string) string { return html.EscapeString(s) }

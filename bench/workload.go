@@ -46,6 +46,9 @@ type workload struct {
 	// measures them against idempotent producers, a consume workload
 	// fills its topic so and reads it read_uncommitted and read_committed.
 	txn int
+	// netPaths makes the workload one of issue 13's own (see
+	// netpaths.go): it runs on the peers its targets compare only.
+	netPaths bool
 	// main marks the run during which ringlog io_uring's CPU profile is
 	// taken; base marks the one whose peak sets the open-loop rate.
 	main, base bool
@@ -87,6 +90,9 @@ func (w workload) id() string {
 	if w.txn > 0 {
 		s += fmt.Sprintf("-txn%d", w.txn)
 	}
+	if w.netPaths {
+		s += fmt.Sprintf("-%dproducers", w.producers)
+	}
 	return s
 }
 
@@ -99,7 +105,7 @@ func (w workload) describe() string {
 	var who string
 	switch w.kind {
 	case kindProduce, kindLatency:
-		who = fmt.Sprintf("%d producers", w.producers)
+		who = fmt.Sprintf("%d producer%s", w.producers, map[bool]string{true: "", false: "s"}[w.producers == 1])
 	case kindConsume:
 		who = fmt.Sprintf("%d consumers", w.consumers)
 	default:
@@ -241,11 +247,19 @@ func matrix(name string, producers, consumers int) []workload {
 	idem := with(func(w *workload) { w.acks = -1 })
 	txn := func(n int) workload { return with(func(w *workload) { w.acks, w.txn = -1, n }) }
 	txnConsume := with(func(w *workload) { w.kind, w.acks, w.txn = kindConsume, -1, 1000 })
+	// Issue 13's own: 100 B records from one producer (broker CPU per
+	// record, with the fewest records per request), and end-to-end latency
+	// at the fixed 50k records/s.
+	small1 := with(func(w *workload) { w.size, w.producers, w.netPaths = 100, 1, true })
+	e2eFixed := with(func(w *workload) { w.kind, w.rate, w.netPaths = kindE2E, fixedLatencyRate, true })
 	// The base produce workload comes first: its peak sets the open-loop
 	// rate of the latency workloads.
 	switch name {
 	case "quick":
-		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both, idem, txn(1000), txnConsume}
+		// Of issue 13's own workloads -quick runs the 100 B one: its
+		// time limit grows by about 10 s for the issue, the new peer's
+		// runs of the base workloads and this one (see quickNetPathsReason).
+		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both, idem, txn(1000), txnConsume, small1}
 	case "produce":
 		return []workload{main,
 			with(func(w *workload) { w.size = 100 }),
@@ -271,7 +285,7 @@ func matrix(name string, producers, consumers int) []workload {
 			ws = append(ws, with(func(w *workload) { w.kind, w.size = kindConsume, size }))
 		}
 		return append(ws, fsync, with(func(w *workload) { w.fsync, w.size = true, 100 }), lat, latFixed, e2e, both,
-			txn(100), txn(1000), txnConsume)
+			txn(100), txn(1000), txnConsume, small1, e2eFixed)
 	}
 	return []workload{
 		main, kcat,
@@ -286,5 +300,6 @@ func matrix(name string, producers, consumers int) []workload {
 		fsync,
 		consume, txnConsume,
 		lat, latFixed, e2e, both,
+		small1, e2eFixed,
 	}
 }

@@ -20,9 +20,10 @@ go version
 # examples/redis-streams is driven with; java, javac and mvn: Apache Kafka,
 # the reference the differential and Java client tests run beside ringlog,
 # needs Java 17, the Java tests are compiled with javac, and Kafka's jars
-# come from Maven Central); each is installed only when its command is
-# missing.
-tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools java:openjdk-17-jdk-headless javac:openjdk-17-jdk-headless mvn:maven)
+# come from Maven Central; perf: linux-perf, which counts the brokers'
+# system calls in bench's TestQuickReport); each is installed only when its
+# command is missing.
+tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools java:openjdk-17-jdk-headless javac:openjdk-17-jdk-headless mvn:maven perf:linux-perf)
 missing=()
 for tool in "${tools[@]}"; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
