@@ -205,6 +205,7 @@ func TestFetchSessionsConsumer(t *testing.T) {
 		cl.Close()
 		smallest[sessions] = hook.min()
 	}
+	t.Logf("smallest fetch request: %d bytes with sessions, %d without (8 partitions)", smallest[true], smallest[false])
 	if smallest[true] >= smallest[false] {
 		t.Fatalf("smallest fetch request: %d bytes with sessions, %d without", smallest[true], smallest[false])
 	}
