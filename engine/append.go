@@ -89,21 +89,31 @@ func (e *Core) AppendBatch(items []AppendItem, opts AppendOptions) {
 		e.Append(items[0].TP, items[0].Records, opts, items[0].Done)
 		return
 	}
-	var byShard [][]*appendReq
+	var buf [16]*appendReq // on the stack for most requests
+	reqs := buf[:0]
 	for i := range items {
 		r := e.newAppend(items[i].TP, items[i].Records, opts, items[i].Done)
-		if r == nil || !keyed(r) {
-			continue
+		if r != nil && keyed(r) {
+			reqs = append(reqs, r)
 		}
-		if byShard == nil {
-			byShard = make([][]*appendReq, len(e.shards))
-		}
+	}
+	e.sendByShard(reqs)
+}
+
+// sendByShard queues reqs on their partitions' shards, one message per
+// shard, so that each shard is woken once and takes them in one round.
+func (e *Core) sendByShard(reqs []*appendReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	byShard := make([][]*appendReq, len(e.shards))
+	for _, r := range reqs {
 		id := r.p.shard.id
 		byShard[id] = append(byShard[id], r)
 	}
-	for id, reqs := range byShard {
-		if len(reqs) > 0 {
-			e.shards[id].send(shardMsg{appends: reqs})
+	for id, rs := range byShard {
+		if len(rs) > 0 {
+			e.shards[id].send(shardMsg{appends: rs})
 		}
 	}
 }

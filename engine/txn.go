@@ -180,23 +180,13 @@ func (e *Core) AppendMarkers(m Marker, items []MarkerItem, opts AppendOptions) {
 		e.AppendMarker(items[0].TP, m, opts, items[0].Done)
 		return
 	}
-	var byShard [][]*appendReq
+	reqs := make([]*appendReq, 0, len(items))
 	for _, it := range items {
-		r := e.newMarker(it.TP, m, opts, it.Done)
-		if r == nil {
-			continue
-		}
-		if byShard == nil {
-			byShard = make([][]*appendReq, len(e.shards))
-		}
-		id := r.p.shard.id
-		byShard[id] = append(byShard[id], r)
-	}
-	for id, reqs := range byShard {
-		if len(reqs) > 0 {
-			e.shards[id].send(shardMsg{appends: reqs})
+		if r := e.newMarker(it.TP, m, opts, it.Done); r != nil {
+			reqs = append(reqs, r)
 		}
 	}
+	e.sendByShard(reqs)
 }
 
 // newMarker checks a marker append and returns the request to queue, or

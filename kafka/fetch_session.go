@@ -139,25 +139,7 @@ func (fs *fetchSessions) plan(s *Server, f *fetch, req *kmsg.FetchRequest) int16
 	sess.epoch = nextSessionEpoch(sess.epoch)
 	sess.lastUsed = fs.now()
 	// The request's partitions join the session or update it.
-	for i := range f.topics {
-		t := &f.topics[i]
-		for j := range t.parts {
-			p := &t.parts[j]
-			k := sessionKey{partition: p.tp.Partition}
-			if ids {
-				k.id = t.id
-			} else {
-				k.name = t.name
-			}
-			sp := sess.index[k]
-			if sp == nil {
-				sp = &sessionPart{key: k, hw: -1, logStart: -1}
-				sess.index[k] = sp
-				sess.parts = append(sess.parts, sp)
-			}
-			sp.offset, sp.maxBytes, sp.leaderEpoch = p.offset, p.maxBytes, p.leaderEpoch
-		}
-	}
+	sess.merge(f, false)
 	// Then the forgotten ones leave it.
 	forgot := false
 	for i := range req.ForgottenTopics {
@@ -234,28 +216,37 @@ func (fs *fetchSessions) openLocked(f *fetch, ids bool) *fetchSession {
 			break
 		}
 	}
+	sess.merge(f, true)
+	fs.byID[sess.id] = sess
+	return sess
+}
+
+// merge adds f's partitions to sess, or updates what the request says of
+// those it holds; with mark, each of f's partitions is pointed at its
+// place in the session (a full fetch answers from f's own partitions).
+func (sess *fetchSession) merge(f *fetch, mark bool) {
 	for i := range f.topics {
 		t := &f.topics[i]
 		for j := range t.parts {
 			p := &t.parts[j]
 			k := sessionKey{partition: p.tp.Partition}
-			if ids {
+			if sess.ids {
 				k.id = t.id
 			} else {
 				k.name = t.name
 			}
 			sp := sess.index[k]
 			if sp == nil {
-				sp = &sessionPart{key: k}
+				sp = &sessionPart{key: k, hw: -1, logStart: -1}
 				sess.index[k] = sp
 				sess.parts = append(sess.parts, sp)
 			}
-			sp.offset, sp.maxBytes, sp.leaderEpoch, sp.hw, sp.logStart = p.offset, p.maxBytes, p.leaderEpoch, -1, -1
-			p.sp = sp
+			sp.offset, sp.maxBytes, sp.leaderEpoch = p.offset, p.maxBytes, p.leaderEpoch
+			if mark {
+				p.sp = sp
+			}
 		}
 	}
-	fs.byID[sess.id] = sess
-	return sess
 }
 
 func (fs *fetchSessions) closeLocked(id int32) {
