@@ -434,9 +434,11 @@ func TestGroupCommandsRinglog(t *testing.T) {
 
 // TestClusterAndPartitionCommandsRinglog: cluster status reports the
 // broker, its cluster id and the partition counts from DescribeCluster and
-// Metadata; the commands whose APIs ringlog does not serve yet (quorum,
-// elect, reassign --execute and --list) say so, naming the API, without
-// sending it; the reassignment plan, pure computation, works.
+// Metadata; partition elect runs ElectLeaders (one broker: every partition
+// is already led by its preferred replica); the commands whose APIs ringlog
+// does not serve yet (quorum, reassign --execute and --list) say so,
+// naming the API, without sending it; the reassignment plan, pure
+// computation, works.
 func TestClusterAndPartitionCommandsRinglog(t *testing.T) {
 	b := testbroker.StartBroker(t, testbroker.Config(t.TempDir()))
 	addr := b.Addr
@@ -460,14 +462,30 @@ func TestClusterAndPartitionCommandsRinglog(t *testing.T) {
 		api  string
 	}{
 		{[]string{"cluster", "quorum"}, "DescribeQuorum (API key 55)"},
-		{[]string{"partition", "elect", "--all"}, "ElectLeaders (API key 43)"},
-		{[]string{"partition", "elect", "--topic", "a", "--type", "unclean"}, "ElectLeaders (API key 43)"},
 		{[]string{"partition", "reassign", "--spread", "--execute"}, "AlterPartitionReassignments (API key 45)"},
 		{[]string{"partition", "reassign", "--list"}, "ListPartitionReassignments (API key 46)"},
 	} {
 		_, _, err := admin(t, addr, tc.args...)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.api) {
 			t.Errorf("%v: %v, want ErrUnsupported naming %s", tc.args, err, tc.api)
+		}
+	}
+	var elect struct {
+		Partitions []struct {
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Status    string `json:"status"`
+		} `json:"partitions"`
+	}
+	for _, typ := range []string{"preferred", "unclean"} {
+		adminJSON(t, addr, &elect, "partition", "elect", "--topic", "b", "--type", typ)
+		if len(elect.Partitions) != 3 {
+			t.Fatalf("%s election of b: %+v", typ, elect)
+		}
+		for _, p := range elect.Partitions {
+			if p.Status != "already-elected" {
+				t.Fatalf("%s election of b: %+v", typ, elect)
+			}
 		}
 	}
 	// One broker: nothing to spread, and nowhere to move broker 0's

@@ -279,10 +279,25 @@ func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionReque
 // when the list is empty) to their preferred replica where it is in the
 // ISR and live. The map holds an error per partition listed: nil,
 // ErrElectionNotNeeded, ErrPreferredLeaderNotAvail or
-// ErrUnknownTopicOrPartition; for an empty list it holds the partitions
-// whose leader changed.
+// ErrUnknownTopicOrPartition; for an empty list it holds every partition
+// but those that needed no election (ErrElectionNotNeeded), as Kafka's
+// ElectLeaders answers a null list.
 func (c *Controller) ElectPreferredLeaders(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
 	r, err := c.submit(ctx, &command{typ: cmdElectPreferred, elect: slices.Clone(partitions)})
+	if err != nil {
+		return nil, err
+	}
+	return decodeElectResults(r.payload)
+}
+
+// ElectUncleanLeaders elects a leader for each leaderless partition listed
+// (all when the list is empty) among its live replicas, in the ISR or not.
+// The map holds an error per partition listed: nil, ErrElectionNotNeeded
+// (it has a leader), ErrEligibleLeadersNotAvail or
+// ErrUnknownTopicOrPartition; for an empty list it holds every partition
+// but those that have a leader.
+func (c *Controller) ElectUncleanLeaders(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
+	r, err := c.submit(ctx, &command{typ: cmdElectUnclean, elect: slices.Clone(partitions)})
 	if err != nil {
 		return nil, err
 	}

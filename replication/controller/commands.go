@@ -21,7 +21,8 @@ const (
 	cmdAlterScram          cmdType = 14 // scram (changes)
 	cmdOfflineReplicas     cmdType = 15 // brokerID, epoch, offline (the broker's whole set)
 	cmdElectRecovery       cmdType = 16 // offline: partitions whose unclean recovery timed out; logged by the leader
-	cmdTypeEnd             cmdType = 17
+	cmdElectUnclean        cmdType = 17 // elect (empty: every partition)
+	cmdTypeEnd             cmdType = 18
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -48,7 +49,8 @@ const (
 func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
-		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery"}
+		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
+		"ElectUncleanLeaders"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -162,7 +164,7 @@ func (c *command) encode() []byte {
 			// after the ISR and still decode.
 			e.int64s(c.isrEpochs)
 		}
-	case cmdElectPreferred:
+	case cmdElectPreferred, cmdElectUnclean:
 		e.uvarint(len(c.elect))
 		for _, tp := range c.elect {
 			e.str(tp.Topic)
@@ -329,7 +331,7 @@ func decodeCommand(b []byte) (*command, error) {
 		if len(d.b) > 0 {
 			c.isrEpochs = d.int64s()
 		}
-	case cmdElectPreferred:
+	case cmdElectPreferred, cmdElectUnclean:
 		n := d.count(5)
 		if n > 0 {
 			c.elect = make([]TopicPartition, n)

@@ -104,6 +104,21 @@ func partitionPreferred(p Partition, live func(int32) bool) (Partition, error) {
 	return np, nil
 }
 
+// partitionUnclean elects a leader for a partition that has none, among
+// its live replicas whether in the ISR or not (Kafka's ElectLeaders with
+// election type UNCLEAN: it may lose committed records, as
+// unclean.leader.election.enable does).
+func partitionUnclean(p Partition, live func(int32) bool) (Partition, error) {
+	if p.Leader != -1 {
+		return p, ErrElectionNotNeeded
+	}
+	np, changed := partitionElect(p, live, true)
+	if !changed || np.Leader == -1 {
+		return p, ErrEligibleLeadersNotAvail
+	}
+	return np, nil
+}
+
 // electInto sets np.Leader (which is -1) and np.ISR as
 // replication.ElectLeader chooses them among the eligible replicas (live,
 // not offline); np stays leaderless when nobody can lead. A partition in

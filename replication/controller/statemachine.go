@@ -156,7 +156,7 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.alterConfigs(c)
 	case cmdAlterPartition:
 		res = t.alterPartition(c)
-	case cmdElectPreferred:
+	case cmdElectPreferred, cmdElectUnclean:
 		res = t.electPreferred(c)
 	case cmdAllocateProducerIDs:
 		res = t.allocateProducerIDs(c)

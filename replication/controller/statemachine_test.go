@@ -430,3 +430,43 @@ func roundTrip(t *testing.T, img *Image) *Image {
 	}
 	return back
 }
+
+// TestElectUncleanLeaders: ElectLeaders' UNCLEAN election gives a
+// leaderless partition a live replica outside its ISR; a partition with a
+// leader needs none; one without a live replica stays leaderless; a
+// partition that does not exist is unknown. With no list, only the
+// partitions that had no leader are answered.
+func TestElectUncleanLeaders(t *testing.T) {
+	s := newFSMState(t)
+	for id := int32(1); id <= 4; id++ {
+		s.register(id, "")
+	}
+	s.create("u", nil, []int32{1, 2}, []int32{3, 1}, []int32{2, 4})
+	s.fence(1)
+	s.fence(4)
+	s.fence(2) // u-0's and u-2's last ISR member: both leaderless, ISR [2]
+	s.unfence(1)
+	if p := s.part("u", 0); p.Leader != -1 || !slices.Equal(p.ISR, []int32{2}) {
+		t.Fatalf("u-0 before the election: leader %d ISR %v", p.Leader, p.ISR)
+	}
+	res := s.ok(&command{typ: cmdElectUnclean, elect: []TopicPartition{{"u", 0}, {"u", 1}, {"u", 2}, {"u", 7}}})
+	got, err := decodeElectResults(res.payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[TopicPartition]error{{"u", 0}: nil, {"u", 1}: ErrElectionNotNeeded,
+		{"u", 2}: ErrEligibleLeadersNotAvail, {"u", 7}: ErrUnknownTopicOrPartition}
+	for tp, w := range want {
+		if g := got[tp]; (w == nil) != (g == nil) || (w != nil && !errors.Is(g, w)) {
+			t.Errorf("%v: got %v, want %v", tp, g, w)
+		}
+	}
+	if p := s.part("u", 0); p.Leader != 1 || !slices.Equal(p.ISR, []int32{1}) {
+		t.Fatalf("u-0 after the election: leader %d ISR %v", p.Leader, p.ISR)
+	}
+	// Every partition: u-2 alone had no leader.
+	res = s.ok(&command{typ: cmdElectUnclean})
+	if got, err = decodeElectResults(res.payload); err != nil || len(got) != 1 || !errors.Is(got[TopicPartition{"u", 2}], ErrEligibleLeadersNotAvail) {
+		t.Fatalf("every partition: %v %v", got, err)
+	}
+}

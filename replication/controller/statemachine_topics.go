@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -243,11 +244,17 @@ func (t *tx) electPreferred(c *command) result {
 			out = append(out, electResult{TopicPartition{name, i}, ErrUnknownTopicOrPartition.Code})
 			return
 		}
-		np, err := partitionPreferred(tp.Partitions[i], t.live)
+		elect := partitionPreferred
+		if c.typ == cmdElectUnclean {
+			elect = partitionUnclean
+		}
+		np, err := elect(tp.Partitions[i], t.live)
 		if err == nil {
 			t.mutableTopic(name).Partitions[i] = np
 		}
-		if err == nil || len(c.elect) > 0 {
+		// Every partition: those that needed no election are left out,
+		// as Kafka's controller leaves them out of ElectLeaders' answer.
+		if len(c.elect) > 0 || !errors.Is(err, ErrElectionNotNeeded) {
 			out = append(out, electResult{TopicPartition{name, i}, ErrorCode(err)})
 		}
 	}

@@ -1,0 +1,118 @@
+package kafka
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/replication/controller"
+)
+
+// ElectLeaders, v0 to v2 (KIP-183, KIP-460): move partitions' leadership
+// through the controller. PREFERRED (v0's only type) gives each partition
+// to its preferred replica (the first of its assignment) when that replica
+// is live and in the ISR: ELECTION_NOT_NEEDED when it already leads,
+// PREFERRED_LEADER_NOT_AVAILABLE when it cannot. UNCLEAN (v1+) gives a
+// leaderless partition a leader among its live replicas, in the ISR or not
+// (committed records may be lost, as with unclean.leader.election.enable):
+// ELECTION_NOT_NEEDED when it has a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE
+// when no replica is live. A null partition list means every partition,
+// and the answer then leaves out those that needed no election, as
+// Kafka's controller does (every topic is named, each with the partitions
+// that were elected or could not be). The answer comes once this broker
+// applied the new leaders.
+func init() {
+	register(api{key: kmsg.ElectLeaders, min: 0, max: 2, sync: handleElectLeaders})
+}
+
+func handleElectLeaders(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
+	req := kreq.(*kmsg.ElectLeadersRequest)
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	unclean := req.Version >= 1 && req.ElectionType == 1
+	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp
+	}
+	var tps []controller.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tps = append(tps, controller.TopicPartition{Topic: t.Topic, Partition: p})
+		}
+	}
+	all := req.Topics == nil
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	ctl := s.cfg.Node.Controller()
+	var results map[controller.TopicPartition]error
+	var err error
+	switch {
+	case !all && len(tps) == 0:
+		return resp // nothing asked
+	case unclean:
+		results, err = ctl.ElectUncleanLeaders(ctx, tps)
+	default:
+		results, err = ctl.ElectPreferredLeaders(ctx, tps)
+	}
+	if err == nil {
+		err = s.waitApplied(ctx)
+	}
+	if err != nil {
+		code := adminCode(err)
+		if req.Version >= 1 {
+			resp.ErrorCode = code
+			return resp
+		}
+		// v0 has no request-wide code: every partition gets it.
+		results = map[controller.TopicPartition]error{}
+		for _, tp := range tps {
+			results[tp] = err
+		}
+	}
+	if all {
+		// Every topic is answered, with the partitions that needed an
+		// election (possibly none), as Kafka's controller answers.
+		tps = tps[:0]
+		for tp, e := range results {
+			if controller.ErrorCode(e) != kerr.ElectionNotNeeded.Code {
+				tps = append(tps, tp)
+			}
+		}
+		sortTopicPartitions(tps)
+		for _, name := range s.cfg.Node.Image().TopicNames() {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = name
+			rt.Partitions = []kmsg.ElectLeadersResponseTopicPartition{}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	for _, tp := range tps {
+		i := slices.IndexFunc(resp.Topics, func(rt kmsg.ElectLeadersResponseTopic) bool { return rt.Topic == tp.Topic })
+		if i < 0 || !all && i != len(resp.Topics)-1 {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = tp.Topic
+			resp.Topics = append(resp.Topics, rt)
+			i = len(resp.Topics) - 1
+		}
+		rt := &resp.Topics[i]
+		rp := kmsg.NewElectLeadersResponseTopicPartition()
+		rp.Partition = tp.Partition
+		if e := results[tp]; e != nil {
+			rp.ErrorCode, rp.ErrorMessage = adminCode(e), errorMessage(e)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return resp
+}
+
+// sortTopicPartitions orders tps by topic, then partition.
+func sortTopicPartitions(tps []controller.TopicPartition) {
+	slices.SortFunc(tps, func(a, b controller.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+}
