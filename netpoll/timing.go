@@ -32,7 +32,10 @@ type Timing struct {
 	// connection, or for the writer to run.
 	WriteStart int64
 	// Written is when its last byte was handed to the kernel (the write
-	// or sendfile returned, or the sendmsg's completion was reaped).
+	// or sendfile returned, or the sendmsg's completion was reaped). On
+	// gnet, bytes the socket did not take at once are copied into gnet's
+	// outbound buffer (at most one gather, 256 KiB) and count as handed
+	// over; file regions always wait for the socket (the drain watcher).
 	Written int64
 }
 
