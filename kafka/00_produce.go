@@ -148,8 +148,14 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	// partition a transactional batch goes to, or the batch would open a
 	// transaction on it that nothing ends.
 	slot := order.wait()
+	// The coordinator's answer (maybe another broker's) is a wait on
+	// others: RemoteTime, as Kafka counts its produce verification.
+	cx.park()
 	s.verifyTxnProduce(req, func(refused map[engine.TP]int16, ongoing bool) {
-		order.ready(slot, func() { s.produceVerified(cx, req, p, refused, ongoing) })
+		order.ready(slot, func() {
+			cx.resume()
+			s.produceVerified(cx, req, p, refused, ongoing)
+		})
 	})
 }
 
@@ -302,7 +308,7 @@ func (p *produce) finish() {
 		p.timer.Stop()
 	}
 	if at := p.parkedAt.Load(); at != 0 {
-		p.cx.times.parked = at
+		p.cx.times.parkedAt = at // waiting for the ISR since, until now
 	}
 	if p.acks == 0 {
 		p.cx.noReply()

@@ -22,16 +22,19 @@ import (
 // ARCHITECTURE.md ("Request metrics: Kafka's names, ringlog's pipeline").
 // Every answered request is observed in all six, with 0 for a part it did
 // not have (RemoteTime of a request that never parked, ResponseSendTime
-// of an acks=0 produce), as Kafka records them.
+// of an acks=0 produce), as Kafka records them; a fetch is observed under
+// request="Fetch" and, as in Kafka, under "FetchConsumer" or
+// "FetchFollower" too.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	parts    [partCount]*prometheus.HistogramVec
 	// byKey holds each API's label-bound observers, resolved on its first
 	// request and reused: observing costs no label lookup nor allocation.
-	byKey [maxAPIKey]atomic.Pointer[apiMetrics]
-	mu    sync.Mutex // one resolution at a time
-	names [maxAPIKey]string
+	byKey   [maxAPIKey]atomic.Pointer[apiMetrics]
+	byFetch [2]atomic.Pointer[apiMetrics] // FetchConsumer, FetchFollower
+	mu      sync.Mutex                    // one resolution at a time
+	names   [maxAPIKey]string
 }
 
 // The parts of a request's time, in Kafka's order.
@@ -100,26 +103,42 @@ func (m *Metrics) api(key int16) *apiMetrics {
 	if am := m.byKey[key].Load(); am != nil {
 		return am
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if am := m.byKey[key].Load(); am != nil {
+	return m.resolve(&m.byKey[key], m.names[key])
+}
+
+// fetchAs returns the observers of Kafka's second name for a fetch:
+// FetchConsumer, or FetchFollower for a follower's (replica id >= 0).
+// Kafka observes a fetch under both Fetch and that name.
+func (m *Metrics) fetchAs(follower bool) *apiMetrics {
+	i, name := 0, "FetchConsumer"
+	if follower {
+		i, name = 1, "FetchFollower"
+	}
+	if am := m.byFetch[i].Load(); am != nil {
 		return am
 	}
-	name := m.names[key]
+	return m.resolve(&m.byFetch[i], name)
+}
+
+// resolve binds name's observers once and stores them in slot.
+func (m *Metrics) resolve(slot *atomic.Pointer[apiMetrics], name string) *apiMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if am := slot.Load(); am != nil {
+		return am
+	}
 	am := &apiMetrics{requests: m.requests.WithLabelValues(name), latency: m.latency.WithLabelValues(name)}
 	for i := range am.parts {
 		am.parts[i] = m.parts[i].WithLabelValues(name)
 	}
-	m.byKey[key].Store(am)
+	slot.Store(am)
 	return am
 }
 
-// answered counts a request answered at answeredAt (Now's clock) and
-// observes ringlog_request_seconds.
+// answered observes ringlog_request_seconds: a request answered at
+// answeredAt, received at received (Now's clock).
 func (m *Metrics) answered(key int16, received, answeredAt int64) {
-	am := m.api(key)
-	am.requests.Inc()
-	am.latency.Observe(time.Duration(answeredAt - received).Seconds())
+	m.api(key).latency.Observe(time.Duration(answeredAt - received).Seconds())
 }
 
 // requestTimes are a request's moments, in netpoll.Now's clock: from
@@ -127,26 +146,49 @@ func (m *Metrics) answered(key int16, received, answeredAt int64) {
 type requestTimes struct {
 	received int64 // the frame whole (netpoll.Conn.FrameTime)
 	started  int64 // the handler started
-	parked   int64 // the request parked waiting on others (0: never)
+	// parkedAt is when the request began waiting on others, while it
+	// waits (0: not waiting); remote sums its earlier waits (ns).
+	parkedAt int64
+	remote   int64
 	answered int64 // the answer ready (netpoll's Timing.Replied, or noReply)
 	sendFrom int64 // the response's write started (= answered for acks=0)
 	sent     int64 // the response's last byte written (= answered for acks=0)
+	// fetch says that the request is a fetch to observe under Kafka's
+	// second name too: fetchConsumer or fetchFollower.
+	fetch uint8
 }
 
-// breakdown observes Kafka's six parts of a request's time.
+const (
+	fetchConsumer = 1 + iota
+	fetchFollower
+)
+
+// breakdown observes Kafka's six parts of a request's time, which add up
+// to the total: the queue, the handler's own time (local), its waits on
+// others (remote), the response's queue and its send.
 func (m *Metrics) breakdown(key int16, t *requestTimes) {
-	am := m.api(key)
-	local, remote := t.answered-t.started, int64(0)
-	if t.parked != 0 {
-		local, remote = t.parked-t.started, t.answered-t.parked
+	remote := t.remote
+	if t.parkedAt != 0 { // answered from its wait
+		remote += t.answered - t.parkedAt
 	}
-	ms := func(i int, d int64) { am.parts[i].Observe(float64(max(d, 0)) / 1e6) }
-	ms(partTotal, t.sent-t.received)
-	ms(partRequestQueue, t.started-t.received)
-	ms(partLocal, local)
-	ms(partRemote, remote)
-	ms(partResponseQueue, t.sendFrom-t.answered)
-	ms(partResponseSend, t.sent-t.sendFrom)
+	var d [partCount]int64
+	d[partTotal] = t.sent - t.received
+	d[partRequestQueue] = t.started - t.received
+	d[partLocal] = t.answered - t.started - remote
+	d[partRemote] = remote
+	d[partResponseQueue] = t.sendFrom - t.answered
+	d[partResponseSend] = t.sent - t.sendFrom
+	m.api(key).observe(&d)
+	if t.fetch != 0 {
+		m.fetchAs(t.fetch == fetchFollower).observe(&d)
+	}
+}
+
+// observe records one request's parts, in milliseconds.
+func (am *apiMetrics) observe(d *[partCount]int64) {
+	for i, ns := range d {
+		am.parts[i].Observe(float64(max(ns, 0)) / 1e6)
+	}
 }
 
 // now is netpoll's clock, which the request times share.

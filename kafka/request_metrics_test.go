@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/broker"
+	"ringlog/engine"
 )
 
 // requestParts are Kafka's RequestMetrics, as the broker names them.
@@ -119,7 +120,7 @@ func TestRequestMetrics(t *testing.T) {
 	if got := consumeAll(t, []string{b.Addr}, topic, []int32{0}, 10); len(got) != 10 {
 		t.Fatalf("consumed %d records", len(got))
 	}
-	for _, request := range []string{"Produce", "Fetch"} {
+	for _, request := range []string{"Produce", "Fetch", "FetchConsumer"} {
 		hs := requestHistos(t, reg, request)
 		for _, p := range requestParts {
 			if hs[p].count == 0 {
@@ -128,14 +129,24 @@ func TestRequestMetrics(t *testing.T) {
 		}
 	}
 
-	// A single acks=all produce.
-	before := requestHistos(t, reg, "Produce")
-	cl := b.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("one")}).FirstErr(); err != nil {
-		t.Fatal(err)
+	// A single produce, acks=1 then acks=all: an acks=1 produce never
+	// waits on others.
+	for _, acks := range []struct {
+		name string
+		kgo.Acks
+	}{{"1", kgo.LeaderAck()}, {"all", kgo.AllISRAcks()}} {
+		before := requestHistos(t, reg, "Produce")
+		cl := b.client(kgo.RequiredAcks(acks.Acks), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("one")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		ms := oneMore(t, reg, "Produce", before)
+		checkParts(t, "produce acks="+acks.name, ms)
+		if remote := ms["kafka_network_requestmetrics_remotetimems"]; acks.name == "1" && remote != 0 {
+			t.Errorf("acks=1 produce: RemoteTime %.4f ms, want 0", remote)
+		}
+		cl.Close()
 	}
-	checkParts(t, "produce acks=all", oneMore(t, reg, "Produce", before))
-	cl.Close()
 
 	// A single fetch that finds nothing and waits max.wait for it.
 	const maxWait = 300 * time.Millisecond
@@ -149,10 +160,15 @@ func TestRequestMetrics(t *testing.T) {
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 11, 1<<20 // the log end: nothing to read
+	st, err := b.Engine.State(engine.TP{Topic: topic, Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, st.HW, 1<<20 // the end: nothing to read
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	before = requestHistos(t, reg, "Fetch")
+	before := requestHistos(t, reg, "Fetch")
+	beforeConsumer := requestHistos(t, reg, "FetchConsumer")
 	start := time.Now()
 	resp := w.roundTrip(req).(*kmsg.FetchResponse)
 	if took := time.Since(start); took < maxWait*9/10 {
@@ -163,6 +179,9 @@ func TestRequestMetrics(t *testing.T) {
 	}
 	ms := oneMore(t, reg, "Fetch", before)
 	checkParts(t, "long-polling fetch", ms)
+	if msAs := oneMore(t, reg, "FetchConsumer", beforeConsumer); msAs[requestParts[0]] != ms[requestParts[0]] {
+		t.Errorf("the fetch as FetchConsumer: %v, as Fetch %v", msAs, ms)
+	}
 	wantMs := float64(maxWait/time.Millisecond) * 9 / 10
 	if remote := ms["kafka_network_requestmetrics_remotetimems"]; remote < wantMs {
 		t.Errorf("long poll's RemoteTime %.3f ms, want at least %.0f", remote, wantMs)

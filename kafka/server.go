@@ -430,12 +430,23 @@ func (cx *reqCtx) noReply() {
 	cx.c.NoReply(cx.seq)
 }
 
-// park marks the request as waiting on others from now on (RemoteTime):
-// an acks=all produce waiting for the in-sync replicas, a fetch's long
-// poll. At most once, before the answer.
+// park marks the request as waiting on others from now on (RemoteTime),
+// until resume or its answer: a fetch's long poll, a transactional
+// produce's verification by the transaction coordinator. An acks=all
+// produce's wait for the in-sync replicas is stamped by the shards
+// (produce.parkedAt). Called by the request's owner of the moment, never
+// concurrently with the other two.
 func (cx *reqCtx) park() {
-	if cx.s.cfg.Metrics != nil && cx.times.parked == 0 {
-		cx.times.parked = now()
+	if cx.s.cfg.Metrics != nil && cx.times.parkedAt == 0 {
+		cx.times.parkedAt = now()
+	}
+}
+
+// resume ends the wait park began: the handler works again.
+func (cx *reqCtx) resume() {
+	if t := &cx.times; t.parkedAt != 0 {
+		t.remote += now() - t.parkedAt
+		t.parkedAt = 0
 	}
 }
 
