@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "ringlog", Name: "requests_total", Help: "Kafka requests answered, by API.",
 		}, []string{"api"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "ringlog", Name: "request_seconds", Help: "Time from a request's arrival (its frame whole) to its answer, by API.",
+			Namespace: "ringlog", Name: "request_seconds", Help: "Time from a request's arrival (its frame whole) to its answer, by API; observed once the response is written (acks=0: at the answer).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}, []string{"api"}),
 	}
