@@ -36,6 +36,12 @@ type AppendOptions struct {
 	// marker ended it in between), as Kafka's append does for a batch
 	// without its verification guard.
 	OngoingTxn bool
+	// Written, when set, is called on the partition's shard for each
+	// RequireISR append once it is written on this broker and starts
+	// waiting for the high watermark (before its done, which may follow at
+	// once): Kafka's RequestMetrics tell that LocalTime from RemoteTime.
+	// It must not block.
+	Written func()
 }
 
 // AppendResult is what a producer is told.
@@ -320,6 +326,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 				// The original may not be committed yet: the retry
 				// waits for it as the original would have (Kafka's
 				// DelayedProduce does the same).
+				r.written()
 				p.parkAck(dup.lastOffset+1, pendingAck{res: res, done: r.done})
 			} else {
 				r.done(res, nil)
@@ -474,6 +481,7 @@ func (s *shard) finish(t *segment.Task) {
 			r.replica(r.end, nil)
 		case r.opts.RequireISR:
 			res.BaseOffset = r.base
+			r.written()
 			p.parkAck(r.end, pendingAck{res: res, done: r.done})
 		default:
 			res.BaseOffset = r.base

@@ -91,6 +91,14 @@ type appendReq struct {
 	aborted []segment.AbortedTxn
 }
 
+// written tells the appender that r is written here and waits for the
+// high watermark (AppendOptions.Written).
+func (r *appendReq) written() {
+	if r.opts.Written != nil {
+		r.opts.Written()
+	}
+}
+
 // fail answers r with err; a replica append learns the LEO, where the
 // follower fetches from next.
 func (r *appendReq) fail(err error) {

@@ -68,6 +68,11 @@ type produce struct {
 	// broke answers requests whose writes may still be in the kernel.
 	frameRefs atomic.Int64
 	frameKept atomic.Bool
+	// parkedAt is when the last of an acks=all request's partitions was
+	// written here and began waiting for the in-sync replicas (netpoll's
+	// clock): LocalTime ends and RemoteTime begins there. Stored by the
+	// shards (AppendOptions.Written), read by finish.
+	parkedAt atomic.Int64
 }
 
 // unrefFrame drops one holder of the request's frame.
@@ -143,8 +148,14 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	// partition a transactional batch goes to, or the batch would open a
 	// transaction on it that nothing ends.
 	slot := order.wait()
+	// The coordinator's answer (maybe another broker's) is a wait on
+	// others: RemoteTime, as Kafka counts its produce verification.
+	cx.park()
 	s.verifyTxnProduce(req, func(refused map[engine.TP]int16, ongoing bool) {
-		order.ready(slot, func() { s.produceVerified(cx, req, p, refused, ongoing) })
+		order.ready(slot, func() {
+			cx.resume()
+			s.produceVerified(cx, req, p, refused, ongoing)
+		})
 	})
 }
 
@@ -154,6 +165,9 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 // every partition (verifyTxnProduce).
 func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produce, refused map[engine.TP]int16, ongoing bool) {
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1, OngoingTxn: ongoing}
+	if req.Acks == -1 && s.cfg.Metrics != nil {
+		opts.Written = func() { p.parkedAt.Store(now()) }
+	}
 	if req.Acks == -1 {
 		// An acks=all answer waits for the in-sync replicas, at most the
 		// request's timeout.ms (Kafka's produce purgatory).
@@ -292,6 +306,9 @@ func (p *produce) finish() {
 	}
 	if p.timer != nil {
 		p.timer.Stop()
+	}
+	if at := p.parkedAt.Load(); at != 0 {
+		p.cx.times.parkedAt = at // waiting for the ISR since, until now
 	}
 	if p.acks == 0 {
 		p.cx.noReply()

@@ -182,6 +182,12 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 	if replicaID >= 0 {
 		f.replica = replicaID
 	}
+	// Kafka's RequestMetrics name a fetch FetchFollower by its replica
+	// id alone (FetchRequest.isFromFollower), authorized or not.
+	cx.times.fetch = fetchConsumer
+	if replicaID >= 0 {
+		cx.times.fetch = fetchFollower
+	}
 	// The broker's own bound on a response, as Kafka's: a max_bytes of
 	// 2 GiB (and v0-v2, which have none) would build a frame the
 	// connection cannot send.

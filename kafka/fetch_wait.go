@@ -65,6 +65,7 @@ func (w *fetchWaits) start(f *fetch) {
 	wt := f.s.eng.NewWaiter(tps)
 	// On its own goroutine, a panic would take the process down: run
 	// closes the connection instead, as for any handler.
+	f.cx.park() // RemoteTime: the wait and the read that ends it
 	go f.s.run(f.cx, func() { f.longPoll(wt) })
 }
 
@@ -73,7 +74,8 @@ func (w *fetchWaits) start(f *fetch) {
 func (f *fetch) longPoll(wt *engine.Waiter) {
 	defer f.s.waits.remove(f)
 	defer wt.Stop()
-	timer := time.NewTimer(time.Until(f.cx.start.Add(f.maxWait)))
+	// max_wait_ms counts from the request's arrival (its frame whole).
+	timer := time.NewTimer(f.maxWait - time.Duration(now()-f.cx.times.received))
 	defer timer.Stop()
 	if f.ready() {
 		f.respond()

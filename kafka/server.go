@@ -168,7 +168,7 @@ type reqCtx struct {
 	key, version  int16
 	correlationID int32
 	clientID      string
-	start         time.Time
+	times         requestTimes // for the request metrics (metrics.go)
 	answered      atomic.Bool
 	onDone        func() // run once the response is written or dropped
 }
@@ -208,9 +208,14 @@ func (s *Server) serve(c *netpoll.Conn, seq uint64, frame []byte, ss *session) {
 		c.Close()
 		return
 	}
-	cx := &reqCtx{s: s, c: c, seq: seq, start: time.Now(), session: ss,
+	cx := &reqCtx{s: s, c: c, seq: seq, session: ss,
 		key: h.key, version: h.version, correlationID: h.correlationID, clientID: h.clientID}
+	cx.times.received = c.FrameTime()
+	if cx.times.received == 0 { // not served by netpoll (a test's own conn)
+		cx.times.received = now()
+	}
 	if err != nil {
+		cx.times.started = now()
 		// KIP-511: answer with UNSUPPORTED_VERSION in a v0 body that lists
 		// what is supported, so that the client can pick a version.
 		cx.version = 0
@@ -218,12 +223,14 @@ func (s *Server) serve(c *netpoll.Conn, seq uint64, frame []byte, ss *session) {
 		return
 	}
 	if a.async != nil {
+		cx.times.started = now()
 		s.run(cx, func() { a.async(s, cx, req) })
 		return
 	}
 	s.inflightSync.Add(1)
 	go func() {
 		defer s.inflightSync.Add(-1)
+		cx.times.started = now() // RequestQueueTime ends when the goroutine runs
 		s.run(cx, func() { cx.reply(a.sync(s, cx, req)) })
 	}()
 }
@@ -395,7 +402,10 @@ func (cx *reqCtx) replyRaw(r *netpoll.Response) {
 	if !cx.answered.CompareAndSwap(false, true) {
 		panic("kafka: request answered twice")
 	}
-	cx.s.observe(cx)
+	if m := cx.s.cfg.Metrics; m != nil {
+		m.api(cx.key).requests.Inc()
+		r.Observe(cx) // the times are observed once it is written (Written)
+	}
 	if cx.onDone != nil {
 		r.OnDone(cx.onDone)
 	}
@@ -407,12 +417,48 @@ func (cx *reqCtx) noReply() {
 	if !cx.answered.CompareAndSwap(false, true) {
 		panic("kafka: request answered twice")
 	}
-	cx.s.observe(cx)
+	if m := cx.s.cfg.Metrics; m != nil {
+		// No response: Kafka records an acks=0 produce's times with
+		// nothing to queue or send, and so does this.
+		t := &cx.times
+		t.answered = now()
+		t.sendFrom, t.sent = t.answered, t.answered
+		m.api(cx.key).requests.Inc()
+		m.answered(cx.key, t.received, t.answered)
+		m.breakdown(cx.key, t)
+	}
 	cx.c.NoReply(cx.seq)
 }
 
-func (s *Server) observe(cx *reqCtx) {
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.observe(cx.key, time.Since(cx.start))
+// park marks the request as waiting on others from now on (RemoteTime),
+// until resume or its answer: a fetch's long poll, a transactional
+// produce's verification by the transaction coordinator. An acks=all
+// produce's wait for the in-sync replicas is stamped by the shards
+// (produce.parkedAt). Called by the request's owner of the moment, never
+// concurrently with the other two.
+func (cx *reqCtx) park() {
+	if cx.s.cfg.Metrics != nil && cx.times.parkedAt == 0 {
+		cx.times.parkedAt = now()
 	}
+}
+
+// resume ends the wait park began: the handler works again.
+func (cx *reqCtx) resume() {
+	if t := &cx.times; t.parkedAt != 0 {
+		t.remote += now() - t.parkedAt
+		t.parkedAt = 0
+	}
+}
+
+// Written implements netpoll.Observer: the response is on the wire, and
+// the request's times are complete.
+func (cx *reqCtx) Written(_ *netpoll.Response, nt netpoll.Timing) {
+	m := cx.s.cfg.Metrics
+	t := &cx.times
+	t.answered, t.sendFrom, t.sent = nt.Replied, nt.WriteStart, nt.Written
+	if t.received == 0 { // a handler not served by netpoll's Serve
+		t.received = nt.Received
+	}
+	m.answered(cx.key, t.received, t.answered)
+	m.breakdown(cx.key, t)
 }

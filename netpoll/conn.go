@@ -36,6 +36,8 @@ type slot struct {
 	// bytes is the request frame's length while it counts against
 	// MaxQueuedRequestBytes (handed out, not answered); 0 otherwise.
 	bytes int32
+	// recv is when the request's frame was whole (Timing.Received).
+	recv int64
 }
 
 // Conn is one client connection as the handler sees it.
@@ -87,6 +89,10 @@ type Conn struct {
 	held []heldFrame
 
 	spare []*Response // writer only: the previous ready slice, reused
+
+	// frameAt is when the frame being served was whole (FrameTime);
+	// reader side only.
+	frameAt int64
 }
 
 func newConn(s *Server, t transport, remote net.Addr, ip netip.Addr) *Conn {
@@ -171,6 +177,11 @@ func (c *Conn) SetMaxFrameBytes(n int32) {
 // never called before the handshake has completed.
 func (c *Conn) TLS() *tls.ConnectionState { return c.tls.Load() }
 
+// FrameTime returns when the frame being served was whole in netpoll (its
+// last byte read and the frame cut), in Now's clock: Timing.Received of
+// its response. Only on Serve's goroutine, during Serve.
+func (c *Conn) FrameTime() int64 { return c.frameAt }
+
 // Done returns a channel closed when the connection is gone, before
 // Handler.Closed: a handler that waits for something (a long poll, a
 // blocking read) selects on it to stop waiting for no one. Any goroutine.
@@ -202,6 +213,9 @@ func (c *Conn) Reply(seq uint64, r *Response) {
 		c.t.close()
 		return
 	}
+	if r.obs != nil {
+		r.timing.Replied = Now()
+	}
 	c.answer(seq, slotReply, r)
 }
 
@@ -232,6 +246,9 @@ func (c *Conn) answer(seq uint64, state uint8, r *Response) {
 	}
 	sl := &c.window[seq%uint64(len(c.window))]
 	freed := sl.bytes
+	if r != nil {
+		r.timing.Received = sl.recv
+	}
 	*sl = slot{state: state, r: r}
 	if r != nil {
 		c.queued.Add(r.wireLen())
@@ -284,17 +301,21 @@ func (c *Conn) begin(n int) (uint64, bool) {
 		c.srv.st.inFlight.Add(-1)
 		return 0, false
 	}
+	now := Now() // the frame is whole: Timing.Received
 	c.mu.Lock()
 	if c.assigned-c.next >= uint64(len(c.window)) {
 		panic("netpoll: request served with the in-flight window full") // callers check paused first
 	}
 	seq := c.assigned
 	c.assigned++
+	sl := &c.window[seq%uint64(len(c.window))]
+	sl.recv = now
 	budgeted := c.srv.cfg.MaxQueuedRequestBytes > 0 && n > 0
 	if budgeted {
-		c.window[seq%uint64(len(c.window))].bytes = int32(n)
+		sl.bytes = int32(n)
 	}
 	c.mu.Unlock()
+	c.frameAt = now
 	if budgeted {
 		c.srv.reqBytes.Add(int64(n))
 	}
@@ -375,6 +396,13 @@ func (c *Conn) wrote(n int64) {
 // done finishes a response that was written completely. Writer side only.
 func (c *Conn) done(r *Response) {
 	c.srv.st.inFlight.Add(-1)
+	if r.obs != nil {
+		r.timing.Written = Now()
+		if r.timing.WriteStart == 0 { // an empty response: no write carried it
+			r.timing.WriteStart = r.timing.Written
+		}
+		r.obs.Written(r, r.timing)
+	}
 	r.release()
 }
 

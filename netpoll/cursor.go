@@ -52,11 +52,22 @@ func segment(r *Response, i int) (b []byte, f *os.File, pos, n int64) {
 // to the next file region or the gather limits. It returns nil when the
 // cursor is at a file region (or at the end). The slices alias the
 // responses' memory and stay valid until advance moves past them.
+//
+// The writer calls it right before a write (of its bytes, or of the
+// region at the cursor when it finds none), so it stamps the responses the
+// write reaches with Timing.WriteStart.
 func (w *cursor) gather() (iov [][]byte, n int) {
 	iov = w.iov[:0]
 	ri, seg, off := w.hd, w.seg, w.off
+	var now int64
 	for ri < len(w.q) && len(iov) < iovMax && n < gatherBytesMax {
 		r := w.q[ri]
+		if r.obs != nil && r.timing.WriteStart == 0 {
+			if now == 0 {
+				now = Now()
+			}
+			r.timing.WriteStart = now
+		}
 		if seg > len(r.parts) {
 			ri, seg, off = ri+1, 0, 0
 			continue

@@ -147,6 +147,25 @@
 // by one gather (256 KiB), after which the connection waits for the watcher
 // rather than queue more.
 //
+// # Request timings
+//
+// A handler that wants to know where a request's time went (the kafka
+// package's RequestMetrics) asks a response for its Timing with
+// Response.Observe. netpoll stamps it, in Now's monotonic clock, at four
+// points common to the three implementations: Received when the frame is
+// cut whole (Conn.begin, just before Serve; Conn.FrameTime tells Serve),
+// Replied in Reply, WriteStart when the writer's gather reaches the
+// response (right before the writev, sendfile, or the sendmsg put in the
+// ring that carries its first byte), Written when the cursor finishes it
+// (after the write returned, or the send's completion was reaped), where
+// the Observer is called. A frame is stamped when it is cut, not when its
+// bytes arrived: a paused connection stops reading (its bytes wait in the
+// kernel, or in gnet's inbound buffer, uncut), as Kafka mutes a channel
+// with a request in progress, so RequestQueueTime does not see that wait.
+// The cost is one clock read per frame, and for an observed response one
+// in Reply, one per write that starts responses, and one per response
+// written; a response without an Observer pays none of the last three.
+//
 // # Concurrency contract
 //
 //   - Listen, Server.Addr, Server.IO, Server.Stats, Server.Close,
@@ -174,6 +193,11 @@
 //   - Conn.SetMaxFrameBytes: any goroutine; it bounds the frames whose
 //     first bytes are looked at after it, so called from Serve it bounds
 //     the very next frame.
+//   - Conn.FrameTime: on Serve's goroutine, during Serve.
+//   - Observer.Written (Response.Observe): on the connection's loop or
+//     writer goroutine, once the response's last byte is written, before
+//     its OnDone functions; never for a dropped response. It must not
+//     block. Now: any goroutine.
 //   - Response: built by one goroutine; owned by netpoll from Reply until
 //     its OnDone functions run. They run on the connection's loop or writer
 //     goroutine once the response is written, on the goroutine that closed

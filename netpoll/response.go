@@ -19,6 +19,10 @@ type Response struct {
 	onDone []func()
 	head   []byte  // the prefix, filled in by seal (usually in prefix)
 	prefix [8]byte // room for head without an allocation
+	// timing is stamped by netpoll (Received and Replied in Reply,
+	// WriteStart by the cursor, Written by Conn.done) and handed to obs.
+	timing Timing
+	obs    Observer
 }
 
 // part is a byte slice (f == nil) or a file region [pos, pos+n) of f.
@@ -73,6 +77,12 @@ func (r *Response) OnDone(fn func()) {
 		r.onDone = append(r.onDone, fn)
 	}
 }
+
+// Observe asks for the response's Timing: o.Written is called once the
+// response is written (see Observer). At most one observer; a later call
+// replaces it. Storing a pointer in o allocates nothing, so a handler can
+// pass its per-request state.
+func (r *Response) Observe(o Observer) { r.obs = o }
 
 // Len reports the response's size without its prefix.
 func (r *Response) Len() int64 { return r.size }
