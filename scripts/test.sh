@@ -65,7 +65,8 @@ go test -count=1 -timeout 20m ./...
 # The kafka package again on the other two network paths (netpoll's own
 # tests run on all three above; RINGLOG_TEST_NET picks every test
 # broker's path, and a broker that does not serve on the path asked for
-# fails its test: no silent fallback from uring to gnet). The whole
+# fails its test: no silent fallback from uring to gnet, so a kernel
+# without what the uring path needs fails the uring step). The whole
 # package once more per path would cost as much as its run above (300 s
 # on each path in a measurement at load 8; "about a minute" unloaded),
 # too much for the 15 minutes the suite is held under, so:
