@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/internal/testkit"
+	"ringlog/internal/testkit/testbroker"
 )
 
 // secureProps is one broker's server.properties for
@@ -168,7 +169,8 @@ attempts:
 			return ""
 		}
 		p.addr = client
-		p.cmd = exec.Command(p.bin, "-node-id", fmt.Sprint(id), "-controller-voters", voters, "-config", props, "-data-dir", p.dir)
+		args := append(testbroker.NetArgs(t), "-node-id", fmt.Sprint(id), "-controller-voters", voters, "-config", props, "-data-dir", p.dir)
+		p.cmd = exec.Command(p.bin, args...)
 		p.out = &e2eLog{}
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 		if err := p.cmd.Start(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"ringlog/internal/testkit"
+	"ringlog/internal/testkit/testbroker"
 	"ringlog/kafka"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -348,7 +349,9 @@ func (p *ringlogProc) startOnce(extra ...string) bool {
 	// SO_REUSEADDR (yet), so the port of a killed broker stays taken while
 	// its connections sit in TIME_WAIT.
 	p.addr = testkit.FreeAddr(t)
-	args := append([]string{"-listen", p.addr, "-data-dir", p.dir}, extra...)
+	// The network path RINGLOG_TEST_NET asks for first: a test's own -net
+	// comes later and wins.
+	args := append(append(testbroker.NetArgs(t), "-listen", p.addr, "-data-dir", p.dir), extra...)
 	p.cmd = exec.Command(p.bin, args...)
 	p.out = &e2eLog{}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -379,6 +382,7 @@ func (p *ringlogProc) startOnce(extra ...string) bool {
 		// answer in its place, and a broker in a cluster listens only
 		// after it caught up with the metadata quorum.
 		if err == nil && strings.Contains(p.out.String(), `msg="ringlog started" listen=`+p.addr+" ") {
+			testbroker.CheckNetLog(t, p.out.String())
 			p.served = true
 			return true
 		}

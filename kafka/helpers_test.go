@@ -34,7 +34,8 @@ type testBroker struct {
 }
 
 type brokerOpts struct {
-	// Portable uses the portable I/O path and the standard net package.
+	// Portable uses the portable I/O path and the standard net package,
+	// whatever RINGLOG_TEST_NET says (testbroker.EnvNet).
 	Portable bool
 	// Dir reuses a data directory (restarts); empty means a new one.
 	Dir string
@@ -53,7 +54,7 @@ func startBroker(t testing.TB, opts brokerOpts) *testBroker {
 	}
 	cfg := testbroker.Config(dir)
 	if opts.Portable {
-		cfg.IO = ioring.ModePortable
+		cfg.IO, cfg.Network = ioring.ModePortable, netpoll.IOPortable
 	}
 	if opts.Groups != nil {
 		opts.Groups(&cfg.Groups)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"ringlog/internal/testkit"
+	"ringlog/internal/testkit/testbroker"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,8 +28,11 @@ type proc struct {
 	done chan error
 }
 
+// start runs the binary with args, on the network path RINGLOG_TEST_NET
+// asks for (testbroker.EnvNet) unless args name one.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
+	args = append(testbroker.NetArgs(t), args...)
 	p := &proc{cmd: exec.Command(testkit.Binary(t), args...), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -50,7 +54,8 @@ func (p *proc) waitFor(t *testing.T, want string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if strings.Contains(p.out.String(), want) {
+		if out := p.out.String(); strings.Contains(out, want) {
+			testbroker.CheckNetLog(t, out)
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -11,7 +11,54 @@ import (
 	"ringlog/broker"
 	"ringlog/engine"
 	"ringlog/ioring"
+	"ringlog/netpoll"
 )
+
+// EnvNet names the environment variable that picks the network path of
+// every test broker: gnet, uring or portable (netpoll.Config.IO); unset,
+// the broker's default (gnet, or portable with ioring.ModePortable).
+// Config applies it to the brokers started in the test's process,
+// NetArgs to the binaries tests spawn; scripts/test.sh runs the kafka
+// package once per path with it.
+const EnvNet = "RINGLOG_TEST_NET"
+
+// envNet is EnvNet's value, checked by Net.
+func envNet() string { return os.Getenv(EnvNet) }
+
+// Net returns the network path EnvNet asks for, "" when it is unset, and
+// fails the test on any other value than the three paths.
+func Net(t testing.TB) string {
+	t.Helper()
+	switch n := envNet(); n {
+	case "", netpoll.IOGnet, netpoll.IOUring, netpoll.IOPortable:
+		return n
+	default:
+		t.Fatalf("%s=%q: want %s, %s or %s (or unset)", EnvNet, n, netpoll.IOGnet, netpoll.IOUring, netpoll.IOPortable)
+		return ""
+	}
+}
+
+// NetArgs returns the binary's flags for the path EnvNet asks for (-net
+// and its name), none when it is unset. Put them first: a test's own
+// -net comes later and wins.
+func NetArgs(t testing.TB) []string {
+	t.Helper()
+	if n := Net(t); n != "" {
+		return []string{"-net", n}
+	}
+	return nil
+}
+
+// CheckNetLog fails the test when a spawned broker's log shows that a
+// listener asked for io_uring serves on gnet instead (the kernel lacks
+// what the uring path needs): a run of the tests on uring that silently
+// ran gnet would prove nothing about uring.
+func CheckNetLog(t testing.TB, log string) {
+	t.Helper()
+	if strings.Contains(log, "io_uring network path unavailable") {
+		t.Fatalf("%s=%s: the broker fell back to gnet:\n%s", EnvNet, envNet(), log)
+	}
+}
 
 // Broker is a broker started in the test's process with broker.Start, the
 // wiring the binary runs (engine, local one-voter quorum, replication,
@@ -30,6 +77,9 @@ func Config(dir string) broker.Config {
 	cfg := broker.DefaultConfig()
 	cfg.Listen, cfg.DataDir, cfg.Shards, cfg.IO = "127.0.0.1:0", dir, 2, ioring.ModeAuto
 	cfg.Logger = Logger()
+	// The network path RINGLOG_TEST_NET asks for (StartBroker checks the
+	// value, and that the broker serves on that path).
+	cfg.Network = envNet()
 	// Kafka's group defaults but for the initial rebalance delay, which
 	// would add 3 s to every test's first rebalance.
 	cfg.Groups.InitialRebalanceDelay = 0
@@ -54,9 +104,10 @@ func Logger() *slog.Logger {
 // at the end of the test.
 func StartBroker(t testing.TB, cfg broker.Config) *Broker {
 	t.Helper()
+	Net(t)
 	b := &Broker{t: t, Dir: cfg.DataDir, cfg: cfg}
+	t.Cleanup(b.Stop) // first: start may fail the test with a broker running
 	b.start()
-	t.Cleanup(b.Stop)
 	return b
 }
 
@@ -79,6 +130,12 @@ func (b *Broker) start() {
 		t.Fatalf("start broker: %v", err)
 	}
 	b.B, b.Addr = br, br.Addr()
+	// No silent fallback: a broker asked for a path serves on it (a TLS
+	// inter-broker listener serves on the portable path whatever is asked:
+	// the event loops cannot terminate TLS).
+	if want, got := cfg.Network, br.Network().IO(); want != "" && cfg.InterBroker.TLS == nil && got != want {
+		t.Fatalf("the broker was asked for the %s network path and serves on %s (%s=%q)", want, got, EnvNet, envNet())
+	}
 }
 
 // Engine is the running broker's engine.
