@@ -89,6 +89,8 @@ func TestParseMetrics(t *testing.T) {
 ringlog_fetch_sendfile_bytes_total 1.2345e+06
 ringlog_fetch_copied_bytes_total 0
 ringlog_log_end_offset{topic="a",partition="0"} 17
+ringlog_requests_total{api="Produce"} 40
+ringlog_requests_total{api="Fetch"} 2
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +100,9 @@ ringlog_log_end_offset{topic="a",partition="0"} 17
 	}
 	if _, ok := m["ringlog_log_end_offset"]; ok {
 		t.Error("a labelled series was read as a process-wide counter")
+	}
+	if m["ringlog_requests_total{}"] != 42 {
+		t.Errorf("requests summed over their api label: %v", m["ringlog_requests_total{}"])
 	}
 }
 

@@ -45,7 +45,21 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
-		if l == "" || l[0] == '#' || strings.ContainsRune(l, '{') {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		if i := strings.IndexByte(l, '{'); i >= 0 {
+			// A labelled series counts towards its metric's sum over
+			// every label set, under the name with "{}".
+			j := strings.LastIndexByte(l, '}')
+			if j < i {
+				continue
+			}
+			if f := strings.Fields(l[j+1:]); len(f) > 0 {
+				if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+					m[l[:i]+"{}"] += v
+				}
+			}
 			continue
 		}
 		f := strings.Fields(l)

@@ -68,7 +68,7 @@ func countsSyscalls(w workload, p *peer) bool {
 }
 
 // requestsMetric is the broker's count of requests served, read from its
-// /metrics when it has it; without it the requests are those the
+// /metrics when it has it (summed over its api label); without it the requests are those the
 // suite's kgo clients wrote (kgo's HookBrokerWrite), the same requests
 // seen from the other end.
 const requestsMetric = "ringlog_requests_total"

@@ -494,6 +494,10 @@ func (p *peer) snapshot(ctx context.Context) usage {
 		u.copied += cp
 		u.fetchOK = u.fetchOK && err == nil && ok1 && ok2
 		rq, ok3 := m[requestsMetric]
+		if !ok3 {
+			// Labelled by API: every API's count.
+			rq, ok3 = m[requestsMetric+"{}"]
+		}
 		u.requests += rq
 		u.requestsOK = u.requestsOK && err == nil && ok3
 	}
