@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -80,20 +81,31 @@ func handleElectLeaders(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 				tps = append(tps, tp)
 			}
 		}
-		sortTopicPartitions(tps)
+		slices.SortFunc(tps, func(a, b controller.TopicPartition) int {
+			return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+	}
+	// listed is each topic's place in an answer for every partition;
+	// otherwise a request's partitions are answered in its order, the
+	// consecutive ones of a topic under one entry.
+	listed := map[string]int{}
+	if all {
 		for _, name := range s.cfg.Node.Image().TopicNames() {
 			rt := kmsg.NewElectLeadersResponseTopic()
 			rt.Topic = name
 			rt.Partitions = []kmsg.ElectLeadersResponseTopicPartition{}
+			listed[name] = len(resp.Topics)
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
 	for _, tp := range tps {
-		i := slices.IndexFunc(resp.Topics, func(rt kmsg.ElectLeadersResponseTopic) bool { return rt.Topic == tp.Topic })
-		if i < 0 || !all && i != len(resp.Topics)-1 {
+		i, ok := listed[tp.Topic]
+		if n := len(resp.Topics); !ok && (n == 0 || resp.Topics[n-1].Topic != tp.Topic) {
 			rt := kmsg.NewElectLeadersResponseTopic()
 			rt.Topic = tp.Topic
 			resp.Topics = append(resp.Topics, rt)
+		}
+		if !ok {
 			i = len(resp.Topics) - 1
 		}
 		rt := &resp.Topics[i]
@@ -105,14 +117,4 @@ func handleElectLeaders(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return resp
-}
-
-// sortTopicPartitions orders tps by topic, then partition.
-func sortTopicPartitions(tps []controller.TopicPartition) {
-	slices.SortFunc(tps, func(a, b controller.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
 }

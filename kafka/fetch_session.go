@@ -97,6 +97,8 @@ type sessionPart struct {
 	// gone is set when the partition left the session (forgotten, or the
 	// session closed) while a fetch still holds it.
 	gone bool
+	// returned marks, during settle, a partition that returned records.
+	returned bool
 }
 
 func newFetchSessions(slots int, evict time.Duration) *fetchSessions {
@@ -306,7 +308,7 @@ func (fs *fetchSessions) settle(f *fetch) {
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	var moved []*sessionPart
+	moved := 0
 	for i := range f.topics {
 		t := &f.topics[i]
 		for j := range t.parts {
@@ -325,25 +327,28 @@ func (fs *fetchSessions) settle(f *fetch) {
 			} else {
 				sp.hw, sp.logStart = p.hw, p.logStart
 			}
-			if records && f.incremental && !sp.gone {
-				moved = append(moved, sp)
+			if records && f.incremental && !sp.gone && !sp.returned {
+				sp.returned = true
+				moved++
 			}
 		}
 	}
-	if len(moved) == 0 {
+	if moved == 0 {
 		return
 	}
-	sess := f.session
-	isMoved := make(map[*sessionPart]bool, len(moved))
-	for _, sp := range moved {
-		isMoved[sp] = true
-	}
+	// A stable partition of the order: the others, then those that
+	// returned records, each group in the order it had.
+	parts := f.session.parts
+	back := make([]*sessionPart, 0, moved)
 	n := 0
-	for _, sp := range sess.parts {
-		if !isMoved[sp] {
-			sess.parts[n] = sp
+	for _, sp := range parts {
+		if sp.returned {
+			sp.returned = false
+			back = append(back, sp)
+		} else {
+			parts[n] = sp
 			n++
 		}
 	}
-	copy(sess.parts[n:], moved)
+	copy(parts[n:], back)
 }
