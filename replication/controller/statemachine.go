@@ -65,6 +65,13 @@ func (t *tx) topicMap() map[string]*Topic {
 
 func (t *tx) topic(name string) *Topic { return t.topicMap()[name] }
 
+func (t *tx) topicIDMap() map[TopicID]string {
+	if t.topicIDs != nil {
+		return t.topicIDs
+	}
+	return t.base.topicIDs
+}
+
 // mutableTopic returns a copy of the topic that this tx may change.
 func (t *tx) mutableTopic(name string) *Topic {
 	if t.copied[name] {
@@ -86,6 +93,9 @@ func (t *tx) putTopic(tp *Topic) {
 	}
 	t.topics[tp.Name] = tp
 	t.copied[tp.Name] = true
+	if t.topicIDMap()[tp.ID] == tp.Name {
+		return // a change of a topic the ids map already names
+	}
 	if t.topicIDs == nil {
 		t.topicIDs = maps.Clone(t.base.topicIDs)
 	}
