@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -459,6 +460,11 @@ type usage struct {
 	cpu    time.Duration
 	cpuSys time.Duration // of cpu, the kernel's (stime)
 	cpuOK  bool
+	// threads is each thread's CPU time (procThreadCPU) of every process,
+	// by thread id, when threadsOK: the precise count cpu is taken from
+	// when no thread exited during the run.
+	threads   map[int]time.Duration
+	threadsOK bool
 	// requests is the broker's ringlog_requests_total where it has the
 	// counter (requestsOK).
 	requests   float64
@@ -477,12 +483,16 @@ func (p *peer) snapshot(ctx context.Context) usage {
 	if len(pids) == 0 {
 		return u
 	}
-	u.cpuOK = true
+	u.cpuOK, u.threadsOK = true, true
+	u.threads = map[int]time.Duration{}
 	for _, pid := range pids {
 		user, sys, err := procCPU(pid)
 		u.cpu += user + sys
 		u.cpuSys += sys
 		u.cpuOK = u.cpuOK && err == nil
+		ts, err := procThreadCPU(pid)
+		u.threadsOK = u.threadsOK && err == nil
+		maps.Copy(u.threads, ts)
 	}
 	u.fetchOK = len(p.admins) > 0
 	u.requestsOK = len(p.admins) > 0

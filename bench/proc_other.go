@@ -14,6 +14,7 @@ import (
 var errNoProc = errors.New("bench: needs Linux's /proc")
 
 func procCPU(pid int) (user, sys time.Duration, err error) { return 0, 0, errNoProc }
+func procThreadCPU(pid int) (map[int]time.Duration, error) { return nil, errNoProc }
 func procResetPeakRSS(pid int) error                       { return errNoProc }
 func procPeakRSS(pid int) (int64, error)                   { return 0, errNoProc }
 

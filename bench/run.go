@@ -88,7 +88,7 @@ func (m meter) sample(ctx context.Context, res loadResult) sample {
 		smp.syscalls, smp.syscallsOK = m.sys.stop()
 	}
 	if m.before.cpuOK && after.cpuOK {
-		smp.cpu, smp.cpuSys, smp.cpuOK = after.cpu-m.before.cpu, after.cpuSys-m.before.cpuSys, true
+		smp.cpu, smp.cpuSys, smp.cpuOK = cpuBetween(m.before, after)
 	}
 	smp.rss, smp.rssOK = m.p.peakRSS()
 	if m.before.fetchOK && after.fetchOK {
@@ -335,4 +335,34 @@ func (s *suite) kcatRecords(p *peer, w workload) int64 {
 		mbs = 50e6
 	}
 	return max(int64(w.producers), min(s.recordsBound(w.size), int64(mbs*s.cfg.duration.Seconds()/float64(w.size))))
+}
+
+// cpuBetween is the CPU the peer's processes used between two snapshots,
+// and the kernel's part of it. The total is the threads' precise count
+// when every thread of before is still there in after (an exited thread
+// took its count with it); the ticks of utime and stime otherwise. The
+// kernel's part is the ticks' share of the precise total (ticks are all
+// that say which side a moment was spent on).
+func cpuBetween(before, after usage) (cpu, sys time.Duration, ok bool) {
+	ticks, ticksSys := after.cpu-before.cpu, after.cpuSys-before.cpuSys
+	if !before.threadsOK || !after.threadsOK {
+		return ticks, ticksSys, true
+	}
+	var precise time.Duration
+	for tid, t0 := range before.threads {
+		t1, ok := after.threads[tid]
+		if !ok || t1 < t0 {
+			return ticks, ticksSys, true
+		}
+		precise += t1 - t0
+	}
+	for tid, t1 := range after.threads {
+		if _, ok := before.threads[tid]; !ok {
+			precise += t1 // a thread started during the run
+		}
+	}
+	if ticks > 0 {
+		sys = time.Duration(float64(precise) * float64(ticksSys) / float64(ticks))
+	}
+	return precise, sys, true
 }
