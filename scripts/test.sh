@@ -2,8 +2,8 @@
 # The whole test suite, runnable on a fresh machine: installs what the tests
 # need when it is missing, then vets, tests (both I/O paths run inside the
 # tests; the kafka package again on the uring and portable network paths),
-# races the packages that share memory between goroutines, and
-# cross-builds the portable path for darwin and windows.
+# cross-builds the portable path for darwin and windows, and races the
+# packages that share memory between goroutines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
@@ -86,8 +86,18 @@ go test -count=1 -timeout 20m ./...
 #     "portable" variants above: the client-facing core (kcat, kgo
 #     produce and consume, the bad-input suite, the fuzz seeds, produce,
 #     fetch, long polls).
-# The two run side by side: they wait far more than they compute.
-step "go test ./kafka on uring and on portable"
+# The two run side by side: they wait far more than they compute, and
+# so the cross builds of the portable path for darwin and windows (a
+# compile, about 40 s of CPU) run beside them too.
+step "go test ./kafka on uring and on portable; cross builds beside them"
+cross_log=$(mktemp)
+(
+	for os in darwin windows; do
+		echo "GOOS=$os"
+		GOOS=$os GOARCH=amd64 go build ./... && GOOS=$os GOARCH=amd64 go vet ./... || exit 1
+	done
+) >"$cross_log" 2>&1 &
+cross_pid=$!
 portable_log=$(mktemp)
 RINGLOG_TEST_NET=portable go test -count=1 -timeout 10m \
 	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll)' ./kafka/ >"$portable_log" 2>&1 &
@@ -98,8 +108,11 @@ RINGLOG_TEST_NET=uring go test -count=1 -timeout 10m \
 portable_rc=0
 wait "$portable_pid" || portable_rc=$?
 echo "portable:"; cat "$portable_log"; rm -f "$portable_log"
-if [ "$uring_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ]; then
-	echo "the kafka package failed on uring ($uring_rc) or portable ($portable_rc)"; exit 1
+cross_rc=0
+wait "$cross_pid" || cross_rc=$?
+echo "cross builds:"; cat "$cross_log"; rm -f "$cross_log"
+if [ "$uring_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
+	echo "the kafka package failed on uring ($uring_rc) or portable ($portable_rc), or a cross build failed ($cross_rc)"; exit 1
 fi
 
 # The packages whose memory is shared between goroutines (readers of a log
@@ -112,12 +125,5 @@ step "go test -race"
 internal=$(go list ./internal/... | grep -v -e /internal/kafkaref -e /internal/difftest -e /internal/admincli)
 go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/... ./netpoll/... ./engine/... ./kafka/... ./replication/... \
 	$internal ./broker/... ./examples/...
-
-step "cross builds"
-for os in darwin windows; do
-	echo "GOOS=$os"
-	GOOS=$os GOARCH=amd64 go build ./...
-	GOOS=$os GOARCH=amd64 go vet ./...
-done
 
 step "ok"
