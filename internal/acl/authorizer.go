@@ -10,9 +10,6 @@ import (
 type Set struct {
 	bindings []Binding
 	byType   [resourceTypeEnd]index
-	// Version grows with every set an Authorizer installs; caches compare
-	// it to know their answers are still the set's.
-	version uint64
 }
 
 // index holds one resource type's bindings by pattern.
@@ -159,7 +156,16 @@ func applies(b *Binding, op Operation) bool {
 type Authorizer struct {
 	superUsers   map[string]bool
 	allowIfNoACL bool
-	set          atomic.Pointer[Set]
+	cur          atomic.Pointer[installed]
+}
+
+// installed is a set and its version, which grows with every set an
+// Authorizer installs: caches compare it to know their answers are still
+// the set's. (A Set may be installed by several authorizers: the version
+// is not the set's.)
+type installed struct {
+	set     *Set
+	version uint64
 }
 
 // NewAuthorizer returns an authorizer with no bindings.
@@ -168,19 +174,21 @@ func NewAuthorizer(superUsers []string, allowIfNoACL bool) *Authorizer {
 	for _, u := range superUsers {
 		a.superUsers[u] = true
 	}
-	a.set.Store(NewSet(nil))
+	a.cur.Store(&installed{set: NewSet(nil)})
 	return a
 }
 
-// Install makes s the set decisions are taken with; its version is
-// set to one more than the one it replaces.
+// Install makes s the set decisions are taken with, unless it is
+// already. Installs are serialised by the caller.
 func (a *Authorizer) Install(s *Set) {
-	s.version = a.set.Load().version + 1
-	a.set.Store(s)
+	cur := a.cur.Load()
+	if cur.set != s {
+		a.cur.Store(&installed{set: s, version: cur.version + 1})
+	}
 }
 
 // Set is the installed set.
-func (a *Authorizer) Set() *Set { return a.set.Load() }
+func (a *Authorizer) Set() *Set { return a.cur.Load().set }
 
 // SuperUser reports whether principal is in super.users.
 func (a *Authorizer) SuperUser(principal string) bool { return a.superUsers[principal] }
@@ -191,7 +199,7 @@ func (a *Authorizer) Authorize(principal, host string, op Operation, rt Resource
 	if a.superUsers[principal] {
 		return true
 	}
-	switch a.set.Load().decide(principal, host, op, rt, name) {
+	switch a.cur.Load().set.decide(principal, host, op, rt, name) {
 	case allowed:
 		return true
 	case noBinding:
@@ -235,7 +243,7 @@ const cacheMax = 1024
 // Authorize is a.Authorize, answered from the cache when the same
 // question was asked under the same set.
 func (c *Cache) Authorize(a *Authorizer, principal, host string, op Operation, rt ResourceType, name string) bool {
-	v := a.set.Load().version
+	v := a.cur.Load().version
 	if c.m == nil || c.version != v || c.principal != principal || c.host != host {
 		clear(c.m)
 		if c.m == nil {

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+
+	"ringlog/internal/acl"
 )
 
 // The decoders take bytes from disk (raft entries, snapshots) and from the
@@ -25,6 +27,8 @@ func allocated(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+var seedACLName = "orders"
 
 // seedCommands is one command of each type, for the corpus and f.Add.
 func seedCommands() []*command {
@@ -58,6 +62,10 @@ func seedCommands() []*command {
 		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", offline: []TopicIDPartition{{TopicID{1, 2, 3}, 1}},
 			ends: []ReplicaLogEnd{{TopicIDPartition{TopicID{1, 2, 3}, 0}, -1, 0}}},
 		{typ: cmdElectRecovery, offline: []TopicIDPartition{{TopicID{1, 2, 3}, 0}}},
+		{typ: cmdCreateAcls, acls: []acl.Binding{{ResourceType: acl.ResourceTopic, ResourceName: "orders", PatternType: acl.PatternLiteral,
+			Principal: "User:a", Host: "*", Operation: acl.OpRead, Permission: acl.PermissionAllow}}},
+		{typ: cmdDeleteAcls, aclFilters: []acl.Filter{{ResourceType: acl.ResourceAny, PatternType: acl.PatternMatch,
+			ResourceName: &seedACLName, Operation: acl.OpAny, Permission: acl.PermissionDeny}}},
 	}
 }
 
