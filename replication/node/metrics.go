@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"ringlog/engine"
+	"ringlog/replication/controller"
 )
 
 // What an operator's dashboard reads from the replication of one broker:
@@ -57,6 +58,7 @@ func (n *Node) ReplicaStats() ReplicaStats {
 	}
 	n.mu.Unlock()
 	st.Partitions = len(parts)
+	img := n.Image()
 	for _, pt := range parts {
 		pt.mu.Lock()
 		l := pt.leader
@@ -82,17 +84,18 @@ func (n *Node) ReplicaStats() ReplicaStats {
 		case isr == minISR:
 			st.AtMinISR++
 		}
-		if reassigning(pt) {
+		if reassigning(img, pt.tp) {
 			st.Reassigning++
 		}
 	}
 	return st
 }
 
-// reassigning reports whether a partition is being reassigned (KIP-455:
-// replicas being added or removed). Partitions cannot move yet: wire this
-// to the image's adding and removing replicas once it has them.
-func reassigning(*part) bool { return false }
+// reassigning reports whether img shows tp being reassigned (KIP-455:
+// replicas being added or removed). Partitions cannot move yet: once
+// controller.Partition has its adding and removing replicas, this is
+// whether img.Partition(tp.Topic, tp.Partition) has either non-empty.
+func reassigning(img *controller.Image, tp engine.TP) bool { return false }
 
 // countISRChange counts a change of a led partition's committed ISR from
 // before to after: a shrink if a member left, an expansion if one joined
