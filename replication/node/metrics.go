@@ -59,6 +59,9 @@ func (n *Node) ReplicaStats() ReplicaStats {
 	n.mu.Unlock()
 	st.Partitions = len(parts)
 	img := n.Image()
+	// min.insync.replicas by topic, looked up once per topic (the
+	// engine copies a topic's overrides on every lookup).
+	minISRs := map[string]int{}
 	for _, pt := range parts {
 		pt.mu.Lock()
 		l := pt.leader
@@ -77,7 +80,12 @@ func (n *Node) ReplicaStats() ReplicaStats {
 		// min.insync.replicas capped at the replication factor, as the
 		// leader's decisions and Kafka's effectiveMinIsr read it: a
 		// partition of one replica is at its minimum, not under it.
-		minISR := max(1, min(n.topicConfig(pt.tp.Topic).MinISR, replicas))
+		minISR, ok := minISRs[pt.tp.Topic]
+		if !ok {
+			minISR = n.topicConfig(pt.tp.Topic).MinISR
+			minISRs[pt.tp.Topic] = minISR
+		}
+		minISR = max(1, min(minISR, replicas))
 		switch {
 		case isr < minISR:
 			st.UnderMinISR++
