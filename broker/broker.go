@@ -170,6 +170,8 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	if cfg.Metrics != nil {
 		metrics = kafka.NewMetrics(cfg.Metrics)
 		registerEngineMetrics(cfg.Metrics, b.eng)
+		registerClusterMetrics(cfg.Metrics, b.cl.node, b.cl.ctl, b.eng)
+		registerGroupLagMetrics(cfg.Metrics, b.groups, b.eng)
 	}
 	b.srv = kafka.NewServer(kafka.Config{
 		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
