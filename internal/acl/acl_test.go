@@ -61,7 +61,7 @@ func TestAuthorize(t *testing.T) {
 		{"User:root", "1.2.3.4", OpDelete, ResourceTopic, "logs-secret", true, true}, // super user
 	}
 	for _, open := range []bool{false, true} {
-		a := NewAuthorizer([]string{"User:root"}, open)
+		a := NewAuthorizer([]string{"User:root"}, open, nil)
 		a.Install(NewSet(bindings))
 		for _, c := range cases {
 			want := c.want
@@ -140,7 +140,7 @@ func TestIndexMatchesReference(t *testing.T) {
 			})
 		}
 		open := round%2 == 0
-		a := NewAuthorizer([]string{"User:su"}, open)
+		a := NewAuthorizer([]string{"User:su"}, open, nil)
 		a.Install(NewSet(bs))
 		for range 200 {
 			principal := []string{"User:p", "User:q", "User:su"}[r.IntN(3)]
@@ -236,7 +236,7 @@ func TestValidate(t *testing.T) {
 
 // TestCache: answers stay the set's across installs and principals.
 func TestCache(t *testing.T) {
-	a := NewAuthorizer(nil, false)
+	a := NewAuthorizer(nil, false, nil)
 	var c Cache
 	if c.Authorize(a, "User:a", "h", OpRead, ResourceTopic, "t") {
 		t.Fatal("allowed with no bindings")
@@ -265,7 +265,7 @@ func TestCache(t *testing.T) {
 
 // TestAuthorizeAllocatesNothing: the produce path's check.
 func TestAuthorizeAllocatesNothing(t *testing.T) {
-	a := NewAuthorizer([]string{"User:root"}, false)
+	a := NewAuthorizer([]string{"User:root"}, false, nil)
 	a.Install(NewSet(manyBindings(1000)))
 	var c Cache
 	name := "topic-0500"
@@ -293,7 +293,7 @@ func manyBindings(n int) []Binding {
 
 func BenchmarkAuthorize(b *testing.B) {
 	for _, n := range []int{0, 100, 1000} {
-		a := NewAuthorizer(nil, true)
+		a := NewAuthorizer(nil, true, nil)
 		a.Install(NewSet(manyBindings(n)))
 		b.Run(fmt.Sprintf("acls=%d", n), func(b *testing.B) {
 			for b.Loop() {

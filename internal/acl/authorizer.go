@@ -3,6 +3,7 @@ package acl
 import (
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -156,50 +157,50 @@ func applies(b *Binding, op Operation) bool {
 type Authorizer struct {
 	superUsers   map[string]bool
 	allowIfNoACL bool
-	cur          atomic.Pointer[installed]
+	// source is the set in force: the metadata image's, read at every
+	// decision (an atomic load), or the one Install stored.
+	source    func() *Set
+	installed atomic.Pointer[Set]
 }
 
-// installed is a set and its version, which grows with every set an
-// Authorizer installs: caches compare it to know their answers are still
-// the set's. (A Set may be installed by several authorizers: the version
-// is not the set's.)
-type installed struct {
-	set     *Set
-	version uint64
-}
-
-// NewAuthorizer returns an authorizer with no bindings.
-func NewAuthorizer(superUsers []string, allowIfNoACL bool) *Authorizer {
-	a := &Authorizer{superUsers: map[string]bool{}, allowIfNoACL: allowIfNoACL}
+// NewAuthorizer returns an authorizer that decides with the set source
+// returns at each decision; with a nil source, with the set Install
+// stored last (none at first).
+func NewAuthorizer(superUsers []string, allowIfNoACL bool, source func() *Set) *Authorizer {
+	a := &Authorizer{superUsers: map[string]bool{}, allowIfNoACL: allowIfNoACL, source: source}
 	for _, u := range superUsers {
 		a.superUsers[u] = true
 	}
-	a.cur.Store(&installed{set: NewSet(nil)})
+	a.installed.Store(NewSet(nil))
+	if a.source == nil {
+		a.source = a.installed.Load
+	}
 	return a
 }
 
-// Install makes s the set decisions are taken with, unless it is
-// already. Installs are serialised by the caller.
-func (a *Authorizer) Install(s *Set) {
-	cur := a.cur.Load()
-	if cur.set != s {
-		a.cur.Store(&installed{set: s, version: cur.version + 1})
-	}
-}
+// Install makes s the set of an authorizer made without a source.
+func (a *Authorizer) Install(s *Set) { a.installed.Store(s) }
 
-// Set is the installed set.
-func (a *Authorizer) Set() *Set { return a.cur.Load().set }
+// Set is the set in force.
+func (a *Authorizer) Set() *Set { return a.source() }
 
 // SuperUser reports whether principal is in super.users.
 func (a *Authorizer) SuperUser(principal string) bool { return a.superUsers[principal] }
 
+// AllowIfNoACL is allow.everyone.if.no.acl.found.
+func (a *Authorizer) AllowIfNoACL() bool { return a.allowIfNoACL }
+
 // Authorize decides whether principal, connected from host, may do op
 // on the resource. It allocates nothing.
 func (a *Authorizer) Authorize(principal, host string, op Operation, rt ResourceType, name string) bool {
+	return a.authorize(a.source(), principal, host, op, rt, name)
+}
+
+func (a *Authorizer) authorize(set *Set, principal, host string, op Operation, rt ResourceType, name string) bool {
 	if a.superUsers[principal] {
 		return true
 	}
-	switch a.cur.Load().set.decide(principal, host, op, rt, name) {
+	switch set.decide(principal, host, op, rt, name) {
 	case allowed:
 		return true
 	case noBinding:
@@ -212,20 +213,23 @@ func (a *Authorizer) Authorize(principal, host string, op Operation, rt Resource
 // principal may do operation i on the resource, over the operations
 // that apply to the resource's type.
 func (a *Authorizer) AuthorizedOperations(principal, host string, rt ResourceType, name string) int32 {
+	set := a.source()
 	var bits int32
 	for _, op := range Operations(rt) {
-		if a.Authorize(principal, host, op, rt, name) {
+		if a.authorize(set, principal, host, op, rt, name) {
 			bits |= 1 << op
 		}
 	}
 	return bits
 }
 
-// Cache remembers one connection's decisions until the authorizer's set
-// changes (or the connection's principal or host does). It is not safe
-// for concurrent use.
+// Cache remembers one connection's decisions while the authorizer's set
+// stays the same one (and the connection's principal and host do). Its
+// methods may be called from several goroutines (a connection's admin
+// requests run on their own).
 type Cache struct {
-	version         uint64
+	mu              sync.Mutex
+	set             *Set
 	principal, host string
 	m               map[cacheKey]bool
 }
@@ -243,19 +247,21 @@ const cacheMax = 1024
 // Authorize is a.Authorize, answered from the cache when the same
 // question was asked under the same set.
 func (c *Cache) Authorize(a *Authorizer, principal, host string, op Operation, rt ResourceType, name string) bool {
-	v := a.cur.Load().version
-	if c.m == nil || c.version != v || c.principal != principal || c.host != host {
+	set := a.source()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.set != set || c.principal != principal || c.host != host {
 		clear(c.m)
 		if c.m == nil {
 			c.m = make(map[cacheKey]bool)
 		}
-		c.version, c.principal, c.host = v, principal, host
+		c.set, c.principal, c.host = set, principal, host
 	}
 	k := cacheKey{op, rt, name}
 	if ok, hit := c.m[k]; hit {
 		return ok
 	}
-	ok := a.Authorize(principal, host, op, rt, name)
+	ok := a.authorize(set, principal, host, op, rt, name)
 	if len(c.m) >= cacheMax {
 		clear(c.m)
 	}

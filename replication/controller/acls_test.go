@@ -28,8 +28,8 @@ func TestACLCommands(t *testing.T) {
 	if got := s.img.ACLs().Bindings(); len(got) != 3 {
 		t.Fatalf("bindings %v, want 3", got)
 	}
-	a := acl.NewAuthorizer(nil, false)
-	a.Install(s.img.ACLs())
+	img0 := s.img
+	a := acl.NewAuthorizer(nil, false, img0.ACLs)
 	if !a.Authorize("User:a", "h", acl.OpRead, acl.ResourceTopic, "orders") || a.Authorize("User:a", "h", acl.OpWrite, acl.ResourceTopic, "orders") {
 		t.Fatal("the image's set does not decide as its bindings say")
 	}
