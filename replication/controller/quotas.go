@@ -85,13 +85,13 @@ func (img *Image) Quotas() []Quota {
 
 // Quota returns the values of exactly entity (sorted by type).
 func (img *Image) Quota(entity QuotaEntity) (map[string]float64, bool) {
-	q, ok := img.quotas[entity.key()]
+	q, ok := img.quotas[entity.Key()]
 	return q.Values, ok
 }
 
-// key is the entity's map key: its parts, each type and name (or a mark
+// Key is the entity's map key: its parts, each type and name (or a mark
 // for the default), in order.
-func (e QuotaEntity) key() string {
+func (e QuotaEntity) Key() string {
 	var b strings.Builder
 	for _, p := range e {
 		b.WriteString(p.Type)
@@ -237,7 +237,7 @@ func (t *tx) alterClientQuotas(c *command) result {
 				next = map[string]Quota{}
 			}
 		}
-		k := a.Entity.key()
+		k := a.Entity.Key()
 		q, ok := next[k]
 		if !ok {
 			q = Quota{Entity: a.Entity}
@@ -381,7 +381,7 @@ func decodeQuotaImage(d *decoder) map[string]Quota {
 		if d.err != nil {
 			return nil
 		}
-		k := q.Entity.key()
+		k := q.Entity.Key()
 		if _, dup := out[k]; dup {
 			d.fail("quota entity %v twice", q.Entity)
 			return nil
@@ -397,7 +397,7 @@ func checkQuotas(qs map[string]Quota) error {
 		if !slices.IsSortedFunc(q.Entity, func(x, y QuotaEntityPart) int { return strings.Compare(x.Type, y.Type) }) {
 			return fmt.Errorf("quota entity %v not sorted by type", q.Entity)
 		}
-		if q.Entity.key() != k {
+		if q.Entity.Key() != k {
 			return fmt.Errorf("quota of %v filed under another key", q.Entity)
 		}
 		if len(q.Values) == 0 {
