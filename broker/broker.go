@@ -184,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		AutoCreateTopics: cfg.AutoCreateTopics, AutoCreateMax: cfg.AutoCreateMax, MaxRequestBytes: cfg.MaxRequestBytes,
 		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
 		FetchSessionSlots: cfg.FetchSessionSlots, FetchSessionEviction: cfg.FetchSessionEviction,
+		QuotaWindowNum: cfg.QuotaWindowNum, QuotaWindow: cfg.QuotaWindow,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Txns: b.txns, Markers: markers, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
 		Authorizer: authz,
 	}, b.eng)

@@ -103,6 +103,11 @@ type Config struct {
 	// min.incremental.fetch.session.eviction.ms (0: 2 minutes), KIP-227.
 	FetchSessionSlots    int
 	FetchSessionEviction time.Duration
+	// QuotaWindowNum and QuotaWindow are quota.window.num and
+	// quota.window.size.seconds: client quotas are measured over that
+	// many windows of that length (0: Kafka's 11 of 1 s).
+	QuotaWindowNum int
+	QuotaWindow    time.Duration
 	// Connections bounds what clients may hold, on every listener:
 	// max.connections, max.connections.per.ip and its overrides,
 	// connections.max.idle.ms, queued.max.request.bytes (zero values:

@@ -241,6 +241,15 @@ func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produc
 	if p.answered != nil && len(items) > 0 {
 		p.timer = time.AfterFunc(time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond, func() { p.timeout(outs) })
 	}
+	if len(items) > 0 {
+		var n int64
+		for i := range items {
+			n += int64(len(items[i].Records))
+		}
+		if d := s.throttle(cx, quotaProduce, n); d > 0 {
+			p.resp.ThrottleMillis = int32(d.Milliseconds())
+		}
+	}
 	s.eng.AppendBatch(items, opts)
 	p.finish()
 	p.unrefFrame()

@@ -73,7 +73,9 @@ type fetch struct {
 	// errCode is a response-level error (fetch sessions); with it set the
 	// response carries no topics.
 	errCode int16
-	topics  []fetchTopic
+	// throttleMs is the response's throttle_time_ms (quota.go).
+	throttleMs int32
+	topics     []fetchTopic
 	// denied is the code every partition gets when a replica fetch comes
 	// from a principal that may not CLUSTER_ACTION.
 	denied int16

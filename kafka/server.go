@@ -84,6 +84,10 @@ type Config struct {
 	// none configured (authorizer.class.name empty), every request is
 	// allowed and the ACL APIs answer SECURITY_DISABLED.
 	Authorizer *acl.Authorizer
+	// QuotaWindowNum and QuotaWindow are quota.window.num and
+	// quota.window.size.seconds (0: Kafka's 11 and 1 s).
+	QuotaWindowNum int
+	QuotaWindow    time.Duration
 }
 
 // Server is the Kafka protocol on top of an engine. It implements
@@ -98,6 +102,7 @@ type Server struct {
 	inflightSync atomic.Int64   // blocking handlers running on their own goroutines
 	waits        fetchWaits     // long-polling fetches (fetch_wait.go)
 	sessions     *fetchSessions // incremental fetch sessions (fetch_session.go)
+	quotas       *quotas        // client quotas' measurements (quota.go)
 	offsetsMu    sync.Mutex     // one creation of __consumer_offsets at a time (offsetsTopic)
 }
 
@@ -120,7 +125,8 @@ func NewServer(cfg Config, eng *engine.Core) *Server {
 		cfg.AutoCreateMax = autoCreateMaxDefault
 	}
 	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, superUsers: map[string]bool{},
-		sessions: newFetchSessions(cfg.FetchSessionSlots, cfg.FetchSessionEviction)}
+		sessions: newFetchSessions(cfg.FetchSessionSlots, cfg.FetchSessionEviction),
+		quotas:   newQuotas(cfg.QuotaWindowNum, cfg.QuotaWindow)}
 	for _, p := range cfg.SuperUsers {
 		s.superUsers[p] = true
 	}

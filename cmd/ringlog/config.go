@@ -320,6 +320,12 @@ func (s *settings) set(k, v string) error {
 	case "min.incremental.fetch.session.eviction.ms":
 		n, err = num(0, math.MaxInt32)
 		s.FetchSessionEviction = time.Duration(n) * time.Millisecond
+	case "quota.window.num":
+		n, err = num(2, 1000)
+		s.QuotaWindowNum = int(n)
+	case "quota.window.size.seconds":
+		n, err = num(1, 3600)
+		s.QuotaWindow = time.Duration(n) * time.Second
 	case "max.connections":
 		n, err = num(1, math.MaxInt32)
 		s.Connections.MaxConnections = int(n)

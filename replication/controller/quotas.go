@@ -83,6 +83,10 @@ func (img *Image) Quotas() []Quota {
 	return out
 }
 
+// HasQuotas reports whether any client quota is set: without one, a
+// request's bytes need not be measured.
+func (img *Image) HasQuotas() bool { return len(img.quotas) > 0 }
+
 // Quota returns the values of exactly entity (sorted by type).
 func (img *Image) Quota(entity QuotaEntity) (map[string]float64, bool) {
 	q, ok := img.quotas[entity.Key()]
