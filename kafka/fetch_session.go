@@ -62,6 +62,9 @@ type fetchSessions struct {
 	slots int
 	evict time.Duration
 	byID  map[int32]*fetchSession
+	// incremental and followerIncremental count the incremental fetches
+	// served, all and those of followers (FetchSessionStats).
+	incremental, followerIncremental int64
 	// now is time.Now, replaced in tests.
 	now func() time.Time
 }
@@ -79,6 +82,8 @@ type fetchSession struct {
 	epoch    int32
 	ids      bool // keyed by topic id (opened at v13+)
 	follower bool
+	// replica is the follower that opened the session, -1 for a consumer.
+	replica  int32
 	lastUsed time.Time
 	parts    []*sessionPart // the fetch order
 	index    map[sessionKey]*sessionPart
@@ -137,6 +142,17 @@ func (fs *fetchSessions) plan(s *Server, f *fetch, req *kmsg.FetchRequest) int16
 		return kerr.InvalidFetchSessionEpoch.Code
 	case sess.ids != ids:
 		return kerr.FetchSessionTopicIDError.Code
+	case sess.replica != f.replica:
+		// A follower's session holds its fetch offsets, which the
+		// leader reads as that follower's LEO on every fetch: another
+		// follower's (or a consumer's) fetch must not be served from
+		// them, nor a follower's from a consumer's. Kafka does not
+		// check; no client of either kind shares a session.
+		return kerr.FetchSessionIDNotFound.Code
+	}
+	fs.incremental++
+	if f.replica >= 0 {
+		fs.followerIncremental++
 	}
 	sess.epoch = nextSessionEpoch(sess.epoch)
 	sess.lastUsed = fs.now()
@@ -211,7 +227,7 @@ func (fs *fetchSessions) openLocked(f *fetch, ids bool) *fetchSession {
 			return nil
 		}
 	}
-	sess := &fetchSession{epoch: 1, ids: ids, follower: f.replica >= 0, lastUsed: now, index: map[sessionKey]*sessionPart{}}
+	sess := &fetchSession{epoch: 1, ids: ids, follower: f.replica >= 0, replica: f.replica, lastUsed: now, index: map[sessionKey]*sessionPart{}}
 	for {
 		sess.id = rand.Int32N(1<<31-1) + 1
 		if fs.byID[sess.id] == nil {
@@ -249,6 +265,33 @@ func (sess *fetchSession) merge(f *fetch, mark bool) {
 			}
 		}
 	}
+}
+
+// FetchSessionStats is a snapshot of the broker's fetch session cache,
+// what Kafka's FetchSessionCache metrics show
+// (NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached).
+type FetchSessionStats struct {
+	// Sessions counts the sessions held, FollowerSessions those opened by
+	// followers; Partitions the partitions they hold.
+	Sessions, FollowerSessions, Partitions int
+	// IncrementalFetches counts the incremental fetches served,
+	// FollowerIncrementalFetches those of followers.
+	IncrementalFetches, FollowerIncrementalFetches int64
+}
+
+// FetchSessionStats returns a snapshot of the fetch session cache.
+func (s *Server) FetchSessionStats() FetchSessionStats {
+	fs := s.sessions
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	st := FetchSessionStats{Sessions: len(fs.byID), IncrementalFetches: fs.incremental, FollowerIncrementalFetches: fs.followerIncremental}
+	for _, sess := range fs.byID {
+		if sess.follower {
+			st.FollowerSessions++
+		}
+		st.Partitions += len(sess.parts)
+	}
+	return st
 }
 
 func (fs *fetchSessions) closeLocked(id int32) {

@@ -231,3 +231,34 @@ func (h *fetchWriteHook) min() int {
 	defer h.mu.Unlock()
 	return h.smallest
 }
+
+// TestFetchSessionOwner: a fetch session answers only the kind of fetcher
+// that opened it, the same follower (replica id) or a consumer. A
+// follower's session holds its fetch offsets, which the leader takes for
+// that follower's LEO on every fetch: served to another replica id they
+// would move the high watermark on offsets that replica never reached.
+// The session stays usable by its owner.
+func TestFetchSessionOwner(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	id := fetchTestTopic(t, b, "owner", 1, map[int32]int{0: 1})
+	rc := dialFetch(t, b.Addr)
+	open := fetchReq(13, "owner", id, fetchPartReq(0, 0, 1<<20))
+	open.SessionEpoch = 0
+	resp := rc.fetchRaw(open, 5*time.Second)
+	if resp.ErrorCode != 0 || resp.SessionID == 0 {
+		t.Fatalf("open: error %d, session %d", resp.ErrorCode, resp.SessionID)
+	}
+	incr := func(replica int32, epoch int32) *kmsg.FetchResponse {
+		r := fetchReq(13, "owner", id)
+		r.Topics = nil
+		r.ReplicaID = replica
+		r.SessionID, r.SessionEpoch = resp.SessionID, epoch
+		return rc.fetchRaw(r, 5*time.Second)
+	}
+	if got := incr(2, 1); got.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("a consumer's session used by replica 2: error %d, want FETCH_SESSION_ID_NOT_FOUND", got.ErrorCode)
+	}
+	if got := incr(-1, 1); got.ErrorCode != 0 || got.SessionID != resp.SessionID {
+		t.Fatalf("the session used by its consumer: error %d, session %d", got.ErrorCode, got.SessionID)
+	}
+}
