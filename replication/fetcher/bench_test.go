@@ -225,3 +225,17 @@ func lastOffset(data []byte) int64 {
 	}
 	return last
 }
+
+// BenchmarkSessionRequestBytes: the mean Fetch request of a stream of
+// 1,000 partitions from ringlog's broker, with fetch sessions (KIP-227)
+// and without (a leader keeping none), idle and with a trickle of 40
+// records. One run per invocation (it creates 2,000 partitions):
+//
+//	go test -run '^$' -bench SessionRequestBytes -benchtime 1x ./replication/fetcher
+func BenchmarkSessionRequestBytes(b *testing.B) {
+	with, without := sessionRequestBytes(b, 1000, 40)
+	b.ReportMetric(with.idle, "idle-B/req-sessions")
+	b.ReportMetric(without.idle, "idle-B/req-sessionless")
+	b.ReportMetric(with.trickle, "trickle-B/req-sessions")
+	b.ReportMetric(without.trickle, "trickle-B/req-sessionless")
+}
