@@ -42,6 +42,17 @@ import (
 //     consumer's; otherwise none is created (session id 0: the client goes
 //     on with full fetches), as Kafka's FetchSessionCache does.
 //
+// Followers (replication/fetcher) fetch in sessions as consumers do, one
+// session per fetch slot. For a follower the offset a session caches is
+// its LEO: every fetch of the session reads every partition of it, named
+// or not, and each read records that offset with the node
+// (readReplicaPart), so the HW and the ISR see the progress of partitions
+// the request left out, as Kafka's leader updates the follower state of
+// every partition of the session. Beyond Kafka, a session answers only
+// the fetcher kind that opened it (the same replica id, or a consumer):
+// another's fetch read from a follower's cached offsets would take them
+// for its own LEO.
+//
 // A session's partitions come off the wire: each costs a few dozen bytes,
 // and a request cannot name more than its frame holds, so the cache is
 // bounded by slots times what one request can add; a session grows only
