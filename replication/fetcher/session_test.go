@@ -3,6 +3,7 @@ package fetcher_test
 import (
 	"context"
 	"math/rand/v2"
+	"runtime/metrics"
 	"slices"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func TestSessionIncremental(t *testing.T) {
 // way. 64 partitions keep it cheap; BenchmarkSessionRequestBytes measures
 // 1,000.
 func TestSessionRequestBytes(t *testing.T) {
-	with, without := sessionRequestBytes(t, 64, 20)
+	with, without := sessionRequestBytes(t, 64, 20, 300*time.Millisecond)
 	t.Logf("bytes per Fetch request, 64 partitions: idle %.0f with sessions, %.0f without; a trickle of 20 records: %.0f with, %.0f without",
 		with.idle, without.idle, with.trickle, without.trickle)
 	if with.idle*10 > without.idle || with.trickle*3 > without.trickle {
@@ -124,14 +125,16 @@ func TestSessionRequestBytes(t *testing.T) {
 	}
 }
 
-// requestBytes are the mean bytes of a stream's Fetch requests.
-type requestBytes struct{ idle, trickle float64 }
+// requestBytes are the mean bytes of a stream's Fetch requests, and the
+// process's CPU time per second of the idle phase (leader and follower:
+// both run here).
+type requestBytes struct{ idle, trickle, idleCPU float64 }
 
 // sessionRequestBytes measures the mean Fetch request of a stream of n
 // partitions on a leader with sessions and on one without: idle for
-// 300 ms, then while trickle records land on random partitions, 5 ms
+// idle, then while trickle records land on random partitions, 5 ms
 // apart, until they are copied.
-func sessionRequestBytes(tb testing.TB, n int32, trickle int) (with, without requestBytes) {
+func sessionRequestBytes(tb testing.TB, n int32, trickle int, idle time.Duration) (with, without requestBytes) {
 	for _, sessions := range []bool{true, false} {
 		b := startBrokerWith(tb, func(c *broker.Config) {
 			if !sessions {
@@ -148,7 +151,9 @@ func sessionRequestBytes(tb testing.TB, n int32, trickle int) (with, without req
 		}
 		var got requestBytes
 		before := s.Stats()
-		time.Sleep(300 * time.Millisecond)
+		cpu := cpuSeconds()
+		time.Sleep(idle)
+		got.idleCPU = (cpuSeconds() - cpu) / idle.Seconds()
 		got.idle = perFetch(before, s.Stats())
 
 		before = s.Stats()
@@ -182,6 +187,15 @@ func sessionRequestBytes(tb testing.TB, n int32, trickle int) (with, without req
 		}
 	}
 	return with, without
+}
+
+// cpuSeconds is the CPU time the Go runtime has seen this process's
+// goroutines use (runtime/metrics: user time, GC and scavenger included;
+// system calls' kernel time not).
+func cpuSeconds() float64 {
+	sample := []metrics.Sample{{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	metrics.Read(sample)
+	return sample[0].Value.Float64() - sample[1].Value.Float64()
 }
 
 // TestSessionEvicted: a leader that evicts the stream's sessions (another
