@@ -49,7 +49,8 @@ import (
 // (readReplicaPart), so the HW and the ISR see the progress of partitions
 // the request left out, as Kafka's leader updates the follower state of
 // every partition of the session. Beyond Kafka, a session answers only
-// the fetcher kind that opened it (the same replica id, or a consumer):
+// the fetcher that opened it (the same replica id and broker epoch, or a
+// consumer):
 // another's fetch read from a follower's cached offsets would take them
 // for its own LEO.
 //
@@ -93,11 +94,13 @@ type fetchSession struct {
 	epoch    int32
 	ids      bool // keyed by topic id (opened at v13+)
 	follower bool
-	// replica is the follower that opened the session, -1 for a consumer.
-	replica  int32
-	lastUsed time.Time
-	parts    []*sessionPart // the fetch order
-	index    map[sessionKey]*sessionPart
+	// replica is the follower that opened the session, -1 for a consumer,
+	// and replicaEpoch its broker epoch then (-1 when it sent none).
+	replica      int32
+	replicaEpoch int64
+	lastUsed     time.Time
+	parts        []*sessionPart // the fetch order
+	index        map[sessionKey]*sessionPart
 }
 
 // sessionPart is one partition of a session: what the client asked last,
@@ -153,12 +156,14 @@ func (fs *fetchSessions) plan(s *Server, f *fetch, req *kmsg.FetchRequest) int16
 		return kerr.InvalidFetchSessionEpoch.Code
 	case sess.ids != ids:
 		return kerr.FetchSessionTopicIDError.Code
-	case sess.replica != f.replica:
+	case sess.replica != f.replica || sess.replica >= 0 && sess.replicaEpoch != f.replicaEpoch:
 		// A follower's session holds its fetch offsets, which the
 		// leader reads as that follower's LEO on every fetch: another
 		// follower's (or a consumer's) fetch must not be served from
-		// them, nor a follower's from a consumer's. Kafka does not
-		// check; no client of either kind shares a session.
+		// them, nor a follower's from a consumer's, nor another
+		// incarnation's of the same follower (KIP-903's broker epoch;
+		// a restarted follower opens sessions of its own). Kafka does
+		// not check; no client of either kind shares a session.
 		return kerr.FetchSessionIDNotFound.Code
 	}
 	fs.incremental++
@@ -238,7 +243,7 @@ func (fs *fetchSessions) openLocked(f *fetch, ids bool) *fetchSession {
 			return nil
 		}
 	}
-	sess := &fetchSession{epoch: 1, ids: ids, follower: f.replica >= 0, replica: f.replica, lastUsed: now, index: map[sessionKey]*sessionPart{}}
+	sess := &fetchSession{epoch: 1, ids: ids, follower: f.replica >= 0, replica: f.replica, replicaEpoch: f.replicaEpoch, lastUsed: now, index: map[sessionKey]*sessionPart{}}
 	for {
 		sess.id = rand.Int32N(1<<31-1) + 1
 		if fs.byID[sess.id] == nil {

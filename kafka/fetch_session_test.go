@@ -261,4 +261,32 @@ func TestFetchSessionOwner(t *testing.T) {
 	if got := incr(-1, 1); got.ErrorCode != 0 || got.SessionID != resp.SessionID {
 		t.Fatalf("the session used by its consumer: error %d, session %d", got.ErrorCode, got.SessionID)
 	}
+
+	// A follower's session (v15+: ReplicaState, KIP-903) answers that
+	// follower at that broker epoch only.
+	open = fetchReq(15, "owner", id, fetchPartReq(0, 0, 1<<20))
+	open.ReplicaID, open.ReplicaState.ID, open.ReplicaState.Epoch = -1, 2, 5
+	open.SessionEpoch = 0
+	opened := rc.fetchRaw(open, 5*time.Second)
+	if opened.ErrorCode != 0 || opened.SessionID == 0 {
+		t.Fatalf("open as replica 2: error %d, session %d", opened.ErrorCode, opened.SessionID)
+	}
+	asReplica := func(replica int32, brokerEpoch int64) int16 {
+		r := fetchReq(15, "owner", id)
+		r.Topics = nil
+		r.ReplicaID, r.ReplicaState.ID, r.ReplicaState.Epoch = -1, replica, brokerEpoch
+		r.SessionID, r.SessionEpoch = opened.SessionID, 1
+		return rc.fetchRaw(r, 5*time.Second).ErrorCode
+	}
+	for _, other := range []struct {
+		replica int32
+		epoch   int64
+	}{{3, 5}, {2, 6}, {-1, -1}} {
+		if code := asReplica(other.replica, other.epoch); code != kerr.FetchSessionIDNotFound.Code {
+			t.Fatalf("replica 2's session (epoch 5) used by replica %d epoch %d: error %d, want FETCH_SESSION_ID_NOT_FOUND", other.replica, other.epoch, code)
+		}
+	}
+	if code := asReplica(2, 5); code != 0 {
+		t.Fatalf("replica 2's session used by it: error %d", code)
+	}
 }
