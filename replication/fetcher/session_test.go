@@ -27,7 +27,8 @@ func addAll(s *fetcher.Stream, topic string, id [16]byte, n int32) {
 // fetch (epoch 0) and then fetches incrementally. An idle stream's long
 // polls name no partition; after a record lands on one partition, the
 // requests name only that one (its new fetch offset) and forget only it
-// (while it is with the handler); everything is copied once, in order.
+// (while it is with the handler); everything is copied once, in order. A
+// partition removed is forgotten, and named again once added back.
 // Closing the stream closes its sessions on the leader (epoch -1).
 func TestSessionIncremental(t *testing.T) {
 	b := startBroker(t)
@@ -93,6 +94,32 @@ func TestSessionIncremental(t *testing.T) {
 	if cp := f.copyOf(tp); cp.records != 1 {
 		t.Fatalf("partition 7: %d records copied, want 1", cp.records)
 	}
+
+	// A partition removed (a leadership moved) is forgotten by the next
+	// incremental request (which may name partition 7: the long polls'
+	// session last heard of it at offset 0); added back, it is named
+	// again, and its high watermark comes back.
+	gone := engine.TP{Topic: "sess", Partition: 3}
+	mark = spy.count()
+	s.Remove(gone)
+	waitStats(t, s, "partition 3 forgotten", func(fetcher.Stats) bool {
+		for _, sf := range spy.since(mark) {
+			if slices.Equal(forgotten(sf.req), []int32{3}) && !slices.Contains(named(sf.req), 3) && sf.req.SessionEpoch > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	mark = spy.count()
+	s.Add(fetcher.Partition{TP: gone, TopicID: id, LeaderEpoch: -1})
+	waitStats(t, s, "partition 3 named again, its HW known", func(st fetcher.Stats) bool {
+		for _, sf := range spy.since(mark) {
+			if slices.Contains(named(sf.req), 3) {
+				return st.Partitions[3].HW == 0
+			}
+		}
+		return false
+	})
 
 	if got := b.B.Server().FetchSessionStats().Sessions; got < 2 {
 		t.Fatalf("%d fetch sessions on the leader, want the stream's", got)
