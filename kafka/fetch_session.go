@@ -42,6 +42,18 @@ import (
 //     consumer's; otherwise none is created (session id 0: the client goes
 //     on with full fetches), as Kafka's FetchSessionCache does.
 //
+// Followers (replication/fetcher) fetch in sessions as consumers do, one
+// session per fetch slot. For a follower the offset a session caches is
+// its LEO: every fetch of the session reads every partition of it, named
+// or not, and each read records that offset with the node
+// (readReplicaPart), so the HW and the ISR see the progress of partitions
+// the request left out, as Kafka's leader updates the follower state of
+// every partition of the session. Beyond Kafka, a session answers only
+// the fetcher that opened it (the same replica id and broker epoch, or a
+// consumer):
+// another's fetch read from a follower's cached offsets would take them
+// for its own LEO.
+//
 // A session's partitions come off the wire: each costs a few dozen bytes,
 // and a request cannot name more than its frame holds, so the cache is
 // bounded by slots times what one request can add; a session grows only
@@ -62,6 +74,9 @@ type fetchSessions struct {
 	slots int
 	evict time.Duration
 	byID  map[int32]*fetchSession
+	// incremental and followerIncremental count the incremental fetches
+	// served, all and those of followers (FetchSessionStats).
+	incremental, followerIncremental int64
 	// now is time.Now, replaced in tests.
 	now func() time.Time
 }
@@ -79,9 +94,13 @@ type fetchSession struct {
 	epoch    int32
 	ids      bool // keyed by topic id (opened at v13+)
 	follower bool
-	lastUsed time.Time
-	parts    []*sessionPart // the fetch order
-	index    map[sessionKey]*sessionPart
+	// replica is the follower that opened the session, -1 for a consumer,
+	// and replicaEpoch its broker epoch then (-1 when it sent none).
+	replica      int32
+	replicaEpoch int64
+	lastUsed     time.Time
+	parts        []*sessionPart // the fetch order
+	index        map[sessionKey]*sessionPart
 }
 
 // sessionPart is one partition of a session: what the client asked last,
@@ -137,6 +156,19 @@ func (fs *fetchSessions) plan(s *Server, f *fetch, req *kmsg.FetchRequest) int16
 		return kerr.InvalidFetchSessionEpoch.Code
 	case sess.ids != ids:
 		return kerr.FetchSessionTopicIDError.Code
+	case sess.replica != f.replica || sess.replica >= 0 && sess.replicaEpoch != f.replicaEpoch:
+		// A follower's session holds its fetch offsets, which the
+		// leader reads as that follower's LEO on every fetch: another
+		// follower's (or a consumer's) fetch must not be served from
+		// them, nor a follower's from a consumer's, nor another
+		// incarnation's of the same follower (KIP-903's broker epoch;
+		// a restarted follower opens sessions of its own). Kafka does
+		// not check; no client of either kind shares a session.
+		return kerr.FetchSessionIDNotFound.Code
+	}
+	fs.incremental++
+	if f.replica >= 0 {
+		fs.followerIncremental++
 	}
 	sess.epoch = nextSessionEpoch(sess.epoch)
 	sess.lastUsed = fs.now()
@@ -211,7 +243,7 @@ func (fs *fetchSessions) openLocked(f *fetch, ids bool) *fetchSession {
 			return nil
 		}
 	}
-	sess := &fetchSession{epoch: 1, ids: ids, follower: f.replica >= 0, lastUsed: now, index: map[sessionKey]*sessionPart{}}
+	sess := &fetchSession{epoch: 1, ids: ids, follower: f.replica >= 0, replica: f.replica, replicaEpoch: f.replicaEpoch, lastUsed: now, index: map[sessionKey]*sessionPart{}}
 	for {
 		sess.id = rand.Int32N(1<<31-1) + 1
 		if fs.byID[sess.id] == nil {
@@ -249,6 +281,33 @@ func (sess *fetchSession) merge(f *fetch, mark bool) {
 			}
 		}
 	}
+}
+
+// FetchSessionStats is a snapshot of the broker's fetch session cache,
+// what Kafka's FetchSessionCache metrics show
+// (NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached).
+type FetchSessionStats struct {
+	// Sessions counts the sessions held, FollowerSessions those opened by
+	// followers; Partitions the partitions they hold.
+	Sessions, FollowerSessions, Partitions int
+	// IncrementalFetches counts the incremental fetches served,
+	// FollowerIncrementalFetches those of followers.
+	IncrementalFetches, FollowerIncrementalFetches int64
+}
+
+// FetchSessionStats returns a snapshot of the fetch session cache.
+func (s *Server) FetchSessionStats() FetchSessionStats {
+	fs := s.sessions
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	st := FetchSessionStats{Sessions: len(fs.byID), IncrementalFetches: fs.incremental, FollowerIncrementalFetches: fs.followerIncremental}
+	for _, sess := range fs.byID {
+		if sess.follower {
+			st.FollowerSessions++
+		}
+		st.Partitions += len(sess.parts)
+	}
+	return st
 }
 
 func (fs *fetchSessions) closeLocked(id int32) {

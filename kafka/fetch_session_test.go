@@ -231,3 +231,62 @@ func (h *fetchWriteHook) min() int {
 	defer h.mu.Unlock()
 	return h.smallest
 }
+
+// TestFetchSessionOwner: a fetch session answers only the kind of fetcher
+// that opened it, the same follower (replica id) or a consumer. A
+// follower's session holds its fetch offsets, which the leader takes for
+// that follower's LEO on every fetch: served to another replica id they
+// would move the high watermark on offsets that replica never reached.
+// The session stays usable by its owner.
+func TestFetchSessionOwner(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	id := fetchTestTopic(t, b, "owner", 1, map[int32]int{0: 1})
+	rc := dialFetch(t, b.Addr)
+	open := fetchReq(13, "owner", id, fetchPartReq(0, 0, 1<<20))
+	open.SessionEpoch = 0
+	resp := rc.fetchRaw(open, 5*time.Second)
+	if resp.ErrorCode != 0 || resp.SessionID == 0 {
+		t.Fatalf("open: error %d, session %d", resp.ErrorCode, resp.SessionID)
+	}
+	incr := func(replica int32, epoch int32) *kmsg.FetchResponse {
+		r := fetchReq(13, "owner", id)
+		r.Topics = nil
+		r.ReplicaID = replica
+		r.SessionID, r.SessionEpoch = resp.SessionID, epoch
+		return rc.fetchRaw(r, 5*time.Second)
+	}
+	if got := incr(2, 1); got.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("a consumer's session used by replica 2: error %d, want FETCH_SESSION_ID_NOT_FOUND", got.ErrorCode)
+	}
+	if got := incr(-1, 1); got.ErrorCode != 0 || got.SessionID != resp.SessionID {
+		t.Fatalf("the session used by its consumer: error %d, session %d", got.ErrorCode, got.SessionID)
+	}
+
+	// A follower's session (v15+: ReplicaState, KIP-903) answers that
+	// follower at that broker epoch only.
+	open = fetchReq(15, "owner", id, fetchPartReq(0, 0, 1<<20))
+	open.ReplicaID, open.ReplicaState.ID, open.ReplicaState.Epoch = -1, 2, 5
+	open.SessionEpoch = 0
+	opened := rc.fetchRaw(open, 5*time.Second)
+	if opened.ErrorCode != 0 || opened.SessionID == 0 {
+		t.Fatalf("open as replica 2: error %d, session %d", opened.ErrorCode, opened.SessionID)
+	}
+	asReplica := func(replica int32, brokerEpoch int64) int16 {
+		r := fetchReq(15, "owner", id)
+		r.Topics = nil
+		r.ReplicaID, r.ReplicaState.ID, r.ReplicaState.Epoch = -1, replica, brokerEpoch
+		r.SessionID, r.SessionEpoch = opened.SessionID, 1
+		return rc.fetchRaw(r, 5*time.Second).ErrorCode
+	}
+	for _, other := range []struct {
+		replica int32
+		epoch   int64
+	}{{3, 5}, {2, 6}, {-1, -1}} {
+		if code := asReplica(other.replica, other.epoch); code != kerr.FetchSessionIDNotFound.Code {
+			t.Fatalf("replica 2's session (epoch 5) used by replica %d epoch %d: error %d, want FETCH_SESSION_ID_NOT_FOUND", other.replica, other.epoch, code)
+		}
+	}
+	if code := asReplica(2, 5); code != 0 {
+		t.Fatalf("replica 2's session used by it: error %d", code)
+	}
+}

@@ -48,6 +48,10 @@ func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, f *fram
 	if resp.ThrottleMillis > 0 {
 		s.throttledUntil = now.Add(time.Duration(resp.ThrottleMillis) * time.Millisecond)
 	}
+	sessionErr := false
+	if rq.lane != nil {
+		sessionErr = s.sessionAnswerLocked(rq, resp)
+	}
 	byID := resp.Version > fetchVersionNames
 	index := make(map[respKey]*kmsg.FetchResponseTopicPartition)
 	for i := range resp.Topics {
@@ -72,7 +76,14 @@ func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, f *fram
 		if !ok {
 			continue
 		}
-		if resp.ErrorCode != 0 {
+		switch {
+		case sessionErr:
+			// The leader lost or refused the session: the lane's next
+			// request, a full fetch, carries the partition at once.
+			hot[pt.slot] = true
+			progress = true
+			continue
+		case resp.ErrorCode != 0:
 			s.retryLocked(pt, leaderError(resp.ErrorCode), now)
 			progress = true
 			continue
@@ -84,6 +95,13 @@ func (s *Stream) applyFetchLocked(rq *request, resp *kmsg.FetchResponse, f *fram
 			k.topic = pt.spec.TP.Topic
 		}
 		rp := index[k]
+		if rp == nil && !rq.full {
+			// An incremental fetch's answer leaves out the partitions
+			// with nothing new: no records, the high watermark and log
+			// start offset last sent, no error.
+			pt.backoff, pt.lastErr = 0, nil
+			continue
+		}
 		if rp == nil {
 			s.retryLocked(pt, fmt.Errorf("%w: %v missing from the Fetch response", ErrProtocol, pt.spec.TP), now)
 			progress = true
@@ -177,7 +195,7 @@ func (s *Stream) applyPartLocked(pt *part, h *held, rq *request, rp *kmsg.FetchR
 	case len(rp.RecordBatches) > 0:
 		// Only a cut batch: the response's byte limit ran out before this
 		// partition got a whole one.
-		if pt.partial && h == &rq.parts[0] {
+		if pt.partial && rq.full && h == &rq.parts[0] {
 			s.pauseLocked(pt, fmt.Errorf("%w: %v at offset %d, partition limit %d", ErrBatchTooLarge, tp, pt.fetchOff, s.cfg.PartitionBytesMax))
 			return false
 		}

@@ -225,3 +225,21 @@ func lastOffset(data []byte) int64 {
 	}
 	return last
 }
+
+// BenchmarkSessionRequestBytes: the mean Fetch request of a stream of
+// 1,000 partitions from ringlog's broker, with fetch sessions (KIP-227)
+// and without (a leader keeping none), idle and with a trickle of 40
+// records, and the process's CPU per second while idle (leader and
+// follower together; the Go runtime's count, without kernel time). One
+// run per invocation (it creates 2,000 partitions):
+//
+//	go test -run '^$' -bench SessionRequestBytes -benchtime 1x ./replication/fetcher
+func BenchmarkSessionRequestBytes(b *testing.B) {
+	with, without := sessionRequestBytes(b, 1000, 40, 3*time.Second)
+	b.ReportMetric(with.idle, "idle-B/req-sessions")
+	b.ReportMetric(without.idle, "idle-B/req-sessionless")
+	b.ReportMetric(with.trickle, "trickle-B/req-sessions")
+	b.ReportMetric(without.trickle, "trickle-B/req-sessionless")
+	b.ReportMetric(with.idleCPU, "idle-cpu-s/s-sessions")
+	b.ReportMetric(without.idleCPU, "idle-cpu-s/s-sessionless")
+}

@@ -218,22 +218,25 @@ func (c *conn) prepare(rq *request) {
 // runs).
 func (c *conn) write(rq *request, deadline time.Time) error {
 	c.prepare(rq)
-	return c.writePrepared(rq, deadline)
+	_, err := c.writePrepared(rq, deadline)
+	return err
 }
 
-// writePrepared encodes and writes a prepared request.
-func (c *conn) writePrepared(rq *request, deadline time.Time) error {
+// writePrepared encodes and writes a prepared request, and returns the
+// frame's length.
+func (c *conn) writePrepared(rq *request, deadline time.Time) (int, error) {
 	c.wbuf = c.fmt.AppendRequest(c.wbuf[:0], rq.kind, rq.corr)
+	n := len(c.wbuf)
 	if err := c.nc.SetWriteDeadline(deadline); err != nil {
-		return fmt.Errorf("fetcher: write: %w", err)
+		return 0, fmt.Errorf("fetcher: write: %w", err)
 	}
 	if _, err := c.nc.Write(c.wbuf); err != nil {
-		return fmt.Errorf("fetcher: write: %w", err)
+		return 0, fmt.Errorf("fetcher: write: %w", err)
 	}
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // a huge request (thousands of partitions) is not kept
 	}
-	return nil
+	return n, nil
 }
 
 // close gives the connection up and waits for the reader to return.

@@ -26,8 +26,8 @@
 // 16 by default; v13+ names topics by id, v12 is used for a request with a
 // partition that has none; v15+ sends the replica as ReplicaState{ID, Epoch},
 // KIP-903) and of OffsetForLeaderEpoch (v3 or v4, the versions with a
-// replica id). Fetches are full fetches without a session (session id 0,
-// epoch -1, KIP-227): ringlog keeps no fetch sessions.
+// replica id). From Fetch v7 the fetches go in fetch sessions (KIP-227,
+// below).
 //
 // On a leader whose inter-broker listener is secured, the connection is
 // TLS (Config.TLS; the leader's certificate must name Addr's host unless
@@ -94,6 +94,37 @@
 //     per IdleRecheck; partitions with retriable errors back off
 //     exponentially; reconnects back off exponentially with jitter.
 //
+// # Fetch sessions
+//
+// Each slot's requests, and the merged long polls, go in a fetch session
+// of their own with the leader (KIP-227; a "lane", session.go): Slots+1
+// sessions per stream, each counting against the leader's
+// max.incremental.fetch.session.cache.slots. A lane's first request is a
+// full fetch (session epoch 0) naming its partitions; its next ones are
+// incremental (epoch 1, 2, ...), naming only the partitions whose fetch
+// offset, log start offset or leader epoch changed since the lane last
+// told the leader, and forgetting (forgotten_topics_data) those the
+// session holds that the request does not fetch. The leader reads every
+// partition of the session on each fetch and answers only those with
+// news (records, a new high watermark or log start offset, an error): a
+// stream of 1,000 idle partitions sends Fetch requests of 58 bytes, not
+// about 33,000, and a trickle of records keeps them near 100
+// (BenchmarkSessionRequestBytes).
+//
+//	request (incremental):  session_id S | session_epoch E | topics: [changed partitions]
+//	                        | forgotten_topics_data: [partitions left out of this request]
+//	response:               session_id S | topics: [partitions with news]
+//
+// A lane goes back to a full fetch after FETCH_SESSION_ID_NOT_FOUND (the
+// leader evicted the session: a new one is opened), INVALID_FETCH_SESSION_EPOCH
+// or FETCH_SESSION_TOPIC_ID_ERROR (the old id goes with epoch 0, which
+// closes it), any other response-level error, a lost connection, a switch
+// between v12 and v13+ (names and ids do not mix in a session), a request
+// carrying a partition whose last answer was a cut batch, and an Add of a
+// partition the session holds. A leader that opens no session (session id
+// 0 in the answer) gets full fetches, each asking for one. Close ends the
+// sessions with a Fetch at epoch -1 before it closes the connection.
+//
 // # Errors
 //
 // OFFSET_OUT_OF_RANGE goes to Handler.OutOfRange with the leader's log
@@ -124,8 +155,10 @@
 // functions they receive may be called from any goroutine, inline or
 // later, at most once. A call already under way when Remove, Pause or a
 // replacing Add returns may still complete; its done is then ignored.
-// Close closes the socket and waits for the goroutines (bounded by its
-// context: only a blocking handler can hold them).
+// Close lets the loop end the fetch sessions and close the socket (it
+// closes the socket itself after 100 ms, so that a write blocked on a
+// leader that stopped reading ends) and waits for the goroutines (bounded
+// by its context: only a blocking handler can hold them).
 //
 // # Non-obvious invariants
 //
@@ -153,4 +186,33 @@
 //   - A caught-up stream goes quiet between rounds; were hot slots merged
 //     into its long poll then, the pipeline would collapse into one request
 //     per round (it did, before the hot-slot rule).
+//   - A fetch session has at most one request in flight: a slot's session
+//     is used only by that slot's requests, and the merged long poll has a
+//     session of its own (it holds every slot's partitions; sharing a
+//     slot's would put two requests of one session in flight, and the
+//     second would meet INVALID_FETCH_SESSION_EPOCH).
+//   - After each request a session holds exactly that request's
+//     partitions, at the offsets the follower has now. A partition with
+//     the handler is forgotten, never left in the session: the leader
+//     would read it again from the old offset (the same records twice)
+//     and take that offset for the follower's LEO.
+//   - An incremental request never names and forgets the same partition:
+//     the leader adds the named ones and then drops the forgotten ones.
+//   - A partition missing from an incremental answer had nothing new; it
+//     is neither an error nor caught up (a full fetch's answer must name
+//     every partition: one missing there is ErrProtocol, as before).
+//   - The leader sends a partition's high watermark only when it differs
+//     from what it last sent that session. Add starts a partition with no
+//     high watermark known, so a session still holding it (no request
+//     forgot it since) fetches in full next, or the follower would not
+//     learn the HW until it moved.
+//   - KIP-74's whole first batch goes to the first partition with data in
+//     the leader's read order, which for an incremental fetch is the
+//     session's, not the request's: a partition whose last answer was a
+//     cut batch goes first in a full fetch.
+//   - The leader counts every partition of a follower's session as fetched
+//     at its cached offset on every fetch (kafka/fetch_session.go), so the
+//     ISR and the HW see the progress of partitions no request names
+//     (TestSessionFollowerISR). A session answers only the replica id that
+//     opened it.
 package fetcher

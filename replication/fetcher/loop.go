@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // loop is the stream's goroutine: it connects, decides what to send, writes
@@ -27,6 +29,7 @@ func (s *Stream) loop() {
 		s.runCalls()
 		if s.ctx.Err() != nil {
 			if s.conn != nil {
+				s.closeSessions()
 				s.teardown(ErrClosed)
 			}
 			return
@@ -128,8 +131,12 @@ func (s *Stream) writeRequests(reqs []*request) error {
 	for _, rq := range reqs {
 		c.prepare(rq)
 		c.pending <- rq // never blocks: capacity is the in-flight limit
-		if err := c.writePrepared(rq, time.Now().Add(s.cfg.RequestTimeout)); err != nil {
+		n, err := c.writePrepared(rq, time.Now().Add(s.cfg.RequestTimeout))
+		if err != nil {
 			return err
+		}
+		if rq.kind.Key() == kmsg.Fetch.Int16() {
+			s.fetchBytesOut.Add(int64(n))
 		}
 	}
 	s.setReadDeadline()
@@ -165,6 +172,7 @@ func (s *Stream) teardown(err error) {
 	}
 	s.inflight = nil
 	s.longPoll = false
+	s.resetSessionsLocked()
 	for i := range s.slots {
 		s.slots[i].inflight = false
 	}

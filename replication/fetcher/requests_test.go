@@ -54,8 +54,9 @@ func (spy *fetchSpy) all() ([]*kmsg.FetchRequest, []time.Time) {
 // the replica as ReplicaState{ID, Epoch} on v15+ (KIP-903) and ReplicaID
 // before; topic ids on v13+ and names before (a request with a partition
 // that has no id goes as v12); the current leader epoch, the follower's
-// log start, the limits, no session; long polls with max wait and min
-// bytes 1.
+// log start, the limits; long polls with max wait and min bytes 1, the
+// first of them opening the long polls' fetch session (id 0, epoch 0,
+// KIP-227).
 func TestFetchRequestFields(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -90,6 +91,7 @@ func TestFetchRequestFields(t *testing.T) {
 				for _, r := range reqs {
 					if r.MaxWaitMillis > 0 {
 						long = r
+						break
 					}
 				}
 			}
@@ -115,7 +117,7 @@ func TestFetchRequestFields(t *testing.T) {
 				t.Errorf("topic %q id %x on v%d", rt.Topic, rt.TopicID, r.Version)
 			}
 			rp := rt.Partitions[0]
-			want := fmt.Sprint(300, 1, 5<<20, 0, 0, -1, p.LeaderEpoch, int64(10), int64(0), 70<<10)
+			want := fmt.Sprint(300, 1, 5<<20, 0, 0, 0, p.LeaderEpoch, int64(10), int64(0), 70<<10)
 			got := fmt.Sprint(r.MaxWaitMillis, r.MinBytes, r.MaxBytes, r.IsolationLevel, r.SessionID, r.SessionEpoch,
 				rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset, rp.PartitionMaxBytes)
 			if got != want {

@@ -92,7 +92,7 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 		if !wakeAt.IsZero() {
 			wait = max(min(wait, wakeAt.Sub(now)), time.Millisecond)
 		}
-		if rq := s.fetchRequestLocked(all, v, wait, now); rq != nil {
+		if rq := s.fetchRequestLocked(all, &s.lanes[len(s.slots)], v, wait, now); rq != nil {
 			s.longPoll = true
 			reqs = append(reqs, rq)
 		}
@@ -110,7 +110,7 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 				continue
 			}
 		}
-		if rq := s.fetchRequestLocked(fetchable[i], v, 0, now); rq != nil {
+		if rq := s.fetchRequestLocked(fetchable[i], &s.lanes[i], v, 0, now); rq != nil {
 			reqs = append(reqs, rq)
 		}
 	}
@@ -126,10 +126,11 @@ func (s *Stream) truncInFlightLocked() bool {
 	return false
 }
 
-// fetchRequestLocked builds one Fetch for ps and marks them in flight. It
-// returns nil if no partition could go (all lacked a topic id the leader's
-// versions need).
-func (s *Stream) fetchRequestLocked(ps []*part, v versions, wait time.Duration, now time.Time) *request {
+// fetchRequestLocked builds one Fetch for ps on lane ln (the session of
+// the slot, or of the long polls) and marks them in flight. It returns nil
+// if no partition could go (all lacked a topic id the leader's versions
+// need).
+func (s *Stream) fetchRequestLocked(ps []*part, ln *lane, v versions, wait time.Duration, now time.Time) *request {
 	version := v.fetch
 	if version > fetchVersionNames {
 		for _, pt := range ps {
@@ -143,20 +144,26 @@ func (s *Stream) fetchRequestLocked(ps []*part, v versions, wait time.Duration, 
 			}
 		}
 	}
+	going := ps[:0:0]
+	for _, pt := range ps {
+		if version > fetchVersionNames && pt.spec.TopicID == ([16]byte{}) {
+			s.pauseLocked(pt, fmt.Errorf("%w: the leader serves Fetch v%d+ only", ErrNoTopicID, v.fetchMin))
+			continue
+		}
+		going = append(going, pt)
+	}
+	if len(going) == 0 {
+		return nil
+	}
+	ps = going
 	// A partition whose last answer was a cut batch goes first, where the
 	// leader returns the first batch whole whatever the limits (KIP-74).
-	first := -1
 	for i, pt := range ps {
 		if pt.partial {
-			first = i
+			ps[0], ps[i] = ps[i], ps[0]
 			break
 		}
 	}
-	if first > 0 {
-		ps[0], ps[first] = ps[first], ps[0]
-	}
-	// Topics are laid out in order of first appearance, so rq.parts[0] is
-	// the first partition of the response too.
 
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = version
@@ -172,16 +179,27 @@ func (s *Stream) fetchRequestLocked(ps []*part, v versions, wait time.Duration, 
 	req.MaxWaitMillis = int32(wait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = s.cfg.ResponseBytesMax
-	req.IsolationLevel = 0                  // a follower copies everything, transactions included
-	req.SessionID, req.SessionEpoch = 0, -1 // full fetches, no session (KIP-227)
-	rq := &request{kind: req, sent: now, long: wait > 0, wait: wait}
-	// ps comes from a walk of a map, whose order Go varies: no partition is
-	// always last under the response's byte limit (Kafka rotates its fetch
-	// order for the same fairness).
+	req.IsolationLevel = 0 // a follower copies everything, transactions included
+	rq := &request{kind: req, sent: now, long: wait > 0, wait: wait, full: true}
+	// Fetch sessions (KIP-227, session.go): an incremental fetch names
+	// only the partitions that changed since the lane's last request.
+	var named []bool
+	if version >= sessionVersionMin {
+		rq.lane = ln
+		named, rq.full = s.sessionLocked(req, ln, ps)
+	} else {
+		req.SessionID, req.SessionEpoch = 0, -1 // no sessions before v7
+	}
+	// Topics are laid out in order of first appearance, so rq.parts[0] is
+	// the first partition of a full fetch's response too. ps comes from a
+	// walk of a map, whose order Go varies: no partition is always last
+	// under the response's byte limit (Kafka rotates its fetch order for
+	// the same fairness; a session keeps its own order on the leader).
 	topicIdx := make(map[string]int)
-	for _, pt := range ps {
-		if version > fetchVersionNames && pt.spec.TopicID == ([16]byte{}) {
-			s.pauseLocked(pt, fmt.Errorf("%w: the leader serves Fetch v%d+ only", ErrNoTopicID, v.fetchMin))
+	for i, pt := range ps {
+		pt.state = stFetching
+		rq.parts = append(rq.parts, held{p: pt, gen: pt.gen})
+		if named != nil && !named[i] {
 			continue
 		}
 		ti, ok := topicIdx[pt.spec.TP.Topic]
@@ -200,11 +218,6 @@ func (s *Stream) fetchRequestLocked(ps []*part, v versions, wait time.Duration, 
 		fp.LogStartOffset = pt.logStart
 		fp.PartitionMaxBytes = s.cfg.PartitionBytesMax
 		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, fp)
-		pt.state = stFetching
-		rq.parts = append(rq.parts, held{p: pt, gen: pt.gen})
-	}
-	if len(rq.parts) == 0 {
-		return nil
 	}
 	for _, h := range rq.parts {
 		sl := &s.slots[h.p.slot]

@@ -13,9 +13,13 @@ type counters struct {
 	fetches, longPolls    int64
 	truncations           int64 // OffsetForLeaderEpoch requests
 	retries               int64
-	recordBytes           int64
-	inflightPeak          int64
-	lastConnErr           error
+	// incrementalFetches counts Fetch requests sent in a session after
+	// its first (KIP-227); sessionResets the answers that sent a lane
+	// back to a full fetch (the leader lost or refused the session).
+	incrementalFetches, sessionResets int64
+	recordBytes                       int64
+	inflightPeak                      int64
+	lastConnErr                       error
 }
 
 // Stats is a snapshot of a stream.
@@ -29,6 +33,12 @@ type Stats struct {
 	// Requests counts requests written: Fetches (of which LongPolls had a
 	// max wait) and Truncations (OffsetForLeaderEpoch).
 	Requests, Fetches, LongPolls, Truncations int64
+	// IncrementalFetches counts the Fetches that were incremental in a
+	// fetch session (KIP-227: naming only what changed); SessionResets the
+	// answers (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...)
+	// that made a session's next Fetch a full one. FetchBytesSent counts
+	// the bytes of the Fetch request frames written, length prefixes included.
+	IncrementalFetches, SessionResets, FetchBytesSent int64
 	// Retries counts partition answers that were retriable errors.
 	Retries int64
 	// BytesReceived counts response frames, length prefixes included;
@@ -71,6 +81,9 @@ func (s *Stream) Stats() Stats {
 		LongPolls:                   s.stats.longPolls,
 		Truncations:                 s.stats.truncations,
 		Retries:                     s.stats.retries,
+		IncrementalFetches:          s.stats.incrementalFetches,
+		SessionResets:               s.stats.sessionResets,
+		FetchBytesSent:              s.fetchBytesOut.Load(),
 		BytesReceived:               s.bytesIn.Load(),
 		RecordBytes:                 s.stats.recordBytes,
 		InFlight:                    int64(len(s.inflight)),

@@ -91,12 +91,17 @@ type Stream struct {
 	done    chan struct{} // closed when the loop has returned
 	wake    chan struct{} // capacity 1: state changed, the loop should look
 	bytesIn atomic.Int64
+	// fetchBytesOut counts the Fetch request frames written.
+	fetchBytesOut atomic.Int64
 
 	mu sync.Mutex // guards everything below; never held across a handler call
 	// parts holds every partition added and not removed, and removed ones
 	// still in a request in flight (removed set), until that request ends.
 	parts map[engine.TP]*part
 	slots []slot
+	// lanes are the fetch sessions (session.go): one per slot, and the
+	// last for the merged long polls.
+	lanes []lane
 	// calls are handler calls decided under mu, made by the loop after
 	// unlocking, in order.
 	calls []func()
@@ -178,6 +183,12 @@ type request struct {
 	slots   []int // slots whose partitions the request holds
 	long    bool  // a merged long poll
 	wait    time.Duration
+	// lane is the fetch session the request belongs to, nil for none
+	// (OffsetForLeaderEpoch, Fetch below v7); full is set when it named
+	// every partition it holds, in order (a full fetch, with or without
+	// a session).
+	lane *lane
+	full bool
 }
 
 // held is a partition as it was when a request took it.
@@ -206,6 +217,7 @@ func New(cfg Config, h Handler) (*Stream, error) {
 		wake:   make(chan struct{}, 1),
 		parts:  make(map[engine.TP]*part),
 		slots:  make([]slot, cfg.Slots),
+		lanes:  make([]lane, cfg.Slots+1),
 	}
 	go s.loop()
 	return s, nil
@@ -225,6 +237,7 @@ func (s *Stream) Add(p Partition) {
 	}
 	pt.spec = p
 	pt.gen++
+	s.refreshLocked(&p)
 	s.slots[pt.slot].cold = false // a new partition likely has data to catch up on
 	pt.fetchOff, pt.logStart = p.FetchOffset, p.LogStartOffset
 	pt.needsTrunc = p.NeedsTruncation
@@ -289,6 +302,18 @@ func (s *Stream) Resume(tp engine.TP) {
 // (a handler that blocks holds them).
 func (s *Stream) Close(ctx context.Context) error {
 	s.cancel()
+	// The loop closes the leader's fetch sessions before it closes the
+	// connection (closeSessions); the socket is closed here only if it
+	// has not done so soon, so that a write blocked on a leader that
+	// stopped reading ends.
+	grace := time.NewTimer(2 * sessionCloseWait)
+	defer grace.Stop()
+	select {
+	case <-s.done:
+		return nil
+	case <-grace.C:
+	case <-ctx.Done():
+	}
 	if c := s.connNow.Load(); c != nil {
 		c.nc.Close()
 	}
