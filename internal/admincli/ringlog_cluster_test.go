@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,14 +23,16 @@ import (
 
 // startRinglogCluster starts n in-process brokers (ids 1..n, broker.Start
 // as the binary runs it) that form one metadata quorum, and closes them at
-// the end of the test (those still running).
-func startRinglogCluster(t *testing.T, n int) []*broker.Broker {
+// the end of the test (those still running), with the registry of each
+// one's metrics.
+func startRinglogCluster(t *testing.T, n int) ([]*broker.Broker, []*prometheus.Registry) {
 	t.Helper()
 	var voters []string
 	for i := range n {
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, testkit.FreeAddr(t)))
 	}
 	brokers := make([]*broker.Broker, n)
+	regs := make([]*prometheus.Registry, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -37,6 +40,8 @@ func startRinglogCluster(t *testing.T, n int) []*broker.Broker {
 		cfg.NodeID = int32(i + 1)
 		cfg.Cluster.Voters = strings.Join(voters, ",")
 		cfg.Cluster.LagTimeMax, cfg.Cluster.SessionTimeout, cfg.Cluster.HeartbeatInterval = 2*time.Second, 2*time.Second, 300*time.Millisecond
+		regs[i] = prometheus.NewRegistry()
+		cfg.Metrics = regs[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -60,7 +65,27 @@ func startRinglogCluster(t *testing.T, n int) []*broker.Broker {
 			t.Fatalf("start broker %d: %v", i+1, err)
 		}
 	}
-	return brokers
+	return brokers, regs
+}
+
+// gaugeSum adds up a gauge over the registries given.
+func gaugeSum(t *testing.T, name string, regs ...*prometheus.Registry) float64 {
+	t.Helper()
+	var sum float64
+	for _, reg := range regs {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				for _, m := range mf.GetMetric() {
+					sum += m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // adminTry runs Main with --json and decodes its output into v, returning
@@ -80,9 +105,10 @@ func adminTry(t *testing.T, addr string, v any, args ...string) error {
 // moving its leadership; everything of the topic moved off broker 1
 // (--move-off 1), then spread back (--spread); then a move to a broker
 // that is down: --list shows it in progress with its adding and removing
-// replicas, --cancel stops it, and a second --cancel finds none.
+// replicas (and its leader counts it in ReassigningPartitions), --cancel
+// stops it, and a second --cancel finds none.
 func TestPartitionReassignRinglogCluster(t *testing.T) {
-	brokers := startRinglogCluster(t, 3)
+	brokers, regs := startRinglogCluster(t, 3)
 	addr := brokers[0].Addr()
 	adminOK(t, addr, "topic", "create", "ref", "-p", "4", "-r", "2")
 	var described struct {
@@ -220,6 +246,15 @@ func TestPartitionReassignRinglogCluster(t *testing.T) {
 		fmt.Sprint(l.Reassignments[0].AddingReplicas) != fmt.Sprint([]int32{down}) || len(l.Reassignments[0].RemovingReplicas) != 1 {
 		t.Fatalf("--list during the move: %+v", l)
 	}
+	// The partition's leader counts it in Kafka's ReassigningPartitions.
+	const reassigningGauge = "kafka_server_replicamanager_reassigningpartitions"
+	live := slices.Delete(slices.Clone(regs), int(down-1), int(down))
+	eventually(t, func() error {
+		if v := gaugeSum(t, reassigningGauge, live...); v != 1 {
+			return fmt.Errorf("%s summed over the live brokers: %v, want 1", reassigningGauge, v)
+		}
+		return nil
+	})
 	text := adminOK(t, addr, "partition", "reassign", "--list")
 	if !strings.Contains(text, "ADDING") || !strings.Contains(text, "ref") {
 		t.Fatalf("--list table:\n%s", text)
@@ -232,6 +267,12 @@ func TestPartitionReassignRinglogCluster(t *testing.T) {
 		t.Fatalf("--cancel: %+v", cancelled)
 	}
 	waitReassigned(t, addr)
+	eventually(t, func() error {
+		if v := gaugeSum(t, reassigningGauge, live...); v != 0 {
+			return fmt.Errorf("%s after the cancel: %v", reassigningGauge, v)
+		}
+		return nil
+	})
 	// A second cancel: nothing in progress, Kafka's error.
 	if _, _, err := admin(t, addr, "partition", "reassign", "--cancel", "--file", planFile); err == nil || !strings.Contains(err.Error(), "NO_REASSIGNMENT_IN_PROGRESS") {
 		t.Fatalf("second --cancel: %v", err)
