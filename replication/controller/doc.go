@@ -155,7 +155,7 @@
 //     never finish. A replica leaving Replicas bumps the leader epoch
 //     (finish): without it a leader that stays would keep counting the
 //     removed follower, and that follower's fetches would not be fenced.
-//     Snapshot version 6 holds adding and removing replicas: upgrade every
+//     Snapshot version 7 holds adding and removing replicas: upgrade every
 //     voter before a reassignment is asked for (an older binary skips the
 //     command as undecodable and diverges).
 //   - Encodings are canonical (maps in key order, sorted brokers and topics),
