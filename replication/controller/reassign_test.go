@@ -272,3 +272,53 @@ func encodeImageV5(img *Image) []byte {
 	encodeScramImage(body, img.scram)
 	return append(e.b, body.b...)
 }
+
+// TestReassignCompletedByUncleanElection: an election that leaves the
+// ISR holding the whole target completes the move too (electInto), not
+// only the leader's AlterPartition: {1} to {2}, 1 dies, and the unclean
+// election of 2 is the end of the move.
+func TestReassignCompletedByUncleanElection(t *testing.T) {
+	s := newFSMState(t)
+	for id := int32(1); id <= 2; id++ {
+		s.register(id, "")
+	}
+	s.create("t", map[string]string{configUncleanLeaderElection: "true"}, []int32{1})
+	s.reassignOK([]int32{2})
+	wantPart(t, s.part("t", 0), []int32{2, 1}, []int32{1}, 1, []int32{2}, []int32{1})
+	s.fence(1)
+	wantPart(t, s.part("t", 0), []int32{2}, []int32{2}, 2, nil, nil)
+}
+
+// TestReassignKeepsOfflineInReplicaOrder: a replica its broker reported
+// offline stays offline through a move, listed in the new replica order
+// (checkImage asserts the order after every step), and leaves the list
+// with the assignment.
+func TestReassignKeepsOfflineInReplicaOrder(t *testing.T) {
+	s := newFSMState(t)
+	for id := int32(1); id <= 4; id++ {
+		s.register(id, "")
+	}
+	s.create("t", nil, []int32{1, 2, 3})
+	tid := s.img.Topic("t").ID
+	s.ok(&command{typ: cmdOfflineReplicas, brokerID: 2, epoch: s.epoch(2), offline: []TopicIDPartition{{tid, 0}}})
+	s.ok(&command{typ: cmdOfflineReplicas, brokerID: 3, epoch: s.epoch(3), offline: []TopicIDPartition{{tid, 0}}})
+	s.reassignOK([]int32{3, 4, 1})
+	p := s.part("t", 0)
+	wantPart(t, p, []int32{3, 4, 1, 2}, []int32{1}, 1, []int32{4}, []int32{2})
+	if !slices.Equal(p.Offline, []int32{3, 2}) {
+		t.Fatalf("offline %v, want [3 2]", p.Offline)
+	}
+	if err := s.alterISR("t", 0, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	// 3 is offline, so it cannot join the ISR: the move waits for it.
+	if err := s.alterISR("t", 0, 1, 3, 4); !errors.Is(err, ErrIneligibleReplica) {
+		t.Fatalf("an offline replica joining the ISR: %v", err)
+	}
+	s.reassignOK([]int32{4, 1})
+	p = s.part("t", 0)
+	wantPart(t, p, []int32{4, 1}, []int32{4, 1}, 1, nil, nil)
+	if len(p.Offline) != 0 {
+		t.Fatalf("offline %v after the move", p.Offline)
+	}
+}
