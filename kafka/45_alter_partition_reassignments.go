@@ -3,8 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -18,8 +20,9 @@ import (
 // election), INVALID_REPLICATION_FACTOR (v1 with
 // allowReplicationFactorChange false and another size),
 // NO_REASSIGNMENT_IN_PROGRESS (a cancellation of a partition not moving).
-// A failure of the whole request (no controller, a timeout) is the
-// request-level error. The answer comes once this broker applied the
+// A failure of the whole request (no ALTER on the cluster with an
+// authorizer, no controller, a timeout) is answered request-wide and on
+// every partition, as Kafka's error response is. The answer comes once this broker applied the
 // change, so that a ListPartitionReassignments sent here next sees it.
 // The move itself goes on in the background: new replicas catch up as
 // followers, and the controller completes it when they are all in sync.
@@ -30,6 +33,9 @@ func init() {
 func handleAlterPartitionReassignments(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	if !s.authorizeCluster(cx, acl.OpAlter) {
+		return alterReassignmentsRefused(req, resp, refuse(kerr.ClusterAuthorizationFailed, "%s", kerr.ClusterAuthorizationFailed.Message))
+	}
 	allowRF := true
 	if req.Version >= 1 {
 		allowRF = req.AllowReplicationFactorChange
@@ -48,8 +54,7 @@ func handleAlterPartitionReassignments(s *Server, cx *reqCtx, kreq kmsg.Request)
 		err = s.waitApplied(ctx)
 	}
 	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = adminCode(err), errorMessage(err)
-		return resp
+		return alterReassignmentsRefused(req, resp, err)
 	}
 	i := 0
 	for _, t := range req.Topics {
@@ -62,6 +67,25 @@ func handleAlterPartitionReassignments(s *Server, cx *reqCtx, kreq kmsg.Request)
 				rp.ErrorCode, rp.ErrorMessage = adminCode(e), errorMessage(e)
 			}
 			i++
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// alterReassignmentsRefused answers a request refused as a whole (not
+// authorized, no controller, a timeout) as Kafka's getErrorResponse does:
+// the error request-wide and on every partition.
+func alterReassignmentsRefused(req *kmsg.AlterPartitionAssignmentsRequest, resp *kmsg.AlterPartitionAssignmentsResponse, err error) kmsg.Response {
+	resp.ErrorCode, resp.ErrorMessage = adminCode(err), errorMessage(err)
+	resp.AllowReplicationFactorChange = true
+	for _, t := range req.Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, resp.ErrorCode, resp.ErrorMessage
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

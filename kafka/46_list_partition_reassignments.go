@@ -3,8 +3,10 @@ package kafka
 import (
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -13,7 +15,8 @@ import (
 // named, with their full replica list (target first, then the replicas
 // leaving) and the adding and removing replicas, from the image this
 // broker applied. As in Kafka, named topics and partitions that do not
-// exist or are not moving are left out, without an error.
+// exist or are not moving are left out, without an error. With an
+// authorizer it needs DESCRIBE on the cluster.
 func init() {
 	register(api{key: kmsg.ListPartitionReassignments, min: 0, max: 0, sync: handleListPartitionReassignments})
 }
@@ -21,6 +24,10 @@ func init() {
 func handleListPartitionReassignments(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !s.authorizeCluster(cx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	img := s.cfg.Node.Image()
 	add := func(t *controller.Topic, parts []int32) {
 		rt := kmsg.NewListPartitionReassignmentsResponseTopic()
