@@ -25,7 +25,7 @@ import (
 // as the binary runs it) that form one metadata quorum, and closes them at
 // the end of the test (those still running), with the registry of each
 // one's metrics.
-func startRinglogCluster(t *testing.T, n int) ([]*broker.Broker, []*prometheus.Registry) {
+func startRinglogCluster(t *testing.T, n int) ([]*broker.Broker, []*prometheus.Registry, []broker.Config) {
 	t.Helper()
 	var voters []string
 	for i := range n {
@@ -33,6 +33,7 @@ func startRinglogCluster(t *testing.T, n int) ([]*broker.Broker, []*prometheus.R
 	}
 	brokers := make([]*broker.Broker, n)
 	regs := make([]*prometheus.Registry, n)
+	cfgs := make([]broker.Config, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -42,6 +43,7 @@ func startRinglogCluster(t *testing.T, n int) ([]*broker.Broker, []*prometheus.R
 		cfg.Cluster.LagTimeMax, cfg.Cluster.SessionTimeout, cfg.Cluster.HeartbeatInterval = 2*time.Second, 2*time.Second, 300*time.Millisecond
 		regs[i] = prometheus.NewRegistry()
 		cfg.Metrics = regs[i]
+		cfgs[i] = cfg
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -65,7 +67,7 @@ func startRinglogCluster(t *testing.T, n int) ([]*broker.Broker, []*prometheus.R
 			t.Fatalf("start broker %d: %v", i+1, err)
 		}
 	}
-	return brokers, regs
+	return brokers, regs, cfgs
 }
 
 // gaugeSum adds up a gauge over the registries given.
@@ -106,9 +108,10 @@ func adminTry(t *testing.T, addr string, v any, args ...string) error {
 // (--move-off 1), then spread back (--spread); then a move to a broker
 // that is down: --list shows it in progress with its adding and removing
 // replicas (and its leader counts it in ReassigningPartitions), --cancel
-// stops it, and a second --cancel finds none.
+// stops it, and a second --cancel finds none; a partition moved off the
+// broker while it is down has its log emptied there when it returns.
 func TestPartitionReassignRinglogCluster(t *testing.T) {
-	brokers, regs := startRinglogCluster(t, 3)
+	brokers, regs, cfgs := startRinglogCluster(t, 3)
 	addr := brokers[0].Addr()
 	adminOK(t, addr, "topic", "create", "ref", "-p", "4", "-r", "2")
 	var described struct {
@@ -211,11 +214,29 @@ func TestPartitionReassignRinglogCluster(t *testing.T) {
 	if moving.Replicas == nil {
 		t.Fatalf("every partition of ref has a replica on broker %d: %+v", down, described)
 	}
+	// Records on every partition, so that the replicas on the broker
+	// about to go down hold some (see the end).
+	produce(t, addr, "ref", 4, 20)
+	var gone int32 = -1 // a partition of ref on down, moved off while it is away
+	for _, p := range described.Topics[0].Partitions {
+		if slices.Contains(p.Replicas, down) {
+			gone = p.Partition
+			break
+		}
+	}
+	downDir := cfgs[down-1].DataDir
+	eventually(t, func() error {
+		if n := logBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", gone))); n == 0 {
+			return fmt.Errorf("broker %d holds nothing of ref-%d yet", down, gone)
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := brokers[down-1].Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	brokers[down-1] = nil
 	// The command refuses a plan naming a broker Metadata does not list
 	// (one that is down), as Kafka's tool does: the move is started with
 	// the protocol directly.
@@ -277,6 +298,68 @@ func TestPartitionReassignRinglogCluster(t *testing.T) {
 	if _, _, err := admin(t, addr, "partition", "reassign", "--cancel", "--file", planFile); err == nil || !strings.Contains(err.Error(), "NO_REASSIGNMENT_IN_PROGRESS") {
 		t.Fatalf("second --cancel: %v", err)
 	}
+
+	// A partition moved off the broker while it is down: when it comes
+	// back, it empties its log of it (it still hosts the topic's others).
+	var others []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != down {
+			others = append(others, id)
+		}
+	}
+	if err := os.WriteFile(planFile, must(json.Marshal(Plan{Version: 1, Partitions: []Assignment{{Topic: "ref", Partition: gone, Replicas: others}}})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminJSON(t, addr, &re, "partition", "reassign", "--file", planFile, "--execute")
+	waitReassigned(t, addr)
+	restart := cfgs[down-1]
+	restart.Metrics = prometheus.NewRegistry() // a registry takes a collector once
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	back, err := broker.Start(rctx, restart)
+	if err != nil {
+		t.Fatalf("restart broker %d: %v", down, err)
+	}
+	brokers[down-1] = back
+	eventually(t, func() error {
+		if n := logBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", gone))); n != 0 {
+			return fmt.Errorf("broker %d back: %d bytes of ref-%d, moved off it while it was down", down, n, gone)
+		}
+		return nil
+	})
+	held := 0
+	for i := range int32(4) {
+		if logBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", i))) > 0 {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatalf("broker %d back holds none of ref's records: it should keep its other replicas", down)
+	}
+}
+
+// logBytes sums the sizes of the .log files in a partition directory (0
+// when it does not exist).
+func logBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 func must[T any](v T, err error) T {
