@@ -49,7 +49,7 @@ func newReplicaCollector(n *node.Node, eng *engine.Core) *replicaCollector {
 		offline:         d("offlinereplicacount", "Kafka's OfflineReplicaCount: replicas on this broker whose log a disk failure or corruption took offline (the same count as ringlog_offline_partitions)."),
 		partitions:      d("partitioncount", "Kafka's PartitionCount: partitions this broker holds a replica of."),
 		leaders:         d("leadercount", "Kafka's LeaderCount: partitions this broker leads."),
-		reassigning:     d("reassigningpartitions", "Kafka's ReassigningPartitions: partitions this broker leads that are being reassigned (always 0 until partitions can move)."),
+		reassigning:     d("reassigningpartitions", "Kafka's ReassigningPartitions: partitions this broker leads that are being reassigned."),
 		shrinks: d("isrshrinks_total", "Kafka's IsrShrinksPerSec meter as a counter (take rate() of it): changes of the ISR of a partition this broker leads that removed a replica, "+
 			"whether the leader asked for them (AlterPartition) or the controller made them (a fenced broker leaves every ISR)."),
 		expands: d("isrexpands_total", "Kafka's IsrExpandsPerSec meter as a counter (take rate() of it): changes of the ISR of a partition this broker leads that added a replica."),

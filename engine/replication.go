@@ -202,7 +202,8 @@ func (e *Core) SetISR(tp TP, inSync, replicas int32) error {
 	// Two stores, not one: an append between them sees the ISR of one
 	// assignment and the replica count of the other, both values the
 	// controller committed; the replica count changes only with a
-	// reassignment, which ringlog does not do.
+	// reassignment (KIP-455), and either pair is a state the controller
+	// went through.
 	p.replicas.Store(replicas)
 	p.isr.Store(inSync)
 	return nil

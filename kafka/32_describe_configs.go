@@ -74,11 +74,22 @@ func (s *Server) describeResource(rr *kmsg.DescribeConfigsRequestResource) ([]de
 		if err := engine.ValidateTopicName(rr.ResourceName); err != nil {
 			return nil, err
 		}
-		info, ok := s.eng.Topic(rr.ResourceName)
-		if !ok {
+		if info, ok := s.eng.Topic(rr.ResourceName); ok {
+			return s.topicConfigs(info.Config, info.Overrides), nil
+		}
+		// A topic with no replica on this broker is not in its engine
+		// (a reassignment moved its partitions away, or they were never
+		// placed here): any broker answers for it, as Kafka's do, from
+		// the cluster's metadata.
+		t := s.cfg.Node.Image().Topic(rr.ResourceName)
+		if t == nil {
 			return nil, refuse(kerr.UnknownTopicOrPartition, "No topic named %s", rr.ResourceName)
 		}
-		return s.topicConfigs(info.Config, info.Overrides), nil
+		cfg, err := engine.ParseTopicConfig(s.eng.Defaults(), t.Configs)
+		if err != nil {
+			return nil, err
+		}
+		return s.topicConfigs(cfg, t.Configs), nil
 	case kmsg.ConfigResourceTypeBroker:
 		if err := s.checkBrokerResource(rr.ResourceName); err != nil {
 			return nil, err

@@ -283,6 +283,23 @@ func SeedRequests(t testing.TB) map[string][]byte {
 		add(fmt.Sprintf("txnoffsetcommit-v%d", v), tc)
 	}
 
+	// KIP-455's reassignment APIs: a target, a cancellation (null
+	// replicas), an empty list; every partition and named ones.
+	for _, v := range []int16{0, 1} {
+		ar := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		ar.Version, ar.TimeoutMillis, ar.AllowReplicationFactorChange = v, 1000, v == 0
+		at := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		at.Topic = "topic"
+		at.Partitions = []kmsg.AlterPartitionAssignmentsRequestTopicPartition{{Partition: 0, Replicas: []int32{2, 3}}, {Partition: 1}, {Partition: 2, Replicas: []int32{}}}
+		ar.Topics = append(ar.Topics, at)
+		add(fmt.Sprintf("alterpartitionreassignments-v%d", v), ar)
+	}
+	lr := kmsg.NewPtrListPartitionReassignmentsRequest()
+	add("listpartitionreassignments-v0-all", lr)
+	lrn := kmsg.NewPtrListPartitionReassignmentsRequest()
+	lrn.Topics = []kmsg.ListPartitionReassignmentsRequestTopic{{Topic: "topic", Partitions: []int32{0, 1}}}
+	add("listpartitionreassignments-v0", lrn)
+
 	// Broken frames.
 	seeds["empty"] = []byte{}
 	seeds["short-header"] = []byte{0, 3, 0, 1, 0, 0}

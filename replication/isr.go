@@ -34,6 +34,9 @@ type PartitionState struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	ISR            []int32
+	// Replicas, when set, is the assignment (UpdateISR only): a
+	// reassignment adds replicas without a new leader epoch (KIP-455).
+	Replicas []int32
 }
 
 // ShrinkProposal returns the ISR without the followers that are no longer
@@ -179,7 +182,8 @@ func (l *Leader) ISRRejected(c ISRChange) error {
 }
 
 // UpdateISR applies the partition state from the cluster metadata (the
-// controller may shrink the ISR itself, when it fences a broker). A newer
+// controller may shrink the ISR itself, when it fences a broker, and a
+// reassignment changes the replicas: see setReplicas). A newer
 // partition epoch replaces the committed ISR and drops the pending change,
 // whose answer is then ignored: the controller has moved on, and either
 // applied it (st shows it) or will refuse it. At the same partition epoch
@@ -193,8 +197,15 @@ func (l *Leader) UpdateISR(st PartitionState, now time.Time) (hwMoved bool, err 
 	if st.PartitionEpoch < l.partitionEpoch {
 		return false, fmt.Errorf("%w: metadata at partition epoch %d, leader at %d", ErrStale, st.PartitionEpoch, l.partitionEpoch)
 	}
-	if err := checkAssignment(l.id, l.replicas, st.ISR); err != nil {
+	replicas := l.replicas
+	if st.Replicas != nil {
+		replicas = st.Replicas
+	}
+	if err := checkAssignment(l.id, replicas, st.ISR); err != nil {
 		return false, err
+	}
+	if !slices.Equal(replicas, l.replicas) {
+		l.setReplicas(replicas)
 	}
 	if st.PartitionEpoch > l.partitionEpoch {
 		l.pending = nil
@@ -202,4 +213,31 @@ func (l *Leader) UpdateISR(st PartitionState, now time.Time) (hwMoved bool, err 
 	l.partitionEpoch = st.PartitionEpoch
 	l.setISR(st.ISR)
 	return l.maybeIncrementHW(now), nil
+}
+
+// setReplicas makes replicas (checked) the assignment at the same leader
+// epoch, as a reassignment's start does (KIP-455): followers that stay
+// keep what the leader knows of them, new ones start as replicas that
+// have not fetched from this leader (outside the ISR, they hold the HW
+// back only once caught up), and removed ones are forgotten. (The
+// controller bumps the leader epoch whenever a replica leaves, so a
+// leader normally sees only additions here.)
+func (l *Leader) setReplicas(replicas []int32) {
+	l.replicas = slices.Clone(replicas)
+	followers := make([]follower, 0, len(replicas))
+	for _, id := range replicas {
+		if id == l.id {
+			continue
+		}
+		if f := l.follower(id); f != nil {
+			followers = append(followers, *f)
+			continue
+		}
+		followers = append(followers, follower{id: id, leo: -1, lastFetchLeaderLEO: -1, brokerEpoch: -1})
+	}
+	l.followers = followers
+	// A new assignment comes with a new partition epoch, so a change in
+	// flight was based on the old one: the controller will refuse it.
+	l.pending = nil
+	l.setISR(l.isr)
 }

@@ -473,3 +473,34 @@ func TestRestartedFollowerStartsOver(t *testing.T) {
 		t.Fatalf("epoch of a non-replica: %v", err)
 	}
 }
+
+// TestReassignmentAddsFollower: a reassignment's new replica arrives in
+// the metadata at the same leader epoch (KIP-455); the leader takes it as
+// a follower that has not fetched yet (its fetches were refused as a non
+// replica's before), keeps what it knew of the others, and proposes it
+// for the ISR once it caught up.
+func TestReassignmentAddsFollower(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := mustLeader(t, LeaderState{ID: 1, LeaderEpoch: 3, PartitionEpoch: 5, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, LEO: 10, HW: 10}, testConfig(), now)
+	fetch(t, l, 2, 10, now)
+	if _, err := l.FollowerFetch(3, 0, now); !errors.Is(err, ErrNotReplica) {
+		t.Fatalf("fetch of a broker not yet a replica: %v", err)
+	}
+	if _, err := l.UpdateISR(PartitionState{LeaderEpoch: 3, PartitionEpoch: 6, ISR: []int32{2, 1}, Replicas: []int32{2, 3, 1}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Replicas(); !slices.Equal(got, []int32{2, 3, 1}) {
+		t.Fatalf("replicas %v", got)
+	}
+	if leo, _ := l.FollowerLEO(2); leo != 10 {
+		t.Fatalf("follower 2's LEO forgotten: %d", leo)
+	}
+	if _, ok := l.ExpandProposal(); ok {
+		t.Fatal("proposed a follower that has not fetched")
+	}
+	fetch(t, l, 3, 10, now.Add(ms(5)))
+	c, ok := l.ExpandProposal()
+	if !ok || !slices.Equal(c.ISR, []int32{2, 3, 1}) || c.PartitionEpoch != 6 {
+		t.Fatalf("expansion %+v %v", c, ok)
+	}
+}

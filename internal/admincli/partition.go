@@ -1,6 +1,7 @@
 package admincli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -344,15 +345,26 @@ func (c *cli) listReassignments(ctx context.Context) error {
 	if err := c.requireAPI(ctx, kmsg.ListPartitionReassignments.Int16()); err != nil {
 		return err
 	}
-	resps, err := c.adm.ListPartitionReassignments(ctx, nil)
+	// Every partition: null topics. (kadm's ListPartitionReassignments
+	// sends nothing for an empty set and answers none, so `--list` showed
+	// nothing in progress, against Kafka too.)
+	resp, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, c.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
 	if err != nil {
 		return fmt.Errorf("list partition reassignments: %w", err)
 	}
 	out := []ongoing{}
-	for _, r := range resps.Sorted() {
-		out = append(out, ongoing{Topic: r.Topic, Partition: r.Partition, Replicas: orEmpty(r.Replicas),
-			AddingReplicas: orEmpty(r.AddingReplicas), RemovingReplicas: orEmpty(r.RemovingReplicas)})
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, ongoing{Topic: t.Topic, Partition: p.Partition, Replicas: orEmpty(p.Replicas),
+				AddingReplicas: orEmpty(p.AddingReplicas), RemovingReplicas: orEmpty(p.RemovingReplicas)})
+		}
 	}
+	slices.SortFunc(out, func(a, b ongoing) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	if c.json {
 		return c.printJSON(map[string]any{"reassignments": out})
 	}

@@ -27,7 +27,8 @@ const (
 	cmdCreateAcls          cmdType = 18 // acls
 	cmdDeleteAcls          cmdType = 19 // aclFilters
 	cmdAlterClientQuotas   cmdType = 20 // quotas
-	cmdTypeEnd             cmdType = 21
+	cmdAlterReassignments  cmdType = 21 // allowRFChange, reassign (KIP-455; reassign.go)
+	cmdTypeEnd             cmdType = 22
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -55,7 +56,7 @@ func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
 		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
-		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas"}
+		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas", "AlterPartitionReassignments"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -105,6 +106,11 @@ type command struct {
 	aclFilters []acl.Filter
 	// quotas (AlterClientQuotas) are the entities' changes.
 	quotas []QuotaAlteration
+	// reassign (AlterReassignments) are the partitions' new targets or
+	// cancellations, applied in order; allowRFChange is KIP-860's flag
+	// (false: a target must keep the replication factor).
+	reassign      []Reassignment
+	allowRFChange bool
 }
 
 func (c *command) encode() []byte {
@@ -195,6 +201,8 @@ func (c *command) encode() []byte {
 		encodeFilters(e, c.aclFilters)
 	case cmdAlterClientQuotas:
 		encodeQuotaAlterations(e, c.quotas)
+	case cmdAlterReassignments:
+		encodeReassignments(e, c.allowRFChange, c.reassign)
 	}
 	return e.b
 }
@@ -372,6 +380,8 @@ func decodeCommand(b []byte) (*command, error) {
 		c.aclFilters = decodeFilters(d)
 	case cmdAlterClientQuotas:
 		c.quotas = decodeQuotaAlterations(d)
+	case cmdAlterReassignments:
+		c.allowRFChange, c.reassign = decodeReassignments(d)
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -108,6 +108,11 @@
 //     which the leader logs an ElectRecovery), then the longest log leads
 //     alone. So a power loss of a whole ISR under -flush never loses only
 //     what the best replica lost, not what the first one back lost.
+//   - Partition reassignment (KIP-455, reassign.go): replicas are the
+//     target followed by the replicas leaving, with the adding and
+//     removing ones recorded, until the ISR holds the whole target; that
+//     change completes it in the same entry. A cancellation reverts to the
+//     replicas without the adding ones.
 //   - Not supported yet: brokers that are not voters, changes of the voter
 //     set, users and ACLs.
 //
@@ -142,6 +147,17 @@
 //     asks. The same holds for OfflineReplicas and a registration carrying
 //     offline replicas (snapshot version 4): upgrade every voter before a
 //     broker with an offline partition registers.
+//   - A reassignment in progress has its removing replicas, sorted, as
+//     the tail of Replicas and its adding ones, sorted, among the others
+//     (checkReassignment). Every change of the ISR must try to complete
+//     it (completeReassignment: AlterPartition, and electInto for the
+//     ISRs an election sets), or a move whose target is all in sync would
+//     never finish. A replica leaving Replicas bumps the leader epoch
+//     (finish): without it a leader that stays would keep counting the
+//     removed follower, and that follower's fetches would not be fenced.
+//     Snapshot version 7 holds adding and removing replicas: upgrade every
+//     voter before a reassignment is asked for (an older binary skips the
+//     command as undecodable and diverges).
 //   - Encodings are canonical (maps in key order, sorted brokers and topics),
 //     so equal states have byte-identical snapshots.
 //   - A decoder never allocates for a count the remaining bytes cannot

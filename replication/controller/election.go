@@ -10,7 +10,9 @@ import (
 // liveness of brokers. They follow KRaft's PartitionChangeBuilder:
 //
 //   - the leader epoch grows by one with every change of leader (to or
-//     from -1 too), and only then; an ISR change alone does not bump it;
+//     from -1 too), and when a replica leaves the assignment (a
+//     reassignment completing or cancelled); an ISR change alone does not
+//     bump it;
 //   - the partition epoch grows by one with every change at all;
 //   - a leader is chosen from the live ISR in replica order; with
 //     unclean.leader.election.enable=true and no live ISR member, the first
@@ -137,6 +139,9 @@ func electInto(np Partition, live func(int32) bool, unclean bool) Partition {
 	if np.Leader != -1 {
 		// Its log is the partition's now: whatever it reported is moot.
 		np.Recovering = withoutLogEnd(np.Recovering, np.Leader)
+		// An unclean election may leave an ISR that is a
+		// reassignment's whole target (reassign.go).
+		np = completeReassignment(np, live, unclean)
 	}
 	return np
 }
@@ -247,7 +252,8 @@ func withoutLogEnd(v []LogEnd, broker int32) []LogEnd {
 // whether anything changed.
 func finish(p, np Partition) (Partition, bool) {
 	changed := np.Leader != p.Leader || !slices.Equal(np.ISR, p.ISR) || !slices.Equal(np.Replicas, p.Replicas) ||
-		!slices.Equal(np.Offline, p.Offline)
+		!slices.Equal(np.Offline, p.Offline) || !slices.Equal(np.AddingReplicas, p.AddingReplicas) ||
+		!slices.Equal(np.RemovingReplicas, p.RemovingReplicas)
 	if !changed {
 		if !slices.Equal(np.Recovering, p.Recovering) {
 			// The controller's own bookkeeping: no epoch moves, brokers
@@ -256,7 +262,11 @@ func finish(p, np Partition) (Partition, bool) {
 		}
 		return p, false
 	}
-	if np.Leader != p.Leader {
+	// A replica leaving the assignment (a reassignment completing or
+	// cancelled) bumps the leader epoch too, as KRaft's
+	// PartitionChangeBuilder does: the removed replica's fetches are
+	// fenced, and the leader starts its view of the followers afresh.
+	if np.Leader != p.Leader || replicaRemoved(p.Replicas, np.Replicas) {
 		np.LeaderEpoch = p.LeaderEpoch + 1
 	}
 	np.PartitionEpoch = p.PartitionEpoch + 1

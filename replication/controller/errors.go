@@ -42,6 +42,7 @@ var (
 	ErrStaleBrokerEpoch         = &Error{77, "STALE_BROKER_EPOCH", "controller: broker epoch has changed"}
 	ErrPreferredLeaderNotAvail  = &Error{80, "PREFERRED_LEADER_NOT_AVAILABLE", "controller: preferred leader is not in the ISR or not live"}
 	ErrElectionNotNeeded        = &Error{84, "ELECTION_NOT_NEEDED", "controller: the preferred replica already leads"}
+	ErrNoReassignmentInProgress = &Error{85, "NO_REASSIGNMENT_IN_PROGRESS", "controller: no partition reassignment is in progress"}
 	ErrEligibleLeadersNotAvail  = &Error{83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", "controller: no live replica can lead"}
 	ErrInvalidUpdateVersion     = &Error{95, "INVALID_UPDATE_VERSION", "controller: partition epoch does not match the current one"}
 	ErrBrokerIDNotRegistered    = &Error{102, "BROKER_ID_NOT_REGISTERED", "controller: broker id not registered"}
@@ -62,7 +63,7 @@ var errorsByCode = func() map[int16]*Error {
 		ErrRequestTimedOut, ErrInvalidTopic, ErrTopicExists, ErrInvalidPartitions,
 		ErrInvalidReplicationFactor, ErrInvalidReplicaAssignment, ErrInvalidConfig, ErrNotController,
 		ErrInvalidRequest, ErrPolicyViolation, ErrFencedLeaderEpoch, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvail,
-		ErrElectionNotNeeded, ErrEligibleLeadersNotAvail, ErrInvalidUpdateVersion, ErrBrokerIDNotRegistered, ErrIneligibleReplica} {
+		ErrElectionNotNeeded, ErrEligibleLeadersNotAvail, ErrNoReassignmentInProgress, ErrInvalidUpdateVersion, ErrBrokerIDNotRegistered, ErrIneligibleReplica} {
 		m[e.Code] = e
 	}
 	return m

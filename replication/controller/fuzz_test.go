@@ -68,6 +68,11 @@ func seedCommands() []*command {
 			ResourceName: &seedACLName, Operation: acl.OpAny, Permission: acl.PermissionDeny}}},
 		{typ: cmdAlterClientQuotas, quotas: []QuotaAlteration{
 			{Entity: QuotaEntity{{QuotaClientID, nil}, {QuotaUser, &seedACLName}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 1024}, {Key: QuotaRequestPercentage, Remove: true}}}}},
+		// orders-0 of seedImage moves from {1,2} to {2,3} (broker 3 is
+		// fenced there: a target may be), orders-1 is cancelled (none in
+		// progress), and an unknown partition.
+		{typ: cmdAlterReassignments, allowRFChange: true, reassign: []Reassignment{{Topic: "orders", Partition: 0, Replicas: []int32{2, 3}},
+			{Topic: "orders", Partition: 1, Cancel: true}, {Topic: "x", Partition: 0, Replicas: []int32{1}}}},
 	}
 }
 
@@ -135,6 +140,20 @@ func seedImageScram(t testing.TB) *Image {
 	return next
 }
 
+// seedImageReassigning is seedImage with orders-0 moving from {1,2} to
+// {2,3} (snapshot version 7's adding and removing replicas).
+func seedImageReassigning(t testing.TB) *Image {
+	img := seedImage(t)
+	next, res := apply(img, img.Index+1, &command{typ: cmdAlterReassignments, reassign: []Reassignment{{Topic: "orders", Partition: 0, Replicas: []int32{2, 3}}}})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if p, _ := next.Partition("orders", 0); !p.Reassigning() {
+		t.Fatalf("orders-0 is not reassigning: %+v", p)
+	}
+	return next
+}
+
 // encodeImageV1 is img as a version 1 snapshot (no next producer id, no
 // SCRAM credentials), as nodes wrote them before AllocateProducerIDs.
 func encodeImageV1(img *Image) []byte {
@@ -154,6 +173,7 @@ func FuzzDecodeImage(f *testing.F) {
 	f.Add(encodeImageV1(seedImage(f)))
 	f.Add(encodeImage(seedImageACLsQuotas(f)))
 	f.Add(encodeImage(seedImageScram(f)))
+	f.Add(encodeImage(seedImageReassigning(f)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var img *Image
 		var err error
@@ -218,6 +238,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	write("FuzzDecodeImage", "empty", encodeImage(emptyImage()))
 	write("FuzzDecodeImage", "small", encodeImage(seedImage(t)))
 	write("FuzzDecodeImage", "small-v1", encodeImageV1(seedImage(t)))
+	write("FuzzDecodeImage", "reassigning", encodeImage(seedImageReassigning(t)))
 	big := []byte(encodeImage(seedImage(t)))
 	// The broker count, after the header and the next producer id.
 	n := snapshotHeaderBytes + 8

@@ -36,7 +36,9 @@ type Partition struct {
 	Replicas []int32 // the assignment; Replicas[0] is the preferred leader
 	ISR      []int32 // in-sync replicas, a subset of Replicas in replica order
 	Leader   int32   // broker id, or -1 when no eligible replica is live
-	// LeaderEpoch grows by one with every change of Leader (to -1 too).
+	// LeaderEpoch grows by one with every change of Leader (to -1 too),
+	// and when a replica leaves Replicas (KRaft's rule: the removed
+	// replica's fetches are fenced).
 	LeaderEpoch int32
 	// PartitionEpoch grows by one with every change of the partition's
 	// state (leader, ISR, replicas or offline replicas); AlterPartition
@@ -59,6 +61,19 @@ type Partition struct {
 	// partition waits for the longest log (KIP-966's unclean recovery,
 	// election.go).
 	Recovering []LogEnd
+	// AddingReplicas and RemovingReplicas describe a reassignment in
+	// progress (KIP-455), both sorted by broker id and empty otherwise:
+	// Replicas is then the target followed by RemovingReplicas, and
+	// AddingReplicas are the target's members that were not replicas
+	// before (reassign.go). The reassignment completes when the ISR holds
+	// the whole target.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+}
+
+// Reassigning reports whether a reassignment of p is in progress.
+func (p Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 // LogEnd is where a replica's log ended when its broker registered after
@@ -209,6 +224,8 @@ func (p Partition) clone() Partition {
 	p.ISR = slices.Clone(p.ISR)
 	p.Offline = slices.Clone(p.Offline)
 	p.Recovering = slices.Clone(p.Recovering)
+	p.AddingReplicas = slices.Clone(p.AddingReplicas)
+	p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 	return p
 }
 

@@ -12,13 +12,14 @@ import (
 //
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+
 //	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) | ACLs (sorted)    | quotas (sorted)|
-//	| 4 B    | u8 = 6  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...| count, quota...|
+//	| 4 B    | u8 = 7  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...| count, quota...|
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8 | listeners (count, name str, addr str...; v3)
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
 //	partition: replicas (count, i32...) | isr (count, i32...) | leader i32
 //	           | leader epoch i32 | partition epoch i32 | offline (count, i32...; v4)
+//	           | recovering (count, log end...; v5) | adding, removing (count, i32... each; v7)
 //	cred:      user str | mechanism u8 | 0 u8 | iterations i32 | salt | stored key | server key
 //	binding:   as acls.go draws it (v6)
 //	quota:     as quotas.go draws it (v6)
@@ -31,13 +32,13 @@ import (
 // out before the command existed), version 2 no SCRAM credentials and no
 // broker listeners (none existed), version 3 no offline replicas (none
 // were reported), versions before 6 no ACLs and no client quotas (none
-// could be set); all
-// are still read, never written. Replies of the
+// could be set), versions before 7 no adding and removing replicas (no
+// reassignment existed); all are still read, never written. Replies of the
 // forwarding RPC that carry a topic or a partition use the current
 // version's encoding.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 // snapshotHeaderBytes is the length of magic, version and index: what
 // precedes the state itself.
@@ -89,6 +90,8 @@ func encodePartition(e *encoder, p Partition) {
 	e.i32(p.PartitionEpoch)
 	e.int32s(p.Offline)
 	encodeLogEnds(e, p.Recovering)
+	e.int32s(p.AddingReplicas)
+	e.int32s(p.RemovingReplicas)
 }
 
 func encodeLogEnds(e *encoder, v []LogEnd) {
@@ -137,6 +140,9 @@ func decodePartition(d *decoder, v uint8) Partition {
 	}
 	if v >= 5 {
 		p.Recovering = decodeLogEnds(d)
+	}
+	if v >= 7 {
+		p.AddingReplicas, p.RemovingReplicas = d.int32s(), d.int32s()
 	}
 	return p
 }
@@ -308,6 +314,9 @@ func checkPartition(img *Image, p Partition) error {
 				return fmt.Errorf("offline replica %d in ISR %v", r, p.ISR)
 			}
 		}
+	}
+	if err := checkReassignment(p); err != nil {
+		return err
 	}
 	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
 		return fmt.Errorf("negative epoch")

@@ -223,6 +223,8 @@ func (t *tx) alterPartition(c *command) result {
 	// A leader that serves: every replica follows its log, so what they
 	// recovered at their start no longer matters.
 	np.Recovering = nil
+	// The ISR may now hold a reassignment's whole target (reassign.go).
+	np = completeReassignment(np, t.live, uncleanEnabled(tp))
 	np, changed := finish(p, np)
 	if changed {
 		t.mutableTopic(c.topic).Partitions[c.partitions] = np

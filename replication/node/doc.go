@@ -28,4 +28,17 @@
 // no role; one goroutine (reportOffline) reports the engine's offline set
 // to the controller whenever the image differs from it, woken by OnOffline
 // (on a shard: it only signals) and by every apply.
+//
+// # Non-obvious invariants
+//
+//   - A reassignment (KIP-455) adds replicas at the same leader epoch: the
+//     leader must take the new assignment from the metadata
+//     (replication.Leader.UpdateISR with Replicas) or it refuses the new
+//     follower's fetches as a non-replica's forever, and the move never
+//     completes.
+//   - A partition of a hosted topic that is no replica here has its engine
+//     partition stopped (not a leader: producer appends fail) and its log
+//     emptied (reassign.go), at the removal or at the next start; a topic
+//     with no replica left here is deleted from the engine. Without it a
+//     leader moved away keeps taking appends nobody replicates.
 package node

@@ -100,10 +100,11 @@ func (n *Node) ReplicaStats() ReplicaStats {
 }
 
 // reassigning reports whether img shows tp being reassigned (KIP-455:
-// replicas being added or removed). Partitions cannot move yet: once
-// controller.Partition has its adding and removing replicas, this is
-// whether img.Partition(tp.Topic, tp.Partition) has either non-empty.
-func reassigning(img *controller.Image, tp engine.TP) bool { return false }
+// replicas being added or removed).
+func reassigning(img *controller.Image, tp engine.TP) bool {
+	p, ok := img.Partition(tp.Topic, tp.Partition)
+	return ok && p.Reassigning()
+}
 
 // countISRChange counts a change of a led partition's committed ISR from
 // before to after: a shrink if a member left, an expansion if one joined

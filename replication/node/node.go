@@ -100,6 +100,10 @@ type Node struct {
 	// stopHeartbeats ends the session's heartbeats alone (controlled
 	// shutdown); cancel ends them too.
 	stopHeartbeats context.CancelFunc
+	// stopped are the partitions of hosted topics that are no replica
+	// here and whose engine partition was stopped and emptied
+	// (stopReplicas; apply goroutine only).
+	stopped map[engine.TP]bool
 }
 
 // stream is the fetch stream to one leader.
@@ -139,7 +143,8 @@ type part struct {
 func New(cfg Config) *Node {
 	cfg = cfg.withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger, parts: map[engine.TP]*part{}, streams: map[int32]*stream{},
-		applied: make(chan struct{}), ready: make(chan struct{}), kick: make(chan struct{}, 1), offlineKick: make(chan struct{}, 1)}
+		applied: make(chan struct{}), ready: make(chan struct{}), kick: make(chan struct{}, 1), offlineKick: make(chan struct{}, 1),
+		stopped: map[engine.TP]bool{}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n
 }
@@ -319,6 +324,10 @@ func (n *Node) apply(img *controller.Image) {
 		local[t.Name] = t
 	}
 	mine := map[engine.TP]bool{}
+	// Partitions of topics hosted here that are not replicas here (a
+	// reassignment moved them away, or never placed them here), with
+	// their leader epoch.
+	others := map[engine.TP]int32{}
 	// Decided once for all partitions: the first follower of a stale
 	// stream replaces it, and every other one must then move too.
 	stale := n.staleStreams(img)
@@ -346,6 +355,7 @@ func (n *Node) apply(img *controller.Image) {
 		}
 		for i, p := range t.Partitions {
 			if !slices.Contains(p.Replicas, me) {
+				others[engine.TP{Topic: name, Partition: int32(i)}] = p.LeaderEpoch
 				continue
 			}
 			tp := engine.TP{Topic: name, Partition: int32(i)}
@@ -369,6 +379,9 @@ func (n *Node) apply(img *controller.Image) {
 		n.stopFollowing(p)
 		n.dropLeader(p)
 		n.resigned(p, -1)
+	}
+	if roles {
+		n.stopReplicas(others)
 	}
 	for name, t := range local {
 		if ct := img.Topic(name); ct == nil || [16]byte(ct.ID) != t.ID || !hosts(ct, me) {
@@ -528,7 +541,8 @@ func (n *Node) leaderUpdate(img *controller.Image, pt *part, p controller.Partit
 		return
 	}
 	before := l.ISR()
-	moved, err := l.UpdateISR(replication.PartitionState{LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}, time.Now())
+	moved, err := l.UpdateISR(replication.PartitionState{LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR,
+		Replicas: p.Replicas}, time.Now())
 	hw := l.HW()
 	if err == nil {
 		n.countISRChange(before, l.ISR())
