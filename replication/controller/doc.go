@@ -9,14 +9,20 @@
 //
 // # Nodes and the port
 //
-// Every node is a voter, configured with its id and the voter list
+// A controller node is a voter, configured with its id and the voter list
 // (ParseVoters reads Kafka's "1@host:port,2@host:port" syntax). On first
-// start each node bootstraps raft with the whole list (BootstrapCluster is
-// skipped when the directory holds raft state, so restarts are no-ops).
+// start each static voter bootstraps raft with the whole list
+// (BootstrapCluster is skipped when the directory holds raft state, so
+// restarts are no-ops). Every other node (Config.NonVoter, a broker-only
+// node; or a controller outside the list, found by its
+// BootstrapServers) starts with no configuration, heartbeats the leader
+// on the quorum RPC, and is added as a raft non-voter: an observer that
+// receives and applies the log (quorum.go).
 // The voter address carries raft's NetworkTransport and the package's own
 // forwarding RPC on one port: the mux (mux.go) reads the first byte of each
 // accepted connection; raft always opens with an RPC type (0..4), the
-// forwarding client with 0xC7.
+// forwarding client with 0xC7, the quorum RPC (membership, progress,
+// DescribeQuorum: quorum.go) with 0xC8.
 //
 //	forwarding connection:  0xC7 | frame | frame | ...   (one request at a time)
 //	frame:     length u32 (at most 4 MiB + 64) | body
@@ -108,8 +114,7 @@
 //     which the leader logs an ElectRecovery), then the longest log leads
 //     alone. So a power loss of a whole ISR under -flush never loses only
 //     what the best replica lost, not what the first one back lost.
-//   - Not supported yet: brokers that are not voters, changes of the voter
-//     set, users and ACLs.
+//   - Not supported yet: ACLs.
 //
 // # Concurrency contract
 //

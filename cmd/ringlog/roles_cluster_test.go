@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/testkit"
+	"ringlog/replication/controller"
+)
+
+// rolesCluster is controller-only and broker-only processes of the binary
+// on loopback (process.roles), by node id.
+type rolesCluster struct {
+	t         *testing.T
+	conf      string
+	voters    string // controller.quorum.voters of the first controllers
+	clusterID string
+	procs     map[int]*proc
+	ctlAddrs  map[int]string // controller ports
+	addrs     map[int]string // Kafka listeners of the brokers
+}
+
+func newRolesCluster(t *testing.T, controllers int, props string) *rolesCluster {
+	conf := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &rolesCluster{t: t, conf: conf, procs: map[int]*proc{}, ctlAddrs: map[int]string{}, addrs: map[int]string{}}
+	var vs []string
+	var voters []controller.Voter
+	for id := 1; id <= controllers; id++ {
+		c.ctlAddrs[id] = testkit.FreeAddr(t)
+		vs = append(vs, fmt.Sprintf("%d@%s", id, c.ctlAddrs[id]))
+		voters = append(voters, controller.Voter{ID: int32(id), Addr: c.ctlAddrs[id]})
+	}
+	c.voters = strings.Join(vs, ",")
+	c.clusterID = controller.ClusterIDFromVoters(voters)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, p := range c.procs {
+				out := p.out.String()
+				t.Logf("node %d, last lines:\n%s", id, out[max(0, len(out)-5000):])
+			}
+		}
+	})
+	for id := 1; id <= controllers; id++ {
+		c.start(id, "-process-roles", "controller", "-controller-voters", c.voters)
+	}
+	return c
+}
+
+// start runs node id with args and waits until it serves its admin
+// listener (a broker: its Kafka listener too).
+func (c *rolesCluster) start(id int, args ...string) {
+	c.t.Helper()
+	args = append([]string{"-node-id", strconv.Itoa(id), "-config", c.conf, "-data-dir", c.t.TempDir(),
+		"-admin", testkit.FreeAddr(c.t)}, args...)
+	if c.addrs[id] != "" {
+		args = append(args, "-listen", c.addrs[id])
+	}
+	p := start(c.t, args...)
+	c.procs[id] = p
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.out.String(), `msg="admin HTTP"`); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			c.t.Fatalf("node %d exited (%v) before serving:\n%s", id, err, p.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d not serving after 30 s:\n%s", id, p.out)
+		}
+	}
+}
+
+// startBroker starts broker-only node id with args for the quorum.
+func (c *rolesCluster) startBroker(id int, args ...string) {
+	c.t.Helper()
+	c.addrs[id] = testkit.FreeAddr(c.t)
+	c.start(id, append([]string{"-process-roles", "broker"}, args...)...)
+}
+
+func (c *rolesCluster) seeds() []string {
+	var out []string
+	for _, a := range c.addrs {
+		out = append(out, a)
+	}
+	return out
+}
+
+// waitBrokers waits until the broker at addr lists the broker ids want.
+func waitBrokerIDs(t *testing.T, addr string, want ...int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var last []int32
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		cancel()
+		if err != nil {
+			continue
+		}
+		last = last[:0]
+		for _, b := range resp.Brokers {
+			last = append(last, b.NodeID)
+		}
+		if fmt.Sprint(sortedIDs(last)) == fmt.Sprint(sortedIDs(want)) {
+			return
+		}
+	}
+	t.Fatalf("broker %s lists brokers %v after 30 s, want %v", addr, last, want)
+}
+
+func sortedIDs(v []int32) []int32 {
+	out := append([]int32(nil), v...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// ackedProducer produces acks=all records "k-<n>" to topic until stopped,
+// keeping what was acknowledged.
+type ackedProducer struct {
+	cl    *kgo.Client
+	mu    sync.Mutex
+	acked map[string]bool
+	errs  int
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startProducer(t *testing.T, seeds []string, topic string) *ackedProducer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordRetries(20), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ackedProducer{cl: cl, acked: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for n := 0; ; n++ {
+			select {
+			case <-p.stop:
+				cl.Flush(context.Background())
+				return
+			default:
+			}
+			v := "k-" + strconv.Itoa(n)
+			cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if err != nil {
+					p.errs++
+					return
+				}
+				p.acked[v] = true
+			})
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(cl.Close)
+	return p
+}
+
+func (p *ackedProducer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
+// waitMore waits until n more records than now were acknowledged.
+func (p *ackedProducer) waitMore(t *testing.T, n int) {
+	t.Helper()
+	want := p.count() + n
+	for deadline := time.Now().Add(20 * time.Second); p.count() < want; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records acknowledged after 20 s, want %d (%d errors)", p.count(), want, p.errs)
+		}
+	}
+}
+
+// finish stops producing and checks that every acknowledged record reads
+// back from the topic.
+func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
+	t.Helper()
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	acked := p.acked
+	p.mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]bool{}
+	missing := len(acked)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for missing > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if acked[v] && !seen[v] {
+				seen[v] = true
+				missing--
+			}
+		})
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d acknowledged records not read back", missing, len(acked))
+	}
+	t.Logf("%d acknowledged records read back (%d produce errors)", len(acked), p.errs)
+}
+
+// TestRolesControllersAndBrokers: three controller-only nodes (the
+// quorum's voters, no Kafka listener) and two broker-only nodes (raft
+// non-voters, given the voter list); a producer with acks=all on a topic
+// replicated on both brokers keeps going while a third broker joins
+// knowing the quorum only by controller.quorum.bootstrap.servers; every
+// acknowledged record reads back.
+func TestRolesControllersAndBrokers(t *testing.T) {
+	c := newRolesCluster(t, 3, "broker.heartbeat.interval.ms=300\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2\n")
+	for _, id := range []int{1, 2, 3} {
+		if out := c.procs[id].out.String(); !strings.Contains(out, "ringlog controller started") || strings.Contains(out, "ringlog started") {
+			t.Fatalf("controller %d started a broker:\n%s", id, out)
+		}
+	}
+	c.startBroker(4, "-controller-voters", c.voters)
+	c.startBroker(5, "-controller-voters", c.voters)
+	waitBrokerIDs(t, c.addrs[4], 4, 5)
+
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "roles", 2, 2
+	create.Topics = append(create.Topics, ct)
+	create.TimeoutMillis = 10000
+	resp, err := create.RequestWith(ctx, adm)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic: %v %+v", err, resp)
+	}
+	seeds := []string{c.addrs[4], c.addrs[5]}
+	p := startProducer(t, seeds, "roles")
+	p.waitMore(t, 200)
+
+	bootstrap := c.ctlAddrs[2] + "," + c.ctlAddrs[3]
+	c.startBroker(6, "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
+	waitBrokerIDs(t, c.addrs[6], 4, 5, 6)
+	p.waitMore(t, 200)
+	p.finish(t, seeds, "roles")
+}
