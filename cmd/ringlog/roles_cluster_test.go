@@ -239,8 +239,10 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 // quorum's voters, no Kafka listener) and two broker-only nodes (raft
 // non-voters, given the voter list); a producer with acks=all on a topic
 // replicated on both brokers keeps going while a third broker joins
-// knowing the quorum only by controller.quorum.bootstrap.servers; every
-// acknowledged record reads back.
+// knowing the quorum only by controller.quorum.bootstrap.servers;
+// DescribeQuorum, asked of a broker, names the controllers as voters and
+// the brokers as observers, each with its log end offset near the high
+// watermark; every acknowledged record reads back.
 func TestRolesControllersAndBrokers(t *testing.T) {
 	c := newRolesCluster(t, 3, "broker.heartbeat.interval.ms=300\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2\n")
 	for _, id := range []int{1, 2, 3} {
@@ -276,5 +278,68 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	c.startBroker(6, "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
 	waitBrokerIDs(t, c.addrs[6], 4, 5, 6)
 	p.waitMore(t, 200)
+
+	// DescribeQuorum, asked of a broker: the three controllers vote, the
+	// three brokers observe, each with a recent report near the HW.
+	q := waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
+		return fmt.Sprint(replicaIDs(p.CurrentVoters)) == "[1 2 3]" && fmt.Sprint(replicaIDs(p.Observers)) == "[4 5 6]"
+	})
+	if q.LeaderID < 1 || q.LeaderID > 3 || q.LeaderEpoch < 1 || q.HighWatermark <= 0 {
+		t.Fatalf("DescribeQuorum: leader %d, epoch %d, high watermark %d", q.LeaderID, q.LeaderEpoch, q.HighWatermark)
+	}
+	for _, r := range append(q.CurrentVoters, q.Observers...) {
+		lag := q.HighWatermark - r.LogEndOffset
+		if r.LogEndOffset <= 0 || lag > 50 || lag < -50 || time.Since(time.UnixMilli(r.LastFetchTimestamp)) > 5*time.Second ||
+			r.LastCaughtUpTimestamp <= 0 {
+			t.Fatalf("DescribeQuorum: node %d: log end offset %d (high watermark %d), last fetch %d, last caught up %d",
+				r.ReplicaID, r.LogEndOffset, q.HighWatermark, r.LastFetchTimestamp, r.LastCaughtUpTimestamp)
+		}
+	}
 	p.finish(t, seeds, "roles")
+}
+
+// describeQuorum asks the cluster for __cluster_metadata-0's quorum.
+func describeQuorum(t *testing.T, cl *kgo.Client) (*kmsg.DescribeQuorumResponseTopicPartition, error) {
+	t.Helper()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		return nil, fmt.Errorf("DescribeQuorum answered %+v", resp)
+	}
+	return &resp.Topics[0].Partitions[0], nil
+}
+
+// waitQuorum waits until DescribeQuorum's answer satisfies ok.
+func waitQuorum(t *testing.T, cl *kgo.Client, ok func(*kmsg.DescribeQuorumResponseTopicPartition) bool) *kmsg.DescribeQuorumResponseTopicPartition {
+	t.Helper()
+	var last any
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p, err := describeQuorum(t, cl)
+		if err == nil && ok(p) {
+			return p
+		}
+		last = err
+		if err == nil {
+			last = fmt.Sprintf("voters %v observers %v", replicaIDs(p.CurrentVoters), replicaIDs(p.Observers))
+		}
+	}
+	t.Fatalf("DescribeQuorum after 20 s: %v", last)
+	return nil
+}
+
+func replicaIDs(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) []int32 {
+	var ids []int32
+	for _, r := range rs {
+		ids = append(ids, r.ReplicaID)
+	}
+	return sortedIDs(ids)
 }

@@ -435,8 +435,9 @@ func TestGroupCommandsRinglog(t *testing.T) {
 // TestClusterAndPartitionCommandsRinglog: cluster status reports the
 // broker, its cluster id and the partition counts from DescribeCluster and
 // Metadata; partition elect runs ElectLeaders (one broker: every partition
-// is already led by its preferred replica); the commands whose APIs ringlog
-// does not serve yet (quorum, reassign --execute and --list) say so,
+// is already led by its preferred replica); cluster quorum shows the
+// broker as its quorum's one voter; the commands whose APIs ringlog
+// does not serve yet (reassign --execute and --list) say so,
 // naming the API, without sending it; the reassignment plan, pure
 // computation, works.
 func TestClusterAndPartitionCommandsRinglog(t *testing.T) {
@@ -457,11 +458,17 @@ func TestClusterAndPartitionCommandsRinglog(t *testing.T) {
 		t.Fatalf("cluster status table:\n%s", text)
 	}
 
+	// A single broker is its own quorum's one voter (node 0).
+	var q quorumOut
+	adminJSON(t, addr, &q, "cluster", "quorum")
+	if q.LeaderID != 0 || q.HighWatermark <= 0 || len(q.Replicas) != 1 || q.Replicas[0].NodeID != 0 || q.Replicas[0].Role != "Leader" ||
+		q.Replicas[0].Lag != 0 {
+		t.Fatalf("cluster quorum: %+v", q)
+	}
 	for _, tc := range []struct {
 		args []string
 		api  string
 	}{
-		{[]string{"cluster", "quorum"}, "DescribeQuorum (API key 55)"},
 		{[]string{"partition", "reassign", "--spread", "--execute"}, "AlterPartitionReassignments (API key 45)"},
 		{[]string{"partition", "reassign", "--list"}, "ListPartitionReassignments (API key 46)"},
 	} {
