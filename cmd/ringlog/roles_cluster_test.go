@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -295,7 +298,124 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 				r.ReplicaID, r.LogEndOffset, q.HighWatermark, r.LastFetchTimestamp, r.LastCaughtUpTimestamp)
 		}
 	}
+
+	// A controller replaced while the producer runs: node 7 finds the
+	// quorum by bootstrap servers and observes, AddRaftVoter makes it a
+	// voter, RemoveRaftVoter takes the leader's vote and the old leader
+	// stops. Then a second old controller stops: only the old third and
+	// the new voter are left, a majority of the new set and of no old one,
+	// and metadata writes still commit.
+	c.ctlAddrs[7] = testkit.FreeAddr(t)
+	c.start(7, "-process-roles", "controller", "-controller-bootstrap-servers", bootstrap,
+		"-controller-listen", c.ctlAddrs[7], "-cluster-id", c.clusterID)
+	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
+		return slices.Contains(replicaIDs(p.Observers), 7)
+	})
+	if code, msg := addVoter(t, adm, c.clusterID, 7, c.ctlAddrs[7]); code != 0 {
+		t.Fatalf("AddRaftVoter 7: error %d %s", code, msg)
+	}
+	q = waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
+		return fmt.Sprint(replicaIDs(p.CurrentVoters)) == "[1 2 3 7]"
+	})
+	for _, tc := range []struct {
+		name     string
+		cluster  string
+		id       int32
+		remove   bool
+		wantCode int16
+	}{
+		{"add a voter again", c.clusterID, 7, false, kerr.DuplicateVoter.Code},
+		{"add a broker", c.clusterID, 4, false, kerr.InvalidRequest.Code},
+		{"add with another cluster id", "AAAAAAAAAAAAAAAAAAAAAA", 8, false, kerr.InconsistentClusterID.Code},
+		{"remove a node that is no voter", c.clusterID, 42, true, kerr.VoterNotFound.Code},
+	} {
+		var code int16
+		var msg string
+		if tc.remove {
+			code, msg = removeVoter(t, adm, tc.cluster, tc.id)
+		} else {
+			code, msg = addVoter(t, adm, tc.cluster, tc.id, c.ctlAddrs[7])
+		}
+		if code != tc.wantCode {
+			t.Errorf("%s: error %d (%s), want %d", tc.name, code, msg, tc.wantCode)
+		}
+	}
+	old := int(q.LeaderID)
+	if code, msg := removeVoter(t, adm, c.clusterID, int32(old)); code != 0 {
+		t.Fatalf("RemoveRaftVoter %d (the leader): error %d %s", old, code, msg)
+	}
+	var left []int32
+	for _, id := range []int32{1, 2, 3, 7} {
+		if id != int32(old) {
+			left = append(left, id)
+		}
+	}
+	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
+		return fmt.Sprint(replicaIDs(p.CurrentVoters)) == fmt.Sprint(left) && p.LeaderID != int32(old)
+	})
+	if err := c.procs[old].stop(t); err != nil {
+		t.Fatalf("controller %d's exit: %v", old, err)
+	}
+	p.waitMore(t, 200)
+	second := int(left[0])
+	if err := c.procs[second].stop(t); err != nil {
+		t.Fatalf("controller %d's exit: %v", second, err)
+	}
+	create = kmsg.NewPtrCreateTopicsRequest()
+	ct.Topic = "after-replacement"
+	create.Topics = append(create.Topics, ct)
+	create.TimeoutMillis = 15000
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	resp, err = create.RequestWith(ctx2, adm)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic with controllers %v and %d stopped: %v %+v", old, second, err, resp)
+	}
+	p.waitMore(t, 200)
 	p.finish(t, seeds, "roles")
+}
+
+// addVoter sends AddRaftVoter for node id with its controller endpoint.
+func addVoter(t *testing.T, cl *kgo.Client, clusterID string, id int32, addr string) (int16, string) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(port)
+	req := kmsg.NewPtrAddRaftVoterRequest()
+	req.ClusterID, req.VoterID, req.TimeoutMillis = &clusterID, id, 10000
+	l := kmsg.NewAddRaftVoterRequestListener()
+	l.Name, l.Host, l.Port = "CONTROLLER", host, uint16(n)
+	req.Listeners = append(req.Listeners, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("AddRaftVoter %d: %v", id, err)
+	}
+	return resp.ErrorCode, deref(resp.ErrorMessage)
+}
+
+// removeVoter sends RemoveRaftVoter for node id.
+func removeVoter(t *testing.T, cl *kgo.Client, clusterID string, id int32) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrRemoveRaftVoterRequest()
+	req.ClusterID, req.VoterID = &clusterID, id
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("RemoveRaftVoter %d: %v", id, err)
+	}
+	return resp.ErrorCode, deref(resp.ErrorMessage)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // describeQuorum asks the cluster for __cluster_metadata-0's quorum.

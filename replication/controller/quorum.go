@@ -89,6 +89,7 @@ type QuorumInfo struct {
 // nodeProgress is the leader's memory of one node's heartbeats.
 type nodeProgress struct {
 	addr         string
+	nonVoter     bool // a broker-only node: never a voter
 	lastIndex    uint64
 	lastFetch    time.Time
 	lastCaughtUp time.Time
@@ -103,7 +104,7 @@ type quorumProgress struct {
 	nodes map[int32]*nodeProgress
 }
 
-func (q *quorumProgress) report(id int32, addr string, index, commit uint64, now time.Time) {
+func (q *quorumProgress) report(id int32, addr string, nonVoter bool, index, commit uint64, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.nodes == nil {
@@ -117,7 +118,7 @@ func (q *quorumProgress) report(id int32, addr string, index, commit uint64, now
 	if index >= p.commitAtFetch && !p.lastFetch.IsZero() {
 		p.lastCaughtUp = now
 	}
-	p.addr, p.lastIndex, p.lastFetch, p.commitAtFetch = addr, index, now, commit
+	p.addr, p.nonVoter, p.lastIndex, p.lastFetch, p.commitAtFetch = addr, nonVoter, index, now, commit
 }
 
 func (q *quorumProgress) get(id int32) (nodeProgress, bool) {
@@ -208,11 +209,20 @@ func (c *Controller) quorumLoop() {
 	<-c.raftReady
 	wait := time.Duration(0)
 	joined := false
+	var leadingSince time.Time
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-time.After(wait):
+		}
+		if c.raft.State() != raft.Leader {
+			leadingSince = time.Time{}
+		} else {
+			if leadingSince.IsZero() {
+				leadingSince = time.Now()
+			}
+			c.pruneObservers(leadingSince)
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.BrokerHeartbeatInterval)
 		e := &encoder{}
@@ -241,6 +251,37 @@ func (c *Controller) quorumLoop() {
 			if joined {
 				wait = c.cfg.BrokerHeartbeatInterval
 			}
+		}
+	}
+}
+
+// pruneObservers takes out of the configuration the non-voters that have
+// not heartbeated this leader for BrokerSessionTimeout (counted from when
+// it began to lead): raft would otherwise retry AppendEntries to a node
+// that is gone, forever. Membership of the log is not registration: a
+// broker pruned here stays registered (fenced by its silence), and rejoins
+// with its next heartbeat.
+func (c *Controller) pruneObservers(leadingSince time.Time) {
+	if time.Since(leadingSince) < c.cfg.BrokerSessionTimeout {
+		return
+	}
+	servers, err := c.configuration()
+	if err != nil {
+		return
+	}
+	for _, s := range servers {
+		id, ok := nodeID(s.ID)
+		if !ok || s.Suffrage != raft.Nonvoter {
+			continue
+		}
+		if p, ok := c.progress.get(id); ok && time.Since(p.lastFetch) < c.cfg.BrokerSessionTimeout {
+			continue
+		}
+		c.log.Info("controller: removing a silent non-voter from the quorum", "node", id, "silent_for_more_than", c.cfg.BrokerSessionTimeout)
+		c.progress.forget(id)
+		if err := c.raft.RemoveServer(s.ID, 0, c.cfg.ElectionTimeout).Error(); err != nil {
+			c.log.Warn("controller: removing a silent non-voter", "node", id, "error", err)
+			return
 		}
 	}
 }
@@ -429,7 +470,7 @@ func (c *Controller) quorumHeartbeat(ctx context.Context, id int32, addr, cluste
 	if c.cfg.ClusterID != "" && cluster != "" && cluster != c.cfg.ClusterID {
 		return errf(ErrInconsistentClusterID, "node %d has cluster id %s, the quorum %s", id, cluster, c.cfg.ClusterID)
 	}
-	c.progress.report(id, addr, index, c.raft.CommitIndex(), time.Now())
+	c.progress.report(id, addr, nonVoter, index, c.raft.CommitIndex(), time.Now())
 	servers, err := c.configuration()
 	if err != nil {
 		return err
@@ -523,6 +564,17 @@ func (c *Controller) addVoter(ctx context.Context, id int32, addr string) (reply
 	if slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == serverID(id) && s.Suffrage != raft.Nonvoter }) {
 		return reply{}, errf(ErrDuplicateVoter, "node %d is a voter already", id)
 	}
+	if p, ok := c.progress.get(id); ok && p.nonVoter {
+		return reply{}, errf(ErrInvalidRequest, "node %d is a broker-only node (process.roles=broker): it cannot vote", id)
+	}
+	// The answer must reach the caller before its own deadline does, or
+	// it sees a broken call instead of REQUEST_TIMED_OUT.
+	wait := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/10))
+		defer cancel()
+	}
 	target := c.raft.CommitIndex()
 	for {
 		p, ok := c.progress.get(id)
@@ -530,7 +582,7 @@ func (c *Controller) addVoter(ctx context.Context, id int32, addr string) (reply
 			break
 		}
 		select {
-		case <-ctx.Done():
+		case <-wait.Done():
 			if !ok {
 				return reply{}, errf(ErrRequestTimedOut, "node %d has not joined the quorum as an observer (is it running, with this quorum's bootstrap servers?)", id)
 			}

@@ -23,7 +23,7 @@ func TestQuorumProgressCaughtUp(t *testing.T) {
 		{30, 30, at(3)},      // reached 30
 	}
 	for i, s := range steps {
-		q.report(7, "h:1", s.index, s.commit, at(i))
+		q.report(7, "h:1", false, s.index, s.commit, at(i))
 		p, ok := q.get(7)
 		if !ok || p.lastIndex != s.index || !p.lastFetch.Equal(at(i)) || !p.lastCaughtUp.Equal(s.caughtUp) {
 			t.Fatalf("step %d: %+v, want caught up at %v", i, p, s.caughtUp)
