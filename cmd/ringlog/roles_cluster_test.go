@@ -245,7 +245,9 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 // knowing the quorum only by controller.quorum.bootstrap.servers;
 // DescribeQuorum, asked of a broker, names the controllers as voters and
 // the brokers as observers, each with its log end offset near the high
-// watermark; every acknowledged record reads back.
+// watermark; the third broker stops and is unregistered; a controller is
+// replaced (AddRaftVoter, RemoveRaftVoter) while the producer runs; every
+// acknowledged record reads back.
 func TestRolesControllersAndBrokers(t *testing.T) {
 	c := newRolesCluster(t, 3, "broker.heartbeat.interval.ms=300\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2\n")
 	for _, id := range []int{1, 2, 3} {
@@ -298,6 +300,24 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 				r.ReplicaID, r.LogEndOffset, q.HighWatermark, r.LastFetchTimestamp, r.LastCaughtUpTimestamp)
 		}
 	}
+
+	// Broker 6 stops for good and is unregistered: it leaves the quorum's
+	// observers, and a second UnregisterBroker finds it gone. A broker
+	// that is still a replica is refused, an unknown one too.
+	if err := c.procs[6].stop(t); err != nil {
+		t.Fatalf("broker 6's exit: %v", err)
+	}
+	for _, tc := range []struct {
+		id   int32
+		want int16
+	}{{42, kerr.BrokerIDNotRegistered.Code}, {4, kerr.InvalidRequest.Code}, {6, 0}, {6, kerr.BrokerIDNotRegistered.Code}} {
+		if code, msg := unregisterBroker(t, adm, tc.id); code != tc.want {
+			t.Fatalf("UnregisterBroker %d: error %d (%s), want %d", tc.id, code, msg, tc.want)
+		}
+	}
+	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
+		return fmt.Sprint(replicaIDs(p.Observers)) == "[4 5]"
+	})
 
 	// A controller replaced while the producer runs: node 7 finds the
 	// quorum by bootstrap servers and observes, AddRaftVoter makes it a
@@ -393,6 +413,20 @@ func addVoter(t *testing.T, cl *kgo.Client, clusterID string, id int32, addr str
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatalf("AddRaftVoter %d: %v", id, err)
+	}
+	return resp.ErrorCode, deref(resp.ErrorMessage)
+}
+
+// unregisterBroker sends UnregisterBroker for broker id.
+func unregisterBroker(t *testing.T, cl *kgo.Client, id int32) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrUnregisterBrokerRequest()
+	req.BrokerID = id
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("UnregisterBroker %d: %v", id, err)
 	}
 	return resp.ErrorCode, deref(resp.ErrorMessage)
 }

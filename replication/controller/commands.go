@@ -27,7 +27,8 @@ const (
 	cmdCreateAcls          cmdType = 18 // acls
 	cmdDeleteAcls          cmdType = 19 // aclFilters
 	cmdAlterClientQuotas   cmdType = 20 // quotas
-	cmdTypeEnd             cmdType = 21
+	cmdUnregisterBroker    cmdType = 21 // brokerID, epoch (0); unregister.go
+	cmdTypeEnd             cmdType = 22
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -55,7 +56,7 @@ func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
 		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
-		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas"}
+		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas", "UnregisterBroker"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -130,7 +131,7 @@ func (c *command) encode() []byte {
 		if len(c.ends) > 0 {
 			encodeReplicaLogEnds(e, c.ends)
 		}
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown, cmdUnregisterBroker:
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
 		if c.typ == cmdAllocateProducerIDs && c.floor > 0 {
@@ -309,7 +310,7 @@ func decodeCommand(b []byte) (*command, error) {
 				d.fail("an empty listener map")
 			}
 		}
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown, cmdUnregisterBroker:
 		c.brokerID = d.i32()
 		c.epoch = d.i64()
 		if c.typ == cmdAllocateProducerIDs && len(d.b) > 0 {

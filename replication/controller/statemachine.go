@@ -199,6 +199,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.deleteAcls(c)
 	case cmdAlterClientQuotas:
 		res = t.alterClientQuotas(c)
+	case cmdUnregisterBroker:
+		res = t.unregisterBroker(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.
