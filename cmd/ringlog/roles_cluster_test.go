@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/admincli"
 	"ringlog/internal/testkit"
 	"ringlog/replication/controller"
 )
@@ -310,10 +312,14 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	for _, tc := range []struct {
 		id   int32
 		want int16
-	}{{42, kerr.BrokerIDNotRegistered.Code}, {4, kerr.InvalidRequest.Code}, {6, 0}, {6, kerr.BrokerIDNotRegistered.Code}} {
+	}{{42, kerr.BrokerIDNotRegistered.Code}, {4, kerr.InvalidRequest.Code}} {
 		if code, msg := unregisterBroker(t, adm, tc.id); code != tc.want {
 			t.Fatalf("UnregisterBroker %d: error %d (%s), want %d", tc.id, code, msg, tc.want)
 		}
+	}
+	c.admin("cluster", "unregister", "--id", "6")
+	if code, msg := unregisterBroker(t, adm, 6); code != kerr.BrokerIDNotRegistered.Code {
+		t.Fatalf("UnregisterBroker 6 again: error %d (%s), want BROKER_ID_NOT_REGISTERED", code, msg)
 	}
 	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
 		return fmt.Sprint(replicaIDs(p.Observers)) == "[4 5]"
@@ -331,9 +337,8 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
 		return slices.Contains(replicaIDs(p.Observers), 7)
 	})
-	if code, msg := addVoter(t, adm, c.clusterID, 7, c.ctlAddrs[7]); code != 0 {
-		t.Fatalf("AddRaftVoter 7: error %d %s", code, msg)
-	}
+	// Through `ringlog admin` (internal/admincli), as an operator would.
+	c.admin("cluster", "add-voter", "--id", "7", "--endpoint", c.ctlAddrs[7], "--cluster-id", c.clusterID)
 	q = waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
 		return fmt.Sprint(replicaIDs(p.CurrentVoters)) == "[1 2 3 7]"
 	})
@@ -361,9 +366,7 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 		}
 	}
 	old := int(q.LeaderID)
-	if code, msg := removeVoter(t, adm, c.clusterID, int32(old)); code != 0 {
-		t.Fatalf("RemoveRaftVoter %d (the leader): error %d %s", old, code, msg)
-	}
+	c.admin("cluster", "remove-voter", "--id", strconv.Itoa(old))
 	var left []int32
 	for _, id := range []int32{1, 2, 3, 7} {
 		if id != int32(old) {
@@ -393,6 +396,36 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	}
 	p.waitMore(t, 200)
 	p.finish(t, seeds, "roles")
+
+	// `ringlog admin cluster quorum` shows the new voter set.
+	var out struct {
+		LeaderID int32 `json:"leader_id"`
+		Replicas []struct {
+			NodeID int32  `json:"node_id"`
+			Role   string `json:"role"`
+		} `json:"replicas"`
+	}
+	if err := json.Unmarshal([]byte(c.admin("cluster", "quorum", "--json")), &out); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[int32]string{}
+	for _, r := range out.Replicas {
+		roles[r.NodeID] = r.Role
+	}
+	if roles[7] == "Observer" || roles[7] == "" || roles[int32(old)] == "Leader" || roles[4] != "Observer" || roles[5] != "Observer" {
+		t.Fatalf("cluster quorum: %+v", out)
+	}
+}
+
+// admin runs `ringlog admin` against the cluster's brokers and fails the
+// test unless it succeeds; it returns what it printed.
+func (c *rolesCluster) admin(args ...string) string {
+	c.t.Helper()
+	var out, errOut strings.Builder
+	if err := admincli.Main(append(args, "-b", strings.Join(c.seeds(), ",")), &out, &errOut); err != nil {
+		c.t.Fatalf("ringlog admin %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+	}
+	return out.String()
 }
 
 // addVoter sends AddRaftVoter for node id with its controller endpoint.
