@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/acl"
+
 	"ringlog/replication/controller"
 )
 
@@ -34,6 +36,11 @@ const metadataTopic = "__cluster_metadata"
 func handleDescribeQuorum(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeQuorumRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	if !s.authorizeCluster(cx, acl.OpDescribe) {
+		// Kafka's KafkaApis checks DESCRIBE on the cluster first.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	if len(req.Topics) != 1 || req.Topics[0].Topic != metadataTopic ||
 		len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].Partition != 0 {
 		for _, t := range req.Topics {

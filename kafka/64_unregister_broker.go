@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/acl"
 )
 
 // UnregisterBroker v0 (KIP-631): remove a broker's registration, and take
@@ -20,6 +23,10 @@ func init() {
 func handleUnregisterBroker(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.UnregisterBrokerRequest)
 	resp := req.ResponseKind().(*kmsg.UnregisterBrokerResponse)
+	if !s.authorizeCluster(cx, acl.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	err := s.cfg.Node.Controller().UnregisterBroker(ctx, req.BrokerID)

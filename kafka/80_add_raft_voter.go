@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/acl"
 )
 
 // AddRaftVoter v0-v1 (KIP-853, KIP-1186): make a running controller, an
@@ -30,6 +32,9 @@ func handleAddRaftVoter(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
 		return resp
+	}
+	if !s.authorizeCluster(cx, acl.OpAlter) {
+		return fail(kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is needed to change the quorum's voters")
 	}
 	if msg, ok := s.checkClusterID(req.ClusterID); !ok {
 		return fail(kerr.InconsistentClusterID.Code, msg)

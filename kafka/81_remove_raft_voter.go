@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/acl"
 )
 
 // RemoveRaftVoter v0 (KIP-853): take a controller's vote. Brokers forward
@@ -20,6 +22,10 @@ func init() {
 func handleRemoveRaftVoter(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.RemoveRaftVoterRequest)
 	resp := req.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
+	if !s.authorizeCluster(cx, acl.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	if msg, ok := s.checkClusterID(req.ClusterID); !ok {
 		resp.ErrorCode, resp.ErrorMessage = kerr.InconsistentClusterID.Code, kmsg.StringPtr(msg)
 		return resp
