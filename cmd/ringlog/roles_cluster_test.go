@@ -33,6 +33,7 @@ type rolesCluster struct {
 	procs     map[int]*proc
 	ctlAddrs  map[int]string // controller ports
 	addrs     map[int]string // Kafka listeners of the brokers
+	dirs      map[int]string // data directories, kept over restarts
 }
 
 func newRolesCluster(t *testing.T, controllers int, props string) *rolesCluster {
@@ -40,7 +41,8 @@ func newRolesCluster(t *testing.T, controllers int, props string) *rolesCluster 
 	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &rolesCluster{t: t, conf: conf, procs: map[int]*proc{}, ctlAddrs: map[int]string{}, addrs: map[int]string{}}
+	c := &rolesCluster{t: t, conf: conf, procs: map[int]*proc{}, ctlAddrs: map[int]string{}, addrs: map[int]string{},
+		dirs: map[int]string{}}
 	var vs []string
 	var voters []controller.Voter
 	for id := 1; id <= controllers; id++ {
@@ -68,7 +70,10 @@ func newRolesCluster(t *testing.T, controllers int, props string) *rolesCluster 
 // listener (a broker: its Kafka listener too).
 func (c *rolesCluster) start(id int, args ...string) {
 	c.t.Helper()
-	args = append([]string{"-node-id", strconv.Itoa(id), "-config", c.conf, "-data-dir", c.t.TempDir(),
+	if c.dirs[id] == "" {
+		c.dirs[id] = c.t.TempDir()
+	}
+	args = append([]string{"-node-id", strconv.Itoa(id), "-config", c.conf, "-data-dir", c.dirs[id],
 		"-admin", testkit.FreeAddr(c.t)}, args...)
 	if c.addrs[id] != "" {
 		args = append(args, "-listen", c.addrs[id])
@@ -247,7 +252,8 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 // knowing the quorum only by controller.quorum.bootstrap.servers;
 // DescribeQuorum, asked of a broker, names the controllers as voters and
 // the brokers as observers, each with its log end offset near the high
-// watermark; the third broker stops and is unregistered; a controller is
+// watermark; the third broker stops and is unregistered; the second
+// restarts (on another controller port, found by the leader); a controller is
 // replaced (AddRaftVoter, RemoveRaftVoter) while the producer runs; every
 // acknowledged record reads back.
 func TestRolesControllersAndBrokers(t *testing.T) {
@@ -324,6 +330,26 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
 		return fmt.Sprint(replicaIDs(p.Observers)) == "[4 5]"
 	})
+
+	// Broker 5 restarts: its controller port is a new free one, which it
+	// announces; the leader moves its non-voter membership there, it
+	// catches up, and acks=all (min.insync.replicas=2) works again.
+	if err := c.procs[5].stop(t); err != nil {
+		t.Fatalf("broker 5's exit: %v", err)
+	}
+	c.start(5, "-process-roles", "broker", "-controller-voters", c.voters)
+	p.waitMore(t, 200)
+	// Moved, or (when the restart took longer than the session timeout)
+	// pruned and added again.
+	moved, added := false, 0
+	for _, id := range []int{1, 2, 3} {
+		out, node := c.procs[id].out.String(), "node="+strconv.Itoa(id)+" node=5 "
+		moved = moved || strings.Contains(out, `msg="controller: a non-voter moved" `+node)
+		added += strings.Count(out, `msg="controller: adding a non-voter (observer) to the quorum" `+node)
+	}
+	if !moved && added < 2 {
+		t.Fatal("no controller moved broker 5's membership to its new port")
+	}
 
 	// A controller replaced while the producer runs: node 7 finds the
 	// quorum by bootstrap servers and observes, AddRaftVoter makes it a
