@@ -154,4 +154,13 @@
 //     announced length.
 //   - Close cancels the controller's context under the lock that guards
 //     starting heartbeat loops, so no loop starts after Close waits for them.
+//   - Raft's configuration is the one record of the quorum's membership
+//     (voters and non-voters); the image's brokers are registrations, a
+//     separate thing: a non-voter pruned for its silence stays registered
+//     (fenced), and UnregisterBroker removes both, in two steps. Only a
+//     static voter bootstraps raft: a node outside Voters that
+//     bootstrapped would start a quorum of its own.
+//   - A node's controller address is announced in each quorum heartbeat,
+//     so a broker-only node may listen on a new free port at every start:
+//     the leader moves its membership to where it is (quorum.go).
 package controller
