@@ -87,6 +87,18 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *config != "" {
+		// The roles decide which listeners the file must have (a
+		// controller-only node has no broker listener): a -process-roles
+		// flag is known before the file's listeners are built.
+		var rerr error
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "process-roles" {
+				s.Roles, rerr = broker.ParseRoles(*roles)
+			}
+		})
+		if rerr != nil {
+			return rerr
+		}
 		if err := s.loadPropertiesFile(*config); err != nil {
 			return err
 		}

@@ -358,8 +358,18 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	// the new voter are left, a majority of the new set and of no old one,
 	// and metadata writes still commit.
 	c.ctlAddrs[7] = testkit.FreeAddr(t)
-	c.start(7, "-process-roles", "controller", "-controller-bootstrap-servers", bootstrap,
-		"-controller-listen", c.ctlAddrs[7], "-cluster-id", c.clusterID)
+	// Its controller listener comes from Kafka's listeners setting (the
+	// last -config wins), with the role given by flag.
+	props, err := os.ReadFile(c.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf7 := filepath.Join(t.TempDir(), "controller.properties")
+	props = append(props, "listeners=CONTROLLER://"+c.ctlAddrs[7]+"\ncontroller.listener.names=CONTROLLER\n"...)
+	if err := os.WriteFile(conf7, props, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start(7, "-config", conf7, "-process-roles", "controller", "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
 	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
 		return slices.Contains(replicaIDs(p.Observers), 7)
 	})
