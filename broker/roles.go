@@ -189,6 +189,11 @@ func startController(ctx context.Context, b *Broker) error {
 	}
 	b.cl.ctl = ctl
 	b.push("controller", func(context.Context) error { return ctl.Close() })
+	if b.cfg.Metrics != nil {
+		// KafkaController's metrics: the active controller is one of
+		// these nodes when the controllers are apart from the brokers.
+		registerControllerMetrics(b.cfg.Metrics, ctl)
+	}
 	b.log.Info("ringlog controller started", "node_id", b.cfg.NodeID, "roles", b.cfg.Roles.String(),
 		"voters", b.cfg.Cluster.Voters, "bootstrap_servers", b.cfg.Cluster.BootstrapServers)
 	return nil

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +37,31 @@ type rolesCluster struct {
 	ctlAddrs  map[int]string // controller ports
 	addrs     map[int]string // Kafka listeners of the brokers
 	dirs      map[int]string // data directories, kept over restarts
+	admins    map[int]string // admin listeners (metrics)
+}
+
+// metric reads an unlabelled metric from node id's /metrics (0 when the
+// node does not export it).
+func (c *rolesCluster) metric(id int, name string) float64 {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.admins[id] + "/metrics")
+	if err != nil {
+		c.t.Fatalf("node %d's metrics: %v", id, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v
 }
 
 func newRolesCluster(t *testing.T, controllers int, props string) *rolesCluster {
@@ -42,7 +70,7 @@ func newRolesCluster(t *testing.T, controllers int, props string) *rolesCluster 
 		t.Fatal(err)
 	}
 	c := &rolesCluster{t: t, conf: conf, procs: map[int]*proc{}, ctlAddrs: map[int]string{}, addrs: map[int]string{},
-		dirs: map[int]string{}}
+		dirs: map[int]string{}, admins: map[int]string{}}
 	var vs []string
 	var voters []controller.Voter
 	for id := 1; id <= controllers; id++ {
@@ -73,8 +101,9 @@ func (c *rolesCluster) start(id int, args ...string) {
 	if c.dirs[id] == "" {
 		c.dirs[id] = c.t.TempDir()
 	}
+	c.admins[id] = testkit.FreeAddr(c.t)
 	args = append([]string{"-node-id", strconv.Itoa(id), "-config", c.conf, "-data-dir", c.dirs[id],
-		"-admin", testkit.FreeAddr(c.t)}, args...)
+		"-admin", c.admins[id]}, args...)
 	if c.addrs[id] != "" {
 		args = append(args, "-listen", c.addrs[id])
 	}
@@ -282,6 +311,16 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	resp, err := create.RequestWith(ctx, adm)
 	if err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create topic: %v %+v", err, resp)
+	}
+	// KafkaController's metrics come from the controllers: one of them is
+	// active, and it counts the topic's partitions.
+	active, partitions := 0.0, 0.0
+	for _, id := range []int{1, 2, 3} {
+		active += c.metric(id, "kafka_controller_kafkacontroller_activecontrollercount")
+		partitions += c.metric(id, "kafka_controller_kafkacontroller_globalpartitioncount")
+	}
+	if active != 1 || partitions != 2 {
+		t.Fatalf("the controllers' metrics: %v active, %v partitions; want 1 and 2", active, partitions)
 	}
 	seeds := []string{c.addrs[4], c.addrs[5]}
 	p := startProducer(t, seeds, "roles")
