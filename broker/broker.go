@@ -84,6 +84,15 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 			b.unwind(context.Background())
 		}
 	}()
+	if err := b.cfg.validateRoles(); err != nil {
+		return nil, err
+	}
+	if !cfg.Roles.Broker() {
+		if err := startController(ctx, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 	if b.cfg.Listen, err = freePort(cfg.Listen); err != nil {
 		return nil, err
 	}
@@ -240,6 +249,10 @@ func freePort(addr string) (string, error) {
 func (b *Broker) Close(ctx context.Context) error {
 	if b.closed.Swap(true) {
 		return nil
+	}
+	if b.eng == nil {
+		// A controller-only node: its quorum member is all there is.
+		return b.unwind(ctx)
 	}
 	// Leaderships first, while clients can still be told where they went
 	// (NOT_LEADER_OR_FOLLOWER, then Metadata naming the new leaders).

@@ -133,10 +133,14 @@ func (c *cluster) offsetsPartitions(def int32) int32 {
 // local reports whether the broker runs alone, its own one-voter quorum.
 func (c *cluster) local() bool { return c.cfg.local() }
 
-// voters is the quorum.
+// voters is the static quorum (none when the node knows it by bootstrap
+// servers only).
 func (c *cluster) voters() ([]controller.Voter, error) {
 	if c.local() {
 		return controller.LocalQuorum(c.cfg.NodeID), nil
+	}
+	if c.cfg.Cluster.Voters == "" {
+		return nil, nil
 	}
 	return controller.ParseVoters(c.cfg.Cluster.Voters)
 }
@@ -149,6 +153,10 @@ func (c *cluster) voters() ([]controller.Voter, error) {
 func (c *cluster) clusterID() (string, error) {
 	if c.cfg.ClusterID != "" || c.local() {
 		return c.cfg.ClusterID, nil
+	}
+	if c.cfg.Cluster.Voters == "" {
+		// validateRoles refuses this: bootstrap servers alone name no id.
+		return "", fmt.Errorf("controller.quorum.bootstrap.servers without controller.quorum.voters needs cluster.id")
 	}
 	voters, err := controller.ParseVoters(c.cfg.Cluster.Voters)
 	if err != nil {
@@ -175,10 +183,6 @@ func (c *cluster) producerIDBlock(floor int64) (start, end int64, err error) {
 // start opens the controller (raft under <data-dir>/controller) and starts
 // replication on eng.
 func (c *cluster) start(eng *engine.Core) error {
-	voters, err := c.voters()
-	if err != nil {
-		return fmt.Errorf("controller voters: %w", err)
-	}
 	ctlDir := filepath.Join(c.cfg.DataDir, "controller")
 	pending := filepath.Join(c.cfg.DataDir, AdoptPendingFile)
 	markPending := func() error {
@@ -195,13 +199,7 @@ func (c *cluster) start(eng *engine.Core) error {
 			}
 		}
 	}
-	ctl, err := controller.Open(controller.Config{
-		NodeID: c.cfg.NodeID, Voters: voters, Dir: ctlDir,
-		BrokerSessionTimeout: c.cfg.Cluster.SessionTimeout, BrokerHeartbeatInterval: c.cfg.Cluster.HeartbeatInterval,
-		UncleanRecoveryTimeout: c.cfg.Cluster.UncleanRecoveryTimeout,
-		DefaultPartitions:      c.cfg.NumPartitions, DefaultReplicationFactor: c.cfg.Cluster.ReplicationFactor, Logger: c.log,
-		TLS: c.cfg.Cluster.TLS,
-	})
+	ctl, err := c.openController()
 	if err != nil {
 		return err
 	}
@@ -246,7 +244,8 @@ func (c *cluster) start(eng *engine.Core) error {
 	if c.local() {
 		c.log.Info("metadata quorum: local, this broker its only voter", "node_id", c.cfg.NodeID)
 	} else {
-		c.log.Info("cluster member", "node_id", c.cfg.NodeID, "voters", c.cfg.Cluster.Voters)
+		c.log.Info("cluster member", "node_id", c.cfg.NodeID, "roles", c.cfg.Roles.String(), "voters", c.cfg.Cluster.Voters,
+			"bootstrap_servers", c.cfg.Cluster.BootstrapServers)
 	}
 	return nil
 }
@@ -321,7 +320,7 @@ func (c *cluster) waitReady(ctx context.Context) error {
 // quorum cannot keep the broker from stopping; its session then times
 // out as after a crash).
 func (c *cluster) handOver() {
-	if c == nil || c.local() || c.ctl == nil {
+	if c == nil || c.local() || c.ctl == nil || c.node == nil {
 		return
 	}
 	// A hand-over takes tens of milliseconds; the bound is for a quorum
@@ -342,7 +341,9 @@ func (c *cluster) close() error {
 	if c == nil {
 		return nil
 	}
-	c.node.Close()
+	if c.node != nil {
+		c.node.Close()
+	}
 	if c.ctl != nil {
 		return c.ctl.Close()
 	}

@@ -125,6 +125,8 @@ type Config struct {
 	// Topic is the default configuration of topics (log.* settings).
 	Topic   engine.TopicConfig
 	Cluster ClusterConfig
+	// Roles is process.roles (the zero value: broker,controller).
+	Roles Roles
 	// Logger receives the broker's log; nil: slog.Default().
 	Logger *slog.Logger
 	// Metrics, when set, receives the broker's metrics (requests, network,
@@ -154,8 +156,18 @@ type ConnectionLimits struct {
 // replication and coordination code, one replica per partition.
 type ClusterConfig struct {
 	// Voters is controller.quorum.voters: "id@host:port,..." of each
-	// voter's controller listener, this broker's included.
+	// voter's controller listener, this node's included when it is a
+	// controller of the static quorum.
 	Voters string
+	// BootstrapServers is controller.quorum.bootstrap.servers:
+	// "host:port,..." of controllers a node asks to join the quorum when
+	// it is no static voter (any one of them names the leader).
+	BootstrapServers string
+	// ControllerListen is the host:port of this node's controller
+	// listener when it is not in Voters (a controller to be added with
+	// AddRaftVoter, or a broker-only node, where it defaults to a free
+	// port on Listen's host).
+	ControllerListen string
 	// LagTimeMax is replica.lag.time.max.ms; SessionTimeout is
 	// broker.session.timeout.ms; HeartbeatInterval is
 	// broker.heartbeat.interval.ms.
@@ -199,7 +211,7 @@ func DefaultConfig() Config {
 }
 
 // local reports whether the broker is its own one-voter quorum.
-func (c *Config) local() bool { return c.Cluster.Voters == "" }
+func (c *Config) local() bool { return c.Cluster.Voters == "" && c.Cluster.BootstrapServers == "" }
 
 // advertised is the host and port clients are told.
 func (c *Config) advertised() (string, int32, error) {

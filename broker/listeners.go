@@ -213,7 +213,9 @@ func (b *Broker) Failed() <-chan error {
 				}
 			}
 		}
-		go watch(b.cfg.interBroker(), b.net)
+		if b.net != nil {
+			go watch(b.cfg.interBroker(), b.net)
+		}
 		for _, o := range b.others {
 			go watch(o.name, o.ns)
 		}

@@ -146,7 +146,14 @@ var queueTimeBuckets = prometheus.ExponentialBuckets(0.02, 2, 20)
 // commit included, since that is where a controller command waits in a
 // quorum).
 func registerClusterMetrics(reg prometheus.Registerer, n *node.Node, ctl *controller.Controller, eng *engine.Core) {
-	reg.MustRegister(newReplicaCollector(n, eng), newControllerCollector(ctl))
+	reg.MustRegister(newReplicaCollector(n, eng))
+	registerControllerMetrics(reg, ctl)
+}
+
+// registerControllerMetrics registers the controller's metrics: a
+// controller-only node (process.roles=controller) has these and no other.
+func registerControllerMetrics(reg prometheus.Registerer, ctl *controller.Controller) {
+	reg.MustRegister(newControllerCollector(ctl))
 	queue := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kafka_controller_controllereventmanager_eventqueuetimems",
 		Help: "Kafka's ControllerEventManager EventQueueTimeMs: milliseconds from a metadata command's submission to raft to its application " +
 			"to the state machine on the active controller (the raft round, the commit's fsync and the commands ahead of it). Observed on the active controller only.",

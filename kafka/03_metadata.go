@@ -63,7 +63,7 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	resp.Brokers = liveBrokers(img, cx.listener())
 	clusterID := s.eng.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = n.Controller().LeaderID()
+	resp.ControllerID = s.controllerID()
 	resp.AuthorizedOperations = s.authorizedOperations(cx, req.IncludeClusterAuthorizedOperations, acl.ResourceCluster, acl.ClusterName)
 	// With an authorizer (authz.go), a topic is described only to a
 	// principal with DESCRIBE on it, and its authorized operations are

@@ -48,7 +48,7 @@ func handleDescribeCluster(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		return resp
 	}
 	resp.ClusterID = s.eng.ClusterID()
-	resp.ControllerID = s.cfg.Node.Controller().LeaderID()
+	resp.ControllerID = s.controllerID()
 	for _, mb := range liveBrokers(s.cfg.Node.Image(), cx.listener()) {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port, b.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
@@ -58,4 +58,19 @@ func handleDescribeCluster(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		resp.ClusterAuthorizedOperations = clusterOperations
 	}
 	return resp
+}
+
+// controllerID is the controller id clients are told (Metadata,
+// DescribeCluster): the quorum's leader when it is a live broker, as in a
+// combined cluster; otherwise this broker, which forwards controller
+// requests. The leader of a quorum of controller-only nodes has no Kafka
+// listener a client could reach: Kafka's brokers then name a random live
+// broker, ringlog's name themselves (the same for a client, and stable).
+func (s *Server) controllerID() int32 {
+	n := s.cfg.Node
+	id := n.Controller().LeaderID()
+	if b, ok := n.Image().Broker(id); id >= 0 && ok && !b.Fenced {
+		return id
+	}
+	return s.cfg.NodeID
 }

@@ -281,6 +281,10 @@ func (s *settings) set(k, v string) error {
 		s.IO, err = ioring.ParseMode(v)
 	case "controller.quorum.voters":
 		s.Cluster.Voters = v
+	case "controller.quorum.bootstrap.servers":
+		s.Cluster.BootstrapServers = v
+	case "process.roles":
+		s.Roles, err = broker.ParseRoles(v)
 	case "replica.lag.time.max.ms":
 		n, err = num(1, math.MaxInt32)
 		s.Cluster.LagTimeMax = time.Duration(n) * time.Millisecond

@@ -387,3 +387,29 @@ listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.se
 		}
 	}
 }
+
+// TestProcessRolesProperties: process.roles, the quorum's bootstrap
+// servers, and a controller-only node whose only listener is its
+// controller listener (bound from listeners, not from the voter list).
+func TestProcessRolesProperties(t *testing.T) {
+	s := defaultSettings()
+	err := s.loadProperties(strings.NewReader(`
+process.roles=controller
+node.id=4
+listeners=CONTROLLER://127.0.0.1:19093
+controller.listener.names=CONTROLLER
+controller.quorum.bootstrap.servers=127.0.0.1:19094,127.0.0.1:19095
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Roles.String() != "controller" || s.Cluster.ControllerListen != "127.0.0.1:19093" ||
+		s.Cluster.BootstrapServers != "127.0.0.1:19094,127.0.0.1:19095" {
+		t.Fatalf("roles %s, controller listener %q, bootstrap servers %q", s.Roles, s.Cluster.ControllerListen, s.Cluster.BootstrapServers)
+	}
+	s = defaultSettings()
+	err = s.loadProperties(strings.NewReader("process.roles=broker,zookeeper\n"))
+	if err == nil || !strings.Contains(err.Error(), "unknown process role 'zookeeper'") {
+		t.Fatalf("process.roles=broker,zookeeper: %v", err)
+	}
+}

@@ -92,6 +92,18 @@ func (s *settings) buildListeners(kv map[string]string) error {
 			}
 		}
 	}
+	for _, name := range order {
+		if controller[name] {
+			// A controller outside controller.quorum.voters binds its
+			// port from here; a static voter's is in the voter list.
+			s.Cluster.ControllerListen = addrs[name]
+			break
+		}
+	}
+	if !s.Roles.Broker() {
+		// A controller-only node has no broker listener.
+		return s.controllerTLS(kv, controller, protocols)
+	}
 	inter := kv["inter.broker.listener.name"]
 	if inter == "" {
 		// Kafka's default: the listener named by

@@ -71,6 +71,9 @@ func run(args []string) error {
 	config := fs.String("config", "", "a Kafka server.properties file; flags override it")
 	nodeID := fs.Int("node-id", 0, "this broker's node id")
 	voters := fs.String("controller-voters", "", "the metadata quorum, id@host:port of each voter's controller listener (this node's included); empty: a broker on its own, the only voter of a local quorum (no listener)")
+	roles := fs.String("process-roles", "broker,controller", "process.roles: broker (data only, an observer of the metadata quorum), controller (a voter of the quorum only: no Kafka listener, no logs) or broker,controller")
+	bootstrap := fs.String("controller-bootstrap-servers", "", "controller.quorum.bootstrap.servers: host:port of controllers to find the quorum by, for a node not in -controller-voters")
+	controllerListen := fs.String("controller-listen", "", "host:port of this node's controller listener when it is not in -controller-voters (a controller to be added as a voter; a broker-only node defaults to a free port)")
 	rack := fs.String("rack", "", "broker.rack, for rack-aware replica placement and follower fetching")
 	clusterID := fs.String("cluster-id", "", "cluster.id, Kafka's Uuid in base64 (22 characters), recorded in the data directory at first start and checked at every start; "+
 		"empty: with -controller-voters derived from the voter list (the same on brokers given the same list), else random")
@@ -84,6 +87,18 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *config != "" {
+		// The roles decide which listeners the file must have (a
+		// controller-only node has no broker listener): a -process-roles
+		// flag is known before the file's listeners are built.
+		var rerr error
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "process-roles" {
+				s.Roles, rerr = broker.ParseRoles(*roles)
+			}
+		})
+		if rerr != nil {
+			return rerr
+		}
 		if err := s.loadPropertiesFile(*config); err != nil {
 			return err
 		}
@@ -115,6 +130,12 @@ func run(args []string) error {
 			s.NodeID = int32(*nodeID)
 		case "controller-voters":
 			s.Cluster.Voters = *voters
+		case "process-roles":
+			s.Roles, err = broker.ParseRoles(*roles)
+		case "controller-bootstrap-servers":
+			s.Cluster.BootstrapServers = *bootstrap
+		case "controller-listen":
+			s.Cluster.ControllerListen = *controllerListen
 		case "rack":
 			s.Rack = *rack
 		case "cluster-id":

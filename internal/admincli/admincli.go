@@ -42,6 +42,9 @@ var commands = []command{
 	{"group", "reset-offsets", "GROUP (--topic T[:P,...] ... | --all-topics) (--to-earliest | --to-latest | --to-offset N | --to-datetime T) [--dry-run | --execute]", groupResetOffsets},
 	{"cluster", "status", "", clusterStatus},
 	{"cluster", "quorum", "", clusterQuorum},
+	{"cluster", "add-voter", "--id N --endpoint HOST:PORT [--listener NAME] [--cluster-id ID]", clusterAddVoter},
+	{"cluster", "remove-voter", "--id N [--cluster-id ID]", clusterRemoveVoter},
+	{"cluster", "unregister", "--id N", clusterUnregister},
 	{"partition", "elect", "(--topic T[:P,...] ... | --all) [--type preferred|unclean]", partitionElect},
 	{"partition", "reassign", "(--file PLAN.json | --move-off N | --spread) [--topic T ...] [--execute] | --list | --cancel --file PLAN.json", partitionReassign},
 }

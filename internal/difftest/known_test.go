@@ -56,6 +56,9 @@ var known = func() []knownDifference {
 	add("D2", "TestApiVersions", "versions", "ApiKeys[*].MinVersion")
 	add("D3", "TestApiVersions", "versions", "SupportedFeatures[*]", "FinalizedFeatures[*]", "FinalizedFeaturesEpoch")
 
+	// The metadata quorum.
+	add("D20", "TestDescribeQuorum", "the metadata partition v2", "Nodes[*]")
+
 	for i := range k {
 		k[i].re = regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(k[i].path), `\[\*\]`, `\[[^\]]*\]`) + "$")
 	}

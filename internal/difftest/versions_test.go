@@ -42,6 +42,7 @@ var pinned = map[kmsg.Key][]int16{
 	kmsg.DescribeProducers:       {vDescribeProducers},
 	kmsg.ListTransactions:        {vListTransactions},
 	kmsg.TxnOffsetCommit:         {vTxnOffsetCommit, vTxnOffsetCommitNames},
+	kmsg.DescribeQuorum:          {vDescribeQuorum, 1, 0},
 }
 
 // ringlogAPIs are the APIs ringlog serves (kafka/'s registry, as its

@@ -28,7 +28,8 @@ const (
 	cmdDeleteAcls          cmdType = 19 // aclFilters
 	cmdAlterClientQuotas   cmdType = 20 // quotas
 	cmdAlterReassignments  cmdType = 21 // allowRFChange, reassign (KIP-455; reassign.go)
-	cmdTypeEnd             cmdType = 22
+	cmdUnregisterBroker    cmdType = 22 // brokerID, epoch (0); unregister.go
+	cmdTypeEnd             cmdType = 23
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -56,7 +57,7 @@ func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
 		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
-		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas", "AlterPartitionReassignments"}
+		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas", "AlterPartitionReassignments", "UnregisterBroker"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -136,7 +137,7 @@ func (c *command) encode() []byte {
 		if len(c.ends) > 0 {
 			encodeReplicaLogEnds(e, c.ends)
 		}
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown, cmdUnregisterBroker:
 		e.i32(c.brokerID)
 		e.i64(c.epoch)
 		if c.typ == cmdAllocateProducerIDs && c.floor > 0 {
@@ -317,7 +318,7 @@ func decodeCommand(b []byte) (*command, error) {
 				d.fail("an empty listener map")
 			}
 		}
-	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown:
+	case cmdUnfenceBroker, cmdFenceBroker, cmdHeartbeat, cmdAllocateProducerIDs, cmdControlledShutdown, cmdUnregisterBroker:
 		c.brokerID = d.i32()
 		c.epoch = d.i64()
 		if c.typ == cmdAllocateProducerIDs && len(d.b) > 0 {

@@ -37,12 +37,32 @@ const localElectionTimeout = 20 * time.Millisecond
 
 // Config configures a controller node.
 type Config struct {
-	// NodeID is this node's id; it must be one of Voters.
+	// NodeID is this node's id.
 	NodeID int32
-	// Voters is the quorum: 1 or 3 (any odd count works) voters, the same
-	// list on every node. Membership changes are not supported: the list
-	// bootstraps the raft configuration on first start only.
+	// Voters is the static quorum (controller.quorum.voters): 1 or 3 (any
+	// odd count works) voters, the same list on every node. It bootstraps
+	// the raft configuration on a voter's first start only; afterwards the
+	// voter set is raft's, changed by AddVoter and RemoveVoter. It may be
+	// empty when BootstrapServers is set.
 	Voters []Voter
+	// NonVoter is set on a node whose process.roles lack controller
+	// (process.roles=broker): it never votes. The leader adds it as a raft
+	// non-voter, an observer that receives the metadata log and applies it
+	// as every node does. A controller (NonVoter unset) votes when it is
+	// in Voters or was added by AddVoter, and observes until then.
+	NonVoter bool
+	// Addr is the host:port this node's controller port listens on and is
+	// known by when it is not in Voters (a broker-only node, or a
+	// controller to be added as a voter). A broker announces it when it
+	// joins, so port 0 (a free port) is fine there.
+	Addr string
+	// BootstrapServers are controller addresses
+	// (controller.quorum.bootstrap.servers) a node that is not in Voters
+	// asks to join: any one of them answers with the leader's address.
+	BootstrapServers []string
+	// ClusterID is the node's cluster.id: the leader refuses a node that
+	// joins with another one (INCONSISTENT_CLUSTER_ID). Empty: unchecked.
+	ClusterID string
 	// Dir holds the raft log and stable store (raft.db) and snapshots.
 	Dir string
 	// Listener, if set, is used instead of listening on this node's voter
@@ -127,8 +147,8 @@ func (cfg *Config) validate() error {
 	if cfg.Dir == "" {
 		return fmt.Errorf("controller: Dir is empty")
 	}
-	if len(cfg.Voters) == 0 {
-		return fmt.Errorf("controller: no voters")
+	if len(cfg.Voters) == 0 && len(cfg.BootstrapServers) == 0 {
+		return fmt.Errorf("controller: neither voters nor bootstrap servers")
 	}
 	seen := map[int32]bool{}
 	for _, v := range cfg.Voters {
@@ -143,8 +163,21 @@ func (cfg *Config) validate() error {
 			return fmt.Errorf("controller: voter %d: %w", v.ID, err)
 		}
 	}
+	if seen[cfg.NodeID] && cfg.NonVoter {
+		return fmt.Errorf("controller: node id %d is in the voters but no controller", cfg.NodeID)
+	}
 	if !seen[cfg.NodeID] {
-		return fmt.Errorf("controller: node id %d is not a voter (non-voting brokers are not supported yet)", cfg.NodeID)
+		if cfg.local() {
+			return fmt.Errorf("controller: node id %d is not the local quorum's voter", cfg.NodeID)
+		}
+		if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+			return fmt.Errorf("controller: node %d is no static voter and has no address of its own: %w", cfg.NodeID, err)
+		}
+	}
+	for _, a := range cfg.BootstrapServers {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("controller: bootstrap server: %w", err)
+		}
 	}
 	if cfg.BrokerHeartbeatInterval >= cfg.BrokerSessionTimeout {
 		return fmt.Errorf("controller: heartbeat interval %v must be below the session timeout %v",
@@ -163,6 +196,39 @@ func (cfg *Config) voterAddr(id int32) string {
 		}
 	}
 	return ""
+}
+
+// staticVoter reports whether this node is in Voters.
+func (cfg *Config) staticVoter() bool {
+	return slices.ContainsFunc(cfg.Voters, func(v Voter) bool { return v.ID == cfg.NodeID })
+}
+
+// ownAddr is the address this node's controller port is known by.
+func (cfg *Config) ownAddr() string {
+	if a := cfg.voterAddr(cfg.NodeID); a != "" {
+		return a
+	}
+	return cfg.Addr
+}
+
+// ParseBootstrapServers parses controller.quorum.bootstrap.servers:
+// "host:port,host:port".
+func ParseBootstrapServers(s string) ([]string, error) {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(part); err != nil {
+			return nil, fmt.Errorf("controller: bootstrap server %q: %w", part, err)
+		}
+		out = append(out, part)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("controller: bootstrap servers %q name no address", s)
+	}
+	return out, nil
 }
 
 // ParseVoters parses Kafka's controller.quorum.voters syntax:

@@ -52,8 +52,9 @@ type Controller struct {
 	mux       *mux
 	store     *raftboltdb.BoltStore
 
-	image atomic.Pointer[Image]
-	live  liveness
+	image    atomic.Pointer[Image]
+	live     liveness
+	progress quorumProgress
 
 	// ctx is cancelled by Close: background loops and RPC handlers stop.
 	ctx    context.Context
@@ -111,13 +112,17 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	c.wg.Add(1)
 	go c.leaderLoop()
+	if !cfg.local() {
+		c.wg.Add(1)
+		go c.quorumLoop()
+	}
 	return c, nil
 }
 
 func (c *Controller) open() (err error) {
 	cfg := &c.cfg
 	ln := cfg.Listener
-	addr := cfg.voterAddr(cfg.NodeID)
+	addr := cfg.ownAddr()
 	if cfg.local() {
 		if ln != nil {
 			ln.Close()
@@ -171,7 +176,7 @@ func (c *Controller) open() (err error) {
 		// No peer ever sends or receives: the transport only has to exist.
 		_, c.trans = raft.NewInmemTransport(localAddr)
 	} else {
-		c.mux = newMux(ln, addr, cfg.TLS, cfg.Voters, c.serveRPC, c.log)
+		c.mux = newMux(ln, addr, cfg.TLS, c.member, c.serveRPC, c.serveQuorum, c.log)
 		c.netTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  c.mux,
 			MaxPool: 3,
@@ -200,7 +205,11 @@ func (c *Controller) open() (err error) {
 		return fmt.Errorf("controller: raft state: %w", err)
 	}
 	c.fresh = !has
-	if !has {
+	// Only a static voter bootstraps: any other node (a broker-only node,
+	// a controller to be added) starts with no configuration, never
+	// campaigns, and waits for the leader, which adds it when it
+	// heartbeats (quorum.go).
+	if !has && cfg.staticVoter() {
 		var servers []raft.Server
 		for _, v := range cfg.Voters {
 			a := raft.ServerAddress(v.Addr)
@@ -233,7 +242,7 @@ func (c *Controller) open() (err error) {
 // bounded; Close returns within about 15 seconds whatever the peers do.
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
-		if c.transferOnClose && len(c.cfg.Voters) > 1 && c.raft.State() == raft.Leader {
+		if c.transferOnClose && c.raft.State() == raft.Leader && c.voterCount() > 1 {
 			if err := waitFuture(c.raft.LeadershipTransfer(), 4*c.cfg.ElectionTimeout); err != nil {
 				c.log.Warn("controller: leadership transfer on close", "error", err)
 			}

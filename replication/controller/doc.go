@@ -9,14 +9,20 @@
 //
 // # Nodes and the port
 //
-// Every node is a voter, configured with its id and the voter list
+// A controller node is a voter, configured with its id and the voter list
 // (ParseVoters reads Kafka's "1@host:port,2@host:port" syntax). On first
-// start each node bootstraps raft with the whole list (BootstrapCluster is
-// skipped when the directory holds raft state, so restarts are no-ops).
+// start each static voter bootstraps raft with the whole list
+// (BootstrapCluster is skipped when the directory holds raft state, so
+// restarts are no-ops). Every other node (Config.NonVoter, a broker-only
+// node; or a controller outside the list, found by its
+// BootstrapServers) starts with no configuration, heartbeats the leader
+// on the quorum RPC, and is added as a raft non-voter: an observer that
+// receives and applies the log (quorum.go).
 // The voter address carries raft's NetworkTransport and the package's own
 // forwarding RPC on one port: the mux (mux.go) reads the first byte of each
 // accepted connection; raft always opens with an RPC type (0..4), the
-// forwarding client with 0xC7.
+// forwarding client with 0xC7, the quorum RPC (membership, progress,
+// DescribeQuorum: quorum.go) with 0xC8.
 //
 //	forwarding connection:  0xC7 | frame | frame | ...   (one request at a time)
 //	frame:     length u32 (at most 4 MiB + 64) | body
@@ -113,8 +119,6 @@
 //     removing ones recorded, until the ISR holds the whole target; that
 //     change completes it in the same entry. A cancellation reverts to the
 //     replicas without the adding ones.
-//   - Not supported yet: brokers that are not voters, changes of the voter
-//     set, users and ACLs.
 //
 // # Concurrency contract
 //
@@ -165,4 +169,13 @@
 //     announced length.
 //   - Close cancels the controller's context under the lock that guards
 //     starting heartbeat loops, so no loop starts after Close waits for them.
+//   - Raft's configuration is the one record of the quorum's membership
+//     (voters and non-voters); the image's brokers are registrations, a
+//     separate thing: a non-voter pruned for its silence stays registered
+//     (fenced), and UnregisterBroker removes both, in two steps. Only a
+//     static voter bootstraps raft: a node outside Voters that
+//     bootstrapped would start a quorum of its own.
+//   - A node's controller address is announced in each quorum heartbeat,
+//     so a broker-only node may listen on a new free port at every start:
+//     the leader moves its membership to where it is (quorum.go).
 package controller

@@ -47,6 +47,9 @@ var (
 	ErrInvalidUpdateVersion     = &Error{95, "INVALID_UPDATE_VERSION", "controller: partition epoch does not match the current one"}
 	ErrBrokerIDNotRegistered    = &Error{102, "BROKER_ID_NOT_REGISTERED", "controller: broker id not registered"}
 	ErrIneligibleReplica        = &Error{107, "INELIGIBLE_REPLICA", "controller: new ISR has a replica that is not eligible"}
+	ErrInconsistentClusterID    = &Error{104, "INCONSISTENT_CLUSTER_ID", "controller: the cluster id does not match the quorum's"}
+	ErrDuplicateVoter           = &Error{126, "DUPLICATE_VOTER", "controller: the node is a voter already"}
+	ErrVoterNotFound            = &Error{127, "VOTER_NOT_FOUND", "controller: the node is not a voter"}
 )
 
 // ErrClosed is returned after Close. It has no Kafka code of its own: the
@@ -63,7 +66,8 @@ var errorsByCode = func() map[int16]*Error {
 		ErrRequestTimedOut, ErrInvalidTopic, ErrTopicExists, ErrInvalidPartitions,
 		ErrInvalidReplicationFactor, ErrInvalidReplicaAssignment, ErrInvalidConfig, ErrNotController,
 		ErrInvalidRequest, ErrPolicyViolation, ErrFencedLeaderEpoch, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvail,
-		ErrElectionNotNeeded, ErrEligibleLeadersNotAvail, ErrNoReassignmentInProgress, ErrInvalidUpdateVersion, ErrBrokerIDNotRegistered, ErrIneligibleReplica} {
+		ErrElectionNotNeeded, ErrEligibleLeadersNotAvail, ErrNoReassignmentInProgress, ErrInvalidUpdateVersion, ErrBrokerIDNotRegistered, ErrIneligibleReplica,
+		ErrInconsistentClusterID, ErrDuplicateVoter, ErrVoterNotFound} {
 		m[e.Code] = e
 	}
 	return m

@@ -38,6 +38,7 @@ func seedCommands() []*command {
 		{typ: cmdRegisterBroker, brokerID: 1, addr: "127.0.0.1:9092", rack: "r1", configs: map[string]string{"INTERNAL": "127.0.0.1:9092", "SASL_SSL": "10.0.0.1:9093"}},
 		{typ: cmdUnfenceBroker, brokerID: 2, epoch: 7},
 		{typ: cmdFenceBroker, brokerID: 3, epoch: 9},
+		{typ: cmdUnregisterBroker, brokerID: 4},
 		{typ: cmdCreateTopic, topic: "orders", topicID: TopicID{1, 2, 3}, partitions: 2, rf: 2,
 			configs:     map[string]string{"retention.ms": "1000", configUncleanLeaderElection: "false"},
 			assignments: [][]int32{{1, 2}, {2, 1}}},

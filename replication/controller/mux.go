@@ -20,8 +20,9 @@ import (
 // serves the connection as forwarding RPC itself or hands it to raft's
 // Accept with the byte put back in front.
 //
-//	client ──► [first byte] ─┬─ 0..4      ──► raft (byte restored)
-//	                         └─ rpcMagic  ──► forwarding RPC (rpc.go)
+//	client ──► [first byte] ─┬─ 0..4        ──► raft (byte restored)
+//	                         ├─ rpcMagic    ──► forwarding RPC (rpc.go)
+//	                         └─ quorumMagic ──► quorum RPC (quorum.go)
 
 const (
 	rpcMagic = 0xC7
@@ -37,8 +38,9 @@ type mux struct {
 	ln        net.Listener
 	addr      advertisedAddr
 	tls       *TLSConfig
-	voters    map[int32]bool
+	member    func(id int32) bool
 	serveRPC  func(conn net.Conn, peer int32)
+	serveQ    func(conn net.Conn, peer int32)
 	log       *slog.Logger
 	raftConns chan net.Conn
 	closed    chan struct{}
@@ -60,21 +62,19 @@ func (a advertisedAddr) String() string  { return string(a) }
 
 // newMux serves the controller port on ln. With tlsCfg, ln is wrapped in
 // TLS (client certificates required) and every connection's certificate
-// names its node; raft's connections are taken only from voters.
-func newMux(ln net.Listener, addr string, tlsCfg *TLSConfig, voters []Voter, serveRPC func(net.Conn, int32), log *slog.Logger) *mux {
+// names its node; raft's connections are taken only from the nodes member
+// accepts (those of the raft configuration).
+func newMux(ln net.Listener, addr string, tlsCfg *TLSConfig, member func(int32) bool, serveRPC, serveQuorum func(net.Conn, int32), log *slog.Logger) *mux {
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg.Server)
-	}
-	vs := map[int32]bool{}
-	for _, v := range voters {
-		vs[v.ID] = true
 	}
 	m := &mux{
 		ln:        ln,
 		addr:      advertisedAddr(addr),
 		tls:       tlsCfg,
-		voters:    vs,
+		member:    member,
 		serveRPC:  serveRPC,
+		serveQ:    serveQuorum,
 		log:       log,
 		raftConns: make(chan net.Conn),
 		closed:    make(chan struct{}),
@@ -170,8 +170,14 @@ func (m *mux) route(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	if m.tls != nil && !m.voters[peer] {
-		m.log.Warn("controller: raft connection from a node that is no voter refused", "remote", conn.RemoteAddr().String(), "node", peer)
+	if first[0] == quorumMagic {
+		m.serveQ(conn, peer)
+		m.untrack(conn)
+		conn.Close()
+		return
+	}
+	if m.tls != nil && !m.member(peer) {
+		m.log.Warn("controller: raft connection from a node that is no member of the quorum refused", "remote", conn.RemoteAddr().String(), "node", peer)
 		m.untrack(conn)
 		conn.Close()
 		return

@@ -180,7 +180,13 @@ func (c *Controller) serveRPC(conn net.Conn, peer int32) {
 
 // forward sends an encoded command to the leader at addr.
 func (c *Controller) forward(ctx context.Context, addr string, cmd []byte) (reply, error) {
-	conn, err := c.rpcConn(ctx, addr)
+	return c.call(ctx, addr, rpcMagic, cmd)
+}
+
+// call sends a request on the RPC that magic names (rpcMagic, or
+// quorumMagic: quorum.go) to the node at addr and returns its answer.
+func (c *Controller) call(ctx context.Context, addr string, magic byte, body []byte) (reply, error) {
+	conn, err := c.rpcConn(ctx, addr, magic)
 	if err != nil {
 		return reply{}, &transportError{err}
 	}
@@ -194,19 +200,19 @@ func (c *Controller) forward(ctx context.Context, addr string, cmd []byte) (repl
 			conn.Close()
 			return
 		}
-		c.rpcPut(addr, conn)
+		c.rpcPut(poolKey(addr, magic), conn)
 	}()
 	if err := conn.SetDeadline(dl); err != nil {
 		return reply{}, &transportError{err}
 	}
-	if err := writeFrame(conn, encodeRequest(time.Until(dl), cmd)); err != nil {
+	if err := writeFrame(conn, encodeRequest(time.Until(dl), body)); err != nil {
 		return reply{}, &transportError{err}
 	}
-	body, err := readFrame(conn)
+	resp, err := readFrame(conn)
 	if err != nil {
 		return reply{}, &transportError{err}
 	}
-	r, err := decodeResponse(body)
+	r, err := decodeResponse(resp)
 	if errors.Is(err, ErrCorrupt) {
 		return reply{}, &transportError{err}
 	}
@@ -214,11 +220,15 @@ func (c *Controller) forward(ctx context.Context, addr string, cmd []byte) (repl
 	return r, err
 }
 
-func (c *Controller) rpcConn(ctx context.Context, addr string) (net.Conn, error) {
+// poolKey names the idle connections of one RPC to one node.
+func poolKey(addr string, magic byte) string { return fmt.Sprintf("%02x/%s", magic, addr) }
+
+func (c *Controller) rpcConn(ctx context.Context, addr string, magic byte) (net.Conn, error) {
+	key := poolKey(addr, magic)
 	c.rpcMu.Lock()
-	if idle := c.rpcIdle[addr]; len(idle) > 0 {
+	if idle := c.rpcIdle[key]; len(idle) > 0 {
 		conn := idle[len(idle)-1]
-		c.rpcIdle[addr] = idle[:len(idle)-1]
+		c.rpcIdle[key] = idle[:len(idle)-1]
 		c.rpcMu.Unlock()
 		return conn, nil
 	}
@@ -227,7 +237,7 @@ func (c *Controller) rpcConn(ctx context.Context, addr string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Write([]byte{rpcMagic}); err != nil {
+	if _, err := conn.Write([]byte{magic}); err != nil {
 		conn.Close()
 		return nil, err
 	}

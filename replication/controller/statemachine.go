@@ -201,6 +201,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.alterClientQuotas(c)
 	case cmdAlterReassignments:
 		res = t.alterReassignments(c)
+	case cmdUnregisterBroker:
+		res = t.unregisterBroker(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.

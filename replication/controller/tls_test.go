@@ -100,3 +100,52 @@ func TestControllerMutualTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerMutualTLSObserver: under mutual TLS a broker-only node
+// joins by a bootstrap address (the leader's raft connections to it are
+// taken while its configuration is empty, then because the leader is a
+// member) and applies the log; a quorum heartbeat naming another node
+// than the certificate is refused.
+func TestControllerMutualTLSObserver(t *testing.T) {
+	ca := testkit.NewCA(t, "cluster CA")
+	nodes := newCluster(t, 1, func(c *Config) { c.TLS = nodeTLS(ca, c.NodeID) })
+	leader := waitLeader(t, nodes, 10*time.Second)
+	ln := listen(t)
+	cfg := leader.cfg
+	cfg.NodeID, cfg.Voters, cfg.Dir, cfg.Listener, cfg.TLS = 4, nil, t.TempDir(), ln, nodeTLS(ca, 4)
+	cfg.Addr, cfg.BootstrapServers, cfg.NonVoter = ln.Addr().String(), []string{leader.cfg.Voters[0].Addr}, true
+	b := &testNode{cfg: cfg}
+	b.open(t)
+	t.Cleanup(func() { b.close(t) })
+	if err := b.c.Sync(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatalf("observer Sync over TLS: %v", err)
+	}
+	// Node 4's certificate heartbeating as node 7.
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", leader.cfg.Voters[0].Addr, b.cfg.TLS.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	e := &encoder{}
+	e.u32(5000)
+	e.u8(opHeartbeat)
+	e.i32(7)
+	e.str("127.0.0.1:1")
+	e.str("")
+	e.bool(true)
+	e.u64(1)
+	if _, err := conn.Write([]byte{quorumMagic}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFrame(conn, e.b); err != nil {
+		t.Fatal(err)
+	}
+	body, err := readFrame(bufio.NewReader(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rerr := decodeResponse(body); !errors.Is(rerr, ErrClusterAuthorization) {
+		t.Fatalf("node 4 heartbeating as node 7: %v, want CLUSTER_AUTHORIZATION_FAILED", rerr)
+	}
+}
