@@ -21,7 +21,11 @@ type partition struct {
 	tp    TP
 	topic *topic
 	shard *shard
-	dir   string
+	// ldir is the log directory p lives in and dir its folder there (nil
+	// and a name in the first directory for a partition offline because
+	// its directory was at start).
+	ldir *logDir
+	dir  string
 	// log is set once, on the shard, before p is published, and never
 	// changed: nil only for a partition offline since the start.
 	log     *segment.Log

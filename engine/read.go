@@ -208,16 +208,26 @@ func (e *Core) DeleteRecords(tp TP, offset int64) (int64, error) {
 type PartitionSize struct {
 	TP   TP
 	Size int64
+	// Dir is the log directory holding the log, as LogDirs names it.
+	Dir string
+	// Future marks the copy of a replica moving to Dir (AlterReplicaLogDirs),
+	// Lag how far its copy is behind the current log's LEO.
+	Future bool
+	Lag    int64
 }
 
-// Sizes lists every partition's size on disk.
+// Sizes lists every partition's size on disk, with its directory.
 func (e *Core) Sizes() []PartitionSize {
+	paths := make(map[*logDir]string, len(e.dirs))
+	for i, d := range e.LogDirs() {
+		paths[e.dirs[i]] = d.Path
+	}
 	var out []PartitionSize
 	for tp, p := range *e.parts.Load() {
 		if p.log == nil {
 			continue // offline since the start: no log to measure
 		}
-		out = append(out, PartitionSize{TP: tp, Size: p.log.Size()})
+		out = append(out, PartitionSize{TP: tp, Size: p.log.Size(), Dir: paths[p.ldir]})
 	}
 	return out
 }
