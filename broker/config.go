@@ -59,6 +59,9 @@ type Config struct {
 	// partition logs only (JBOD).
 	DataDir string
 	LogDirs []string
+	// MoveHook is engine.Config's: tests stop a replica's move between
+	// log directories at a step with it. Nil in the binary.
+	MoveHook func(engine.TP, engine.MoveStep)
 	// NodeID is node.id; Rack is broker.rack; ClusterID is cluster.id
 	// (empty: derived from the voters in a cluster, else the data
 	// directory's own).

@@ -102,7 +102,12 @@ type Config struct {
 	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms
 	// (5 s): how often a replicated engine persists its high watermarks.
 	HWCheckpointInterval time.Duration
-	Logger               *slog.Logger
+	// MoveHook, when set, is called at each step of a move between log
+	// directories (MoveStep, move.go), on the goroutine that takes it (the
+	// shard's, for the steps of the swap): how tests stop a move at a step
+	// to look at what a crash there would leave. It may block.
+	MoveHook func(tp TP, step MoveStep)
+	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -182,6 +187,8 @@ type Core struct {
 	// the partitions opened.
 	dirs  []*logDir
 	found map[string]*logDir
+	// moves counts the moves between log directories under way.
+	moves sync.WaitGroup
 }
 
 // Open opens (creating when absent) the data directory, starts the shards
@@ -316,6 +323,14 @@ func (e *Core) Close() error {
 	if e.hwCkpt != nil {
 		e.hwCkpt.close()
 	}
+	// Moves between directories stop where they are; the next start
+	// removes their future logs.
+	for _, p := range *e.parts.Load() {
+		if m := p.move.Load(); m != nil {
+			m.stop.Store(true)
+		}
+	}
+	e.moves.Wait()
 	err := e.stopShards()
 	// Waiters wake to find the engine closed, rather than wait for data
 	// that will not come.

@@ -88,12 +88,12 @@ func (e *Core) LogDirs() []LogDir {
 // LOG_DIR_NOT_FOUND).
 var ErrLogDirNotFound = errors.New("engine: log directory not found")
 
-// dirByPath finds one of the broker's directories by the path a client
-// names (absolute, as LogDirs reports them, or as configured).
+// dirByPath finds one of the broker's directories by the absolute path a
+// client names (as LogDirs reports them; Kafka compares absolute paths too).
 func (e *Core) dirByPath(path string) (*logDir, error) {
 	for _, d := range e.dirs {
 		abs, err := filepath.Abs(d.path)
-		if d.path == path || (err == nil && abs == filepath.Clean(path)) {
+		if err == nil && filepath.IsAbs(path) && abs == filepath.Clean(path) {
 			return d, nil
 		}
 	}
@@ -255,9 +255,12 @@ func isPartitionDir(name string) bool {
 }
 
 // scanDirs finds the directory of every partition folder in the online
-// directories. A folder in two directories fails the start.
+// directories, and finishes or undoes the moves between directories that a
+// crash interrupted (recoverMoves). A folder in two directories fails the
+// start.
 func (e *Core) scanDirs() (map[string]*logDir, error) {
 	found := map[string]*logDir{}
+	futures := map[string][]string{}
 	for _, d := range e.dirs {
 		if d.offlineErr() != nil {
 			continue
@@ -273,6 +276,10 @@ func (e *Core) scanDirs() (map[string]*logDir, error) {
 			continue
 		}
 		for _, ent := range ents {
+			if name, ok := futureOf(ent.Name()); ok && ent.IsDir() {
+				futures[name] = append(futures[name], filepath.Join(d.path, ent.Name()))
+				continue
+			}
 			if !ent.IsDir() || !isPartitionDir(ent.Name()) {
 				continue
 			}
@@ -283,7 +290,7 @@ func (e *Core) scanDirs() (map[string]*logDir, error) {
 			found[ent.Name()] = d
 		}
 	}
-	return found, nil
+	return found, e.recoverMoves(found, futures)
 }
 
 // placeDir picks the directory of a partition being opened (e.mu held, or
@@ -306,10 +313,10 @@ func (e *Core) placeDir(name string, fresh bool, pending []*partition) (*logDir,
 	}
 	counts := make(map[*logDir]int, len(e.dirs))
 	for _, p := range *e.parts.Load() {
-		counts[p.ldir]++
+		counts[p.ldir.Load()]++
 	}
 	for _, p := range pending {
-		counts[p.ldir]++
+		counts[p.ldir.Load()]++
 	}
 	var best *logDir
 	for _, d := range e.dirs {

@@ -241,7 +241,8 @@ func (e *Core) openPartitions(t *topic, from, to int32, fresh bool) error {
 		if dirErr != nil && fresh {
 			return dirErr
 		}
-		p := &partition{tp: tp, topic: t, ldir: d}
+		p := &partition{tp: tp, topic: t}
+		p.ldir.Store(d)
 		if d != nil {
 			p.dir = filepath.Join(d.path, name)
 		} else {
@@ -274,7 +275,7 @@ func (e *Core) openPartitions(t *topic, from, to int32, fresh bool) error {
 		// Close what did open; the files stay for an operator to inspect.
 		// A shard that stopped meanwhile closed its partitions itself.
 		for _, p := range t.partitions[from:] {
-			if p.log != nil {
+			if p.log() != nil {
 				_ = p.shard.post(func() {
 					if err := p.shard.closePartition(p); err != nil {
 						e.log.Error("close partition after a failed open", "partition", p.dir, "err", err)
@@ -437,7 +438,7 @@ func (e *Core) changeConfig(name string, validateOnly bool, parse func(TopicConf
 			if p.offlineErr() != nil {
 				return nil // the log takes the config when it opens again
 			}
-			return p.log.SetConfig(cfg.Log)
+			return p.log().SetConfig(cfg.Log)
 		}))
 	}
 	return errors.Join(errs...)

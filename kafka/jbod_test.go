@@ -1,15 +1,23 @@
 package kafka_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/broker"
+	"ringlog/engine"
 )
 
 // jbodDirs is a broker configuration with three log directories (the
@@ -93,3 +101,208 @@ func TestJBODDescribeLogDirs(t *testing.T) {
 func filepathStat(path string) (os.FileInfo, error) { return os.Stat(path) }
 
 func itoa32(n int32) string { return strconv.Itoa(int(n)) }
+
+// TestJBODAlterReplicaLogDirs: AlterReplicaLogDirs moves a replica to
+// another log directory while an idempotent kgo producer writes at
+// acks=all; DescribeLogDirs shows the future log in the destination while
+// the move runs; every acknowledged record is read back once, in order,
+// after the move and after a restart; the codes for an unknown or relative
+// directory and an unknown partition are Kafka's.
+func TestJBODAlterReplicaLogDirs(t *testing.T) {
+	dirs, opts := jbodDirs(t, t.TempDir())
+	var pause atomic.Bool
+	paused, resume, done := make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	opts.Config = func(c *broker.Config) {
+		c.LogDirs = dirs[1:]
+		c.MoveHook = func(_ engine.TP, step engine.MoveStep) {
+			switch {
+			case step == engine.MoveCopiedClosed && pause.Load():
+				close(paused)
+				<-resume
+			case step == engine.MoveDone:
+				done <- struct{}{}
+			}
+		}
+	}
+	b := startBroker(t, opts)
+	createTopic(t, b, "moving", 1, map[string]string{"segment.bytes": "1048576"})
+	tp := engine.TP{Topic: "moving", Partition: 0}
+
+	// A producer that runs through the move, keeping what was acknowledged.
+	cl := b.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("moving"), kgo.ProducerLinger(0))
+	var mu sync.Mutex
+	var acked []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		value := strings.Repeat("x", 1000)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := strconv.Itoa(i) + value
+			cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked = append(acked, string(r.Value))
+					mu.Unlock()
+				}
+			})
+			if i%200 == 199 {
+				cl.Flush(context.Background())
+			}
+		}
+	}()
+	waitAcked := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			got := len(acked)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d records acknowledged, want %d", got, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitAcked(2500) // 2.5 MB: two closed segments and an active one
+
+	c := dialAdmin(t, b.Addr)
+	alter := func(v int16, dir string, topic string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+		d := kmsg.NewAlterReplicaLogDirsRequestDir()
+		d.Dir = dir
+		d.Topics = []kmsg.AlterReplicaLogDirsRequestDirTopic{{Topic: topic, Partitions: []int32{0}}}
+		req.Dirs = append(req.Dirs, d)
+		resp := c.do(v, req).(*kmsg.AlterReplicaLogDirsResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("v%d: %+v", v, resp)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	var from string
+	for _, ps := range b.Engine.Sizes() {
+		if ps.TP == tp {
+			from = ps.Dir
+		}
+	}
+	var to string
+	for _, d := range dirs {
+		if abs, _ := filepath.Abs(d); abs != from {
+			to = abs
+			break
+		}
+	}
+	wantCode(t, "unknown dir", alter(0, filepath.Join(filepath.Dir(to), "nosuch"), "moving"), kerr.LogDirNotFound)
+	wantCode(t, "relative dir", alter(1, "d1", "moving"), kerr.LogDirNotFound)
+	wantCode(t, "unknown topic", alter(2, to, "nosuch"), kerr.UnknownTopicOrPartition)
+
+	pause.Store(true)
+	wantCode(t, "the move", alter(2, to, "moving"), nil)
+	<-paused
+	resp := c.do(4, kmsg.NewPtrDescribeLogDirsRequest()).(*kmsg.DescribeLogDirsResponse)
+	var current, future bool
+	for _, d := range resp.Dirs {
+		for _, rt := range d.Topics {
+			for _, rp := range rt.Partitions {
+				if rt.Topic != "moving" {
+					continue
+				}
+				switch {
+				case rp.IsFuture && d.Dir == to && rp.Size > 0 && rp.OffsetLag > 0:
+					future = true
+				case !rp.IsFuture && d.Dir == from:
+					current = true
+				default:
+					t.Errorf("moving-%d in %s: %+v", rp.Partition, d.Dir, rp)
+				}
+			}
+		}
+	}
+	if !current || !future {
+		t.Fatalf("during the move: current log listed %v, future log %v: %+v", current, future, resp.Dirs)
+	}
+	close(resume)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the move did not finish")
+	}
+	mu.Lock()
+	atMove := len(acked)
+	mu.Unlock()
+	waitAcked(atMove + 500) // it takes appends in its new place
+	close(stop)
+	wg.Wait()
+	cl.Flush(context.Background())
+
+	for _, ps := range b.Engine.Sizes() {
+		if ps.TP == tp && (ps.Dir != to || ps.Future) {
+			t.Fatalf("after the move: %+v", ps)
+		}
+	}
+	mu.Lock()
+	want := slices.Clone(acked)
+	mu.Unlock()
+	readBack := func(b *testBroker) {
+		t.Helper()
+		cons := b.client(kgo.ConsumeTopics("moving"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		var got []string
+		for len(got) < len(want) {
+			fs := cons.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("read %d of %d records", len(got), len(want))
+			}
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+		// Acknowledged ones, once each, in the order they were
+		// acknowledged (one producer, one partition).
+		seen := map[string]bool{}
+		i := 0
+		for _, v := range got {
+			if seen[v] {
+				t.Fatalf("record %.8s read twice", v)
+			}
+			seen[v] = true
+			if i < len(want) && v == want[i] {
+				i++
+			}
+		}
+		if i != len(want) {
+			t.Fatalf("acknowledged record %d (%.8s) missing or out of order", i, want[i])
+		}
+	}
+	readBack(b)
+	b.Stop()
+	b = startBroker(t, opts)
+	readBack(b)
+	if where := partitionDirsOf(t, dirs, "moving-0"); where != to {
+		t.Fatalf("after the restart moving-0 is in %s, want %s", where, to)
+	}
+}
+
+// partitionDirsOf finds the directory of dirs holding the folder name.
+func partitionDirsOf(t testing.TB, dirs []string, name string) string {
+	t.Helper()
+	where := ""
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+			if where != "" {
+				t.Fatalf("%s in %s and %s", name, where, d)
+			}
+			where, _ = filepath.Abs(d)
+		}
+	}
+	return where
+}
