@@ -18,6 +18,7 @@ import (
 
 	"ringlog/broker"
 	"ringlog/engine"
+	"ringlog/internal/testkit/testbroker"
 )
 
 // jbodDirs is a broker configuration with three log directories (the
@@ -305,4 +306,88 @@ func partitionDirsOf(t testing.TB, dirs []string, name string) string {
 		}
 	}
 	return where
+}
+
+// TestJBODMissingDirOffline: a log directory missing at a start (a disk
+// that did not mount) takes only its partitions offline, as Kafka's JBOD
+// does: DescribeLogDirs lists it with KAFKA_STORAGE_ERROR, Metadata shows
+// its partitions leaderless with the broker in offline_replicas and
+// AlterReplicaLogDirs answers KAFKA_STORAGE_ERROR; the partitions of the
+// other directories serve.
+func TestJBODMissingDirOffline(t *testing.T) {
+	dirs, opts := jbodDirs(t, t.TempDir())
+	b := startBroker(t, opts)
+	const topic = "jbod"
+	createTopic(t, b, topic, 6, nil)
+	cl := b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceEach(t, cl, topic, []int32{0, 1, 2, 3, 4, 5}, 3, "before")
+	cl.Close()
+	b.Stop()
+	var lost, kept []int32
+	for p := range int32(6) {
+		if partitionDirsOf(t, dirs, topic+"-"+itoa32(p)) == absOf(dirs[2]) {
+			lost = append(lost, p)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	if len(lost) != 2 {
+		t.Fatalf("partitions in %s: %v", dirs[2], lost)
+	}
+	if err := os.Rename(dirs[2], dirs[2]+".unmounted"); err != nil {
+		t.Fatal(err)
+	}
+	// Not startBroker: some of __consumer_offsets' partitions are in the
+	// missing directory, so the broker never coordinates every group.
+	cfg := testbroker.Config(dirs[0])
+	opts.Config(&cfg)
+	tb := testbroker.StartBroker(t, cfg)
+	b = &testBroker{Broker: tb, t: t, dir: dirs[0], nodeID: cfg.NodeID}
+	b.Engine = tb.Engine()
+	w := dialWire(t, b.Addr)
+	for _, p := range lost {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mp := metadataPartition(t, w, topic, p)
+			if mp.Leader == -1 && slices.Equal(mp.OfflineReplicas, []int32{b.nodeID}) && mp.ErrorCode == kerr.LeaderNotAvailable.Code {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("metadata of %s-%d: %+v", topic, p, mp)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, p := range kept {
+		if mp := metadataPartition(t, w, topic, p); mp.Leader != b.nodeID || len(mp.OfflineReplicas) != 0 {
+			t.Fatalf("metadata of %s-%d: %+v", topic, p, mp)
+		}
+	}
+	cl = b.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceEach(t, cl, topic, kept, 2, "after")
+
+	c := dialAdmin(t, b.Addr)
+	resp := c.do(4, kmsg.NewPtrDescribeLogDirsRequest()).(*kmsg.DescribeLogDirsResponse)
+	if len(resp.Dirs) != 3 {
+		t.Fatalf("DescribeLogDirs: %+v", resp)
+	}
+	for _, d := range resp.Dirs {
+		if d.Dir == absOf(dirs[2]) {
+			wantCode(t, "the missing directory", d.ErrorCode, kerr.KafkaStorageError)
+		} else {
+			wantCode(t, d.Dir, d.ErrorCode, nil)
+		}
+	}
+	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	rd := kmsg.NewAlterReplicaLogDirsRequestDir()
+	rd.Dir = absOf(dirs[2])
+	rd.Topics = []kmsg.AlterReplicaLogDirsRequestDirTopic{{Topic: topic, Partitions: []int32{kept[0]}}}
+	req.Dirs = append(req.Dirs, rd)
+	ar := c.do(2, req).(*kmsg.AlterReplicaLogDirsResponse)
+	wantCode(t, "a move to the missing directory", ar.Topics[0].Partitions[0].ErrorCode, kerr.KafkaStorageError)
+}
+
+func absOf(p string) string {
+	a, _ := filepath.Abs(p)
+	return a
 }
