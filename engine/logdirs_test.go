@@ -148,6 +148,9 @@ func TestLogDirsMissingDirTakesItsPartitionsOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	fillPartitions(t, e, "t", 6, 3)
+	if _, err := e.CreateTopic("d", 3, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
 	mustOK(t, e.Close())
 	placed := partitionDirs(t, dirs...)
 	gone := filepath.Join(root, "c.unmounted")
@@ -181,12 +184,15 @@ func TestLogDirsMissingDirTakesItsPartitionsOffline(t *testing.T) {
 			t.Fatalf("%s holds %d batches, want 3", name, got)
 		}
 	}
-	if off := e.OfflinePartitions(); len(off) != 2 {
-		t.Fatalf("offline %v, want the two of the missing directory", off)
+	if off := e.OfflinePartitions(); len(off) != 3 {
+		t.Fatalf("offline %v, want the three of the missing directory", off)
 	}
 	if _, err := e.CreateTopic("u", 2, -1, nil, false); err != nil {
 		t.Fatal(err)
 	}
+	// A topic with a partition offline with its directory can be deleted
+	// (the folder there is left).
+	mustOK(t, e.DeleteTopic("d"))
 	for name, d := range partitionDirs(t, dirs[0], dirs[1]) {
 		if strings.HasPrefix(name, "u-") && d == dirs[2] {
 			t.Fatalf("%s placed in the offline directory", name)

@@ -485,6 +485,12 @@ func (s *shard) deletePartition(p *partition) error {
 		p.log().Close()
 	}
 	p.notify()
+	if p.ldir.Load() == nil {
+		// Offline with its log directory since the start: its folder,
+		// wherever it is, is not here to remove.
+		s.e.log.Warn("deleted partition's folder left in its offline log directory", "partition", p.tp)
+		return nil
+	}
 	gone := deletedDir(p.dir, p.tp, fmt.Sprintf("%x", p.topic.id[:8]))
 	if err := os.Rename(p.dir, gone); err != nil {
 		return err
