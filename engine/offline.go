@@ -12,10 +12,10 @@ import (
 
 // Offline partitions: Kafka takes a log directory offline when its disk
 // fails (KIP-112; KIP-858 in KRaft) and the controller moves the
-// leadership of the replicas there. ringlog has one data directory per
-// broker, so the unit that goes offline is the partition whose log cannot
-// be trusted: one that failed to open at start (corruption that recovery
-// refuses to cut, an unreadable file) or whose disk failed under it at run
+// leadership of the replicas there. In ringlog the unit that goes offline
+// is the partition whose log cannot be trusted: one that failed to open at
+// start (corruption that recovery refuses to cut, an unreadable file, its
+// log directory missing: logdirs.go) or whose disk failed under it at run
 // time (a failed fsync, EIO or EROFS on a write). An offline partition
 // stays hosted, so that its name, its high watermark in the checkpoint and
 // its files are kept for an operator, but every call on it answers
