@@ -219,61 +219,81 @@ func segmentFile(name string) (base int64, suffix string, ok bool) {
 	return b, name[20:], true
 }
 
-// copyClosed is step 2, off the shard.
+// copyClosed is step 2, off the shard, in passes: each copies the
+// segments closed since the last one and the active .log's new bytes, and
+// a pass that finds no segment rolled since the last ends it, so that the
+// shard's part (step 3) copies about one pass's appends, not every segment
+// rolled during a long copy. At most movePasses passes.
 func (e *Core) copyClosed(p *partition, m *move) error {
-	var src, active string
-	var activeBase, activeSize int64
-	err := p.shard.do(func() error {
-		if p.move.Load() != m {
-			return errMoveCancelled
-		}
-		if err := p.offlineErr(); err != nil {
-			return err
-		}
-		src = p.dir
-		activeBase = p.log().ActiveBase()
-		active = fmt.Sprintf("%020d.log", activeBase)
-		st, err := os.Stat(filepath.Join(src, active))
-		if err != nil {
-			return err
-		}
-		activeSize = st.Size()
-		return nil
-	})
-	if err != nil {
-		return err
-	}
 	m.copied = map[string]int64{}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, ent := range ents {
-		if m.stop.Load() {
-			return errMoveCancelled
-		}
-		name := ent.Name()
-		base, _, ok := segmentFile(name)
-		if !ok || base > activeBase || (base == activeBase && name != active) {
-			continue // the swap copies them
-		}
-		limit := int64(-1)
-		if name == active {
-			limit = activeSize
-		}
-		n, err := copyFile(filepath.Join(src, name), filepath.Join(m.future, name), 0, limit, &m.stop)
-		if os.IsNotExist(err) {
-			continue // retention removed it meanwhile
-		}
+	prev := int64(-1)
+	for range movePasses {
+		var src, active string
+		var activeBase, activeSize int64
+		err := p.shard.do(func() error {
+			if p.move.Load() != m {
+				return errMoveCancelled
+			}
+			if err := p.offlineErr(); err != nil {
+				return err
+			}
+			src = p.dir
+			activeBase = p.log().ActiveBase()
+			active = fmt.Sprintf("%020d.log", activeBase)
+			st, err := os.Stat(filepath.Join(src, active))
+			if err != nil {
+				return err
+			}
+			activeSize = st.Size()
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		m.copied[name] = n
+		if activeBase == prev {
+			return nil // nothing rolled since the last pass
+		}
+		ents, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, ent := range ents {
+			if m.stop.Load() {
+				return errMoveCancelled
+			}
+			name := ent.Name()
+			base, suffix, ok := segmentFile(name)
+			if !ok || base > activeBase || (base == activeBase && name != active) {
+				continue // the swap copies them
+			}
+			c, copied := m.copied[name]
+			if copied && base < prev {
+				continue // closed when an earlier pass copied it
+			}
+			from, limit := int64(0), int64(-1)
+			if copied && suffix == ".log" && !m.truncated.Load() {
+				from = c // appends only add to it
+			}
+			if name == active {
+				limit = activeSize
+			}
+			n, err := copyFile(filepath.Join(src, name), filepath.Join(m.future, name), from, limit, &m.stop)
+			if os.IsNotExist(err) {
+				continue // retention removed it meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			m.copied[name] = n
+		}
+		m.closedBase, prev = activeBase, activeBase
+		m.copiedEnd.Store(activeBase)
 	}
-	m.closedBase = activeBase
-	m.copiedEnd.Store(activeBase)
 	return nil
 }
+
+// movePasses bounds the background copy's passes.
+const movePasses = 4
 
 // copyFile copies src to dst from byte from (dst is truncated there, and
 // created when from is 0) up to limit bytes of src (-1: all), syncs dst and
@@ -357,9 +377,12 @@ func (s *shard) finishMove(p *partition, m *move) error {
 		return s.reopen(p, src, err)
 	}
 	s.e.moveHook(p, MoveCopied)
+	// The copy is complete: from here on the future folder may be the
+	// only whole log, so nothing (takeOffline's cancelMove) may remove it.
+	p.move.Store(nil)
 	gone := deletedDir(src, p.tp, "moved"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	if err := os.Rename(src, gone); err != nil {
-		return s.reopen(p, src, err)
+		return s.reopen(p, src, errors.Join(err, os.RemoveAll(m.future)))
 	}
 	if err := fsutil.SyncDir(filepath.Dir(src)); err != nil {
 		// Named either way after a crash, and either way is a whole log.
@@ -375,7 +398,8 @@ func (s *shard) finishMove(p *partition, m *move) error {
 			s.takeOffline(p, errors.Join(err, rerr))
 			return err
 		}
-		return s.reopen(p, src, err)
+		// The old folder is back: the copy is garbage again.
+		return s.reopen(p, src, errors.Join(err, os.RemoveAll(m.future)))
 	}
 	if err := fsutil.SyncDir(m.dst.path); err != nil {
 		s.takeOffline(p, err)
@@ -390,13 +414,12 @@ func (s *shard) finishMove(p *partition, m *move) error {
 	p.dir = dst
 	p.ldir.Store(m.dst)
 	p.cur.Store(l)
-	p.move.Store(nil)
 	m.gone = gone
 	return nil
 }
 
 // reopen opens p's log again at dir after a move failed before its swap,
-// and drops the move.
+// and drops the move (its future folder removed, when still recorded).
 func (s *shard) reopen(p *partition, dir string, cause error) error {
 	l, err := segment.Open(dir, p.topic.config.Log, segment.Options{IO: s.io, Now: s.e.cfg.Now})
 	if err != nil {
