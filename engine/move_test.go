@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"ringlog/ioring"
+	"ringlog/segment/batch"
 )
 
 // moveEngine opens an engine on dirs with 4 KiB segments (a move copies
@@ -252,4 +253,97 @@ func TestMoveReplicaCrashAtEachStep(t *testing.T) {
 			checkBatches(t, e, tp, 41)
 		})
 	}
+}
+
+// TestMoveReplicaTruncatedDuringMove: a follower's log truncated while its
+// move copies (and written again at the same offsets with other batches)
+// moves whole: the swap copies every file again rather than only the bytes
+// past what the background copy took, which would keep the cut batches.
+func TestMoveReplicaTruncatedDuringMove(t *testing.T) {
+	root := t.TempDir()
+	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+	paused, resume, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	e, err := OpenCore(Config{Dir: dirs[0], LogDirs: dirs[1:], Shards: 2, IO: ioring.ModePortable,
+		Topic: smallSegments(4096), OnAppended: func(TP, int64) {},
+		MoveHook: func(_ TP, step MoveStep) {
+			switch step {
+			case MoveCopiedClosed:
+				close(paused)
+				<-resume
+			case MoveDone:
+				close(done)
+			}
+		}})
+	mustOK(t, err)
+	defer e.Close()
+	if _, err := e.CreateTopic("t", 1, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	tp := TP{"t", 0}
+	mustOK(t, e.BecomeFollower(tp, 1))
+	batchAt := func(value string, base int64, epoch int32) []byte {
+		b := mkBatch(t, 3, value, 1, -1, 0, 0)
+		mustOK(t, batch.SetBaseOffset(b, base))
+		mustOK(t, batch.SetPartitionLeaderEpoch(b, epoch))
+		return b
+	}
+	const n = 60
+	for i := range int64(n) {
+		if _, err := appendReplicaSync(e, tp, batchAt("old", 3*i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, to := otherDir(t, dirs, "t-0")
+	mustOK(t, e.AlterReplicaLogDir(tp, absPath(t, to)))
+	<-paused
+	// Cut the last few batches (in the active segment, which the copy
+	// took a prefix of) and write others at the same offsets.
+	cut := int64(3 * (n - 4))
+	mustOK(t, e.Truncate(tp, cut))
+	for off := cut; off < 3*n; off += 3 {
+		if _, err := appendReplicaSync(e, tp, batchAt("new", off, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := readAllUpTo(t, e, tp, 3*n)
+	close(resume)
+	<-done
+	got := readAllUpTo(t, e, tp, 3*n)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches after the move, %d before", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("batch %d after the move: %+v, before: %+v", i, got[i], want[i])
+		}
+	}
+	if got[len(got)-1].PartitionLeaderEpoch != 2 {
+		t.Fatalf("the last batch is of epoch %d: the cut batches came back", got[len(got)-1].PartitionLeaderEpoch)
+	}
+}
+
+// readAllUpTo reads tp's batch headers below end through the replica path
+// (a follower's high watermark does not move here).
+func readAllUpTo(t testing.TB, e *Core, tp TP, end int64) []batch.Header {
+	t.Helper()
+	var out []batch.Header
+	for off := int64(0); off < end; {
+		res, err := e.ReadReplica(tp, off, 1<<20, true)
+		mustOK(t, err)
+		buf := make([]byte, res.Bytes)
+		n := 0
+		for _, rg := range res.Regions {
+			rg.File.ReadAt(buf[n:n+int(rg.Len)], rg.Pos)
+			n += int(rg.Len)
+		}
+		res.Release()
+		it := batch.Split(buf)
+		for it.Next() {
+			h, err := batch.Validate(it.Batch(), batch.Stored)
+			mustOK(t, err)
+			out = append(out, h)
+			off = h.NextOffset()
+		}
+	}
+	return out
 }
