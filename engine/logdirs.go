@@ -191,6 +191,12 @@ func readProps(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseProps(b), nil
+}
+
+// parseProps parses key=value lines; blank lines, comments and lines
+// without '=' are skipped (meta.properties as Kafka writes it).
+func parseProps(b []byte) map[string]string {
 	props := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
@@ -201,7 +207,7 @@ func readProps(path string) (map[string]string, error) {
 			props[k] = v
 		}
 	}
-	return props, nil
+	return props
 }
 
 // newDirID is a random directory id. Kafka reserves the ids whose first

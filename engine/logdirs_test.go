@@ -213,3 +213,30 @@ func TestLogDirsMissingDirTakesItsPartitionsOffline(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMetaProperties: meta.properties as read from a log directory (and the
+// names of the folders a start scans) never panic the parsers; a
+// directory.id that parses formats back to the same text, and a folder
+// name taken as a partition's or a future log's belongs to a valid topic.
+func FuzzMetaProperties(f *testing.F) {
+	f.Add([]byte("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=1\ndirectory.id=7Nw0o8k6RYqHyf3rtj6k1Q\n"), "t-0")
+	f.Add([]byte("#comment\n\n=\nx\ndirectory.id=\n"), "t-0.abc-future")
+	f.Add([]byte("directory.id=AAAAAAAAAAAAAAAAAAAAAA==\n"), "-1")
+	f.Add([]byte{0xff, '=', '\n'}, "a.b-12.x-delete")
+	f.Fuzz(func(t *testing.T, b []byte, name string) {
+		props := parseProps(b)
+		if id, ok := parseDirID(props["directory.id"]); ok && formatDirID(id) != props["directory.id"] {
+			t.Fatalf("directory.id %q formats back as %q", props["directory.id"], formatDirID(id))
+		}
+		if isPartitionDir(name) {
+			i := strings.LastIndexByte(name, '-')
+			if ValidateTopicName(name[:i]) != nil {
+				t.Fatalf("%q taken as a partition folder", name)
+			}
+		}
+		if p, ok := futureOf(name); ok && !isPartitionDir(p) {
+			t.Fatalf("%q taken as the future log of %q", name, p)
+		}
+		segmentFile(name)
+	})
+}
