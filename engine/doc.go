@@ -118,7 +118,9 @@
 // published, reference-counted views; SetHW and SetISR do not wait either.
 // AppendMarker's done, like Append's, runs on the shard goroutine.
 // ListOffset(MaxTimestamp), DeleteRecords, topic changes, BecomeLeader,
-// BecomeFollower, Truncate and TruncateFullyAndStartAt do a round trip
+// BecomeFollower, Truncate, TruncateFullyAndStartAt and AlterReplicaLogDir
+// (which returns once the move started; a goroutine of its own copies, and
+// Close waits for it to stop) do a round trip
 // through the shard, so they must not be called from a shard goroutine (a
 // done callback, OnAppended, an OnShard function): that would deadlock.
 // OnShard does not wait for its function but waits for room in the
