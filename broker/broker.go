@@ -13,6 +13,7 @@ import (
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/engine/txn"
+	"ringlog/internal/acl"
 	"ringlog/ioring"
 	"ringlog/kafka"
 	"ringlog/netpoll"
@@ -170,6 +171,13 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	if cfg.Metrics != nil {
 		metrics = kafka.NewMetrics(cfg.Metrics)
 		registerEngineMetrics(cfg.Metrics, b.eng)
+		registerClusterMetrics(cfg.Metrics, b.cl.node, b.cl.ctl, b.eng)
+		registerGroupLagMetrics(cfg.Metrics, b.groups, b.eng)
+	}
+	var authz *acl.Authorizer
+	if cfg.Authorizer {
+		node := b.cl.node
+		authz = acl.NewAuthorizer(cfg.SuperUsers, cfg.AllowEveryoneIfNoACL, func() *acl.Set { return node.Image().ACLs() })
 	}
 	b.srv = kafka.NewServer(kafka.Config{
 		NodeID: cfg.NodeID, AdvertisedHost: advHost, AdvertisedPort: advPort, Rack: cfg.Rack,
@@ -177,6 +185,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
 		FetchSessionSlots: cfg.FetchSessionSlots, FetchSessionEviction: cfg.FetchSessionEviction,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Txns: b.txns, Markers: markers, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
+		Authorizer: authz,
 	}, b.eng)
 	lim := cfg.Connections
 	base := netpoll.Config{Portable: cfg.IO == ioring.ModePortable, IO: cfg.Network, Loops: cfg.NetworkLoops,

@@ -44,9 +44,15 @@ type Config struct {
 	InterBrokerClient InterBrokerClient
 	// SuperUsers is super.users: the principals ("User:<name>") that may
 	// act as brokers (Kafka's CLUSTER_ACTION) on an authenticating
-	// inter-broker listener. There is no other authorization: every
-	// principal may do everything else, as in Kafka without an authorizer.
+	// inter-broker listener and, with Authorizer, do everything.
 	SuperUsers []string
+	// Authorizer turns ACLs on (authorizer.class.name set): every request
+	// is checked against the ACLs of the metadata quorum. Off, every
+	// principal may do everything, as in Kafka without an authorizer.
+	Authorizer bool
+	// AllowEveryoneIfNoACL is allow.everyone.if.no.acl.found: with the
+	// authorizer on, a resource no ACL names is open to everyone.
+	AllowEveryoneIfNoACL bool
 	// BootstrapScram are SCRAM credentials written into the metadata
 	// quorum at the broker's first start, where the quorum lacks them
 	// (Kafka's kafka-storage format --add-scram; ringlog -add-scram).

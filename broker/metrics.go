@@ -33,7 +33,7 @@ type engineCollector struct {
 
 func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Core) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ringlog", Name: "offline_partitions",
-		Help: "Partitions this broker hosts that a disk failure or corruption took offline (Kafka's OfflineReplicaCount); the broker's log names each."},
+		Help: "Partitions this broker hosts that a disk failure or corruption took offline (Kafka's OfflineReplicaCount, also exported as kafka_server_replicamanager_offlinereplicacount); the broker's log names each."},
 		func() float64 { return float64(len(eng.OfflinePartitions())) }))
 	labels := []string{"topic", "partition"}
 	reg.MustRegister(&engineCollector{eng: eng,

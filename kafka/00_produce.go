@@ -12,6 +12,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/acl"
 	"ringlog/internal/kwire"
 	"ringlog/segment/batch"
 )
@@ -108,6 +109,8 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		switch {
 		case req.Version < produceMagicMinVersion:
 			return kerr.UnsupportedVersion.Code, fmt.Sprintf("produce v%d carries message sets; ringlog stores RecordBatch v2 only (produce v3+)", req.Version)
+		case req.TransactionID != nil && !s.authorize(cx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID):
+			return kerr.TransactionalIDAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed.Message
 		case req.TransactionID != nil && s.cfg.Txns == nil:
 			// A broker without a transaction coordinator (a Server built
 			// without one). The error must be one that clients do not
@@ -195,6 +198,12 @@ func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produc
 				continue
 			}
 			name = info.Name
+		}
+		if !s.authorize(cx, acl.OpWrite, acl.ResourceTopic, name) {
+			for j := range t.Partitions {
+				p.fail(&t.Partitions[j], kerr.TopicAuthorizationFailed.Code, "")
+			}
+			continue
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 	"ringlog/replication"
 	"ringlog/segment"
 )
@@ -238,6 +239,22 @@ func (s *Server) newFetch(cx *reqCtx, req *kmsg.FetchRequest) *fetch {
 	if req.Version >= 7 {
 		if code := s.sessions.plan(s, f, req); code != 0 {
 			f.errCode, f.topics = code, nil
+		}
+	}
+	// A consumer needs READ on each topic it reads (with an authorizer,
+	// authz.go), checked on every fetch, incremental ones too: the ACLs
+	// may have changed since the session took the partition.
+	if f.replica < 0 && denied == 0 {
+		for i := range f.topics {
+			t := &f.topics[i]
+			if t.name == "" || s.authorize(cx, acl.OpRead, acl.ResourceTopic, t.name) {
+				continue
+			}
+			for j := range t.parts {
+				if t.parts[j].fixedErr == 0 {
+					t.parts[j].fixedErr = kerr.TopicAuthorizationFailed.Code
+				}
+			}
 		}
 	}
 	return f

@@ -14,6 +14,7 @@ import (
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/engine/txn"
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -63,17 +64,31 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	clusterID := s.eng.ClusterID()
 	resp.ClusterID = &clusterID
 	resp.ControllerID = n.Controller().LeaderID()
-	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterOperationsAll
-	} else {
-		resp.AuthorizedOperations = authorizedOperationsNone
+	resp.AuthorizedOperations = s.authorizedOperations(cx, req.IncludeClusterAuthorizedOperations, acl.ResourceCluster, acl.ClusterName)
+	// With an authorizer (authz.go), a topic is described only to a
+	// principal with DESCRIBE on it, and its authorized operations are
+	// the principal's (KIP-430).
+	describe := func(img *controller.Image, t *controller.Topic) kmsg.MetadataResponseTopic {
+		mt := topicMetadata(req, img, t)
+		if req.IncludeTopicAuthorizedOperations {
+			mt.AuthorizedOperations = s.authorizedOperations(cx, true, acl.ResourceTopic, t.Name)
+		}
+		return mt
+	}
+	unauthorized := func(name *string, id [16]byte) kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = name, id
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		return mt
 	}
 
 	// v0 has no way to ask for no topics: an empty list means all of them.
 	// From v1 a null list means all, and an empty one none.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, name := range img.TopicNames() {
-			resp.Topics = append(resp.Topics, topicMetadata(req, img, img.Topic(name)))
+			if s.authorize(cx, acl.OpDescribe, acl.ResourceTopic, name) {
+				resp.Topics = append(resp.Topics, describe(img, img.Topic(name)))
+			}
 		}
 		return resp
 	}
@@ -97,7 +112,11 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, topicMetadata(req, img, t))
+			if !s.authorize(cx, acl.OpDescribe, acl.ResourceTopic, t.Name) {
+				resp.Topics = append(resp.Topics, unauthorized(nil, rt.TopicID))
+				continue
+			}
+			resp.Topics = append(resp.Topics, describe(img, t))
 			continue
 		}
 		name := *rt.Topic
@@ -105,7 +124,18 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 			continue // Kafka answers each topic once
 		}
 		seen[name] = true
+		if !s.authorize(cx, acl.OpDescribe, acl.ResourceTopic, name) {
+			// Whether it exists or not: its existence is not told.
+			resp.Topics = append(resp.Topics, unauthorized(&name, [16]byte{}))
+			continue
+		}
 		t := img.Topic(name)
+		if t == nil && autoCreate && !s.authorizeCluster(cx, acl.OpCreate) && !s.authorize(cx, acl.OpCreate, acl.ResourceTopic, name) {
+			// Kafka creates a topic for a Metadata request only with
+			// CREATE on the cluster or on the topic.
+			resp.Topics = append(resp.Topics, unauthorized(&name, [16]byte{}))
+			continue
+		}
 		if t == nil {
 			var err error
 			if name == group.OffsetsTopic && s.cfg.Groups != nil {
@@ -125,7 +155,7 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 		}
 		// The image this broker applied after the creation, which names
 		// the new topic's brokers.
-		resp.Topics = append(resp.Topics, topicMetadata(req, n.Image(), t))
+		resp.Topics = append(resp.Topics, describe(n.Image(), t))
 	}
 	return resp
 }

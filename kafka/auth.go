@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/acl"
 	"ringlog/internal/sasl"
 	"ringlog/netpoll"
 )
@@ -113,6 +114,11 @@ type session struct {
 
 	principal atomic.Pointer[string]
 	expiry    atomic.Int64 // unix nanoseconds after which requests close the connection; 0: never
+
+	// acls caches the connection's authorization decisions (authz.go);
+	// hostIP is the client's address as ACLs name it, once computed.
+	acls   acl.Cache
+	hostIP atomic.Pointer[string]
 
 	// produces keeps the connection's produce requests in order while a
 	// transactional one waits for its verification (txn_verify.go).
@@ -319,8 +325,8 @@ func nonce() string {
 // inter-broker listener: there a PLAINTEXT listener trusts every client
 // (its network is trusted, docs/security.md), and a listener that
 // authenticates only super.users, the brokers' principals. Kafka gives
-// brokers CLUSTER_ACTION the same way, through super.users; ringlog checks
-// no other permission (there are no ACLs).
+// brokers CLUSTER_ACTION the same way, through super.users, or through an
+// ACL with an authorizer (authz.go).
 func (s *Server) clusterAction(cx *reqCtx) bool {
 	ss := cx.session
 	if ss == nil || !ss.l.InterBroker {
@@ -329,7 +335,7 @@ func (s *Server) clusterAction(cx *reqCtx) bool {
 	if ss.l.Protocol == Plaintext {
 		return true
 	}
-	return s.superUsers[ss.Principal()]
+	return s.superUsers[ss.Principal()] || (s.cfg.Authorizer != nil && s.authorizeCluster(cx, acl.OpClusterAction))
 }
 
 // enabled reports whether the listener offers mechanism m.

@@ -122,6 +122,16 @@ func TestCorruptSegmentPartitionOffline(t *testing.T) {
 	if mp.ErrorCode != kerr.LeaderNotAvailable.Code {
 		t.Fatalf("metadata error of the offline partition: %d, want LEADER_NOT_AVAILABLE", mp.ErrorCode)
 	}
+	// Under Kafka's names: the broker's offline replica, and the
+	// controller's leaderless partition (the metadata above shows it).
+	for name, want := range map[string]float64{
+		"kafka_server_replicamanager_offlinereplicacount":         1,
+		"kafka_controller_kafkacontroller_offlinepartitionscount": 1,
+	} {
+		if n := gauge(t, reg, name); n != want {
+			t.Errorf("%s %v, want %v", name, n, want)
+		}
+	}
 	for _, p := range []int32{0, 2} {
 		if mp := metadataPartition(t, w, topic, p); mp.Leader != b.nodeID || len(mp.OfflineReplicas) != 0 || mp.ErrorCode != 0 {
 			t.Fatalf("metadata of %s-%d: %+v", topic, p, mp)

@@ -15,6 +15,7 @@ import (
 	"ringlog/engine"
 	"ringlog/engine/group"
 	"ringlog/engine/txn"
+	"ringlog/internal/acl"
 	"ringlog/internal/kwire"
 	"ringlog/netpoll"
 	"ringlog/replication/node"
@@ -79,6 +80,10 @@ type Config struct {
 	// fetch as a replica on an inter-broker listener that authenticates
 	// its clients (see clusterAction).
 	SuperUsers []string
+	// Authorizer decides every request's access (ACLs, authz.go); nil:
+	// none configured (authorizer.class.name empty), every request is
+	// allowed and the ACL APIs answer SECURITY_DISABLED.
+	Authorizer *acl.Authorizer
 }
 
 // Server is the Kafka protocol on top of an engine. It implements

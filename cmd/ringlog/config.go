@@ -336,6 +336,12 @@ func (s *settings) set(k, v string) error {
 		s.Connections.QueuedRequestBytes = n
 	case "super.users":
 		s.SuperUsers, err = superUsers(v)
+	case "authorizer.class.name":
+		// Any class turns ringlog's authorizer on (Kafka's
+		// StandardAuthorizer semantics); empty leaves it off.
+		s.Authorizer = strings.TrimSpace(v) != ""
+	case "allow.everyone.if.no.acl.found":
+		s.AllowEveryoneIfNoACL, err = strconv.ParseBool(v)
 	case "ringlog.replica.fetch.slots":
 		n, err = num(1, 32)
 		s.Cluster.FetchSlots = int(n)

@@ -173,7 +173,8 @@
 // from its apply goroutine; calls for one partition must come in the order
 // of the changes, which the epochs they carry check besides. Start and
 // Close must not be called concurrently; Close must come before the
-// engine's Close.
+// engine's Close. CommittedOffsets (a metrics scrape's) waits for the
+// shards, bounded by its context, and must not run on one.
 //
 // # Non-obvious invariants
 //

@@ -1,5 +1,7 @@
 package controller
 
+import "ringlog/internal/acl"
+
 // cmdType numbers the commands. They are persisted in the raft log: never
 // renumber one, only add.
 type cmdType uint8
@@ -22,7 +24,10 @@ const (
 	cmdOfflineReplicas     cmdType = 15 // brokerID, epoch, offline (the broker's whole set)
 	cmdElectRecovery       cmdType = 16 // offline: partitions whose unclean recovery timed out; logged by the leader
 	cmdElectUnclean        cmdType = 17 // elect (empty: every partition)
-	cmdTypeEnd             cmdType = 18
+	cmdCreateAcls          cmdType = 18 // acls
+	cmdDeleteAcls          cmdType = 19 // aclFilters
+	cmdAlterClientQuotas   cmdType = 20 // quotas
+	cmdTypeEnd             cmdType = 21
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -50,7 +55,7 @@ func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
 		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
-		"ElectUncleanLeaders"}
+		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -94,6 +99,12 @@ type command struct {
 	// ends (RegisterBroker) are the log ends of the broker's replicas
 	// that it recovered from an unclean shutdown (Partition.Recovering).
 	ends []ReplicaLogEnd
+	// acls (CreateAcls) are bindings to add; aclFilters (DeleteAcls)
+	// select the bindings to remove.
+	acls       []acl.Binding
+	aclFilters []acl.Filter
+	// quotas (AlterClientQuotas) are the entities' changes.
+	quotas []QuotaAlteration
 }
 
 func (c *command) encode() []byte {
@@ -178,6 +189,12 @@ func (c *command) encode() []byte {
 		encodeOffline(e, c.offline)
 	case cmdElectRecovery:
 		encodeOffline(e, c.offline)
+	case cmdCreateAcls:
+		encodeBindings(e, c.acls)
+	case cmdDeleteAcls:
+		encodeFilters(e, c.aclFilters)
+	case cmdAlterClientQuotas:
+		encodeQuotaAlterations(e, c.quotas)
 	}
 	return e.b
 }
@@ -349,6 +366,12 @@ func decodeCommand(b []byte) (*command, error) {
 		if c.offline = decodeOffline(d); len(c.offline) == 0 {
 			d.fail("no partition to elect")
 		}
+	case cmdCreateAcls:
+		c.acls = decodeBindings(d)
+	case cmdDeleteAcls:
+		c.aclFilters = decodeFilters(d)
+	case cmdAlterClientQuotas:
+		c.quotas = decodeQuotaAlterations(d)
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -78,6 +78,8 @@ type Controller struct {
 	// transferOnClose hands leadership to another voter before shutting
 	// down; tests turn it off to simulate a crash.
 	transferOnClose bool
+	// queueTime observes each proposal's submit-to-apply time (metrics.go).
+	queueTime atomic.Pointer[func(time.Duration)]
 }
 
 // Open starts a controller node: it opens the raft store under cfg.Dir,

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"maps"
 	"slices"
+
+	"ringlog/internal/acl"
 )
 
 // TopicID is a topic's 16-byte id (Kafka's Uuid), chosen at random by the
@@ -116,6 +118,12 @@ type Image struct {
 	nextProducerID int64
 	// scram holds the SCRAM credentials (scram.go); nil when there are none.
 	scram map[ScramKey]ScramCredential
+	// acls is the ACL set (acls.go), its bindings in snapshot order; nil
+	// when there are none.
+	acls *acl.Set
+	// quotas are the client quotas (quotas.go) by entity key; nil when
+	// there are none.
+	quotas map[string]Quota
 
 	// superseded is closed when a newer Image is published.
 	superseded chan struct{}

@@ -292,6 +292,7 @@ func (c *Controller) propose(ctx context.Context, cmd *command) (reply, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
+	submitted := time.Now()
 	f := c.raft.Apply(b, timeout)
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
@@ -300,6 +301,7 @@ func (c *Controller) propose(ctx context.Context, cmd *command) (reply, error) {
 		if err != nil {
 			return reply{}, raftError(err)
 		}
+		c.observeQueueTime(submitted)
 	case <-ctx.Done():
 		return reply{}, fmt.Errorf("%w: %s not applied in time (it may still be): %w", ErrRequestTimedOut, cmd.typ, ctx.Err())
 	}

@@ -4,20 +4,24 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"ringlog/internal/acl"
 )
 
 // The snapshot of the state machine is the encoded Image:
 //
-//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
-//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) |
-//	| 4 B    | u8 = 4  | u64   | i64              | count, broker.. | count, topic... | count, cred...  |
-//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+
+//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+
+//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) | ACLs (sorted)    | quotas (sorted)|
+//	| 4 B    | u8 = 6  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...| count, quota...|
+//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8 | listeners (count, name str, addr str...; v3)
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
 //	partition: replicas (count, i32...) | isr (count, i32...) | leader i32
 //	           | leader epoch i32 | partition epoch i32 | offline (count, i32...; v4)
 //	cred:      user str | mechanism u8 | 0 u8 | iterations i32 | salt | stored key | server key
+//	binding:   as acls.go draws it (v6)
+//	quota:     as quotas.go draws it (v6)
 //
 // Counts are uvarints, strings a uvarint length and the bytes. Everything is
 // written in sorted order, so equal states encode to equal bytes. raft's
@@ -26,12 +30,14 @@ import (
 // Version 1 had no next producer id (it reads as 0: no block was handed
 // out before the command existed), version 2 no SCRAM credentials and no
 // broker listeners (none existed), version 3 no offline replicas (none
-// were reported); all are still read, never written. Replies of the
+// were reported), versions before 6 no ACLs and no client quotas (none
+// could be set); all
+// are still read, never written. Replies of the
 // forwarding RPC that carry a topic or a partition use the current
 // version's encoding.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 5
+const snapshotVersion = 6
 
 // snapshotHeaderBytes is the length of magic, version and index: what
 // precedes the state itself.
@@ -60,6 +66,8 @@ func encodeImage(img *Image) []byte {
 		encodeTopic(e, img.topics[name])
 	}
 	encodeScramImage(e, img.scram)
+	encodeBindings(e, img.ACLs().Bindings())
+	encodeQuotaImage(e, img.quotas)
 	return e.b
 }
 
@@ -180,6 +188,12 @@ func decodeImage(b []byte) (*Image, error) {
 			img.scram = m
 		}
 	}
+	if v >= 6 {
+		if bs := decodeBindings(d); len(bs) > 0 {
+			img.acls = acl.NewSet(bs)
+		}
+		img.quotas = decodeQuotaImage(d)
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
@@ -217,6 +231,18 @@ func checkImage(img *Image) error {
 			if err := checkPartition(img, p); err != nil {
 				return fmt.Errorf("partition %s-%d: %w", name, i, err)
 			}
+		}
+	}
+	if err := checkQuotas(img.quotas); err != nil {
+		return err
+	}
+	bs := img.ACLs().Bindings()
+	for i, b := range bs {
+		if err := b.Validate(); err != nil {
+			return fmt.Errorf("ACL %v: %w", b, err)
+		}
+		if i > 0 && compareBindings(bs[i-1], b) >= 0 {
+			return fmt.Errorf("ACLs out of order or twice: %v, %v", bs[i-1], b)
 		}
 	}
 	return nil

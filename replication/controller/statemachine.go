@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"ringlog/internal/acl"
 )
 
 // The replicated state machine, as a pure function: apply(image, index,
@@ -21,7 +23,8 @@ type result struct {
 }
 
 // tx builds the next image by copy on write: maps are cloned on the first
-// change, a topic is deep-copied on its first change.
+// change, a topic is copied on its first change (Topic.clone: its configs
+// and its partitions slice).
 type tx struct {
 	base     *Image
 	index    uint64
@@ -34,6 +37,12 @@ type tx struct {
 	producerIDsMoved bool
 	// scram is the next credential map, when the tx changed it.
 	scram map[ScramKey]ScramCredential
+	// acls is the next ACL set, when aclsChanged.
+	acls        *acl.Set
+	aclsChanged bool
+	// quotas is the next quota map, when quotasChanged.
+	quotas        map[string]Quota
+	quotasChanged bool
 }
 
 func (t *tx) broker(id int32) (Broker, bool) {
@@ -124,10 +133,18 @@ func (t *tx) image() *Image {
 		topicIDs:       t.base.topicIDs,
 		nextProducerID: t.base.nextProducerID,
 		scram:          t.base.scram,
+		acls:           t.base.acls,
+		quotas:         t.base.quotas,
 		superseded:     make(chan struct{}),
 	}
 	if t.scram != nil {
 		next.scram = t.scram
+	}
+	if t.aclsChanged {
+		next.acls = t.acls
+	}
+	if t.quotasChanged {
+		next.quotas = t.quotas
 	}
 	if t.producerIDsMoved {
 		next.nextProducerID = t.nextProducerID
@@ -176,6 +193,12 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.offlineReplicas(c)
 	case cmdElectRecovery:
 		res = t.electRecovery(c)
+	case cmdCreateAcls:
+		res = t.createAcls(c)
+	case cmdDeleteAcls:
+		res = t.deleteAcls(c)
+	case cmdAlterClientQuotas:
+		res = t.alterClientQuotas(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.

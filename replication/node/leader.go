@@ -192,8 +192,18 @@ func (n *Node) alterPartition(pt *part, l *replication.Leader, c replication.ISR
 	var moved bool
 	if err != nil {
 		_ = l.ISRRejected(c)
+		if n.ctx.Err() == nil {
+			n.isr.failed.Add(1)
+		}
 	} else {
-		moved, _ = l.ISRCommitted(c, replication.PartitionState{LeaderEpoch: res.LeaderEpoch, PartitionEpoch: res.PartitionEpoch, ISR: res.ISR}, time.Now())
+		before := l.ISR()
+		var cerr error
+		moved, cerr = l.ISRCommitted(c, replication.PartitionState{LeaderEpoch: res.LeaderEpoch, PartitionEpoch: res.PartitionEpoch, ISR: res.ISR}, time.Now())
+		if cerr == nil {
+			// Counted here or by leaderUpdate, whichever applies the
+			// change: the other then finds the ISR it already has.
+			n.countISRChange(before, l.ISR())
+		}
 	}
 	hw, isr, replicas := l.HW(), len(l.ISR()), len(l.Replicas())
 	pt.mu.Unlock()

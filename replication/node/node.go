@@ -91,6 +91,8 @@ type Node struct {
 	kick         chan struct{} // wakes run for an ISR check
 	// offlineKick wakes the reporter of offline partitions (offline.go).
 	offlineKick chan struct{}
+	// isr counts the ISR changes of led partitions (metrics.go).
+	isr isrCounters
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -525,8 +527,12 @@ func (n *Node) leaderUpdate(img *controller.Image, pt *part, p controller.Partit
 		pt.mu.Unlock()
 		return
 	}
+	before := l.ISR()
 	moved, err := l.UpdateISR(replication.PartitionState{LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}, time.Now())
 	hw := l.HW()
+	if err == nil {
+		n.countISRChange(before, l.ISR())
+	}
 	pt.mu.Unlock()
 	if err != nil && !errors.Is(err, replication.ErrStale) {
 		n.log.Warn("node: ISR update refused", "topic", pt.tp.Topic, "partition", pt.tp.Partition, "err", err)
