@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // AlterReplicaLogDirs v0-v2 (KIP-113): move this broker's replicas to other
@@ -22,6 +23,8 @@ import (
 // it has but that has no replica here, KAFKA_STORAGE_ERROR for an offline
 // replica or while any directory is offline (no future log is created
 // then, as in Kafka). A partition named twice takes its last directory.
+// With an authorizer, the request needs ALTER on the cluster (Kafka's
+// check); without it every partition is CLUSTER_AUTHORIZATION_FAILED.
 func init() {
 	register(api{key: kmsg.AlterReplicaLogDirs, min: 0, max: 2, sync: handleAlterReplicaLogDirs})
 }
@@ -46,8 +49,12 @@ func handleAlterReplicaLogDirs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Re
 	slices.SortFunc(order, func(a, b engine.TP) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
+	allowed := s.authorizeCluster(cx, acl.OpAlter)
 	for _, tp := range order {
-		code := s.alterReplicaLogDir(tp, dirOf[tp])
+		code := kerr.ClusterAuthorizationFailed.Code
+		if allowed {
+			code = s.alterReplicaLogDir(tp, dirOf[tp])
+		}
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != tp.Topic {
 			t := kmsg.NewAlterReplicaLogDirsResponseTopic()
 			t.Topic = tp.Topic

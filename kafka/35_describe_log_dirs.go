@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // DescribeLogDirs v0-v5 (KIP-113): every log directory of the broker (Kafka's
@@ -15,7 +16,9 @@ import (
 // total and usable bytes (KIP-827). An offline directory is listed with
 // KAFKA_STORAGE_ERROR and nothing else, as Kafka lists one. v2 is flexible,
 // v3 adds a top-level error code, v5 the cordoned flag (KIP-1066), always
-// false.
+// false. With an authorizer it needs DESCRIBE on the cluster (Kafka's
+// check): without it the answer lists no directory, with
+// CLUSTER_AUTHORIZATION_FAILED from v3.
 func init() {
 	register(api{key: kmsg.DescribeLogDirs, min: 0, max: 5, sync: handleDescribeLogDirs})
 }
@@ -23,6 +26,10 @@ func init() {
 func handleDescribeLogDirs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizeCluster(cx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	// A null topic list asks for every partition; otherwise only those
 	// asked for that exist here are listed (Kafka leaves the others out).
 	var want map[engine.TP]bool

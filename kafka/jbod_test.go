@@ -391,3 +391,57 @@ func absOf(p string) string {
 	a, _ := filepath.Abs(p)
 	return a
 }
+
+// TestJBODAuthorization: with an authorizer and no ACL, a principal that
+// is not a super user gets CLUSTER_AUTHORIZATION_FAILED from
+// AlterReplicaLogDirs (for every partition; Kafka checks ALTER on the
+// cluster) and from DescribeLogDirs (no directory listed; DESCRIBE), and
+// nothing moves.
+func TestJBODAuthorization(t *testing.T) {
+	dirs, opts := jbodDirs(t, t.TempDir())
+	cfg := testbroker.Config(dirs[0])
+	opts.Config(&cfg)
+	cfg.Authorizer = true
+	tb := testbroker.StartBroker(t, cfg)
+	eng := tb.Engine()
+	if _, err := eng.CreateTopic("guarded", 1, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	var from string
+	for _, ps := range eng.Sizes() {
+		if ps.TP.Topic == "guarded" {
+			from = ps.Dir
+		}
+	}
+	to := absOf(dirs[0])
+	if to == from {
+		to = absOf(dirs[1])
+	}
+	c := dialAdmin(t, tb.Addr)
+	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	rd := kmsg.NewAlterReplicaLogDirsRequestDir()
+	rd.Dir = to
+	rd.Topics = []kmsg.AlterReplicaLogDirsRequestDirTopic{{Topic: "guarded", Partitions: []int32{0}}, {Topic: "nosuch", Partitions: []int32{0}}}
+	req.Dirs = append(req.Dirs, rd)
+	ar := c.do(2, req).(*kmsg.AlterReplicaLogDirsResponse)
+	n := 0
+	for _, rt := range ar.Topics {
+		for _, rp := range rt.Partitions {
+			wantCode(t, rt.Topic, rp.ErrorCode, kerr.ClusterAuthorizationFailed)
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d partitions answered: %+v", n, ar)
+	}
+	dr := c.do(4, kmsg.NewPtrDescribeLogDirsRequest()).(*kmsg.DescribeLogDirsResponse)
+	wantCode(t, "DescribeLogDirs", dr.ErrorCode, kerr.ClusterAuthorizationFailed)
+	if len(dr.Dirs) != 0 {
+		t.Fatalf("directories described to a principal without DESCRIBE: %+v", dr.Dirs)
+	}
+	for _, ps := range eng.Sizes() {
+		if ps.TP.Topic == "guarded" && (ps.Future || ps.Dir != from) {
+			t.Fatalf("a refused move moved: %+v", ps)
+		}
+	}
+}
