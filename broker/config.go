@@ -60,8 +60,14 @@ type Config struct {
 	// Listeners are the broker's other listeners, each with its own
 	// security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
 	Listeners []Listener
-	// DataDir holds the partition logs and the quorum (log.dirs).
+	// DataDir holds the partition logs and the quorum (the first of
+	// log.dirs); LogDirs are the other directories of log.dirs, which hold
+	// partition logs only (JBOD).
 	DataDir string
+	LogDirs []string
+	// MoveHook is engine.Config's: tests stop a replica's move between
+	// log directories at a step with it. Nil in the binary.
+	MoveHook func(engine.TP, engine.MoveStep)
 	// NodeID is node.id; Rack is broker.rack; ClusterID is cluster.id
 	// (empty: derived from the voters in a cluster, else the data
 	// directory's own).

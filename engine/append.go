@@ -284,11 +284,11 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	if reqs[0].replica != nil {
 		return s.prepareReplica(p, reqs)
 	}
-	leo := p.log.LEO()
+	leo := p.log().LEO()
 	next := leo
 	var batches [][]byte
 	accepted := reqs[:0:0]
-	logStart := p.log.LogStartOffset()
+	logStart := p.log().LogStartOffset()
 	for _, r := range reqs {
 		var dup *batchMeta
 		var err error
@@ -350,7 +350,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	// Before the write can be seen, replicated and covered by the high
 	// watermark: the transactions it opens hold the LSO from now on.
 	p.publishTxns()
-	t, err := p.log.Prepare(batches, segment.AppendOptions{
+	t, err := p.log().Prepare(batches, segment.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch.Load(),
 		LogAppendTime: p.topic.config.LogAppendTime,
 		Validated:     true,
@@ -433,7 +433,7 @@ func (s *shard) finish(t *segment.Task) {
 	// before the next roll replays exactly the active segment and can
 	// rebuild its transaction index.
 	var snapshot []byte
-	if base := p.log.ActiveBase(); base != p.snapshotBase {
+	if base := p.log().ActiveBase(); base != p.snapshotBase {
 		p.snapshotBase = base
 		snapshot = encodeSnapshot(p.producers.beforeRound(), reqs[0].base)
 	}
@@ -458,7 +458,7 @@ func (s *shard) finish(t *segment.Task) {
 		return
 	}
 	p.publishTxns()
-	leo := p.log.LEO()
+	leo := p.log().LEO()
 	// Followers long-poll for what the leader wrote, committed or not:
 	// wake the waiters. A consumer's finds nothing new below the high
 	// watermark and waits on.
@@ -474,7 +474,7 @@ func (s *shard) finish(t *segment.Task) {
 		// as Kafka's leader does in its append path.
 		s.e.cfg.OnAppended(p.tp, leo)
 	}
-	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
+	res := AppendResult{LogAppendTime: t.Result.LogAppendTime, LogStartOffset: p.log().LogStartOffset()}
 	for _, r := range reqs {
 		switch {
 		case r.replica != nil:

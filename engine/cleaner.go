@@ -158,10 +158,13 @@ func (c *cleaner) pick() *cleanCandidate {
 		var found []cleanCandidate
 		c.onShard(s, func() {
 			for p := range s.parts {
-				if p.log == nil || p.deleted.Load() || p.offlineErr() != nil || p.log.Failed() != nil || !p.log.Config().Cleanup.Compacts() {
+				// A partition moving to another directory is not cleaned
+				// (Kafka pauses cleaning too): the move copies segments
+				// it takes to be immutable.
+				if p.log() == nil || p.deleted.Load() || p.offlineErr() != nil || p.move.Load() != nil || p.log().Failed() != nil || !p.log().Config().Cleanup.Compacts() {
 					continue
 				}
-				st, err := p.log.CleanStatus(p.cleanableEnd())
+				st, err := p.log().CleanStatus(p.cleanableEnd())
 				if err != nil {
 					c.e.log.Error("cleaner status", "partition", p.dir, "err", err)
 					continue
@@ -195,10 +198,10 @@ func (c *cleaner) cleanOne() bool {
 	var log *segment.Log
 	var err error
 	c.onShard(p.shard, func() {
-		if p.log == nil || p.deleted.Load() || p.offlineErr() != nil {
+		if p.log() == nil || p.deleted.Load() || p.offlineErr() != nil {
 			return
 		}
-		log = p.log
+		log = p.log()
 		plan, err = log.PlanClean(p.cleanableEnd(), p.activeProducers())
 	})
 	if err != nil || plan == nil {
@@ -219,7 +222,12 @@ func (c *cleaner) cleanOne() bool {
 	}
 	var stats segment.CleanStats
 	ran := c.onShard(p.shard, func() {
-		if p.deleted.Load() || p.log != log || p.offlineErr() != nil {
+		if p.move.Load() != nil {
+			res.Discard()
+			err = segment.ErrCleanStale // a move began during the clean
+			return
+		}
+		if p.deleted.Load() || p.log() != log || p.offlineErr() != nil {
 			res.Discard()
 			err = fmt.Errorf("%w: %s-%d deleted during its clean", ErrUnknownTopicOrPartition, p.tp.Topic, p.tp.Partition)
 			return
@@ -245,7 +253,7 @@ func (c *cleaner) cleanOne() bool {
 	if s := stats.Duration.Seconds(); s > 0 {
 		rate = float64(stats.BytesCleaned) / s / 1e6
 	}
-	c.e.log.Info("log cleaned", "partition", p.dir, "reason", cand.st.Reason, "dirty_ratio", cand.st.Ratio,
+	c.e.log.Info("log cleaned", "partition", p.tp, "reason", cand.st.Reason, "dirty_ratio", cand.st.Ratio,
 		"segments", fmt.Sprintf("%d->%d", stats.SegmentsIn, stats.SegmentsOut), "bytes_cleaned", stats.BytesCleaned,
 		"bytes_written", stats.BytesWritten, "records_removed", stats.RecordsRemoved, "keys", stats.Keys,
 		"duration", stats.Duration, "mb_per_s", rate)
@@ -258,7 +266,7 @@ func (c *cleaner) cleanOne() bool {
 func (c *cleaner) fail(p *partition, err error) {
 	c.failures.Add(1)
 	c.failed[p] = time.Now().Add(10 * c.cfg.Backoff)
-	c.e.log.Error("log cleaning failed", "partition", p.dir, "err", err)
+	c.e.log.Error("log cleaning failed", "partition", p.tp, "err", err)
 }
 
 // cleanableEnd is where compaction stops: the last stable offset, as in

@@ -134,7 +134,7 @@ func cleanStatus(t testing.TB, e *Core, tp TP) segment.CleanStatus {
 	var st segment.CleanStatus
 	err = p.shard.do(func() error {
 		var err error
-		st, err = p.log.CleanStatus(p.hw.Load())
+		st, err = p.log().CleanStatus(p.hw.Load())
 		return err
 	})
 	if err != nil {

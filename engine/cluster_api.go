@@ -11,7 +11,7 @@ func (e *Core) LeaderEpochs(tp TP) ([]segment.EpochEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.log.Epochs(), nil
+	return p.log().Epochs(), nil
 }
 
 // ApplyConfigOps returns the topic overrides cur after an incremental

@@ -118,7 +118,9 @@
 // published, reference-counted views; SetHW and SetISR do not wait either.
 // AppendMarker's done, like Append's, runs on the shard goroutine.
 // ListOffset(MaxTimestamp), DeleteRecords, topic changes, BecomeLeader,
-// BecomeFollower, Truncate and TruncateFullyAndStartAt do a round trip
+// BecomeFollower, Truncate, TruncateFullyAndStartAt and AlterReplicaLogDir
+// (which returns once the move started; a goroutine of its own copies, and
+// Close waits for it to stop) do a round trip
 // through the shard, so they must not be called from a shard goroutine (a
 // done callback, OnAppended, an OnShard function): that would deadlock.
 // OnShard does not wait for its function but waits for room in the
@@ -129,15 +131,31 @@
 // for its error, start and wait do the same for several shards at once;
 // all of them answer ErrClosed once the shard has stopped.
 //
+// # Log directories (JBOD)
+//
+// Config.Dir is the first of Kafka's log.dirs and Config.LogDirs the
+// others (logdirs.go). Every directory holds partition folders and a
+// meta.properties with its directory.id (KIP-858); the first also holds
+// the files below. A new partition goes to the online directory with the
+// fewest partitions. A directory missing at start takes the partitions
+// found in no other offline. AlterReplicaLogDir moves a partition's log to
+// another directory while it serves (move.go: closed segments copied off
+// the shard, the tail and two renames on it); LogDirs and Sizes describe
+// them, a move's future log included.
+//
 // # Files in the data directory
 //
-//	meta.properties        version, cluster.id, node.id (Kafka's names)
+//	meta.properties        version, cluster.id, node.id, directory.id
+//	                       (Kafka's names; one in every log directory)
 //	topics.json            topic names, ids, partition counts, config overrides
 //	producer-ids           end of the producer id block in use
 //	scram-bootstrap.done   the broker's, not the engine's: -add-scram ran
 //	replication-offset-checkpoint
 //	                       "0\n<count>\n<topic> <partition> <hw>\n..." (Kafka's
 //	                       format): the high watermarks of a replicated engine
+//	<topic>-<partition>.<unique>-future/
+//	                       a move's copy of the partition's log, in the
+//	                       directory it moves to (move.go's crash rule)
 //	<topic>-<partition>/   a partition's log (see package segment, .txnindex
 //	                       files included) and producer-state, the snapshot
 //	                       of idempotence and transaction state (version 2:
@@ -219,8 +237,12 @@
 //     check it (refusing a decision already in the metadata would leave
 //     the broker without a partition the cluster has).
 //   - A partition's log is set on its shard before the partition is
-//     published and never changed: it is nil only for a partition offline
-//     since the start. Every caller reaches a log through Core.partition,
+//     published and changed only by a move between log directories, on
+//     the shard between rounds (nothing of the partition in flight): it is
+//     nil only for a partition offline since the start. Code on the shard
+//     sees one log for a whole round; readers load it once per call and
+//     may find it closed during a swap (ErrClosed, a retriable
+//     NOT_LEADER_OR_FOLLOWER on the wire). Every caller reaches a log through Core.partition,
 //     which refuses an offline partition, or on the shard after checking
 //     offlineErr; loops over a shard's partitions skip offline ones (one
 //     offline since the start is not in shard.parts at all). A failed
@@ -254,4 +276,24 @@
 //     may start anywhere. It took any sequence, and a pipelined producer's
 //     second request landed when its first was refused
 //     (TestTxnEpochBumpedByMarkerStartsAtSequenceZero).
+//   - A partition lives in exactly one log directory: a folder of it in two
+//     fails the start, and a new partition moves aside a leftover folder of
+//     its name in every other directory (clearLeftovers), or the next
+//     start would find two.
+//   - A directory missing at start is not created again once the broker
+//     has started before: an unmounted disk's mount point would become an
+//     empty directory on the root file system, and its partitions would
+//     open empty and be served so. A partition found in no directory while
+//     one is offline is hosted offline, never created empty elsewhere.
+//   - A move's future folder is renamed into place only once its copy is
+//     complete and synced and the current folder is renamed away with its
+//     directory synced: so at any crash, a <topic>-<p> folder anywhere is
+//     the whole log, and a future folder alone (every directory online) is
+//     too. A future folder is never promoted while a directory is offline
+//     (the current log may be there).
+//   - The cleaner does not install a clean on a partition that is moving:
+//     the move copied the segments it would replace as immutable.
+//   - A truncation during a move marks it (move.truncated): the bytes of a
+//     .log copied in the background may have been cut and written again,
+//     so the swap copies every file whole rather than the new bytes only.
 package engine

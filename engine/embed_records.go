@@ -139,7 +139,7 @@ func (e *Engine) Fetch(ctx context.Context, tp TP, offset int64, limit int) (Fet
 		size = int64(limit) * 256
 	}
 	for {
-		b, err := p.log.ReadBatches(offset, size, st.HW)
+		b, err := p.log().ReadBatches(offset, size, st.HW)
 		switch {
 		case errors.Is(err, segment.ErrClosed):
 			return res, ErrClosed

@@ -22,8 +22,12 @@ import (
 
 // Config sets up a Core.
 type Config struct {
-	// Dir holds one folder per partition (Kafka's log.dirs, one dir).
-	Dir string
+	// Dir is the first of Kafka's log.dirs: it holds partition folders
+	// and the broker's own files (meta.properties, topics.json, the
+	// high-watermark checkpoint). LogDirs are the others, which hold
+	// partition folders only (logdirs.go: JBOD).
+	Dir     string
+	LogDirs []string
 	// Shards is the number of shards; 0 means GOMAXPROCS.
 	Shards int
 	// IO picks the I/O path (auto probes io_uring); IOWrites how the
@@ -98,7 +102,12 @@ type Config struct {
 	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms
 	// (5 s): how often a replicated engine persists its high watermarks.
 	HWCheckpointInterval time.Duration
-	Logger               *slog.Logger
+	// MoveHook, when set, is called at each step of a move between log
+	// directories (MoveStep, move.go), on the goroutine that takes it (the
+	// shard's, for the steps of the swap): how tests stop a move at a step
+	// to look at what a crash there would leave. It may block.
+	MoveHook func(tp TP, step MoveStep)
+	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -173,6 +182,13 @@ type Core struct {
 	// unlock releases the data directory's lock (Close, or Open when it
 	// fails before it started the shards).
 	unlock func() error
+	// dirs are the log directories, Config.Dir first (logdirs.go); found
+	// is where the start's scan found each partition folder, nil once
+	// the partitions opened.
+	dirs  []*logDir
+	found map[string]*logDir
+	// moves counts the moves between log directories under way.
+	moves sync.WaitGroup
 }
 
 // Open opens (creating when absent) the data directory, starts the shards
@@ -188,20 +204,29 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Core{cfg: cfg, log: cfg.Logger, unlock: unlock}
+	e := &Core{cfg: cfg, log: cfg.Logger}
+	e.dirs = []*logDir{{path: cfg.Dir, unlock: unlock}}
+	e.unlock = e.unlockDirs
 	defer func() {
 		if err != nil && !e.closed.Load() {
-			unlock() // (Close, on the later error paths, released it)
+			e.unlockDirs() // (Close, on the later error paths, released it)
 		}
 	}()
 	empty := map[string]*topic{}
 	e.topics.Store(&empty)
 	emptyParts := map[TP]*partition{}
 	e.parts.Store(&emptyParts)
-	if err := e.loadMeta(); err != nil {
+	fresh, err := e.loadMeta()
+	if err != nil {
 		return nil, err
 	}
-	if err := e.removeDeletedDirs(); err != nil {
+	if err := removeDeletedDirs(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := e.openDirs(fresh); err != nil {
+		return nil, err
+	}
+	if e.found, err = e.scanDirs(); err != nil {
 		return nil, err
 	}
 	for i := range cfg.Shards {
@@ -229,7 +254,7 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 		e.Close()
 		return nil, err
 	}
-	e.hwAtOpen = nil
+	e.hwAtOpen, e.found = nil, nil
 	e.hwCkpt = startHWCheckpointer(e)
 	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load(), "offline", e.opensOffline.Load())
 	e.cleaner = startCleaner(e)
@@ -298,6 +323,14 @@ func (e *Core) Close() error {
 	if e.hwCkpt != nil {
 		e.hwCkpt.close()
 	}
+	// Moves between directories stop where they are; the next start
+	// removes their future logs.
+	for _, p := range *e.parts.Load() {
+		if m := p.move.Load(); m != nil {
+			m.stop.Store(true)
+		}
+	}
+	e.moves.Wait()
 	err := e.stopShards()
 	// Waiters wake to find the engine closed, rather than wait for data
 	// that will not come.
@@ -312,6 +345,18 @@ func (e *Core) Close() error {
 		err = errors.Join(err, e.unlock())
 	}
 	return err
+}
+
+// unlockDirs releases the locks of every log directory.
+func (e *Core) unlockDirs() error {
+	var errs []error
+	for _, d := range e.dirs {
+		if d.unlock != nil {
+			errs = append(errs, d.unlock())
+			d.unlock = nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (e *Core) stopShards() error {
@@ -364,52 +409,53 @@ var ErrInconsistentClusterID = errors.New("engine: inconsistent cluster id")
 
 // loadMeta reads meta.properties, checks it against the configuration and
 // writes it at first start. The cluster id recorded wins over none
-// configured; a configured one must match it.
-func (e *Core) loadMeta() error {
+// configured; a configured one must match it. fresh says the file was not
+// there: the broker's first start on this directory. A file written before
+// JBOD gets its directory.id (KIP-858) added.
+func (e *Core) loadMeta() (fresh bool, err error) {
 	if id := e.cfg.ClusterID; id != "" && !validClusterID(id) {
-		return fmt.Errorf("engine: cluster id %q: want Kafka's form, 22 characters of base64url (16 bytes)", id)
+		return false, fmt.Errorf("engine: cluster id %q: want Kafka's form, 22 characters of base64url (16 bytes)", id)
 	}
 	path := filepath.Join(e.cfg.Dir, metaFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "cluster.id":
-				e.clusterID = v
-			case "node.id":
-				if id, err := strconv.Atoi(v); err == nil && int32(id) != e.cfg.NodeID {
-					return fmt.Errorf("engine: %s belongs to node %d, this is node %d", e.cfg.Dir, id, e.cfg.NodeID)
-				}
-			}
-		}
-	} else if !os.IsNotExist(err) {
-		return err
+	props, err := readProps(path)
+	if err != nil && !os.IsNotExist(err) {
+		return false, err
 	}
+	fresh = os.IsNotExist(err)
+	e.clusterID = props["cluster.id"]
+	if v, ok := props["node.id"]; ok {
+		if id, err := strconv.Atoi(v); err == nil && int32(id) != e.cfg.NodeID {
+			return false, fmt.Errorf("engine: %s belongs to node %d, this is node %d", e.cfg.Dir, id, e.cfg.NodeID)
+		}
+	}
+	dirID, hasDirID := parseDirID(props["directory.id"])
 	switch {
 	case e.clusterID != "" && e.cfg.ClusterID != "" && e.clusterID != e.cfg.ClusterID:
-		return fmt.Errorf("%w: %s records cluster id %s, the broker is configured with cluster id %s "+
+		return false, fmt.Errorf("%w: %s records cluster id %s, the broker is configured with cluster id %s "+
 			"(cluster.id, or derived from the controller voters): set cluster.id (-cluster-id) to %s to serve this directory, "+
 			"or start with an empty one", ErrInconsistentClusterID, path, e.clusterID, e.cfg.ClusterID, e.clusterID)
-	case e.clusterID == "":
-		e.clusterID = e.cfg.ClusterID
+	case e.clusterID == "" || !hasDirID:
+		if e.clusterID == "" {
+			e.clusterID = e.cfg.ClusterID
+		}
 		if e.clusterID == "" {
 			var id [16]byte
 			rand.Read(id[:])
 			e.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
 		}
-		data := fmt.Sprintf("version=1\ncluster.id=%s\nnode.id=%d\n", e.clusterID, e.cfg.NodeID)
+		if !hasDirID {
+			dirID = newDirID()
+		}
+		data := fmt.Sprintf("version=1\ncluster.id=%s\nnode.id=%d\ndirectory.id=%s\n", e.clusterID, e.cfg.NodeID, formatDirID(dirID))
 		if err := fsutil.WriteFileAtomic(e.cfg.Dir, metaFile, []byte(data)); err != nil {
-			return err
+			return false, err
 		}
 	}
+	e.dirs[0].id = dirID
 	// With a ProducerIDBlock hook the blocks come from the cluster; a
 	// producer-ids file left by a past without a quorum is only the floor
 	// of the first one, so that no id it handed out is handed out again.
-	return e.loadProducerIDs()
+	return fresh, e.loadProducerIDs()
 }
 
 // validClusterID reports whether id is a Kafka Uuid as its toString writes
@@ -417,22 +463,6 @@ func (e *Core) loadMeta() error {
 func validClusterID(id string) bool {
 	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
 	return err == nil && len(b) == 16
-}
-
-// removeDeletedDirs finishes deletions of topics that a crash interrupted.
-func (e *Core) removeDeletedDirs() error {
-	ents, err := os.ReadDir(e.cfg.Dir)
-	if err != nil {
-		return err
-	}
-	for _, ent := range ents {
-		if ent.IsDir() && strings.HasSuffix(ent.Name(), deleteSuffix) {
-			if err := os.RemoveAll(filepath.Join(e.cfg.Dir, ent.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Producer ids are handed out from blocks. A single broker reserves its

@@ -66,15 +66,15 @@ func (e *Core) readAll(tp TP, toLEO bool, fn func(b []byte) error) error {
 	if err != nil {
 		return err
 	}
-	off, end := p.log.LogStartOffset(), p.hw.Load()
+	off, end := p.log().LogStartOffset(), p.hw.Load()
 	if toLEO {
-		end = p.log.LEO()
+		end = p.log().LEO()
 	}
 	for off < end {
-		buf, err := p.log.ReadBatches(off, 1<<20, end)
+		buf, err := p.log().ReadBatches(off, 1<<20, end)
 		if errors.Is(err, segment.ErrOutOfRange) {
 			// Retention moved the start meanwhile: go on from there.
-			off = p.log.LogStartOffset()
+			off = p.log().LogStartOffset()
 			continue
 		}
 		if err != nil {

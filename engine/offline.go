@@ -12,10 +12,10 @@ import (
 
 // Offline partitions: Kafka takes a log directory offline when its disk
 // fails (KIP-112; KIP-858 in KRaft) and the controller moves the
-// leadership of the replicas there. ringlog has one data directory per
-// broker, so the unit that goes offline is the partition whose log cannot
-// be trusted: one that failed to open at start (corruption that recovery
-// refuses to cut, an unreadable file) or whose disk failed under it at run
+// leadership of the replicas there. In ringlog the unit that goes offline
+// is the partition whose log cannot be trusted: one that failed to open at
+// start (corruption that recovery refuses to cut, an unreadable file, its
+// log directory missing: logdirs.go) or whose disk failed under it at run
 // time (a failed fsync, EIO or EROFS on a write). An offline partition
 // stays hosted, so that its name, its high watermark in the checkpoint and
 // its files are kept for an operator, but every call on it answers
@@ -120,10 +120,13 @@ func (s *shard) takeOffline(p *partition, cause error) {
 	}
 	err := fmt.Errorf("%w: %s-%d is offline: %w", ErrStorage, p.tp.Topic, p.tp.Partition, cause)
 	p.offline.Store(&err)
-	if p.log != nil {
-		p.log.Stop(cause)
+	if p.log() != nil {
+		p.log().Stop(cause)
 	}
 	p.role.Store(int32(RoleNone))
+	if err := s.cancelMove(p); err != nil {
+		s.e.log.Error("remove an offline partition's future log", "partition", p.dir, "err", err)
+	}
 	s.e.log.Error("partition offline: its disk failed", "partition", p.dir, "err", cause)
 	if hook := s.e.cfg.OnOffline; hook != nil {
 		hook(p.tp, err)
@@ -139,10 +142,10 @@ func (s *shard) takeOffline(p *partition, cause error) {
 // checkDisk takes p offline when err (from an operation on its log; nil
 // after one that returned nothing) says that its disk failed (shard only).
 func (s *shard) checkDisk(p *partition, err error) {
-	if p.log == nil || !diskFailed(p.log, err) {
+	if p.log() == nil || !diskFailed(p.log(), err) {
 		return
 	}
-	cause := p.log.Failed()
+	cause := p.log().Failed()
 	if cause == nil {
 		cause = err
 	}
@@ -153,8 +156,8 @@ func (s *shard) checkDisk(p *partition, err error) {
 // stopped itself (after a background sync failed; shard only).
 func (s *shard) checkFailedLogs() {
 	for p := range s.parts {
-		if p.log != nil && p.log.Failed() != nil {
-			s.takeOffline(p, p.log.Failed())
+		if p.log() != nil && p.log().Failed() != nil {
+			s.takeOffline(p, p.log().Failed())
 		}
 	}
 }

@@ -21,10 +21,21 @@ type partition struct {
 	tp    TP
 	topic *topic
 	shard *shard
-	dir   string
-	// log is set once, on the shard, before p is published, and never
-	// changed: nil only for a partition offline since the start.
-	log     *segment.Log
+	// ldir is the log directory p lives in (nil for a partition offline
+	// because its directory was at start) and dir its folder there (then
+	// a name in the first directory). A move changes both on the shard;
+	// dir is read on the shard only.
+	ldir atomic.Pointer[logDir]
+	dir  string
+	// move is the move to another log directory under way (move.go), set
+	// and cleared on the shard.
+	move atomic.Pointer[move]
+	// cur is the log, set on the shard before p is published: nil only
+	// for a partition offline since the start. It changes only when a
+	// move between log directories (move.go) swaps in the copy, on the
+	// shard, so code on the shard sees one log for the whole of a round;
+	// readers on other goroutines load it once per call (log()).
+	cur     atomic.Pointer[segment.Log]
 	deleted atomic.Bool
 	// offline, once set, is why p is offline (offline.go): it wraps
 	// ErrStorage and is what every call on p answers from then on.
@@ -138,3 +149,7 @@ func (p *partition) advanceHW(hw int64) {
 		p.notify()
 	}
 }
+
+// log is p's current log (nil only for a partition offline since the
+// start). Any goroutine.
+func (p *partition) log() *segment.Log { return p.cur.Load() }

@@ -482,7 +482,7 @@ func decodeSnapshot(b []byte) (*producerState, int64, error) {
 
 // writeSnapshot saves p's producer state as of its LEO (shard only).
 func (p *partition) writeSnapshot() error {
-	return fsutil.WriteFileAtomic(p.dir, snapshotFile, encodeSnapshot(p.producers.entries, p.log.LEO()))
+	return fsutil.WriteFileAtomic(p.dir, snapshotFile, encodeSnapshot(p.producers.entries, p.log().LEO()))
 }
 
 // loadProducers restores p's producer state: the snapshot, then the batches
@@ -492,9 +492,9 @@ func (p *partition) writeSnapshot() error {
 // snapshot is later, and rebuilds them on the way: only this state knows
 // where each aborted transaction began.
 func (p *partition) loadProducers() error {
-	leo := p.log.LEO()
-	ps, from := newProducerState(), p.log.LogStartOffset()
-	stale := p.log.TxnIndexStale()
+	leo := p.log().LEO()
+	ps, from := newProducerState(), p.log().LogStartOffset()
+	stale := p.log().TxnIndexStale()
 	b, err := os.ReadFile(filepath.Join(p.dir, snapshotFile))
 	switch {
 	case err == nil:
@@ -505,7 +505,7 @@ func (p *partition) loadProducers() error {
 		return err
 	}
 	var aborted []segment.AbortedTxn
-	err = p.log.ScanMarkers(from, leo, func(h batch.Header, m *batch.Marker) error {
+	err = p.log().ScanMarkers(from, leo, func(h batch.Header, m *batch.Marker) error {
 		if h.ProducerID >= 0 {
 			if e := ps.update(h, h.BaseOffset, m, false); e != nil && stale >= 0 {
 				aborted = append(aborted, *e)
@@ -517,7 +517,7 @@ func (p *partition) loadProducers() error {
 		return fmt.Errorf("rebuild producer state of %s: %w", p.dir, err)
 	}
 	if stale >= 0 {
-		if err := p.log.RebuildTxnIndexes(aborted); err != nil {
+		if err := p.log().RebuildTxnIndexes(aborted); err != nil {
 			return fmt.Errorf("rebuild transaction indexes of %s: %w", p.dir, err)
 		}
 	}

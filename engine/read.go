@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"ringlog/segment"
 )
@@ -25,8 +26,8 @@ type PartitionState struct {
 
 func (p *partition) state() PartitionState {
 	hw := p.hw.Load()
-	start := p.log.LogStartOffset()
-	return PartitionState{HW: hw, LSO: p.lso(hw, start), LEO: p.log.LEO(), LogStartOffset: start,
+	start := p.log().LogStartOffset()
+	return PartitionState{HW: hw, LSO: p.lso(hw, start), LEO: p.log().LEO(), LogStartOffset: start,
 		LeaderEpoch: p.leaderEpoch.Load(), Role: Role(p.role.Load())}
 }
 
@@ -79,7 +80,7 @@ func (e *Core) Read(tp TP, offset, maxBytes int64, minOne bool, iso Isolation) (
 		// yet, not an error (Kafka answers an empty fetch).
 		return ReadResult{ReadResult: &segment.ReadResult{}, State: st}, nil
 	}
-	res, err := p.log.Read(offset, maxBytes, upper, minOne)
+	res, err := p.log().Read(offset, maxBytes, upper, minOne)
 	if errors.Is(err, segment.ErrClosed) {
 		err = ErrClosed // Close came between the check and the read
 	}
@@ -91,7 +92,7 @@ func (e *Core) Read(tp TP, offset, maxBytes int64, minOne bool, iso Isolation) (
 		// Bounded by the LSO rather than by the last batch returned
 		// (which would need the headers walked): the consumer ignores
 		// an entry past what it got.
-		out.Aborted = p.log.AbortedTxns(offset, upper)
+		out.Aborted = p.log().AbortedTxns(offset, upper)
 	}
 	return out, nil
 }
@@ -133,7 +134,7 @@ func (e *Core) ListOffset(tp TP, timestamp int64, iso Isolation) (offset, ts int
 			if err := p.offlineErr(); err != nil {
 				return err
 			}
-			maxTs, _ = p.log.MaxTimestamp()
+			maxTs, _ = p.log().MaxTimestamp()
 			return nil
 		})
 		if err != nil {
@@ -143,7 +144,7 @@ func (e *Core) ListOffset(tp TP, timestamp int64, iso Isolation) (offset, ts int
 			return -1, -1, -1, nil
 		}
 		// The first record carrying the largest timestamp.
-		offset, ts, err = p.log.OffsetForTimestamp(maxTs, upper)
+		offset, ts, err = p.log().OffsetForTimestamp(maxTs, upper)
 		if errors.Is(err, segment.ErrNotFound) {
 			return -1, -1, -1, nil
 		}
@@ -154,7 +155,7 @@ func (e *Core) ListOffset(tp TP, timestamp int64, iso Isolation) (offset, ts int
 		if timestamp < 0 {
 			return 0, 0, 0, fmt.Errorf("%w: timestamp %d", ErrInvalidRequest, timestamp)
 		}
-		offset, ts, err = p.log.OffsetForTimestamp(timestamp, upper)
+		offset, ts, err = p.log().OffsetForTimestamp(timestamp, upper)
 		if errors.Is(err, segment.ErrNotFound) {
 			return -1, -1, -1, nil
 		}
@@ -162,7 +163,7 @@ func (e *Core) ListOffset(tp TP, timestamp int64, iso Isolation) (offset, ts int
 			return 0, 0, 0, storageError(err)
 		}
 	}
-	return offset, ts, p.log.EpochForOffset(offset), nil
+	return offset, ts, p.log().EpochForOffset(offset), nil
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101/KIP-279): the
@@ -172,7 +173,7 @@ func (e *Core) EndOffsetForEpoch(tp TP, epoch int32) (int32, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	ep, off := p.log.EndOffsetForEpoch(epoch)
+	ep, off := p.log().EndOffsetForEpoch(epoch)
 	return ep, off, nil
 }
 
@@ -197,7 +198,7 @@ func (e *Core) DeleteRecords(tp TP, offset int64) (int64, error) {
 			return err
 		}
 		var err error
-		low, err = p.log.DeleteRecordsBefore(offset)
+		low, err = p.log().DeleteRecordsBefore(offset)
 		p.shard.checkDisk(p, err)
 		return storageError(err)
 	})
@@ -208,16 +209,31 @@ func (e *Core) DeleteRecords(tp TP, offset int64) (int64, error) {
 type PartitionSize struct {
 	TP   TP
 	Size int64
+	// Dir is the log directory holding the log, as LogDirs names it.
+	Dir string
+	// Future marks the copy of a replica moving to Dir (AlterReplicaLogDirs),
+	// Lag how far its copy is behind the current log's LEO.
+	Future bool
+	Lag    int64
 }
 
-// Sizes lists every partition's size on disk.
+// Sizes lists every partition's size on disk, with its directory.
 func (e *Core) Sizes() []PartitionSize {
+	paths := make(map[*logDir]string, len(e.dirs))
+	for i, d := range e.LogDirs() {
+		paths[e.dirs[i]] = d.Path
+	}
 	var out []PartitionSize
 	for tp, p := range *e.parts.Load() {
-		if p.log == nil {
+		l := p.log()
+		if l == nil {
 			continue // offline since the start: no log to measure
 		}
-		out = append(out, PartitionSize{TP: tp, Size: p.log.Size()})
+		out = append(out, PartitionSize{TP: tp, Size: l.Size(), Dir: paths[p.ldir.Load()]})
+		if m := p.move.Load(); m != nil {
+			out = append(out, PartitionSize{TP: tp, Size: folderSize(m.future), Dir: paths[m.dst], Future: true,
+				Lag: max(l.LEO()-m.copiedEnd.Load(), 0)})
+		}
 	}
 	return out
 }
@@ -229,4 +245,20 @@ func (e *Core) Partitions() []TP {
 		out = append(out, tp)
 	}
 	return out
+}
+
+// folderSize sums the sizes of the files in dir (a future log, being
+// filled: a file removed meanwhile counts as nothing).
+func folderSize(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, ent := range ents {
+		if st, err := ent.Info(); err == nil && st.Mode().IsRegular() {
+			n += st.Size()
+		}
+	}
+	return n
 }

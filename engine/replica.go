@@ -43,10 +43,10 @@ func (e *Core) AppendReplica(tp TP, records []byte, done func(leo int64, err err
 	r, err := newReplicaAppend(p, records, done)
 	switch {
 	case err != nil:
-		done(p.log.LEO(), err)
+		done(p.log().LEO(), err)
 	case r == nil:
 		// Nothing whole to write (an empty fetch): no trip to the shard.
-		done(p.log.LEO(), nil)
+		done(p.log().LEO(), nil)
 	default:
 		p.shard.send(shardMsg{append: r})
 	}
@@ -100,7 +100,7 @@ func newReplicaAppend(p *partition, records []byte, done func(int64, error)) (*a
 // start where the log (with the requests before them) ends. The producer
 // state is updated without checks: the leader made them.
 func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
-	next := p.log.LEO()
+	next := p.log().LEO()
 	gaps := p.topic.config.Log.Cleanup.Compacts()
 	var batches [][]byte
 	accepted := reqs[:0:0]
@@ -126,7 +126,7 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 	// As on a leader: known before the write can be covered by the high
 	// watermark the leader sends.
 	p.publishTxns()
-	t, err := p.log.Prepare(batches, segment.AppendOptions{Replica: true, Validated: true})
+	t, err := p.log().Prepare(batches, segment.AppendOptions{Replica: true, Validated: true})
 	if err != nil {
 		p.producers.rollback()
 		p.publishTxns()
@@ -161,7 +161,7 @@ func (e *Core) Truncate(tp TP, offset int64) error {
 		return fmt.Errorf("%w: truncate to %d", ErrInvalidRequest, offset)
 	}
 	return p.callSync(func() error {
-		return p.truncate(func() error { return p.log.TruncateTo(offset) }, false)
+		return p.truncate(func() error { return p.log().TruncateTo(offset) }, false)
 	})
 }
 
@@ -178,7 +178,7 @@ func (e *Core) TruncateFullyAndStartAt(tp TP, offset int64) error {
 		return fmt.Errorf("%w: start at %d", ErrInvalidRequest, offset)
 	}
 	return p.callSync(func() error {
-		return p.truncate(func() error { return p.log.TruncateFullyAndStartAt(offset) }, true)
+		return p.truncate(func() error { return p.log().TruncateFullyAndStartAt(offset) }, true)
 	})
 }
 
@@ -188,9 +188,13 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 	// hwMu is held across the cut: SetHW must not read the LEO before it
 	// and store a high watermark after it.
 	p.hwMu.Lock()
-	before := p.log.LEO()
+	if m := p.move.Load(); m != nil {
+		// The bytes a move copied may be cut and written again.
+		m.truncated.Store(true)
+	}
+	before := p.log().LEO()
 	err := cut()
-	leo, start := p.log.LEO(), p.log.LogStartOffset()
+	leo, start := p.log().LEO(), p.log().LogStartOffset()
 	p.hw.Store(min(max(p.hw.Load(), start), leo))
 	p.hwMu.Unlock()
 	p.failAcks(leo, fmt.Errorf("%w: %s-%d truncated to %d", ErrNotLeader, p.tp.Topic, p.tp.Partition, leo))
@@ -223,7 +227,7 @@ func (p *partition) truncate(cut func() error, fully bool) error {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	p.publishTxns()
-	p.snapshotBase = p.log.ActiveBase()
+	p.snapshotBase = p.log().ActiveBase()
 	if err := p.writeSnapshot(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
@@ -240,7 +244,7 @@ func (e *Core) ReadReplica(tp TP, offset, maxBytes int64, minOne bool) (ReadResu
 		return ReadResult{}, err
 	}
 	st := p.state()
-	res, err := p.log.Read(offset, maxBytes, st.LEO, minOne)
+	res, err := p.log().Read(offset, maxBytes, st.LEO, minOne)
 	if err != nil {
 		return ReadResult{State: st}, err
 	}

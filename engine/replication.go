@@ -99,7 +99,7 @@ func (e *Core) BecomeLeader(tp TP, leaderEpoch int32) error {
 		if err := p.checkEpoch(leaderEpoch); err != nil {
 			return err
 		}
-		if err := p.log.AssignEpoch(leaderEpoch, p.log.LEO()); err != nil {
+		if err := p.log().AssignEpoch(leaderEpoch, p.log().LEO()); err != nil {
 			return storageError(err)
 		}
 		p.leaderEpoch.Store(leaderEpoch)
@@ -142,7 +142,7 @@ func (p *partition) checkEpoch(epoch int32) error {
 		return fmt.Errorf("%w: leader epoch %d", ErrInvalidRequest, epoch)
 	}
 	cur := p.leaderEpoch.Load()
-	if eps := p.log.Epochs(); len(eps) > 0 {
+	if eps := p.log().Epochs(); len(eps) > 0 {
 		cur = max(cur, eps[len(eps)-1].Epoch)
 	}
 	if epoch < cur {
@@ -169,7 +169,7 @@ func (p *partition) setHW(hw int64) {
 	p.hwMu.Lock()
 	// The LEO only goes down by a truncation, which holds hwMu: read
 	// here, it bounds the LEO until the store below.
-	hw = min(hw, p.log.LEO())
+	hw = min(hw, p.log().LEO())
 	moved := hw > p.hw.Load()
 	if moved {
 		p.hw.Store(hw)

@@ -159,7 +159,7 @@ func TestRolesGateAppends(t *testing.T) {
 				t.Fatalf("batch not stamped with the leader's epoch: %+v", hs)
 			}
 			p, _ := e.partition(tp)
-			if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 3, StartOffset: 0}}) {
+			if eps := p.log().Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 3, StartOffset: 0}}) {
 				t.Fatalf("epochs %v", eps)
 			}
 			st, _ := e.State(tp)
@@ -173,7 +173,7 @@ func TestRolesGateAppends(t *testing.T) {
 			mustOK(t, e.BecomeLeader(tp, 5))
 			mustOK(t, e.BecomeLeader(tp, 5)) // the same again is no change
 			appendSync(e, tp, mkBatch(t, 1, "y", 1, -1, 0, 0))
-			if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 4}}) {
+			if eps := p.log().Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 4}}) {
 				t.Fatalf("epochs after re-election: %v", eps)
 			}
 
@@ -603,7 +603,7 @@ func TestAppendReplicaKeepsOffsetsAndEpochs(t *testing.T) {
 			leo := want[len(want)-1].NextOffset()
 			wantEpochs := []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: leo - 10}}
 			for _, p := range []*partition{lp, fp} {
-				if eps := p.log.Epochs(); !slices.Equal(eps, wantEpochs) {
+				if eps := p.log().Epochs(); !slices.Equal(eps, wantEpochs) {
 					t.Fatalf("epochs %v, want %v", eps, wantEpochs)
 				}
 			}
@@ -639,7 +639,7 @@ func TestAppendReplicaKeepsOffsetsAndEpochs(t *testing.T) {
 			mustOK(t, leader.Close())
 			leader = openReplicated(t, ldir, mode, nil)
 			lp, _ = leader.partition(tp)
-			if eps := lp.log.Epochs(); !slices.Equal(eps, wantEpochs) {
+			if eps := lp.log().Epochs(); !slices.Equal(eps, wantEpochs) {
 				t.Fatalf("epochs after a restart: %v", eps)
 			}
 			if st, _ := leader.State(tp); st.LEO != leo || st.LeaderEpoch != 2 || st.Role != RoleNone {
@@ -654,7 +654,7 @@ func TestAppendReplicaKeepsOffsetsAndEpochs(t *testing.T) {
 				t.Fatalf("%d logs recovered", rec)
 			}
 			lp, _ = leader.partition(tp)
-			if eps := lp.log.Epochs(); !slices.Equal(eps, wantEpochs) {
+			if eps := lp.log().Epochs(); !slices.Equal(eps, wantEpochs) {
 				t.Fatalf("epochs rebuilt by recovery: %v", eps)
 			}
 			// A torn tail cut by recovery takes epoch 2 with it when it
@@ -673,7 +673,7 @@ func TestAppendReplicaKeepsOffsetsAndEpochs(t *testing.T) {
 			mustOK(t, os.Remove(filepath.Join(dir, "clean-shutdown")))
 			leader = openReplicated(t, ldir, mode, nil)
 			lp, _ = leader.partition(tp)
-			if eps := lp.log.Epochs(); !slices.Equal(eps, wantEpochs[:1]) {
+			if eps := lp.log().Epochs(); !slices.Equal(eps, wantEpochs[:1]) {
 				t.Fatalf("epochs after a torn tail: %v", eps)
 			}
 			if st, _ := leader.State(tp); st.LEO != leo-10 {
@@ -795,7 +795,7 @@ func TestTruncateThenReappend(t *testing.T) {
 				t.Fatalf("after truncating to 5: %+v", st)
 			}
 			p, _ := e.partition(tp)
-			if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}}) {
+			if eps := p.log().Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}}) {
 				t.Fatalf("epochs after truncation: %v", eps)
 			}
 			select {
@@ -820,7 +820,7 @@ func TestTruncateThenReappend(t *testing.T) {
 			if leo, err := appendReplicaSync(e, tp, rec); err != nil || leo != 7 {
 				t.Fatalf("re-append: %d %v", leo, err)
 			}
-			if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 3}}) {
+			if eps := p.log().Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 3}}) {
 				t.Fatalf("epochs after re-append: %v", eps)
 			}
 			// The producer state forgot the truncated batches: as leader,
@@ -857,8 +857,8 @@ func TestTruncateBelowSnapshot(t *testing.T) {
 		}
 	}
 	p, _ := e.partition(tp)
-	if p.log.Segments() < 3 {
-		t.Fatalf("%d segments: no roll, no snapshot", p.log.Segments())
+	if p.log().Segments() < 3 {
+		t.Fatalf("%d segments: no roll, no snapshot", p.log().Segments())
 	}
 	mustOK(t, e.BecomeFollower(tp, 2))
 	mustOK(t, e.Truncate(tp, 2))
@@ -892,7 +892,7 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 				t.Fatalf("after starting at 100: %+v", st)
 			}
 			p, _ := e.partition(tp)
-			if eps := p.log.Epochs(); len(eps) != 0 {
+			if eps := p.log().Epochs(); len(eps) != 0 {
 				t.Fatalf("epochs %v", eps)
 			}
 			if _, err := appendReplicaSync(e, tp, replicaBatch(t, 1, 6, 1, -1, 0)); !errors.Is(err, ErrUnexpectedOffset) {
@@ -1001,12 +1001,12 @@ func TestTruncateAtLEODropsEpochLedWithoutWrites(t *testing.T) {
 	mustOK(t, e.SetHW(tp, 2))
 	mustOK(t, e.BecomeLeader(tp, 2))
 	p, _ := e.partition(tp)
-	if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 2}}) {
+	if eps := p.log().Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 2}}) {
 		t.Fatalf("epochs %v", eps)
 	}
 	mustOK(t, e.BecomeFollower(tp, 3))
 	mustOK(t, e.Truncate(tp, 2))
-	if eps := p.log.Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}}) {
+	if eps := p.log().Epochs(); !slices.Equal(eps, []segment.EpochEntry{{Epoch: 1, StartOffset: 0}}) {
 		t.Fatalf("epochs after truncating to the LEO: %v", eps)
 	}
 	if st, _ := e.State(tp); st.LEO != 2 || st.HW != 2 {

@@ -104,8 +104,8 @@ func (r *appendReq) written() {
 func (r *appendReq) fail(err error) {
 	if r.replica != nil {
 		var leo int64
-		if r.p.log != nil {
-			leo = r.p.log.LEO()
+		if r.p.log() != nil {
+			leo = r.p.log().LEO()
 		}
 		r.replica(leo, err)
 	} else {
@@ -390,7 +390,7 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		}
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	p.log = l
+	p.cur.Store(l)
 	if r := l.Recovery(); !fresh {
 		if r.Clean {
 			s.e.opensClean.Add(1)
@@ -407,7 +407,7 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 		// whose batch headers could not be read.
 		l.Stop(err)
 		l.Close()
-		p.log = nil
+		p.cur.Store(nil)
 		if !fresh && offlineAtOpen(err) {
 			s.keepOffline(p, err)
 			return nil
@@ -440,14 +440,14 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 // closePartition closes p's log cleanly, with a producer snapshot.
 func (s *shard) closePartition(p *partition) error {
 	delete(s.parts, p)
-	if p.log == nil {
+	if p.log() == nil {
 		return nil
 	}
 	var errs []error
-	if p.log.Failed() == nil {
+	if p.log().Failed() == nil {
 		errs = append(errs, p.writeSnapshot())
 	}
-	errs = append(errs, p.log.Close())
+	errs = append(errs, p.log().Close())
 	return errors.Join(errs...)
 }
 
@@ -477,11 +477,20 @@ func (s *shard) deletePartition(p *partition) error {
 	}
 	p.queue = nil
 	p.failAcks(-1, unknownPartition(p.tp))
+	if err := s.cancelMove(p); err != nil {
+		s.e.log.Error("remove a deleted partition's future log", "partition", p.dir, "err", err)
+	}
 	delete(s.parts, p)
-	if p.log != nil {
-		p.log.Close()
+	if p.log() != nil {
+		p.log().Close()
 	}
 	p.notify()
+	if p.ldir.Load() == nil {
+		// Offline with its log directory since the start: its folder,
+		// wherever it is, is not here to remove.
+		s.e.log.Warn("deleted partition's folder left in its offline log directory", "partition", p.tp)
+		return nil
+	}
 	gone := deletedDir(p.dir, p.tp, fmt.Sprintf("%x", p.topic.id[:8]))
 	if err := os.Rename(p.dir, gone); err != nil {
 		return err
@@ -498,15 +507,15 @@ func (s *shard) deletePartition(p *partition) error {
 func (s *shard) enforceRetention() {
 	cutoff := s.e.cfg.Now().Add(-s.e.cfg.ProducerIDExpiration).UnixMilli()
 	for p := range s.parts {
-		if p.log.Failed() != nil || p.offlineErr() != nil {
+		if p.log().Failed() != nil || p.offlineErr() != nil {
 			continue
 		}
-		n, err := p.log.EnforceRetention(p.hw.Load())
+		n, err := p.log().EnforceRetention(p.hw.Load())
 		if err != nil {
 			s.e.log.Error("retention", "partition", p.dir, "err", err)
 			s.checkDisk(p, err)
 		} else if n > 0 {
-			s.e.log.Debug("retention deleted segments", "partition", p.dir, "segments", n, "log_start_offset", p.log.LogStartOffset())
+			s.e.log.Debug("retention deleted segments", "partition", p.dir, "segments", n, "log_start_offset", p.log().LogStartOffset())
 		}
 		p.producers.expire(cutoff)
 		// Forgets the ended transactions the high watermark passed.
@@ -522,7 +531,7 @@ func (s *shard) flushDue() {
 		if p.offlineErr() != nil {
 			continue
 		}
-		if t := p.log.PrepareFlush(false); t != nil {
+		if t := p.log().PrepareFlush(false); t != nil {
 			s.ops = append(s.ops, t.Ops...)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"ringlog/internal/fsutil"
 )
@@ -232,13 +234,37 @@ func (e *Core) openPartitions(t *topic, from, to int32, fresh bool) error {
 	calls := make([]shardCall, 0, to-from)
 	for i := from; i < to; i++ {
 		tp := TP{t.name, i}
-		p := &partition{tp: tp, topic: t, dir: filepath.Join(e.cfg.Dir, fmt.Sprintf("%s-%d", t.name, i))}
+		name := fmt.Sprintf("%s-%d", t.name, i)
+		// The directory is picked here, under e.mu (or at start), so that
+		// the partitions of one creation spread over the directories.
+		d, dirErr := e.placeDir(name, fresh, t.partitions[from:])
+		if dirErr != nil && fresh {
+			return dirErr
+		}
+		p := &partition{tp: tp, topic: t}
+		p.ldir.Store(d)
+		if d != nil {
+			p.dir = filepath.Join(d.path, name)
+		} else {
+			p.dir = filepath.Join(e.cfg.Dir, name) // offline: named for the logs only
+		}
+		if fresh {
+			if err := e.clearLeftovers(name, d, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+				return fmt.Errorf("%w: %w", ErrStorage, err)
+			}
+		}
 		p.leaderEpoch.Store(0)
 		e.resetISR(p)
 		p.acksMin.Store(math.MaxInt64)
 		t.partitions = append(t.partitions, p)
 		s := e.shardFor(tp)
 		p.shard = s
+		if dirErr != nil {
+			// Its directory may be the one offline: hosted offline, like a
+			// log that does not open, and never created empty elsewhere.
+			calls = append(calls, s.start(func() error { s.keepOffline(p, dirErr); return nil }))
+			continue
+		}
 		calls = append(calls, s.start(func() error { return s.openPartition(p, fresh) }))
 	}
 	var errs []error
@@ -249,7 +275,7 @@ func (e *Core) openPartitions(t *topic, from, to int32, fresh bool) error {
 		// Close what did open; the files stay for an operator to inspect.
 		// A shard that stopped meanwhile closed its partitions itself.
 		for _, p := range t.partitions[from:] {
-			if p.log != nil {
+			if p.log() != nil {
 				_ = p.shard.post(func() {
 					if err := p.shard.closePartition(p); err != nil {
 						e.log.Error("close partition after a failed open", "partition", p.dir, "err", err)
@@ -412,7 +438,7 @@ func (e *Core) changeConfig(name string, validateOnly bool, parse func(TopicConf
 			if p.offlineErr() != nil {
 				return nil // the log takes the config when it opens again
 			}
-			return p.log.SetConfig(cfg.Log)
+			return p.log().SetConfig(cfg.Log)
 		}))
 	}
 	return errors.Join(errs...)

@@ -239,7 +239,7 @@ func (r *appendReq) marker(i int) *batch.Marker {
 // index (shard only, once the markers are written).
 func (p *partition) writeAborted(r *appendReq) error {
 	for _, a := range r.aborted {
-		if err := p.log.AppendAbortedTxn(a); err != nil {
+		if err := p.log().AppendAbortedTxn(a); err != nil {
 			return err
 		}
 	}

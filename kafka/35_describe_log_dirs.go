@@ -2,18 +2,23 @@ package kafka
 
 import (
 	"cmp"
-	"path/filepath"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
-// DescribeLogDirs v0-v5 (KIP-113): the broker's log directory, the size of
-// every partition in it, and from v4 the volume's total and usable bytes
-// (KIP-827). ringlog keeps one directory. v2 is flexible, v3 adds a
-// top-level error code, v5 the cordoned flag (KIP-1066), always false.
+// DescribeLogDirs v0-v5 (KIP-113): every log directory of the broker (Kafka's
+// log.dirs), the size of every partition in it, and from v4 the volume's
+// total and usable bytes (KIP-827). An offline directory is listed with
+// KAFKA_STORAGE_ERROR and nothing else, as Kafka lists one. v2 is flexible,
+// v3 adds a top-level error code, v5 the cordoned flag (KIP-1066), always
+// false. With an authorizer it needs DESCRIBE on the cluster (Kafka's
+// check): without it the answer lists no directory, with
+// CLUSTER_AUTHORIZATION_FAILED from v3.
 func init() {
 	register(api{key: kmsg.DescribeLogDirs, min: 0, max: 5, sync: handleDescribeLogDirs})
 }
@@ -21,16 +26,9 @@ func init() {
 func handleDescribeLogDirs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
-	d := kmsg.NewDescribeLogDirsResponseDir()
-	dir, err := filepath.Abs(s.eng.Dir())
-	if err != nil {
-		dir = s.eng.Dir()
-	}
-	d.Dir = dir
-	// The volume's space is best effort: where the system cannot say, the
-	// fields keep Kafka's "unknown", -1.
-	if total, usable, err := diskSpace(dir); err == nil {
-		d.TotalBytes, d.UsableBytes = total, usable
+	if !s.authorizeCluster(cx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
 	}
 	// A null topic list asks for every partition; otherwise only those
 	// asked for that exist here are listed (Kafka leaves the others out).
@@ -45,25 +43,48 @@ func handleDescribeLogDirs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 	}
 	sizes := s.eng.Sizes()
 	slices.SortFunc(sizes, func(a, b engine.PartitionSize) int {
-		return cmp.Or(cmp.Compare(a.TP.Topic, b.TP.Topic), cmp.Compare(a.TP.Partition, b.TP.Partition))
+		return cmp.Or(cmp.Compare(a.TP.Topic, b.TP.Topic), cmp.Compare(a.TP.Partition, b.TP.Partition), cmp.Compare(boolInt(a.Future), boolInt(b.Future)))
 	})
-	for _, ps := range sizes {
-		if want != nil && !want[ps.TP] {
+	for _, ld := range s.eng.LogDirs() {
+		d := kmsg.NewDescribeLogDirsResponseDir()
+		d.Dir = ld.Path
+		if ld.Err != nil {
+			d.ErrorCode = kerr.KafkaStorageError.Code
+			resp.Dirs = append(resp.Dirs, d)
 			continue
 		}
-		if n := len(d.Topics); n == 0 || d.Topics[n-1].Topic != ps.TP.Topic {
-			t := kmsg.NewDescribeLogDirsResponseDirTopic()
-			t.Topic = ps.TP.Topic
-			d.Topics = append(d.Topics, t)
+		// The volume's space is best effort: where the system cannot say,
+		// the fields keep Kafka's "unknown", -1.
+		if total, usable, err := diskSpace(ld.Path); err == nil {
+			d.TotalBytes, d.UsableBytes = total, usable
 		}
-		p := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-		// The offset lag is max(HW - LEO, 0): a leader's is always 0,
-		// and a single node leads every partition. No replica moves
-		// between directories, so none is a future log.
-		p.Partition, p.Size = ps.TP.Partition, ps.Size
-		t := &d.Topics[len(d.Topics)-1]
-		t.Partitions = append(t.Partitions, p)
+		for _, ps := range sizes {
+			if ps.Dir != ld.Path || (want != nil && !want[ps.TP]) {
+				continue
+			}
+			if n := len(d.Topics); n == 0 || d.Topics[n-1].Topic != ps.TP.Topic {
+				t := kmsg.NewDescribeLogDirsResponseDirTopic()
+				t.Topic = ps.TP.Topic
+				d.Topics = append(d.Topics, t)
+			}
+			p := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+			// The offset lag is max(HW - LEO, 0) for a current log: a
+			// leader's is always 0, and a single node leads every
+			// partition. A future log's (a move between directories under
+			// way) is how far its copy is behind the current log's LEO, as
+			// Kafka reports it.
+			p.Partition, p.Size, p.IsFuture, p.OffsetLag = ps.TP.Partition, ps.Size, ps.Future, ps.Lag
+			t := &d.Topics[len(d.Topics)-1]
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Dirs = append(resp.Dirs, d)
 	}
-	resp.Dirs = append(resp.Dirs, d)
 	return resp
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,11 +188,12 @@ func (s *Server) brokerConfigs() []describedConfig {
 	id := strconv.Itoa(int(s.eng.NodeID()))
 	static("node.id", id, kmsg.ConfigTypeInt, "The id of this broker.")
 	static("broker.id", id, kmsg.ConfigTypeInt, "The id of this broker (node.id's older name).")
-	dir, err := filepath.Abs(s.eng.Dir())
-	if err != nil {
-		dir = s.eng.Dir()
+	var dirs []string
+	for _, d := range s.eng.LogDirs() {
+		dirs = append(dirs, d.Path)
 	}
-	static("log.dirs", dir, kmsg.ConfigTypeList, "The directory holding the partition logs (one).")
+	static("log.dirs", strings.Join(dirs, ","), kmsg.ConfigTypeList,
+		"The directories holding the partition logs; the first also holds the broker's metadata. A new partition goes to the one with the fewest partitions.")
 	plain("num.partitions", strconv.Itoa(int(s.eng.NumPartitions())), "1", kmsg.ConfigTypeInt,
 		"The number of partitions of a topic created without a count.")
 	plain("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), "true", kmsg.ConfigTypeBoolean,

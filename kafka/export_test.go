@@ -158,6 +158,23 @@ func SeedRequests(t testing.TB) map[string][]byte {
 	fetch.Topics = append(fetch.Topics, ft)
 	add("fetch-v12", fetch)
 
+	// Log directories (JBOD).
+	for _, v := range []int16{0, 1, 2} {
+		req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+		req.Version = v
+		d := kmsg.NewAlterReplicaLogDirsRequestDir()
+		d.Dir = "/var/lib/ringlog/d1"
+		d.Topics = []kmsg.AlterReplicaLogDirsRequestDirTopic{{Topic: "topic", Partitions: []int32{0, 1}}}
+		req.Dirs = append(req.Dirs, d)
+		add(fmt.Sprintf("alterreplicalogdirs-v%d", v), req)
+	}
+	for _, v := range []int16{0, 2, 4} {
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		req.Version = v
+		req.Topics = []kmsg.DescribeLogDirsRequestTopic{{Topic: "topic", Partitions: []int32{0}}}
+		add(fmt.Sprintf("describelogdirs-v%d", v), req)
+	}
+
 	// The group coordinator's APIs.
 	for _, v := range []int16{0, 4, 9} {
 		req := kmsg.NewPtrJoinGroupRequest()

@@ -142,10 +142,7 @@ func (s *settings) set(k, v string) error {
 	var n int64
 	switch k {
 	case "log.dirs", "log.dir":
-		if strings.Contains(v, ",") {
-			return fmt.Errorf("%s=%s: one data directory is supported", k, v)
-		}
-		s.DataDir = v
+		err = s.setLogDirs(v)
 	case "node.id", "broker.id":
 		n, err = num(0, math.MaxInt32)
 		s.NodeID = int32(n)
@@ -401,4 +398,20 @@ func perIPOverrides(v string) (map[string]int, error) {
 		m[ip.String()] = n
 	}
 	return m, nil
+}
+
+// setLogDirs takes log.dirs (or -data-dir): a comma-separated list whose
+// first directory also holds the broker's metadata.
+func (s *settings) setLogDirs(v string) error {
+	var dirs []string
+	for _, d := range strings.Split(v, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("log.dirs=%q: no directory", v)
+	}
+	s.DataDir, s.LogDirs = dirs[0], dirs[1:]
+	return nil
 }

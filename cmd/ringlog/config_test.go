@@ -112,7 +112,7 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=PLAIN\nlistener.name.sasl_plaintext.plain.sasl.jaas.config=x": "PlainLoginModule",
 		"listeners=PLAINTEXT://:1\nadvertised.listeners=OTHER://h:1":                                                                         "OTHER is not in listeners",
 		"ssl.client.auth=required":    "the only listener is PLAINTEXT",
-		"log.dirs=/a,/b":              "one data directory",
+		"log.dirs=,":                  "no directory",
 		"num.partitions=zero":         "num.partitions",
 		"log.segment.bytes=1":         "segment.bytes",
 		"log.segment.bytes=1048575":   "log.segment.bytes: Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576",
@@ -411,5 +411,17 @@ controller.quorum.bootstrap.servers=127.0.0.1:19094,127.0.0.1:19095
 	err = s.loadProperties(strings.NewReader("process.roles=broker,zookeeper\n"))
 	if err == nil || !strings.Contains(err.Error(), "unknown process role 'zookeeper'") {
 		t.Fatalf("process.roles=broker,zookeeper: %v", err)
+	}
+}
+
+// log.dirs takes several directories (JBOD): the first holds the broker's
+// metadata, the others partition logs only.
+func TestLogDirsList(t *testing.T) {
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader("log.dirs=/a, /b,/c\n")); err != nil {
+		t.Fatal(err)
+	}
+	if s.DataDir != "/a" || len(s.LogDirs) != 2 || s.LogDirs[0] != "/b" || s.LogDirs[1] != "/c" {
+		t.Fatalf("DataDir %q LogDirs %q", s.DataDir, s.LogDirs)
 	}
 }

@@ -61,7 +61,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("ringlog", flag.ContinueOnError)
 	listen := fs.String("listen", s.Listen, "address to listen on for Kafka clients")
 	advertise := fs.String("advertise", "", "host:port clients are told to connect to (default: the listen address)")
-	dataDir := fs.String("data-dir", s.DataDir, "directory holding the partition logs")
+	dataDir := fs.String("data-dir", s.DataDir, "directories holding the partition logs, comma-separated (log.dirs); the first also holds the broker's metadata")
 	shards := fs.Int("shards", 0, "shards (goroutines owning partitions); 0 = GOMAXPROCS")
 	ioMode := fs.String("io", string(s.IO), "I/O path: auto (probe io_uring), uring (fail without it) or portable")
 	network := fs.String("net", "", "network path: gnet (epoll loops), uring (io_uring loops; gnet if the kernel lacks what they need) or portable; empty: portable with -io=portable, else gnet")
@@ -115,7 +115,7 @@ func run(args []string) error {
 		case "advertise":
 			s.Advertise = *advertise
 		case "data-dir":
-			s.DataDir = *dataDir
+			err = s.setLogDirs(*dataDir)
 		case "shards":
 			s.Shards = *shards
 		case "io":

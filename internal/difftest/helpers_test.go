@@ -50,6 +50,7 @@ const (
 	vConsumerHeartbeat    = 1
 	vConsumerDescribe     = 1
 	vDescribeLogDirs      = 4
+	vAlterReplicaLogDirs  = 2
 )
 
 // baseTimestamp is the first record's timestamp in every batch the scripts

@@ -3,6 +3,7 @@ package difftest
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -175,5 +176,43 @@ func TestDescribeLogDirs(t *testing.T) {
 		machine(s.do("two partitions", describeLogDirsReq(topic, 0, 1)))
 		machine(s.do("an unknown partition", describeLogDirsReq(topic, 0, 9)))
 		machine(s.do("an unknown topic", describeLogDirsReq(name(s.t, "nope"), 0)))
+	})
+}
+
+func alterReplicaLogDirsReq(dir, topic string, partitions ...int32) *kmsg.AlterReplicaLogDirsRequest {
+	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	req.SetVersion(vAlterReplicaLogDirs)
+	d := kmsg.NewAlterReplicaLogDirsRequestDir()
+	d.Dir = dir
+	t := kmsg.NewAlterReplicaLogDirsRequestDirTopic()
+	t.Topic, t.Partitions = topic, partitions
+	d.Topics = append(d.Topics, t)
+	req.Dirs = append(req.Dirs, d)
+	return req
+}
+
+// TestAlterReplicaLogDirs: the codes of AlterReplicaLogDirs on a broker of
+// one log directory: a directory it does not have (absolute or relative)
+// is LOG_DIR_NOT_FOUND, whatever the partition; an unknown topic or
+// partition in its own directory UNKNOWN_TOPIC_OR_PARTITION; a partition
+// moved to the directory it is in, nothing to do. The directory's path is
+// the machine's, learned from DescribeLogDirs on each side.
+func TestAlterReplicaLogDirs(t *testing.T) {
+	run(t, func(s *side) {
+		topic := name(s.t, "")
+		s.createTopic(topic, 2, nil)
+		describe := kmsg.NewPtrDescribeLogDirsRequest()
+		describe.SetVersion(vDescribeLogDirs)
+		dirs := s.quiet(describe).(*kmsg.DescribeLogDirsResponse).Dirs
+		if len(dirs) != 1 {
+			s.fail("log dirs %+v", dirs)
+		}
+		own := dirs[0].Dir
+		s.do("an unknown directory", alterReplicaLogDirsReq(filepath.Join(filepath.Dir(own), "nosuch"), topic, 0))
+		s.do("a relative directory", alterReplicaLogDirsReq("data", topic, 0))
+		s.do("an unknown directory and topic", alterReplicaLogDirsReq("/nosuch", name(s.t, "nope"), 0))
+		s.do("an unknown topic", alterReplicaLogDirsReq(own, name(s.t, "nope"), 0))
+		s.do("an unknown partition", alterReplicaLogDirsReq(own, topic, 9))
+		s.do("where it is", alterReplicaLogDirsReq(own, topic, 0, 1))
 	})
 }
