@@ -1,12 +1,10 @@
 package controller
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -299,50 +297,24 @@ func (c *Controller) quorumCall(ctx context.Context, body []byte) (reply, error)
 // forwarding RPC). Under TLS, a heartbeat must come from the node it
 // names, and membership changes from a node of the configuration.
 func (c *Controller) serveQuorum(conn net.Conn, peer int32) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.Error("controller: quorum RPC panic; closing the connection", "remote", conn.RemoteAddr().String(),
-				"panic", r, "stack", string(debug.Stack()))
-		}
-	}()
-	br := bufio.NewReader(conn)
-	for {
-		if err := conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout)); err != nil {
-			return
-		}
-		body, err := readFrame(br)
-		if err != nil {
-			return
-		}
-		var r reply
+	c.serveFrames(conn, "quorum RPC", func(body []byte) (reply, error) {
 		d := &decoder{b: body}
 		timeout := time.Duration(d.u32()) * time.Millisecond
 		if d.err != nil || len(d.b) == 0 {
-			err = fmt.Errorf("%w: quorum request of %d bytes", ErrCorrupt, len(body))
-		} else if c.cfg.TLS != nil && !c.quorumAllowed(d.b, peer) {
-			err = errf(ErrClusterAuthorization, "node %d may not send quorum op %d", peer, d.b[0])
-		} else {
-			ctx, cancel := context.WithTimeout(c.ctx, min(max(timeout, time.Millisecond), rpcTimeoutMax))
-			select {
-			case <-c.raftReady:
-				r, err = c.leadQuorum(ctx, d.b)
-			case <-ctx.Done():
-				err = errf(ErrNotController, "node %d is starting", c.cfg.NodeID)
-			}
-			cancel()
-			if errors.Is(err, ErrNotController) {
-				if addr, _ := c.raft.LeaderWithID(); addr != "" {
-					r.payload = []byte(addr)
-				}
+			return reply{}, fmt.Errorf("%w: quorum request of %d bytes", ErrCorrupt, len(body))
+		}
+		if c.cfg.TLS != nil && !c.quorumAllowed(d.b, peer) {
+			return reply{}, errf(ErrClusterAuthorization, "node %d may not send quorum op %d", peer, d.b[0])
+		}
+		r, err := c.whenReady(timeout, func(ctx context.Context) (reply, error) { return c.leadQuorum(ctx, d.b) })
+		if errors.Is(err, ErrNotController) {
+			// The leader's address, for the caller to ask next.
+			if addr, _ := c.raft.LeaderWithID(); addr != "" {
+				r.payload = []byte(addr)
 			}
 		}
-		if err := conn.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			return
-		}
-		if err := writeFrame(conn, encodeResponse(r, err)); err != nil {
-			return
-		}
-	}
+		return r, err
+	})
 }
 
 // quorumAllowed is the TLS rule of serveQuorum: a heartbeat names its

@@ -129,11 +129,33 @@ func decodeResponse(b []byte) (reply, error) {
 // node its TLS certificate names (-1 without TLS): a command that acts for
 // one broker is refused from any other.
 func (c *Controller) serveRPC(conn net.Conn, peer int32) {
+	c.serveFrames(conn, "forwarding RPC", func(body []byte) (reply, error) {
+		timeout, cmd, err := decodeRequest(body)
+		if err != nil {
+			return reply{}, err
+		}
+		id, scoped := actsFor(cmd)
+		switch {
+		case cmd.typ == cmdFenceBroker, cmd.typ == cmdUnfenceBroker, cmd.typ == cmdElectRecovery:
+			// Only the leader itself decides on liveness, and on when
+			// an unclean recovery has waited long enough.
+			return reply{}, errf(ErrInvalidRequest, "%s is not a request", cmd.typ)
+		case c.cfg.TLS != nil && scoped && id != peer:
+			return reply{}, errf(ErrClusterAuthorization, "node %d may not send %s for broker %d", peer, cmd.typ, id)
+		}
+		return c.whenReady(timeout, func(ctx context.Context) (reply, error) { return c.lead(ctx, cmd) })
+	})
+}
+
+// serveFrames serves one RPC connection: each frame read is handed to
+// handle and its answer written, until the connection fails, idles past
+// rpcIdleTimeout or the controller closes (the mux closes the connection
+// then). A panic of handle (a bug of ours) is logged and closes the
+// connection, not the node.
+func (c *Controller) serveFrames(conn net.Conn, what string, handle func(body []byte) (reply, error)) {
 	defer func() {
-		// A bug of ours must not take the node down with the connection
-		// (the mux closes it when this returns).
 		if r := recover(); r != nil {
-			c.log.Error("controller: forwarding RPC panic; closing the connection", "remote", conn.RemoteAddr().String(),
+			c.log.Error("controller: "+what+" panic; closing the connection", "remote", conn.RemoteAddr().String(),
 				"panic", r, "stack", string(debug.Stack()))
 		}
 	}()
@@ -146,35 +168,26 @@ func (c *Controller) serveRPC(conn net.Conn, peer int32) {
 		if err != nil {
 			return
 		}
-		timeout, cmd, err := decodeRequest(body)
-		var r reply
-		if err == nil {
-			id, scoped := actsFor(cmd)
-			switch {
-			case cmd.typ == cmdFenceBroker, cmd.typ == cmdUnfenceBroker, cmd.typ == cmdElectRecovery:
-				// Only the leader itself decides on liveness, and on when
-				// an unclean recovery has waited long enough.
-				err = errf(ErrInvalidRequest, "%s is not a request", cmd.typ)
-			case c.cfg.TLS != nil && scoped && id != peer:
-				err = errf(ErrClusterAuthorization, "node %d may not send %s for broker %d", peer, cmd.typ, id)
-			default:
-				ctx, cancel := context.WithTimeout(c.ctx, min(max(timeout, time.Millisecond), rpcTimeoutMax))
-				select {
-				case <-c.raftReady:
-					r, err = c.lead(ctx, cmd)
-				case <-ctx.Done():
-					// Still opening: not a leader to anyone.
-					err = errf(ErrNotController, "node %d is starting", c.cfg.NodeID)
-				}
-				cancel()
-			}
-		}
+		r, err := handle(body)
 		if err := conn.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
 			return
 		}
 		if err := writeFrame(conn, encodeResponse(r, err)); err != nil {
 			return
 		}
+	}
+}
+
+// whenReady runs f with the request's timeout (bounded) once raft is
+// open; a node still opening is not a leader to anyone.
+func (c *Controller) whenReady(timeout time.Duration, f func(context.Context) (reply, error)) (reply, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, min(max(timeout, time.Millisecond), rpcTimeoutMax))
+	defer cancel()
+	select {
+	case <-c.raftReady:
+		return f(ctx)
+	case <-ctx.Done():
+		return reply{}, errf(ErrNotController, "node %d is starting", c.cfg.NodeID)
 	}
 }
 
