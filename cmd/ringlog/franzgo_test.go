@@ -324,3 +324,33 @@ transaction.state.log.num.partitions=8
 	c.stop()
 	t.Logf("3 brokers stopped in %v", time.Since(began).Round(time.Millisecond))
 }
+
+// franzGoCluster makes TestFranzGoRolesCluster run franz-go's whole
+// pkg/kgo suite against the six processes instead of its subset
+// (scripts/franzgo.sh -cluster; minutes).
+var franzGoCluster = flag.Bool("franzgo.cluster", false, "run franz-go's whole pkg/kgo suite in TestFranzGoRolesCluster")
+
+// TestFranzGoRolesCluster runs franz-go's pkg/kgo tests against three
+// controller-only and three broker-only processes (process.roles, issue
+// 14), every topic with 3 replicas (KGO_TEST_RF): by default a produce
+// and a group test, with -franzgo.cluster the whole suite.
+func TestFranzGoRolesCluster(t *testing.T) {
+	bin, kgoDir := buildFranzKgoTests(t)
+	began := time.Now()
+	c := newRolesCluster(t, 3, "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=8\ntransaction.state.log.num.partitions=8\n")
+	for _, id := range []int{4, 5, 6} {
+		c.startBroker(id, "-controller-voters", c.voters)
+	}
+	waitBrokerIDs(t, c.addrs[4], 4, 5, 6)
+	t.Logf("3 controllers and 3 brokers started in %v", time.Since(began).Round(time.Millisecond))
+	env := []string{"KGO_SEEDS=" + strings.Join(c.seeds(), ","), "KGO_TEST_RF=3"}
+	if *franzGoCluster {
+		records := os.Getenv("KGO_TEST_RECORDS")
+		if records == "" {
+			records = "20000"
+		}
+		runFranzKgoTests(t, bin, kgoDir, append(env, "KGO_TEST_RECORDS="+records))
+		return
+	}
+	runFranzKgoTests(t, bin, kgoDir, env, "TestClient_Produce", "TestGroupSimple")
+}
