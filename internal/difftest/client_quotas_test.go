@@ -6,14 +6,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// quotaDefault names the default entity of a type in quotaEntry's parts
+// (a null name); any other name is sent as it is, "" included.
+const quotaDefault = "<default>"
+
 // quotaEntry is one AlterClientQuotas entry: entity parts as type, name
-// pairs (name "" is the default entity), then one op.
+// pairs, then one op.
 func quotaEntry(parts [][2]string, key string, value float64, remove bool) kmsg.AlterClientQuotasRequestEntry {
 	e := kmsg.NewAlterClientQuotasRequestEntry()
 	for _, p := range parts {
 		ent := kmsg.NewAlterClientQuotasRequestEntryEntity()
 		ent.Type = p[0]
-		if p[1] != "" {
+		if p[1] != quotaDefault {
 			ent.Name = kmsg.StringPtr(p[1])
 		}
 		e.Entity = append(e.Entity, ent)
@@ -44,6 +48,19 @@ func quotaComp(typ string, match kmsg.QuotasMatchType, name *string) kmsg.Descri
 	return c
 }
 
+// quotaSettled waits until a strict describe of the entity shows want
+// values (0: no entry): Kafka's broker applies its controller's records a
+// moment after the controller answers.
+func (s *side) quotaSettled(want int, comps ...kmsg.DescribeClientQuotasRequestComponent) {
+	s.eventually("client quotas settled", func() kmsg.Request { return describeQuotasReq(true, comps...) }, func(r kmsg.Response) bool {
+		entries := r.(*kmsg.DescribeClientQuotasResponse).Entries
+		if want == 0 {
+			return len(entries) == 0
+		}
+		return len(entries) == 1 && len(entries[0].Values) == want
+	})
+}
+
 // TestClientQuotas: AlterClientQuotas' checks (entity types and their
 // combinations, keys per entity, values) and DescribeClientQuotas'
 // filters (exact, default, specified, strict, and the filters Kafka
@@ -55,12 +72,17 @@ func TestClientQuotas(t *testing.T) {
 		user := name(s.t, "u")
 		client := name(s.t, "c")
 		s.do("validate only", alterQuotasReq(true, quotaEntry([][2]string{{"user", user}}, "producer_byte_rate", 1048576, false)))
+		userOnly := quotaComp("user", 0, &user)
 		s.do("a user", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}}, "producer_byte_rate", 1048576, false)))
+		s.quotaSettled(1, userOnly)
 		s.do("a user and a client id", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}, {"client-id", client}}, "consumer_byte_rate", 2e6, false)))
-		s.do("a user and the default client id", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}, {"client-id", ""}}, "request_percentage", 12.5, false)))
+		s.quotaSettled(1, userOnly, quotaComp("client-id", 0, &client))
+		s.do("a user and the default client id", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}, {"client-id", quotaDefault}}, "request_percentage", 12.5, false)))
+		s.quotaSettled(1, userOnly, quotaComp("client-id", 1, nil))
 		s.do("an entity twice: answered once", alterQuotasReq(false,
 			quotaEntry([][2]string{{"user", user}}, "request_percentage", 50, false),
 			quotaEntry([][2]string{{"user", user}}, "no_such_key", 3, false)))
+		s.quotaSettled(2, userOnly)
 		for _, r := range []struct {
 			what  string
 			parts [][2]string
@@ -76,7 +98,9 @@ func TestClientQuotas(t *testing.T) {
 			{"an IP and a user", [][2]string{{"ip", "10.1.2.3"}, {"user", user}}, "connection_creation_rate", 3},
 			{"an unknown type", [][2]string{{"group", "g"}}, "producer_byte_rate", 3},
 			{"no entity", nil, "producer_byte_rate", 3},
-			{"an empty name", [][2]string{{"user", ""}, {"client-id", ""}}, "producer_byte_rate", 3},
+			// (Never the default user and client id: a quota there
+			// would throttle every later test's client on both sides.)
+			{"an empty name", [][2]string{{"user", ""}, {"client-id", client}}, "producer_byte_rate", 3},
 		} {
 			s.do("refused: "+r.what, alterQuotasReq(false, quotaEntry(r.parts, r.key, r.value, false)))
 		}
@@ -92,10 +116,14 @@ func TestClientQuotas(t *testing.T) {
 		s.do("describe: an empty type", describeQuotasReq(false, quotaComp("", 2, nil)))
 		s.do("describe: ip beside user", describeQuotasReq(false, quotaComp("ip", 2, nil), quotaComp("user", 0, &user)))
 		s.do("remove one key", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}}, "producer_byte_rate", 0, true)))
+		s.quotaSettled(1, userOnly)
 		s.do("describe after the removal", describeQuotasReq(true, quotaComp("user", 0, &user)))
 		s.do("remove the last key of an entity", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}}, "request_percentage", 0, true)))
+		s.quotaSettled(0, userOnly)
 		s.do("describe: the entity is gone", describeQuotasReq(true, quotaComp("user", 0, &user)))
 		s.do("remove a key that is not set", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}}, "request_percentage", 0, true)))
+		s.do("remove the user and client id's", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}, {"client-id", client}}, "consumer_byte_rate", 0, true)))
+		s.do("remove the user and default client id's", alterQuotasReq(false, quotaEntry([][2]string{{"user", user}, {"client-id", quotaDefault}}, "request_percentage", 0, true)))
 	})
 }
 
