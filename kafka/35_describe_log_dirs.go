@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // DescribeLogDirs v0-v5 (KIP-113): the broker's log directory, the size of
@@ -21,6 +23,12 @@ func init() {
 func handleDescribeLogDirs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizeCluster(cx, acl.OpDescribe) {
+		// With an authorizer, DESCRIBE on the cluster: no directory, the
+		// code at the top (v3+; older versions only see nothing).
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	d := kmsg.NewDescribeLogDirsResponseDir()
 	dir, err := filepath.Abs(s.eng.Dir())
 	if err != nil {
