@@ -115,15 +115,17 @@ func createBindings(t *testing.T, ctx context.Context, b *testBroker, bs []acl.B
 	}
 }
 
-// TestACLMatrix: for every API ringlog serves, a principal with exactly
-// the operations Kafka requires gets through the check, and one without
-// gets Kafka's error code.
-func TestACLMatrix(t *testing.T) {
+// TestACL runs every ACL test on one broker (the suite's time is
+// counted): the matrix, Kafka's decision rules end to end, what Metadata
+// and the listing APIs hide, KIP-430's operations, a consumer group
+// without READ, and kadm's ACL round trip.
+func TestACL(t *testing.T) {
 	cases := aclCases()
 	var users []string
 	for i := range cases {
 		users = append(users, fmt.Sprintf("u%d", i))
 	}
+	users = append(users, "pre", "deny", "root", "nobody", "hosty", "hosty2", "meta", "lister", "viewer", "cons", "cons2")
 	b, addr := aclBroker(t, users, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -145,20 +147,26 @@ func TestACLMatrix(t *testing.T) {
 	}
 	createBindings(t, ctx, b, bindings)
 
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var opts []kgo.Opt
-			if c.versions != nil {
-				v := kversion.Stable()
-				c.versions(v)
-				opts = append(opts, kgo.MaxVersions(v))
-			}
-			e := &aclEnv{t: t, cl: aclUserClient(t, addr, users[i], opts...), user: users[i], topicID: topicID}
-			if got := c.call(ctx, e); got != c.want {
-				t.Errorf("got %v, want %v", kerr.ErrorForCode(got), kerr.ErrorForCode(c.want))
-			}
-		})
-	}
+	t.Run("matrix", func(t *testing.T) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				var opts []kgo.Opt
+				if c.versions != nil {
+					v := kversion.Stable()
+					c.versions(v)
+					opts = append(opts, kgo.MaxVersions(v))
+				}
+				e := &aclEnv{t: t, cl: aclUserClient(t, addr, users[i], opts...), user: users[i], topicID: topicID}
+				if got := c.call(ctx, e); got != c.want {
+					t.Errorf("got %v, want %v", kerr.ErrorForCode(got), kerr.ErrorForCode(c.want))
+				}
+			})
+		}
+	})
+	t.Run("rules", func(t *testing.T) { testACLRules(t, ctx, b, addr) })
+	t.Run("hidden", func(t *testing.T) { testACLHidden(t, ctx, b, addr) })
+	t.Run("consumer", func(t *testing.T) { testACLConsumer(t, ctx, b, addr) })
+	t.Run("kadm", func(t *testing.T) { testACLKadm(t, ctx, b) })
 }
 
 // codeOf is the Kafka code of a client's error (0 for none, -1 for one
