@@ -305,6 +305,7 @@ func aclScript(s *side) {
 
 		da := aclFilterReq(kmsg.ACLResourceTypeAny, nil, kmsg.ACLResourcePatternTypeAny, nil)
 		do("describe acls", da)
+		aclMoreSteps(s, do, topic, group, txnID)
 	}
 
 	// DeleteAcls: one filter matching one binding, one matching none.
@@ -317,4 +318,130 @@ func aclScript(s *side) {
 	none.ResourceName = kmsg.StringPtr(group + "-none")
 	del.Filters = append(del.Filters, f, none)
 	s.do("delete acls", del)
+}
+
+// aclMoreSteps are the rest of the APIs a principal may be refused: the
+// data path, the transaction APIs (the reader may only DESCRIBE its
+// transactional ids: WRITE is refused first), listings, and the cluster's.
+func aclMoreSteps(s *side, do func(string, kmsg.Request) kmsg.Response, topic, group, txnID string) {
+	p := part{topic: topic}
+	do("produce", produceReq(vProduceNames, -1, p, plain("v")))
+	do("fetch", fetchReq(vFetchNames, p, 0, 1<<20))
+	do("metadata of every topic", metadataReq())
+
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.SetVersion(vListGroups)
+	do("list groups", lg)
+
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.SetVersion(vOffsetDelete)
+	od.Group = group
+	odt := kmsg.NewOffsetDeleteRequestTopic()
+	odt.Topic = topic
+	odt.Partitions = append(odt.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
+	od.Topics = append(od.Topics, odt)
+	do("offset delete", od)
+
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	dr.SetVersion(vDeleteRecords)
+	drt := kmsg.NewDeleteRecordsRequestTopic()
+	drt.Topic = topic
+	drp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	drt.Partitions = append(drt.Partitions, drp)
+	dr.Topics, dr.TimeoutMillis = append(dr.Topics, drt), 5000
+	do("delete records", dr)
+
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.SetVersion(vOffsetForLeaderEpoch)
+	oe.ReplicaID = -1
+	oet := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	oet.Topic = topic
+	oep := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	oep.CurrentLeaderEpoch, oep.LeaderEpoch = -1, 0
+	oet.Partitions = append(oet.Partitions, oep)
+	oe.Topics = append(oe.Topics, oet)
+	do("offset for leader epoch", oe)
+
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.SetVersion(3)
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = txnID+"-1", 12345, 0
+	apt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	apt.Topic, apt.Partitions = topic, []int32{0}
+	ap.Topics = append(ap.Topics, apt)
+	do("add partitions to txn", ap)
+
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.SetVersion(4)
+	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = txnID+"-1", 12345, 0, group
+	do("add offsets to txn", ao)
+
+	et := kmsg.NewPtrEndTxnRequest()
+	et.SetVersion(5)
+	et.TransactionalID, et.ProducerID, et.ProducerEpoch = txnID+"-1", 12345, 0
+	do("end txn", et)
+
+	toc := kmsg.NewPtrTxnOffsetCommitRequest()
+	toc.SetVersion(5)
+	toc.TransactionalID, toc.Group, toc.ProducerID, toc.ProducerEpoch, toc.Generation = txnID+"-1", group, 12345, 0, -1
+	toct := kmsg.NewTxnOffsetCommitRequestTopic()
+	toct.Topic = topic
+	toct.Partitions = append(toct.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+	toc.Topics = append(toc.Topics, toct)
+	do("txn offset commit", toc)
+
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = topic, []int32{0}
+	dp.Topics = append(dp.Topics, dpt)
+	do("describe producers", dp)
+
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.SetVersion(1)
+	lt.DurationFilterMillis = -1
+	do("list transactions", lt)
+
+	el := kmsg.NewPtrElectLeadersRequest()
+	el.SetVersion(2)
+	elt := kmsg.NewElectLeadersRequestTopic()
+	elt.Topic, elt.Partitions = topic, []int32{0}
+	el.Topics, el.TimeoutMillis = append(el.Topics, elt), 5000
+	do("elect leaders", el)
+
+	as := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	asd := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	asd.Name, asd.Mechanism = "nobody-at-all", 1
+	as.Deletions = append(as.Deletions, asd)
+	do("alter SCRAM credentials", as)
+
+	dcl := kmsg.NewPtrDescribeClusterRequest()
+	dcl.SetVersion(vDescribeCluster)
+	dcl.IncludeClusterAuthorizedOperations = true
+	do("describe cluster", dcl)
+
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.SetVersion(vConsumerHeartbeat)
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = group+"-848", "AAAAAAAAAAAAAAAAAAAAAA", 0, 10000
+	hb.SubscribedTopicNames, hb.Topics = []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	do("consumer group heartbeat", hb)
+	hb2 := *hb
+	hb2.Group, hb2.SubscribedTopicNames = group, []string{topic, topic + "-hidden"}
+	do("consumer group heartbeat, a topic not described", &hb2)
+
+	cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cd.SetVersion(vConsumerDescribe)
+	cd.Groups, cd.IncludeAuthorizedOperations = []string{group}, true
+	do("consumer group describe", cd)
+
+	ac := kmsg.NewPtrAlterConfigsRequest()
+	ac.SetVersion(vAlterConfigs)
+	ac.ValidateOnly = true
+	acr := kmsg.NewAlterConfigsRequestResource()
+	acr.ResourceType, acr.ResourceName = kmsg.ConfigResourceTypeBroker, fmt.Sprint(nodeID)
+	ac.Resources = append(ac.Resources, acr)
+	do("alter broker configs", ac)
+
+	ca := kmsg.NewPtrCreateACLsRequest()
+	ca.SetVersion(3)
+	ca.Creations = append(ca.Creations, aclCreation(kmsg.ACLResourceTypeTopic, topic, kmsg.ACLResourcePatternTypeLiteral, "User:x", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow))
+	do("create acls", ca)
 }
