@@ -511,6 +511,9 @@ func aclCases() []aclCase {
 		return e.req(ctx, r).(*kmsg.DeleteACLsResponse).Results[0].ErrorCode
 	}
 	txn := func(s string) *string { return &s }
+	apiVersions := func(ctx context.Context, e *aclEnv) int16 {
+		return e.req(ctx, kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode
+	}
 
 	return []aclCase{
 		{name: "Produce/WRITE", grants: []acl.Binding{topicGrant(acl.OpWrite)}, call: produce, want: 0},
@@ -618,5 +621,9 @@ func aclCases() []aclCase {
 		{name: "CreateAcls/DESCRIBE", grants: []acl.Binding{clusterGrant(acl.OpDescribe)}, call: createAcls, want: clusterAuth},
 		{name: "DeleteAcls/ALTER", grants: []acl.Binding{clusterGrant(acl.OpAlter)}, call: deleteAcls, want: 0},
 		{name: "DeleteAcls/none", call: deleteAcls, want: clusterAuth},
+		// Checks nothing, in Kafka too (SaslHandshake and SaslAuthenticate
+		// neither; ListGroups, ListTransactions and DescribeCluster filter
+		// instead of refusing: TestACL/hidden).
+		{name: "ApiVersions/none", call: apiVersions, want: 0},
 	}
 }
