@@ -21,13 +21,6 @@ func Main(args []string) error {
 	if len(args) > 0 && args[0] == "peer" {
 		return peerMain(args[1:])
 	}
-	if len(args) > 0 && args[0] == "metadata" {
-		err := metadataMain(args[1:], os.Stdout, os.Stderr)
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
 	cfg, err := parseFlags(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"ringlog/internal/framepool"
 )
@@ -71,6 +72,9 @@ type Conn struct {
 	// written (Stats.QueuedBytes is the sum): answers add, the writer
 	// subtracts, the reader compares it with MaxQueuedBytes.
 	queued atomic.Int64
+	// mutedUntil (Now's clock; 0: never muted) holds the reader back
+	// until then (Mute).
+	mutedUntil atomic.Int64
 	// gen moves whenever the window releases a sequence number (and at
 	// teardown): the gnet loop compares it before and after a turn to learn
 	// that answers arrived meanwhile, to write or to read again.
@@ -329,6 +333,9 @@ func (c *Conn) begin(n int) (uint64, bool) {
 // budget is spent while this connection has a request in flight. Reader
 // side only.
 func (c *Conn) paused(extra int64) bool {
+	if m := c.mutedUntil.Load(); m != 0 && Now() < m {
+		return true
+	}
 	c.mu.Lock()
 	own := c.assigned - c.next
 	c.mu.Unlock()
@@ -340,6 +347,30 @@ func (c *Conn) paused(extra int64) bool {
 	// passes once the others are answered), nor deadlock a handler whose
 	// requests wait on this connection's next one.
 	return own > 0 && c.srv.overBudget(c)
+}
+
+// Mute stops the reading of the connection's next requests for d (Kafka's
+// channel muting of a throttled client, KIP-219): the requests already
+// read are served and answered in order; the next ones wait in the socket
+// (gnet's inbound buffer on the gnet path) until the mute ends. A longer
+// mute extends a shorter one. Any goroutine.
+func (c *Conn) Mute(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	until := Now() + int64(d)
+	for {
+		old := c.mutedUntil.Load()
+		if until <= old {
+			return
+		}
+		if c.mutedUntil.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	c.srv.st.mutes.Add(1)
+	// The reader looks at paused again when woken: wake it at the end.
+	time.AfterFunc(d, c.t.notify)
 }
 
 // busy reports whether the connection has a request in flight or a

@@ -158,7 +158,11 @@ func (pc *pconn) readLoop() {
 			pc.c.markRead()
 		}
 		if err == nil && frame != nil {
-			err = pc.serve(frame, fr.takeDone())
+			// A mute (Conn.Mute) that began while this reader was
+			// already blocked in the read holds the frame here.
+			if err = pc.waitUnpaused(); err == nil {
+				err = pc.serve(frame, fr.takeDone())
+			}
 		}
 		if err == nil && rerr != nil {
 			err = rerr

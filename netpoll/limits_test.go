@@ -178,3 +178,46 @@ func TestMaxQueuedRequestBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestMute: a muted connection's next requests are not read until the
+// mute ends, then are served in order (a throttled Kafka client, KIP-219);
+// the request being served when the mute began is answered at once.
+func TestMute(t *testing.T) {
+	ios(t, func(t *testing.T, via string) {
+		h := newTestHandler(t, nil)
+		s := serve(t, via, Config{}, h)
+		c := dial(t, s)
+		if _, err := c.nc.Write(frame([]byte{cmdHold})); err != nil {
+			t.Fatal(err)
+		}
+		hd := <-h.held
+		const mute = 400 * time.Millisecond
+		start := time.Now()
+		hd.c.Mute(mute)
+		r := h.response()
+		r.AppendBytes([]byte("first"))
+		hd.c.Reply(hd.seq, r)
+		if got := c.recv(); string(got) != "first" {
+			t.Fatalf("the held request's answer: %q", got)
+		}
+		var wire []byte
+		for i := range 3 {
+			wire = append(wire, frame(echoReq(string(rune('a'+i))))...)
+		}
+		if _, err := c.nc.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			got := c.recv()
+			if i == 0 && time.Since(start) < mute {
+				t.Fatalf("a request was served %v into a mute of %v", time.Since(start), mute)
+			}
+			if want := "e" + string(rune('a'+i)); string(got) != want {
+				t.Fatalf("answer %d after the mute: %q, want %q", i, got, want)
+			}
+		}
+		if s.Stats().Mutes != 1 {
+			t.Fatalf("%d mutes counted", s.Stats().Mutes)
+		}
+	})
+}

@@ -20,6 +20,7 @@ type Stats struct {
 	QueuedBytes int64 // response bytes replied and not yet written (gauge)
 	InFlight    int64 // requests handed to the handler whose answer is not yet written or skipped (gauge)
 	Pauses      int64 // times a connection stopped reading because MaxInFlight, MaxQueuedBytes or MaxQueuedRequestBytes was reached
+	Mutes       int64 // times a handler muted a connection (Conn.Mute: a throttled client)
 
 	// QueuedRequestBytes is the request bytes handed to the handler and
 	// not yet answered (gauge), kept only when MaxQueuedRequestBytes is set.
@@ -46,12 +47,14 @@ type counters struct {
 	idleClosed, writeTimeouts         atomic.Int64
 	handshakeFailures                 atomic.Int64
 	uringNoBufs                       atomic.Int64
+	mutes                             atomic.Int64
 }
 
 func (c *counters) snapshot(s *Server) Stats {
 	return Stats{
 		QueuedRequestBytes: s.reqBytes.Load(),
 		IdleClosed:         c.idleClosed.Load(),
+		Mutes:              c.mutes.Load(),
 		WriteTimeouts:      c.writeTimeouts.Load(),
 		HandshakeFailures:  c.handshakeFailures.Load(),
 		Conns:              c.conns.Load(),

@@ -6,6 +6,7 @@
 //	        [-admin ADDR] [-config server.properties] [-node-id N]
 //	ringlog admin GROUP VERB [flags]    (topics, groups, cluster, partitions: docs/admin.md)
 //	ringlog bench [flags]               (the benchmark suite)
+//	ringlog bench metadata [flags]      (the controller's image at scale)
 //
 // Flags override the -config file, which uses Kafka's own names.
 package main
@@ -43,6 +44,13 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 1 && args[0] == "bench" && args[1] == "metadata" {
+		err := benchMetadata(args[2:], os.Stdout, os.Stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
 	if len(args) > 0 && args[0] == "bench" {
 		return bench.Main(args[1:])
 	}

@@ -26,7 +26,8 @@ const (
 	cmdElectUnclean        cmdType = 17 // elect (empty: every partition)
 	cmdCreateAcls          cmdType = 18 // acls
 	cmdDeleteAcls          cmdType = 19 // aclFilters
-	cmdTypeEnd             cmdType = 20
+	cmdAlterClientQuotas   cmdType = 20 // quotas
+	cmdTypeEnd             cmdType = 21
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -54,7 +55,7 @@ func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
 		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
-		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls"}
+		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -102,6 +103,8 @@ type command struct {
 	// select the bindings to remove.
 	acls       []acl.Binding
 	aclFilters []acl.Filter
+	// quotas (AlterClientQuotas) are the entities' changes.
+	quotas []QuotaAlteration
 }
 
 func (c *command) encode() []byte {
@@ -190,6 +193,8 @@ func (c *command) encode() []byte {
 		encodeBindings(e, c.acls)
 	case cmdDeleteAcls:
 		encodeFilters(e, c.aclFilters)
+	case cmdAlterClientQuotas:
+		encodeQuotaAlterations(e, c.quotas)
 	}
 	return e.b
 }
@@ -365,6 +370,8 @@ func decodeCommand(b []byte) (*command, error) {
 		c.acls = decodeBindings(d)
 	case cmdDeleteAcls:
 		c.aclFilters = decodeFilters(d)
+	case cmdAlterClientQuotas:
+		c.quotas = decodeQuotaAlterations(d)
 	}
 	if err := d.done(); err != nil {
 		return nil, err

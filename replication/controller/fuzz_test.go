@@ -66,6 +66,8 @@ func seedCommands() []*command {
 			Principal: "User:a", Host: "*", Operation: acl.OpRead, Permission: acl.PermissionAllow}}},
 		{typ: cmdDeleteAcls, aclFilters: []acl.Filter{{ResourceType: acl.ResourceAny, PatternType: acl.PatternMatch,
 			ResourceName: &seedACLName, Operation: acl.OpAny, Permission: acl.PermissionDeny}}},
+		{typ: cmdAlterClientQuotas, quotas: []QuotaAlteration{
+			{Entity: QuotaEntity{{QuotaClientID, nil}, {QuotaUser, &seedACLName}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 1024}, {Key: QuotaRequestPercentage, Remove: true}}}}},
 	}
 }
 
@@ -110,6 +112,18 @@ func seedImage(t testing.TB) *Image {
 	return s.img
 }
 
+// seedImageACLsQuotas is seedImage with an ACL and a client quota.
+func seedImageACLsQuotas(t testing.TB) *Image {
+	s := &fsmState{t: t, img: seedImage(t)}
+	s.index = s.img.Index
+	for _, c := range seedCommands() {
+		if c.typ == cmdCreateAcls || c.typ == cmdAlterClientQuotas {
+			s.ok(c)
+		}
+	}
+	return s.img
+}
+
 // seedImageScram is seedImage with a SCRAM credential.
 func seedImageScram(t testing.TB) *Image {
 	img := seedImage(t)
@@ -126,8 +140,9 @@ func seedImageScram(t testing.TB) *Image {
 func encodeImageV1(img *Image) []byte {
 	noScram := *img
 	noScram.scram = nil
+	noScram.acls, noScram.quotas = nil, nil
 	b := encodeImage(&noScram)
-	b = b[:len(b)-1] // the SCRAM count, 0
+	b = b[:len(b)-3] // the SCRAM, ACL and quota counts, 0 each
 	v1 := append([]byte(snapshotMagic), 1)
 	v1 = append(v1, b[len(snapshotMagic)+1:snapshotHeaderBytes]...)
 	return append(v1, b[snapshotHeaderBytes+8:]...)
@@ -137,6 +152,7 @@ func FuzzDecodeImage(f *testing.F) {
 	f.Add(encodeImage(emptyImage()))
 	f.Add(encodeImage(seedImage(f)))
 	f.Add(encodeImageV1(seedImage(f)))
+	f.Add(encodeImage(seedImageACLsQuotas(f)))
 	f.Add(encodeImage(seedImageScram(f)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var img *Image

@@ -121,6 +121,9 @@ type Image struct {
 	// acls is the ACL set (acls.go), its bindings in snapshot order; nil
 	// when there are none.
 	acls *acl.Set
+	// quotas are the client quotas (quotas.go) by entity key; nil when
+	// there are none.
+	quotas map[string]Quota
 
 	// superseded is closed when a newer Image is published.
 	superseded chan struct{}

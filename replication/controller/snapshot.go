@@ -11,9 +11,9 @@ import (
 // The snapshot of the state machine is the encoded Image:
 //
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+
-//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) | ACLs (sorted)    |
-//	| 4 B    | u8 = 6  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...|
-//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+
+//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) | ACLs (sorted)    | quotas (sorted)|
+//	| 4 B    | u8 = 6  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...| count, quota...|
+//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8 | listeners (count, name str, addr str...; v3)
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
@@ -21,6 +21,7 @@ import (
 //	           | leader epoch i32 | partition epoch i32 | offline (count, i32...; v4)
 //	cred:      user str | mechanism u8 | 0 u8 | iterations i32 | salt | stored key | server key
 //	binding:   as acls.go draws it (v6)
+//	quota:     as quotas.go draws it (v6)
 //
 // Counts are uvarints, strings a uvarint length and the bytes. Everything is
 // written in sorted order, so equal states encode to equal bytes. raft's
@@ -29,7 +30,8 @@ import (
 // Version 1 had no next producer id (it reads as 0: no block was handed
 // out before the command existed), version 2 no SCRAM credentials and no
 // broker listeners (none existed), version 3 no offline replicas (none
-// were reported), versions before 6 no ACLs (none could be created); all
+// were reported), versions before 6 no ACLs and no client quotas (none
+// could be set); all
 // are still read, never written. Replies of the
 // forwarding RPC that carry a topic or a partition use the current
 // version's encoding.
@@ -65,6 +67,7 @@ func encodeImage(img *Image) []byte {
 	}
 	encodeScramImage(e, img.scram)
 	encodeBindings(e, img.ACLs().Bindings())
+	encodeQuotaImage(e, img.quotas)
 	return e.b
 }
 
@@ -189,6 +192,7 @@ func decodeImage(b []byte) (*Image, error) {
 		if bs := decodeBindings(d); len(bs) > 0 {
 			img.acls = acl.NewSet(bs)
 		}
+		img.quotas = decodeQuotaImage(d)
 	}
 	if err := d.done(); err != nil {
 		return nil, err
@@ -228,6 +232,9 @@ func checkImage(img *Image) error {
 				return fmt.Errorf("partition %s-%d: %w", name, i, err)
 			}
 		}
+	}
+	if err := checkQuotas(img.quotas); err != nil {
+		return err
 	}
 	bs := img.ACLs().Bindings()
 	for i, b := range bs {

@@ -40,6 +40,9 @@ type tx struct {
 	// acls is the next ACL set, when aclsChanged.
 	acls        *acl.Set
 	aclsChanged bool
+	// quotas is the next quota map, when quotasChanged.
+	quotas        map[string]Quota
+	quotasChanged bool
 }
 
 func (t *tx) broker(id int32) (Broker, bool) {
@@ -131,6 +134,7 @@ func (t *tx) image() *Image {
 		nextProducerID: t.base.nextProducerID,
 		scram:          t.base.scram,
 		acls:           t.base.acls,
+		quotas:         t.base.quotas,
 		superseded:     make(chan struct{}),
 	}
 	if t.scram != nil {
@@ -138,6 +142,9 @@ func (t *tx) image() *Image {
 	}
 	if t.aclsChanged {
 		next.acls = t.acls
+	}
+	if t.quotasChanged {
+		next.quotas = t.quotas
 	}
 	if t.producerIDsMoved {
 		next.nextProducerID = t.nextProducerID
@@ -190,6 +197,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.createAcls(c)
 	case cmdDeleteAcls:
 		res = t.deleteAcls(c)
+	case cmdAlterClientQuotas:
+		res = t.alterClientQuotas(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.
