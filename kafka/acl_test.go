@@ -511,6 +511,21 @@ func aclCases() []aclCase {
 		return e.req(ctx, r).(*kmsg.DeleteACLsResponse).Results[0].ErrorCode
 	}
 	txn := func(s string) *string { return &s }
+	describeQuotas := func(ctx context.Context, e *aclEnv) int16 {
+		return e.req(ctx, kmsg.NewPtrDescribeClientQuotasRequest()).(*kmsg.DescribeClientQuotasResponse).ErrorCode
+	}
+	alterQuotas := func(ctx context.Context, e *aclEnv) int16 {
+		r := kmsg.NewPtrAlterClientQuotasRequest()
+		r.ValidateOnly = true
+		en := kmsg.NewAlterClientQuotasRequestEntry()
+		ent := kmsg.NewAlterClientQuotasRequestEntryEntity()
+		ent.Type, ent.Name = "user", kmsg.StringPtr("quota-user")
+		op := kmsg.NewAlterClientQuotasRequestEntryOp()
+		op.Key, op.Value = "producer_byte_rate", 1024
+		en.Entity, en.Ops = append(en.Entity, ent), append(en.Ops, op)
+		r.Entries = append(r.Entries, en)
+		return e.req(ctx, r).(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode
+	}
 	apiVersions := func(ctx context.Context, e *aclEnv) int16 {
 		return e.req(ctx, kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode
 	}
@@ -621,6 +636,10 @@ func aclCases() []aclCase {
 		{name: "CreateAcls/DESCRIBE", grants: []acl.Binding{clusterGrant(acl.OpDescribe)}, call: createAcls, want: clusterAuth},
 		{name: "DeleteAcls/ALTER", grants: []acl.Binding{clusterGrant(acl.OpAlter)}, call: deleteAcls, want: 0},
 		{name: "DeleteAcls/none", call: deleteAcls, want: clusterAuth},
+		{name: "DescribeClientQuotas/DESCRIBE_CONFIGS", grants: []acl.Binding{clusterGrant(acl.OpDescribeConfigs)}, call: describeQuotas, want: 0},
+		{name: "DescribeClientQuotas/DESCRIBE", grants: []acl.Binding{clusterGrant(acl.OpDescribe)}, call: describeQuotas, want: clusterAuth},
+		{name: "AlterClientQuotas/ALTER_CONFIGS", grants: []acl.Binding{clusterGrant(acl.OpAlterConfigs)}, call: alterQuotas, want: 0},
+		{name: "AlterClientQuotas/DESCRIBE_CONFIGS", grants: []acl.Binding{clusterGrant(acl.OpDescribeConfigs)}, call: alterQuotas, want: clusterAuth},
 		// Checks nothing, in Kafka too (SaslHandshake and SaslAuthenticate
 		// neither; ListGroups, ListTransactions and DescribeCluster filter
 		// instead of refusing: TestACL/hidden).

@@ -440,6 +440,22 @@ func aclMoreSteps(s *side, do func(string, kmsg.Request) kmsg.Response, topic, g
 	ac.Resources = append(ac.Resources, acr)
 	do("alter broker configs", ac)
 
+	dq := kmsg.NewPtrDescribeClientQuotasRequest()
+	dq.SetVersion(1)
+	do("describe client quotas", dq)
+
+	aq := kmsg.NewPtrAlterClientQuotasRequest()
+	aq.SetVersion(1)
+	aq.ValidateOnly = true
+	aqe := kmsg.NewAlterClientQuotasRequestEntry()
+	aqn := kmsg.NewAlterClientQuotasRequestEntryEntity()
+	aqn.Type, aqn.Name = "user", kmsg.StringPtr("quota-user")
+	aqo := kmsg.NewAlterClientQuotasRequestEntryOp()
+	aqo.Key, aqo.Value = "producer_byte_rate", 1024
+	aqe.Entity, aqe.Ops = append(aqe.Entity, aqn), append(aqe.Ops, aqo)
+	aq.Entries = append(aq.Entries, aqe)
+	do("alter client quotas", aq)
+
 	ca := kmsg.NewPtrCreateACLsRequest()
 	ca.SetVersion(3)
 	ca.Creations = append(ca.Creations, aclCreation(kmsg.ACLResourceTypeTopic, topic, kmsg.ACLResourcePatternTypeLiteral, "User:x", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow))
