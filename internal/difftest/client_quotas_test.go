@@ -80,6 +80,11 @@ func TestClientQuotas(t *testing.T) {
 		} {
 			s.do("refused: "+r.what, alterQuotasReq(false, quotaEntry(r.parts, r.key, r.value, false)))
 		}
+		// "An empty name" is taken, not refused: both brokers read it as
+		// the default user and client id, and Kafka then holds every
+		// client of the shared broker to 3 bytes/s, so that the scenarios
+		// after this one timed out on Kafka's produces. Remove it at once.
+		s.quiet(alterQuotasReq(false, quotaEntry([][2]string{{"user", ""}, {"client-id", ""}}, "producer_byte_rate", 0, true)))
 		s.do("describe the user alone, strict", describeQuotasReq(true, quotaComp("user", 0, &user)))
 		s.do("describe the user and the client id", describeQuotasReq(true, quotaComp("user", 0, &user), quotaComp("client-id", 0, &client)))
 		s.do("describe the user and the default client id", describeQuotasReq(true, quotaComp("user", 0, &user), quotaComp("client-id", 1, nil)))
