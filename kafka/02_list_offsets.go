@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // ListOffsets, v1 to v11. v0 (a list of offsets per partition, for
@@ -40,6 +41,7 @@ func handleListOffsets(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 		t.Default()
 		t.Topic = rt.Topic
 		t.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
+		refused := !s.authorize(cx, acl.OpDescribe, acl.ResourceTopic, rt.Topic)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			out := &t.Partitions[j]
@@ -47,6 +49,9 @@ func handleListOffsets(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 			out.Partition = rp.Partition
 			tp := engine.TP{Topic: rt.Topic, Partition: rp.Partition}
 			switch {
+			case refused:
+				// With an authorizer, DESCRIBE on the topic.
+				out.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case count[tp] > 1:
 				out.ErrorCode = kerr.InvalidRequest.Code
 			case req.IsolationLevel != 0 && req.IsolationLevel != 1:

@@ -64,7 +64,7 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	clusterID := s.eng.ClusterID()
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.controllerID()
-	resp.AuthorizedOperations = s.authorizedOperations(cx, req.IncludeClusterAuthorizedOperations, acl.ResourceCluster, acl.ClusterName)
+	resp.AuthorizedOperations = s.clusterAuthorizedOperations(cx, req.IncludeClusterAuthorizedOperations)
 	// With an authorizer (authz.go), a topic is described only to a
 	// principal with DESCRIBE on it, and its authorized operations are
 	// the principal's (KIP-430).

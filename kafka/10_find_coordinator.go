@@ -12,6 +12,7 @@ import (
 
 	"ringlog/engine/group"
 	"ringlog/engine/txn"
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -22,7 +23,9 @@ import (
 // them all); each topic is created through the controller by the first
 // broker asked (internalTopic), so the handler may wait on the controller
 // and runs on a goroutine of its own. Other key types (share groups,
-// KIP-932) are INVALID_REQUEST.
+// KIP-932) are INVALID_REQUEST. With an authorizer, the principal needs
+// DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the transactional
+// id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked first as in Kafka.
 func init() {
 	register(api{key: kmsg.FindCoordinator, min: 0, max: 6, sync: handleFindCoordinator})
 }
@@ -51,6 +54,17 @@ func handleFindCoordinator(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		c.NodeID, c.Port = -1, -1
 		var msg string
 		switch {
+		case req.CoordinatorType == coordinatorGroup && !s.authorize(cx, acl.OpDescribe, acl.ResourceGroup, key):
+			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			if req.Version < 4 {
+				// Kafka's error answer: the code's own message.
+				msg = kerr.GroupAuthorizationFailed.Message
+			}
+		case req.CoordinatorType == coordinatorTransaction && !s.authorize(cx, acl.OpDescribe, acl.ResourceTransactionalID, key):
+			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			if req.Version < 4 {
+				msg = kerr.TransactionalIDAuthorizationFailed.Message
+			}
 		case req.CoordinatorType == coordinatorTransaction && s.cfg.Txns == nil:
 			c.ErrorCode, msg = kerr.CoordinatorNotAvailable.Code, "this broker has no transaction coordinator"
 		case req.CoordinatorType == coordinatorTransaction:

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -20,6 +21,12 @@ import (
 //   - v5: the response carries the partition count, replication factor
 //     and every resulting config (KIP-525), flexible versions;
 //   - v7: the topic id (KIP-516).
+//
+// With an authorizer, a topic needs CREATE on the cluster or on itself
+// (TOPIC_AUTHORIZATION_FAILED, "Authorization failed."), and its configs,
+// partition count and replication factor are answered only with
+// DESCRIBE_CONFIGS on it (else topic_config_error_code
+// TOPIC_AUTHORIZATION_FAILED), as Kafka's controller answers.
 func init() {
 	register(api{key: kmsg.CreateTopics, min: 0, max: 7, sync: handleCreateTopics})
 }
@@ -36,6 +43,9 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	dups := duplicates(req.Topics, func(t *kmsg.CreateTopicsRequestTopic) string { return t.Topic })
 	answered := make(map[string]bool, len(dups))
+	// With an authorizer, CREATE on the cluster allows every topic,
+	// otherwise CREATE on each.
+	clusterCreate := s.authorizeCluster(cx, acl.OpCreate)
 	for i := range req.Topics {
 		t := &req.Topics[i]
 		if i >= maxCreateTopics {
@@ -56,7 +66,22 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 			}
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.createTopic(t, req.ValidateOnly))
+		if !clusterCreate && !s.authorize(cx, acl.OpCreate, acl.ResourceTopic, t.Topic) {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic = t.Topic
+			rt.ErrorCode, rt.ErrorMessage = kerr.TopicAuthorizationFailed.Code, kmsg.StringPtr("Authorization failed.")
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		rt := s.createTopic(t, req.ValidateOnly)
+		if rt.ErrorCode == 0 && !s.authorize(cx, acl.OpDescribeConfigs, acl.ResourceTopic, t.Topic) {
+			// Created, but its configs are not the principal's to see:
+			// Kafka's controller leaves them, the partition count and the
+			// replication factor out and says why (KIP-525).
+			rt.Configs, rt.NumPartitions, rt.ReplicationFactor = nil, -1, -1
+			rt.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
 }

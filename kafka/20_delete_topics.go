@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"ringlog/replication/controller"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/acl"
+	"ringlog/replication/controller"
 )
 
 // DeleteTopics v0-v6: by name, and from v6 by topic id too (KIP-516).
@@ -16,7 +18,9 @@ import (
 // topic's partition folders here are gone when it is sent (the engine
 // renames them out of the way first, so a crash midway finishes the
 // deletion at the next start); other brokers delete theirs as they apply
-// it.
+// it. With an authorizer, the principal needs DELETE on the cluster or on
+// the topic (TOPIC_AUTHORIZATION_FAILED), and a topic it may not DESCRIBE
+// is refused without its existence or (named by id) its name being told.
 func init() {
 	register(api{key: kmsg.DeleteTopics, min: 0, max: 6, sync: handleDeleteTopics})
 }
@@ -47,6 +51,8 @@ func handleDeleteTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 			targets = append(targets, deleteTarget{name: t.Topic, id: t.TopicID})
 		}
 	}
+	// With an authorizer, DELETE on the cluster allows every topic.
+	clusterDelete := s.authorizeCluster(cx, acl.OpDelete)
 	dups := duplicates(targets, (*deleteTarget).key)
 	answered := make(map[string]bool, len(dups))
 	for i := range targets {
@@ -63,14 +69,14 @@ func handleDeleteTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 			resp.Topics = append(resp.Topics, deleteAnswer(d.name, d.id, refuse(kerr.InvalidRequest, "%s", msg)))
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.deleteTopic(d))
+		resp.Topics = append(resp.Topics, s.deleteTopic(cx, d, clusterDelete))
 	}
 	return resp
 }
 
 // deleteTopic deletes the topic d names, by name or id, through the
 // controller.
-func (s *Server) deleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTopic {
+func (s *Server) deleteTopic(cx *reqCtx, d *deleteTarget, clusterDelete bool) kmsg.DeleteTopicsResponseTopic {
 	var zero [16]byte
 	switch {
 	case d.name == nil && d.id == zero:
@@ -79,14 +85,36 @@ func (s *Server) deleteTopic(d *deleteTarget) kmsg.DeleteTopicsResponseTopic {
 		return deleteAnswer(d.name, d.id, refuse(kerr.InvalidRequest, "You may not specify both topic name and topic id."))
 	}
 	img := s.cfg.Node.Image()
+	// Kafka's controller checks DESCRIBE and DELETE on the topic: a
+	// topic named by id is looked up first, and its name is told only to
+	// a principal that may describe it; a topic named by name is refused
+	// before its existence is told, unless the principal may describe it.
+	describable := func(name string) bool {
+		return clusterDelete || s.authorize(cx, acl.OpDescribe, acl.ResourceTopic, name)
+	}
+	deletable := func(name string) bool {
+		return clusterDelete || s.authorize(cx, acl.OpDelete, acl.ResourceTopic, name)
+	}
+	refused := refuse(kerr.TopicAuthorizationFailed, "%s", kerr.TopicAuthorizationFailed.Message)
 	var t *controller.Topic
 	if d.name == nil {
 		if t = img.TopicByID(controller.TopicID(d.id)); t == nil {
 			return deleteAnswer(nil, d.id, refuse(kerr.UnknownTopicID, "No topic with id %s", uuidString(d.id)))
 		}
+		if !deletable(t.Name) {
+			if describable(t.Name) {
+				return deleteAnswer(&t.Name, d.id, refused)
+			}
+			return deleteAnswer(nil, d.id, refused)
+		}
 		d.name = &t.Name
+	} else if !describable(*d.name) {
+		return deleteAnswer(d.name, d.id, refused)
 	} else if t = img.Topic(*d.name); t == nil {
 		return deleteAnswer(d.name, d.id, refuse(kerr.UnknownTopicOrPartition, "No topic named %s", *d.name))
+	}
+	if !deletable(t.Name) {
+		return deleteAnswer(d.name, d.id, refused)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()

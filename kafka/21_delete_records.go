@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // DeleteRecords v0-v2 (KIP-107): move a partition's log start offset
@@ -28,6 +29,7 @@ func handleDeleteRecords(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
 		info, exists := s.eng.Topic(t.Topic)
+		refused := !s.authorize(cx, acl.OpDelete, acl.ResourceTopic, t.Topic)
 		for _, p := range t.Partitions {
 			tp := engine.TP{Topic: t.Topic, Partition: p.Partition}
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
@@ -35,6 +37,9 @@ func handleDeleteRecords(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response
 			// -1 is Kafka's "no low watermark" in an error answer.
 			rp.LowWatermark = -1
 			switch {
+			case refused:
+				// With an authorizer, DELETE on the topic, checked first.
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case isInternalTopic(t.Topic):
 				// Kafka's answer, whatever the partition's state: the
 				// coordinator's records are not a client's to delete.

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // InitProducerId, v0 to v5 (KIP-98). Without a transactional id, for
@@ -21,6 +22,11 @@ import (
 // With a transactional id, the transaction coordinator (engine/txn)
 // answers: the id's producer id at a bumped epoch, which fences the older
 // instances; with v3+'s producer id and epoch, KIP-360's recovery.
+//
+// With an authorizer, a transactional producer needs WRITE on its
+// transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an idempotent
+// one IDEMPOTENT_WRITE on the cluster or WRITE on any topic (KIP-679;
+// CLUSTER_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.InitProducerID, min: 0, max: 5, sync: handleInitProducerID})
 }
@@ -34,6 +40,13 @@ func handleInitProducerID(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respons
 		return resp
 	}
 	switch {
+	case req.TransactionalID != nil && !s.authorize(cx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID):
+		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
+	case req.TransactionalID == nil && !s.authorizeCluster(cx, acl.OpIdempotentWrite) &&
+		!s.authorizeByResourceType(cx, acl.OpWrite, acl.ResourceTopic):
+		// An idempotent producer needs IDEMPOTENT_WRITE on the cluster
+		// or, since KIP-679, WRITE on any topic.
+		return fail(kerr.ClusterAuthorizationFailed.Code)
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		// Kafka's coordinator refuses an empty transactional id outright.
 		return fail(kerr.InvalidRequest.Code)

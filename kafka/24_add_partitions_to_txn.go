@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"ringlog/internal/acl"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,7 +17,10 @@ import (
 // partition in the producer's transaction? (see verifyTxnProduce). As in
 // Kafka's KafkaApis, a partition of a topic this broker does not know
 // fails the whole transaction: UNKNOWN_TOPIC_OR_PARTITION for it,
-// OPERATION_NOT_ATTEMPTED for the others.
+// OPERATION_NOT_ATTEMPTED for the others; so does, with an authorizer, a
+// topic the producer may not WRITE (TOPIC_AUTHORIZATION_FAILED), and a
+// transactional id it may not WRITE fails all its partitions
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.AddPartitionsToTxn, min: 0, max: 5, async: handleAddPartitionsToTxn})
 }
@@ -56,7 +60,20 @@ func handleAddPartitionsToTxn(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		t := &txns[i]
 		var tps []engine.TP
 		unknown := false
+		// A producer's request (before v4) needs WRITE on the
+		// transactional id and on each topic; an internal topic is never
+		// a producer's to write, as in Kafka. A broker's (v4+) was
+		// checked for CLUSTER_ACTION above.
+		txnRefused := req.Version < 4 && !s.authorize(cx, acl.OpWrite, acl.ResourceTransactionalID, t.TransactionalID)
+		var refused map[string]bool
 		for _, rt := range t.Topics {
+			if req.Version < 4 && s.cfg.Authorizer != nil && !refused[rt.Topic] &&
+				(isInternalTopic(rt.Topic) || !s.authorize(cx, acl.OpWrite, acl.ResourceTopic, rt.Topic)) {
+				if refused == nil {
+					refused = make(map[string]bool)
+				}
+				refused[rt.Topic] = true
+			}
 			for _, p := range rt.Partitions {
 				tps = append(tps, engine.TP{Topic: rt.Topic, Partition: p})
 				if _, ok := img.Partition(rt.Topic, p); !ok {
@@ -78,8 +95,15 @@ func handleAddPartitionsToTxn(s *Server, cx *reqCtx, kreq kmsg.Request) {
 			results[i] = r
 			mu.Unlock()
 		}
-		if unknown {
+		if txnRefused {
+			result(func(engine.TP, int) int16 { return kerr.TransactionalIDAuthorizationFailed.Code })
+			continue
+		}
+		if unknown || refused != nil {
 			result(func(tp engine.TP, _ int) int16 {
+				if refused[tp.Topic] {
+					return kerr.TopicAuthorizationFailed.Code
+				}
 				if _, ok := img.Partition(tp.Topic, tp.Partition); !ok {
 					return kerr.UnknownTopicOrPartition.Code
 				}

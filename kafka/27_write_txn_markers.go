@@ -8,6 +8,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/acl"
 	"ringlog/replication/node"
 )
 
@@ -33,7 +34,9 @@ func init() {
 func handleWriteTxnMarkers(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-	allowed := s.clusterAction(cx)
+	// Kafka lets a principal with ALTER on the cluster write markers too
+	// (with an authorizer), before it asks for CLUSTER_ACTION.
+	allowed := (s.cfg.Authorizer != nil && s.authorizeCluster(cx, acl.OpAlter)) || s.clusterAction(cx)
 	var mu sync.Mutex
 	g := newReplyGather(func() { cx.reply(resp) })
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))

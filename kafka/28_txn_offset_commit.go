@@ -6,6 +6,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/engine/group"
+	"ringlog/internal/acl"
 )
 
 // TxnOffsetCommit, v0 to v6 (KIP-98; v3 adds the group's member and
@@ -28,6 +29,44 @@ func handleTxnOffsetCommit(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	reply := func(r *kmsg.TxnOffsetCommitResponse) {
 		r.SetVersion(req.Version)
 		cx.reply(r)
+	}
+	// With an authorizer: WRITE on the transactional id, READ on the
+	// group (every partition refused otherwise), READ on each topic (its
+	// partitions TOPIC_AUTHORIZATION_FAILED, the others committed), in
+	// Kafka's order.
+	if s.cfg.Authorizer != nil {
+		switch {
+		case !s.authorize(cx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID):
+			reply(txnOffsetCommitRefused(req, req.Topics, kerr.TransactionalIDAuthorizationFailed.Code))
+			return
+		case !s.authorize(cx, acl.OpRead, acl.ResourceGroup, req.Group):
+			reply(txnOffsetCommitRefused(req, req.Topics, kerr.GroupAuthorizationFailed.Code))
+			return
+		}
+		var kept, denied []kmsg.TxnOffsetCommitRequestTopic
+		for _, t := range req.Topics {
+			if s.authorizeTopic(cx, acl.OpRead, t.Topic, t.TopicID) {
+				kept = append(kept, t)
+			} else {
+				denied = append(denied, t)
+			}
+		}
+		if len(denied) > 0 {
+			refusedResp := txnOffsetCommitRefused(req, denied, kerr.TopicAuthorizationFailed.Code)
+			if len(kept) == 0 {
+				reply(refusedResp)
+				return
+			}
+			refused := refusedResp.Topics
+			sub := *req
+			sub.Topics = kept
+			req = &sub
+			inner := reply
+			reply = func(r *kmsg.TxnOffsetCommitResponse) {
+				r.Topics = append(r.Topics, refused...)
+				inner(r)
+			}
+		}
 	}
 	if req.Version < 5 || s.cfg.Groups == nil {
 		s.cfg.Groups.TxnOffsetCommit(req, reply)
@@ -55,4 +94,20 @@ func handleTxnOffsetCommit(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		}
 		reply(resp)
 	})
+}
+
+// txnOffsetCommitRefused answers every partition of topics with code.
+func txnOffsetCommitRefused(req *kmsg.TxnOffsetCommitRequest, topics []kmsg.TxnOffsetCommitRequestTopic, code int16) *kmsg.TxnOffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, rt := range topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

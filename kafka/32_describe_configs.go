@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // DescribeConfigs v0-v4 for TOPIC and BROKER resources.
@@ -13,6 +14,10 @@ import (
 //     and adds synonyms on request (KIP-226);
 //   - v3 adds the config type and documentation on request (KIP-569);
 //   - v4 is flexible.
+//
+// With an authorizer, the principal needs DESCRIBE_CONFIGS on a topic
+// (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.DescribeConfigs, min: 0, max: 4, sync: handleDescribeConfigs})
 }
@@ -31,6 +36,11 @@ func handleDescribeConfigs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
 		var configs []describedConfig
 		var err error
+		if code := s.configsRefused(cx, acl.OpDescribeConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			r.ErrorCode, r.ErrorMessage = code, errorMessageOf(code)
+			resp.Resources = append(resp.Resources, r)
+			continue
+		}
 		if key := rr.ResourceType.String() + "\x00" + rr.ResourceName; seen[key] {
 			err = refuse(kerr.InvalidRequest, "%s", msgDuplicateResource)
 		} else {

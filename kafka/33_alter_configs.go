@@ -3,18 +3,24 @@ package kafka
 import (
 	"context"
 	"maps"
-	"ringlog/engine"
 	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // AlterConfigs v0-v2: replaces all of a resource's overrides with the
 // given set (names left out go back to their defaults). Kafka deprecates it
 // for IncrementalAlterConfigs (KIP-339) because of that read-modify-write
 // race, but kcat and older tools still send it. v2 is flexible.
+//
+// With an authorizer, the principal needs ALTER_CONFIGS on a topic
+// (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.AlterConfigs, min: 0, max: 2, sync: handleAlterConfigs})
 }
@@ -28,6 +34,14 @@ func handleAlterConfigs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	for i := range req.Resources {
 		rr := &req.Resources[i]
 		var err error
+		if code := s.configsRefused(cx, acl.OpAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			// Checked before anything else, with no message, as Kafka's
+			// broker does before forwarding to the controller.
+			r := kmsg.NewAlterConfigsResponseResource()
+			r.ResourceType, r.ResourceName, r.ErrorCode = rr.ResourceType, rr.ResourceName, code
+			resp.Resources = append(resp.Resources, r)
+			continue
+		}
 		if dups[rr.ResourceType.String()+"\x00"+rr.ResourceName] {
 			// Every copy is answered, as Kafka does: the response
 			// pairs answers with resources by position.

@@ -5,10 +5,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/acl"
 )
 
 // CreatePartitions v0-v3 (KIP-195): grow a topic to a new partition count.
-// v2 is flexible; v3 changes nothing on the wire.
+// v2 is flexible; v3 changes nothing on the wire. With an authorizer, the
+// principal needs ALTER on the topic (TOPIC_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.CreatePartitions, min: 0, max: 3, sync: handleCreatePartitions})
 }
@@ -27,6 +30,13 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 			}
 			answered[t.Topic] = true
 			err = refuse(kerr.InvalidRequest, msgDuplicateTopic)
+		} else if !s.authorize(cx, acl.OpAlter, acl.ResourceTopic, t.Topic) {
+			// With an authorizer, ALTER on the topic; no message, as
+			// Kafka's controller answers.
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
 		} else {
 			err = s.createPartitions(t, req.ValidateOnly)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -32,6 +33,22 @@ func init() {
 func handleElectLeaders(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if !s.authorizeCluster(cx, acl.OpAlter) {
+		// With an authorizer, ALTER on the cluster: the code at the top
+		// (v1+) and on every partition named, with no message.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, t := range req.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
 	unclean := req.Version >= 1 && req.ElectionType == 1
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
 		resp.ErrorCode = kerr.InvalidRequest.Code

@@ -5,11 +5,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // IncrementalAlterConfigs v0-v1 (KIP-339): SET, DELETE, APPEND and
 // SUBTRACT on single config names, leaving the others as they are. v1 is
 // flexible.
+//
+// With an authorizer, the principal needs ALTER_CONFIGS on a topic
+// (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 func init() {
 	register(api{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, sync: handleIncrementalAlterConfigs})
 }
@@ -23,6 +28,14 @@ func handleIncrementalAlterConfigs(s *Server, cx *reqCtx, kreq kmsg.Request) kms
 	for i := range req.Resources {
 		rr := &req.Resources[i]
 		var err error
+		if code := s.configsRefused(cx, acl.OpAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			// Checked before anything else, with no message, as Kafka's
+			// broker does before forwarding to the controller.
+			r := kmsg.NewIncrementalAlterConfigsResponseResource()
+			r.ResourceType, r.ResourceName, r.ErrorCode = rr.ResourceType, rr.ResourceName, code
+			resp.Resources = append(resp.Resources, r)
+			continue
+		}
 		if dups[rr.ResourceType.String()+"\x00"+rr.ResourceName] {
 			err = refuse(kerr.InvalidRequest, msgDuplicateResource)
 		} else {

@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/acl"
 )
 
 // DescribeUserScramCredentials, v0 (KIP-554): the mechanisms and iteration
@@ -16,6 +18,19 @@ func init() {
 func handleDescribeUserScramCredentials(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.authorizeCluster(cx, acl.OpDescribe) {
+		// With an authorizer, DESCRIBE on the cluster: the code at the
+		// top and on a result per user named (without its name), as
+		// Kafka's error answer.
+		msg := kerr.ClusterAuthorizationFailed.Message
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+		for range req.Users {
+			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			r.ErrorCode, r.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+			resp.Results = append(resp.Results, r)
+		}
+		return resp
+	}
 	byUser := map[string][]kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo{}
 	var order []string
 	for _, c := range s.cfg.Node.Image().ScramCredentials() {

@@ -2,10 +2,12 @@ package kafka
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/acl"
 	"ringlog/internal/sasl"
 	"ringlog/replication/controller"
 )
@@ -29,6 +31,25 @@ const maxScramSaltBytes = 1024
 func handleAlterUserScramCredentials(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	if !s.authorizeCluster(cx, acl.OpAlter) {
+		// With an authorizer, ALTER on the cluster: every user named,
+		// once each and sorted, gets the code, as Kafka's error answer.
+		var users []string
+		for _, d := range req.Deletions {
+			users = append(users, d.Name)
+		}
+		for _, u := range req.Upsertions {
+			users = append(users, u.Name)
+		}
+		slices.Sort(users)
+		msg := kerr.ClusterAuthorizationFailed.Message
+		for _, u := range slices.Compact(users) {
+			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			r.User, r.ErrorCode, r.ErrorMessage = u, kerr.ClusterAuthorizationFailed.Code, &msg
+			resp.Results = append(resp.Results, r)
+		}
+		return resp
+	}
 	img := s.cfg.Node.Image()
 	failed := map[string]error{}
 	changed := map[string]controller.ScramChange{}

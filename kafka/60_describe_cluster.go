@@ -56,6 +56,11 @@ func handleDescribeCluster(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
+		if s.cfg.Authorizer != nil {
+			// Kafka checks nothing else here: the operations are the
+			// principal's, 0 without DESCRIBE on the cluster.
+			resp.ClusterAuthorizedOperations = s.clusterAuthorizedOperations(cx, true)
+		}
 	}
 	return resp
 }

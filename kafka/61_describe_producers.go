@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 )
 
 // DescribeProducers, v0 (KIP-664): the active producers of each partition
@@ -23,6 +24,8 @@ import (
 // INVALID_TOPIC_EXCEPTION with a message, an offline log
 // KAFKA_STORAGE_ERROR. ringlog answers the same. The state is copied on
 // the partition's shard (engine.ActiveProducers), so the handler blocks.
+// With an authorizer, a topic the principal may not READ is
+// TOPIC_AUTHORIZATION_FAILED (with Kafka's message).
 func init() {
 	register(api{key: kmsg.DescribeProducers, min: 0, max: 0, sync: handleDescribeProducers})
 }
@@ -37,10 +40,16 @@ func handleDescribeProducers(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Resp
 		t.Default()
 		t.Topic = rt.Topic
 		t.Partitions = make([]kmsg.DescribeProducersResponseTopicPartition, len(rt.Partitions))
+		// READ on the topic, checked after its name, as Kafka does.
+		refused := engine.ValidateTopicName(rt.Topic) == nil && !s.authorize(cx, acl.OpRead, acl.ResourceTopic, rt.Topic)
 		for j, part := range rt.Partitions {
 			out := &t.Partitions[j]
 			out.Default()
 			out.Partition = part
+			if refused {
+				out.ErrorCode, out.ErrorMessage = kerr.TopicAuthorizationFailed.Code, kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
+				continue
+			}
 			s.describeProducers(engine.TP{Topic: rt.Topic, Partition: part}, out)
 		}
 	}

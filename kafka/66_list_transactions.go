@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine/txn"
+	"ringlog/internal/acl"
 )
 
 // ListTransactions, v0 to v2 (KIP-664; v1 adds KIP-994's duration filter,
@@ -23,6 +24,8 @@ import (
 // Kafka. An empty or null pattern matches every id. A pattern above
 // txnPatternMaxBytes cannot be a protocol string Kafka decodes: Kafka closes
 // the connection, and so does ringlog.
+//
+// With an authorizer, only the ids the principal may DESCRIBE are listed.
 //
 // The pattern is compiled on the connection's goroutine (linear in its
 // size, as for KIP-848 subscriptions) and matched off the coordinator's
@@ -54,6 +57,16 @@ func handleListTransactions(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 	s.cfg.Txns.List(f, func(r *kmsg.ListTransactionsResponse) {
 		r.SetVersion(req.Version)
+		if s.cfg.Authorizer != nil && r.ErrorCode == 0 {
+			// Only the ids the principal may DESCRIBE, as Kafka.
+			kept := r.TransactionStates[:0]
+			for _, t := range r.TransactionStates {
+				if s.authorize(cx, acl.OpDescribe, acl.ResourceTransactionalID, t.TransactionalID) {
+					kept = append(kept, t)
+				}
+			}
+			r.TransactionStates = kept
+		}
 		switch {
 		case r.ErrorCode != 0:
 		case patternErr != nil:

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/engine"
+	"ringlog/internal/acl"
 	"ringlog/replication/controller"
 )
 
@@ -30,8 +31,11 @@ import (
 //     INVALID_TOPIC_EXCEPTION for an invalid name), a topic of the
 //     listing of all that vanished meanwhile is left out;
 //   - every topic answered reports the operations the principal may do on
-//     it (KIP-430; all of them: ringlog has no authorizer yet), even one
-//     that does not exist.
+//     it (KIP-430; all of them without an authorizer), even one that does
+//     not exist;
+//   - with an authorizer, a topic the principal may not DESCRIBE is left
+//     out of a listing of all, and a named one is answered
+//     TOPIC_AUTHORIZATION_FAILED after the others, without its id.
 //
 // ringlog has no eligible leader replicas (KIP-966's ELR): both ELR lists
 // are empty, as Kafka's are for a partition whose ISR is whole.
@@ -74,6 +78,35 @@ func handleDescribeTopicPartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kms
 			return resp
 		}
 		cursorTopic, cursorPart = c.Topic, c.Partition
+	}
+	// With an authorizer, only the topics the principal may DESCRIBE are
+	// described; one named that it may not is TOPIC_AUTHORIZATION_FAILED,
+	// after the others and without its id, whether it exists or not.
+	var refused []kmsg.DescribeTopicPartitionsResponseTopic
+	if s.cfg.Authorizer != nil {
+		kept := names[:0]
+		for _, name := range names {
+			if s.authorize(cx, acl.OpDescribe, acl.ResourceTopic, name) {
+				kept = append(kept, name)
+				continue
+			}
+			if !all {
+				rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
+				refused = append(refused, rt)
+			}
+		}
+		names = kept
+		defer func() {
+			for i := range resp.Topics {
+				if t := &resp.Topics[i]; t.Topic != nil {
+					t.AuthorizedOperations = s.authorizedOperations(cx, true, acl.ResourceTopic, *t.Topic)
+				}
+			}
+			resp.Topics = append(resp.Topics, refused...)
+		}()
 	}
 	// A limit below 1 gets one partition a page, as in Kafka.
 	remaining := max(min(req.ResponsePartitionLimit, describePartitionsMax), 1)

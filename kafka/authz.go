@@ -3,7 +3,11 @@ package kafka
 import (
 	"net"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"ringlog/internal/acl"
+	"ringlog/replication/controller"
 )
 
 // Authorization (issue 15): with an authorizer configured
@@ -72,4 +76,92 @@ func (ss *session) host() string {
 	}
 	ss.hostIP.Store(&h)
 	return h
+}
+
+// clusterAuthorizedOperations is KIP-430's field for the cluster as
+// Metadata and DescribeCluster report it: Kafka tells the cluster's
+// operations only to a principal that may DESCRIBE it, 0 to others.
+func (s *Server) clusterAuthorizedOperations(cx *reqCtx, asked bool) int32 {
+	if asked && !s.authorizeCluster(cx, acl.OpDescribe) {
+		return 0
+	}
+	return s.authorizedOperations(cx, asked, acl.ResourceCluster, acl.ClusterName)
+}
+
+// topicNameOf is the name ACLs check a topic by: the name, or for a
+// request that names it by id (KIP-516), the name the image has for the
+// id ("" for an id it does not know: the handler answers that as it
+// would without an authorizer).
+func (s *Server) topicNameOf(name string, id [16]byte) string {
+	if name != "" || id == ([16]byte{}) {
+		return name
+	}
+	if t := s.cfg.Node.Image().TopicByID(controller.TopicID(id)); t != nil {
+		return t.Name
+	}
+	return ""
+}
+
+// authorizeTopic is authorize on a topic named by name or id; a topic
+// whose id names none is left to the handler (its answer does not tell
+// whether the topic exists).
+func (s *Server) authorizeTopic(cx *reqCtx, op acl.Operation, name string, id [16]byte) bool {
+	if s.cfg.Authorizer == nil {
+		return true
+	}
+	if name == "" && id != ([16]byte{}) {
+		if name = s.topicNameOf(name, id); name == "" {
+			return true
+		}
+	}
+	return s.authorize(cx, op, acl.ResourceTopic, name)
+}
+
+// authorizeByResourceType reports whether the principal may do op on
+// some resource of the type (KIP-679's test for an idempotent producer:
+// WRITE on any topic).
+func (s *Server) authorizeByResourceType(cx *reqCtx, op acl.Operation, rt acl.ResourceType) bool {
+	a := s.cfg.Authorizer
+	if a == nil {
+		return true
+	}
+	ss := cx.session
+	if ss == nil {
+		return false
+	}
+	return a.AuthorizeByResourceType(ss.Principal(), ss.host(), op, rt)
+}
+
+// configsRefused is the code for a config resource the principal may not
+// do op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on, or 0: broker resources
+// are checked on the cluster, topics and groups on themselves, as Kafka's
+// ConfigHelper and ControllerApis do. Another type is the handler's to
+// refuse.
+func (s *Server) configsRefused(cx *reqCtx, op acl.Operation, rt kmsg.ConfigResourceType, name string) int16 {
+	if s.cfg.Authorizer == nil {
+		return 0
+	}
+	switch rt {
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+		if !s.authorizeCluster(cx, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.authorize(cx, op, acl.ResourceTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !s.authorize(cx, op, acl.ResourceGroup, name) {
+			return kerr.GroupAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+// errorMessageOf is the message Kafka's errors carry by default.
+func errorMessageOf(code int16) *string {
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return kmsg.StringPtr(e.Message)
+	}
+	return nil
 }

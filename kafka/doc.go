@@ -113,4 +113,13 @@
 //     pattern such as `a)|(b` compiles, where Kafka's RE2/J refuses it
 //     (INVALID_REGULAR_EXPRESSION). It is matched off the coordinator's
 //     shards: matching is linear, but in the pattern's size times the id's.
+//   - With an authorizer (authz.go), a request that is partly allowed
+//     (OffsetCommit's topics, OffsetFetch's and DescribeGroups' groups) is
+//     split here: the refused parts are answered by the handler, the
+//     coordinator gets a copy holding the rest, and the two answers are
+//     merged in Kafka's order. The coordinators know nothing of ACLs.
+//     Some decisions are made in a coordinator's reply (ListGroups, an
+//     OffsetFetch of every topic, DescribeGroups' operations), on a shard
+//     goroutine while the connection may ask others: the connection's
+//     decision cache is locked for that reason.
 package kafka

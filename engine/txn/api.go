@@ -361,8 +361,10 @@ func (c *Coordinator) Describe(ids []string, reply func([]kmsg.DescribeTransacti
 	for i, id := range ids {
 		s := &out[i]
 		*s = kmsg.NewDescribeTransactionsResponseTransactionState()
+		// An error answer leaves producer id, epoch and start time 0, as
+		// Kafka's coordinator does (the schema's defaults; found by
+		// difftest's TestACLs).
 		s.TransactionalID = id
-		s.ProducerID, s.ProducerEpoch, s.StartTimestamp = -1, -1, -1
 		if id == "" || c == nil {
 			s.ErrorCode = kerr.InvalidRequest.Code
 			if c == nil {

@@ -308,3 +308,48 @@ func BenchmarkAuthorize(b *testing.B) {
 		})
 	}
 }
+
+// TestAuthorizeByResourceType follows Kafka's default
+// authorizeByResourceType: any ALLOW of the operation on a pattern that no
+// DENY covers, super users and allow.everyone.if.no.acl.found through a
+// check of a name no binding names, implied operations ignored.
+func TestAuthorizeByResourceType(t *testing.T) {
+	const alice = "User:alice"
+	cases := []struct {
+		name     string
+		bindings []Binding
+		open     bool
+		want     bool
+	}{
+		{"nothing", nil, false, false},
+		{"no binding, open", nil, true, true},
+		{"a literal allow", []Binding{allow(ResourceTopic, "t", PatternLiteral, alice, OpWrite)}, false, true},
+		{"another op", []Binding{allow(ResourceTopic, "t", PatternLiteral, alice, OpRead)}, false, false},
+		{"ALL", []Binding{allow(ResourceTopic, "t", PatternLiteral, alice, OpAll)}, false, true},
+		{"another user", []Binding{allow(ResourceTopic, "t", PatternLiteral, "User:bob", OpWrite)}, false, false},
+		{"wildcard user, prefixed", []Binding{allow(ResourceTopic, "t-", PatternPrefixed, WildcardPrincipal, OpWrite)}, false, true},
+		{"literal deny of the same name", []Binding{allow(ResourceTopic, "t", PatternLiteral, alice, OpWrite),
+			deny(ResourceTopic, "t", PatternLiteral, alice, OpWrite)}, false, false},
+		{"prefix deny covers the literal", []Binding{allow(ResourceTopic, "team-a", PatternLiteral, alice, OpWrite),
+			deny(ResourceTopic, "team", PatternPrefixed, alice, OpWrite)}, false, false},
+		{"prefix deny covers a longer prefix", []Binding{allow(ResourceTopic, "team-a", PatternPrefixed, alice, OpWrite),
+			deny(ResourceTopic, "team-", PatternPrefixed, alice, OpWrite)}, false, false},
+		{"a longer deny does not cover", []Binding{allow(ResourceTopic, "team-", PatternPrefixed, alice, OpWrite),
+			deny(ResourceTopic, "team-a", PatternPrefixed, alice, OpWrite)}, false, true},
+		{"wildcard deny", []Binding{allow(ResourceTopic, "t", PatternLiteral, alice, OpWrite),
+			deny(ResourceTopic, WildcardResource, PatternLiteral, alice, OpWrite)}, false, false},
+		{"wildcard allow", []Binding{allow(ResourceTopic, WildcardResource, PatternLiteral, alice, OpWrite)}, false, true},
+		{"other type only", []Binding{allow(ResourceGroup, "t", PatternLiteral, alice, OpWrite)}, false, false},
+		{"bindings elsewhere, open", []Binding{allow(ResourceTopic, "t", PatternLiteral, "User:bob", OpWrite)}, true, true},
+	}
+	for _, c := range cases {
+		a := NewAuthorizer([]string{"User:admin"}, c.open, nil)
+		a.Install(NewSet(c.bindings))
+		if got := a.AuthorizeByResourceType(alice, "1.2.3.4", OpWrite, ResourceTopic); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+		if !a.AuthorizeByResourceType("User:admin", "1.2.3.4", OpWrite, ResourceTopic) {
+			t.Errorf("%s: a super user refused", c.name)
+		}
+	}
+}

@@ -270,3 +270,86 @@ func (c *Cache) Authorize(a *Authorizer, principal, host string, op Operation, r
 	c.m[k] = ok
 	return ok
 }
+
+// AuthorizeByResourceType reports whether principal may do op on some
+// resource of the type (Kafka's Authorizer.authorizeByResourceType, which
+// KIP-679 uses to let a producer with WRITE on any topic be idempotent):
+// yes for a super user or where a resource no binding names would be
+// allowed, otherwise yes when an ALLOW of op (or ALL) applies to a
+// literal or prefixed pattern that no DENY of op covers: a DENY on the
+// wildcard covers every pattern, a literal DENY its own name, a prefixed
+// DENY every pattern that starts with it. Implied operations play no part.
+// It scans the type's bindings: it is for requests made once per
+// producer, not per record.
+func (a *Authorizer) AuthorizeByResourceType(principal, host string, op Operation, rt ResourceType) bool {
+	set := a.source()
+	// A name no one would give a resource: the super user and
+	// allow.everyone.if.no.acl.found answers, and a wildcard or prefix
+	// binding that happens to match it, as Kafka's "hardcode" check.
+	if a.authorize(set, principal, host, op, rt, "hardcode") {
+		return true
+	}
+	if rt <= ResourceAny || rt >= resourceTypeEnd {
+		return false
+	}
+	ix := &set.byType[rt]
+	applies := func(b *Binding) bool {
+		return (b.Principal == principal || b.Principal == WildcardPrincipal) &&
+			(b.Host == host || b.Host == WildcardHost) && (b.Operation == op || b.Operation == OpAll)
+	}
+	denyLiteral := map[string]bool{}
+	denyPrefixed := map[string]bool{}
+	var allowLiteral, allowPrefixed []string
+	wildcardAllow := false
+	scan := func(m map[string][]Binding, prefixed bool) bool { // true: a wildcard DENY
+		for name, bs := range m {
+			for i := range bs {
+				b := &bs[i]
+				if !applies(b) {
+					continue
+				}
+				switch {
+				case b.Permission == PermissionDeny && !prefixed && name == WildcardResource:
+					return true
+				case b.Permission == PermissionDeny && prefixed:
+					denyPrefixed[name] = true
+				case b.Permission == PermissionDeny:
+					denyLiteral[name] = true
+				case b.Permission != PermissionAllow:
+				case !prefixed && name == WildcardResource:
+					wildcardAllow = true
+				case prefixed:
+					allowPrefixed = append(allowPrefixed, name)
+				default:
+					allowLiteral = append(allowLiteral, name)
+				}
+			}
+		}
+		return false
+	}
+	if scan(ix.literal, false) || scan(ix.prefixed, true) {
+		return false
+	}
+	if wildcardAllow {
+		return true
+	}
+	dominated := func(name string) bool {
+		for n := 1; n <= len(name); n++ {
+			if denyPrefixed[name[:n]] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range allowLiteral {
+		if !denyLiteral[name] && !dominated(name) {
+			return true
+		}
+	}
+	for _, name := range allowPrefixed {
+		if !dominated(name) {
+			return true
+		}
+	}
+	return false
+}

@@ -21,13 +21,16 @@ type script func(s *side)
 
 // side is one broker as a script sees it.
 type side struct {
-	t     *testing.T
-	name  string // "kafka" or "ringlog"
-	addr  string
-	main  *conn
-	conns []*conn
-	steps []step
-	calls []*call // sent with async and not waited for yet
+	t    *testing.T
+	name string // "kafka" or "ringlog"
+	addr string
+	// saslAddr is the broker's SASL_PLAINTEXT listener, where a scenario
+	// has one (userConn).
+	saslAddr string
+	main     *conn
+	conns    []*conn
+	steps    []step
+	calls    []*call // sent with async and not waited for yet
 	// skipped counts the slow parts not run (without -full).
 	skipped int
 }
@@ -269,7 +272,14 @@ func run(t *testing.T, sc script) {
 
 func runSide(t *testing.T, name, addr string, sc script) *side {
 	t.Helper()
-	s := &side{t: t, name: name, addr: addr}
+	return runSideSASL(t, name, [2]string{addr, ""}, sc)
+}
+
+// runSideSASL is runSide on a broker with a SASL listener: addrs are the
+// PLAINTEXT and SASL_PLAINTEXT addresses.
+func runSideSASL(t *testing.T, name string, addrs [2]string, sc script) *side {
+	t.Helper()
+	s := &side{t: t, name: name, addr: addrs[0], saslAddr: addrs[1]}
 	defer s.close()
 	start := time.Now()
 	defer func() { t.Logf("%s: %d steps in %v", name, len(s.steps), time.Since(start).Round(time.Millisecond)) }()

@@ -19,10 +19,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,6 +135,11 @@ type Options struct {
 	// StartTimeout bounds the wait for every node to serve (default 120 s:
 	// three JVMs starting on two busy cores have taken over 90 s).
 	StartTimeout time.Duration
+	// PlainUsers, when set, gives every node a SASL_PLAINTEXT listener
+	// (Node.SASLAddr) offering PLAIN with these users and passwords, as
+	// Kafka's PlainLoginModule reads them from the listener's JAAS
+	// config. Inter-broker and controller traffic stays on PLAINTEXT.
+	PlainUsers map[string]string
 }
 
 // JVMFlags are the flags of Kafka's kafka-run-class.sh for a broker, which
@@ -144,10 +151,12 @@ var JVMFlags = []string{"-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:Initiati
 type Node struct {
 	ID   int
 	Addr string // the PLAINTEXT listener, 127.0.0.1:port
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // how the process ended, once done is closed
+	// SASLAddr is the SASL_PLAINTEXT listener (Options.PlainUsers), or "".
+	SASLAddr string
+	dir      string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	err      error // how the process ended, once done is closed
 }
 
 // Pid is the node's process id (for CPU and memory readings in /proc).
@@ -278,9 +287,9 @@ func start(opts Options, jars string) (_ *Cluster, err error) {
 		c.props[k] = v
 	}
 	var voters []string
-	ports := make([][2]string, opts.Nodes)
+	ports := make([][3]string, opts.Nodes)
 	for i := range opts.Nodes {
-		for j := range 2 {
+		for j := range 3 {
 			p, err := freePort()
 			if err != nil {
 				return nil, err
@@ -306,6 +315,19 @@ func start(opts Options, jars string) (_ *Cluster, err error) {
 			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 			"inter.broker.listener.name":     "PLAINTEXT",
 			"log.dirs":                       filepath.Join(n.dir, "data"),
+		}
+		if len(opts.PlainUsers) > 0 {
+			n.SASLAddr = "127.0.0.1:" + ports[i][2]
+			props["listeners"] += ",SASL_PLAINTEXT://" + n.SASLAddr
+			props["advertised.listeners"] += ",SASL_PLAINTEXT://" + n.SASLAddr
+			props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+			props["sasl.enabled.mechanisms"] = "PLAIN"
+			users := slices.Sorted(maps.Keys(opts.PlainUsers))
+			jaas := "org.apache.kafka.common.security.plain.PlainLoginModule required"
+			for _, u := range users {
+				jaas += fmt.Sprintf(" user_%s=%q", u, opts.PlainUsers[u])
+			}
+			props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = jaas + ";"
 		}
 		for k, v := range c.props {
 			props[k] = v
