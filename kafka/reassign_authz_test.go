@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringlog/broker"
+	"ringlog/internal/testkit/testbroker"
 )
 
 // TestReassignmentsNeedClusterAuthorization: with an authorizer and no
@@ -16,7 +16,11 @@ import (
 // allow.everyone.if.no.acl.found both are served.
 func TestReassignmentsNeedClusterAuthorization(t *testing.T) {
 	for _, allow := range []bool{false, true} {
-		b := startBroker(t, brokerOpts{Config: func(c *broker.Config) { c.Authorizer, c.AllowEveryoneIfNoACL = true, allow }})
+		// Started without the package's group probe, which an
+		// authorizer with no ACLs refuses.
+		cfg := testbroker.Config(t.TempDir())
+		cfg.Authorizer, cfg.AllowEveryoneIfNoACL = true, allow
+		b := testbroker.StartBroker(t, cfg)
 		w := dialWire(t, b.Addr)
 		alter := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 		alter.Version, alter.TimeoutMillis = 1, 5000
