@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh machine: installs what the tests
 # need when it is missing, then vets, tests (both I/O paths run inside the
-# tests; the kafka package again on the uring and portable network paths),
-# cross-builds the portable path for darwin and windows, and races the
-# packages that share memory between goroutines.
+# tests; the kafka package again on the uring and portable network paths,
+# and the cross builds of the portable path for darwin and windows, beside
+# them), and races the packages that share memory between goroutines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
@@ -60,15 +60,13 @@ go vet ./...
 step "kafka reference jars"
 go test -count=1 -run '^TestJars$' ./internal/kafkaref
 
-step "go test"
-go test -count=1 -timeout 20m ./...
-
 # The kafka package again on the other two network paths (netpoll's own
-# tests run on all three above; RINGLOG_TEST_NET picks every test
+# tests run on all three in go test ./...; RINGLOG_TEST_NET picks every test
 # broker's path, and a broker that does not serve on the path asked for
 # fails its test: no silent fallback from uring to gnet, so a kernel
 # without what the uring path needs fails the uring step). The whole
-# package once more per path would cost about as much as its run above
+# package once more per path would cost about as much as its run in
+# go test ./...
 # (230-300 s on each path here; its tests mostly wait on timers, client
 # back-offs and processes, not on the CPU), too much for the 15 minutes
 # the suite is held under, so:
@@ -86,10 +84,12 @@ go test -count=1 -timeout 20m ./...
 #     "portable" variants above: the client-facing core (kcat, kgo
 #     produce and consume, the bad-input suite, the fuzz seeds, produce,
 #     fetch, long polls).
-# The two run side by side: they wait far more than they compute, and
-# so the cross builds of the portable path for darwin and windows (a
-# compile, about 40 s of CPU) run beside them too.
-step "go test ./kafka on uring and on portable; cross builds beside them"
+# Both run beside the whole package run of go test ./... (which keeps two
+# packages going at once), and so do the cross builds of the portable
+# path for darwin and windows (a compile, about 40 s of CPU): the kafka
+# subsets wait far more than they compute, and run after go test ./...
+# they took 107 s of a suite held under 15 minutes.
+step "go test, with the kafka package on uring and on portable and the cross builds beside it"
 cross_log=$(mktemp)
 (
 	for os in darwin windows; do
@@ -99,20 +99,26 @@ cross_log=$(mktemp)
 ) >"$cross_log" 2>&1 &
 cross_pid=$!
 portable_log=$(mktemp)
-RINGLOG_TEST_NET=portable go test -count=1 -timeout 10m \
+RINGLOG_TEST_NET=portable go test -count=1 -timeout 15m \
 	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll)' ./kafka/ >"$portable_log" 2>&1 &
 portable_pid=$!
+uring_log=$(mktemp)
+RINGLOG_TEST_NET=uring go test -count=1 -timeout 15m \
+	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ >"$uring_log" 2>&1 &
+uring_pid=$!
+all_rc=0
+go test -count=1 -timeout 20m ./... || all_rc=$?
 uring_rc=0
-RINGLOG_TEST_NET=uring go test -count=1 -timeout 10m \
-	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ || uring_rc=$?
+wait "$uring_pid" || uring_rc=$?
+echo "uring:"; cat "$uring_log"; rm -f "$uring_log"
 portable_rc=0
 wait "$portable_pid" || portable_rc=$?
 echo "portable:"; cat "$portable_log"; rm -f "$portable_log"
 cross_rc=0
 wait "$cross_pid" || cross_rc=$?
 echo "cross builds:"; cat "$cross_log"; rm -f "$cross_log"
-if [ "$uring_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
-	echo "the kafka package failed on uring ($uring_rc) or portable ($portable_rc), or a cross build failed ($cross_rc)"; exit 1
+if [ "$all_rc" -ne 0 ] || [ "$uring_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
+	echo "go test failed ($all_rc), or the kafka package on uring ($uring_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
 fi
 
 # The packages whose memory is shared between goroutines (readers of a log

@@ -42,22 +42,10 @@ func TestSingleNode(t *testing.T) {
 	}
 }
 
-// TestThreeNodes: three nodes form one cluster, and a topic of RF 3 is
-// replicated on all of them.
-func TestThreeNodes(t *testing.T) {
-	c := StartT(t, Options{Nodes: 3, Heap: "512m"})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := Tool(ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(),
-		"--create", "--topic", "r3", "--partitions", "2", "--replication-factor", "3")
-	if err != nil {
-		t.Fatalf("kafka-topics --create: %v\n%s", err, out)
-	}
-	out, err = Tool(ctx, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(), "--describe", "--topic", "r3")
-	if err != nil || strings.Count(out, "Isr: ") != 2 {
-		t.Fatalf("kafka-topics --describe: %v\n%s", err, out)
-	}
-}
+// Three nodes: internal/admincli's TestAgainstKafka starts the harness's
+// three-node cluster (Options{Nodes: 3}) and moves partitions between its
+// nodes, so no test here starts another one (it cost the suite about
+// 40 s of CPU).
 
 // TestBadSetting: nodes that cannot start end Start at once with the log
 // that says why, instead of a wait for the deadline.
