@@ -23,12 +23,9 @@ func handleConsumerGroupDescribe(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	}
 	var refused []kmsg.ConsumerGroupDescribeResponseGroup
 	sub := *req
-	sub.Groups = nil
-	for _, g := range req.Groups {
-		if s.authorize(cx, acl.OpDescribe, acl.ResourceGroup, g) {
-			sub.Groups = append(sub.Groups, g)
-			continue
-		}
+	allowed, denied := s.splitAuthorized(cx, acl.OpDescribe, acl.ResourceGroup, req.Groups)
+	sub.Groups = allowed
+	for _, g := range denied {
 		d := kmsg.NewConsumerGroupDescribeResponseGroup()
 		d.Group, d.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
 		refused = append(refused, d)

@@ -165,3 +165,17 @@ func errorMessageOf(code int16) *string {
 	}
 	return nil
 }
+
+// splitAuthorized parts names of resources of type rt into those the
+// request's principal may do op on and those it may not, each in the
+// request's order.
+func (s *Server) splitAuthorized(cx *reqCtx, op acl.Operation, rt acl.ResourceType, names []string) (allowed, refused []string) {
+	for _, n := range names {
+		if s.authorize(cx, op, rt, n) {
+			allowed = append(allowed, n)
+		} else {
+			refused = append(refused, n)
+		}
+	}
+	return allowed, refused
+}
