@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringlog/internal/testkit"
 )
 
 // TestClusterReassignment: three broker processes. An idempotent acks=all
@@ -113,7 +115,7 @@ func TestClusterReassignment(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(c.procs[0].dir, "moving-1")); err != nil {
 			return err
 		}
-		if sz := logBytes(t, filepath.Join(c.procs[0].dir, "moving-0")); sz != 0 {
+		if sz := testkit.LogBytes(t, filepath.Join(c.procs[0].dir, "moving-0")); sz != 0 {
 			return fmt.Errorf("broker 1 still holds %d bytes of moving-0", sz)
 		}
 		return nil
@@ -190,7 +192,7 @@ func TestClusterReassignment(t *testing.T) {
 	if e := resps.Error(); e == nil || !strings.Contains(e.Error(), kerr.NoReassignmentInProgress.Message) {
 		t.Fatalf("second cancel: %v, want NO_REASSIGNMENT_IN_PROGRESS", e)
 	}
-	if sz := logBytes(t, filepath.Join(c.procs[x-1].dir, "stays-0")); sz != 0 {
+	if sz := testkit.LogBytes(t, filepath.Join(c.procs[x-1].dir, "stays-0")); sz != 0 {
 		t.Fatalf("broker %d holds %d bytes of stays-0", x, sz)
 	}
 	if p := describePartition(t, adm, "stays"); !slices.Equal(p.Replicas, []int32{b, a}) || p.Leader != a {
@@ -351,28 +353,4 @@ func checkReadBack(t *testing.T, c *testCluster, topic string, acked map[int64]s
 			t.Fatalf("acknowledged %s at %d, read at %d", v, o, seen[v])
 		}
 	}
-}
-
-// logBytes sums the sizes of the .log files in a partition directory (0
-// when it does not exist).
-func logBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".log") {
-			fi, err := e.Info()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += fi.Size()
-		}
-	}
-	return n
 }

@@ -87,7 +87,8 @@ func newQuotas(num int, window time.Duration) *quotas {
 
 // record adds bytes to the measurement of the client's quota of kind and
 // returns how long the client must be throttled (0: within its quota,
-// or no quota applies). It allocates only for clients a quota applies to.
+// or no quota applies). Without any quota in the image it returns at once;
+// with one, finding the client's quota builds entity keys (allocations).
 func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID string, bytes int64) time.Duration {
 	if !img.HasQuotas() {
 		return 0

@@ -226,7 +226,7 @@ func TestPartitionReassignRinglogCluster(t *testing.T) {
 	}
 	downDir := cfgs[down-1].DataDir
 	eventually(t, func() error {
-		if n := logBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", gone))); n == 0 {
+		if n := testkit.LogBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", gone))); n == 0 {
 			return fmt.Errorf("broker %d holds nothing of ref-%d yet", down, gone)
 		}
 		return nil
@@ -322,44 +322,20 @@ func TestPartitionReassignRinglogCluster(t *testing.T) {
 	}
 	brokers[down-1] = back
 	eventually(t, func() error {
-		if n := logBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", gone))); n != 0 {
+		if n := testkit.LogBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", gone))); n != 0 {
 			return fmt.Errorf("broker %d back: %d bytes of ref-%d, moved off it while it was down", down, n, gone)
 		}
 		return nil
 	})
 	held := 0
 	for i := range int32(4) {
-		if logBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", i))) > 0 {
+		if testkit.LogBytes(t, filepath.Join(downDir, fmt.Sprintf("ref-%d", i))) > 0 {
 			held++
 		}
 	}
 	if held == 0 {
 		t.Fatalf("broker %d back holds none of ref's records: it should keep its other replicas", down)
 	}
-}
-
-// logBytes sums the sizes of the .log files in a partition directory (0
-// when it does not exist).
-func logBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".log") {
-			fi, err := e.Info()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += fi.Size()
-		}
-	}
-	return n
 }
 
 func must[T any](v T, err error) T {

@@ -288,10 +288,7 @@ func (c *Controller) propose(ctx context.Context, cmd *command) (reply, error) {
 	if len(b) > maxCommandBytes {
 		return reply{}, errf(ErrInvalidRequest, "%s of %d bytes, at most %d", cmd.typ, len(b), maxCommandBytes)
 	}
-	timeout := defaultRequestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
+	timeout := raftTimeout(ctx)
 	submitted := time.Now()
 	f := c.raft.Apply(b, timeout)
 	done := make(chan error, 1)
@@ -409,4 +406,13 @@ func newTopicID() TopicID {
 			return id
 		}
 	}
+}
+
+// raftTimeout is how long a raft operation for a request may take: until
+// the request's deadline, or defaultRequestTimeout without one.
+func raftTimeout(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return defaultRequestTimeout
 }

@@ -162,10 +162,7 @@ func (c *Controller) addVoter(ctx context.Context, id int32, addr string) (reply
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	timeout := defaultRequestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
+	timeout := raftTimeout(ctx)
 	c.log.Info("controller: adding a voter", "node", id, "addr", addr)
 	f := c.raft.AddVoter(serverID(id), raft.ServerAddress(addr), 0, timeout)
 	if err := f.Error(); err != nil {
@@ -198,10 +195,7 @@ func (c *Controller) removeVoter(ctx context.Context, id int32) (reply, error) {
 	case voters == 1:
 		return reply{}, errf(ErrInvalidRequest, "node %d is the last voter", id)
 	}
-	timeout := defaultRequestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
+	timeout := raftTimeout(ctx)
 	c.log.Info("controller: removing a voter", "node", id)
 	c.progress.forget(id)
 	if err := c.raft.RemoveServer(serverID(id), 0, timeout).Error(); err != nil {
@@ -222,10 +216,7 @@ func (c *Controller) removeNonVoter(ctx context.Context, id int32) (reply, error
 	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == serverID(id) && s.Suffrage == raft.Nonvoter }) {
 		return reply{}, nil
 	}
-	timeout := defaultRequestTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
+	timeout := raftTimeout(ctx)
 	if err := c.raft.RemoveServer(serverID(id), 0, timeout).Error(); err != nil {
 		return reply{}, raftError(err)
 	}
