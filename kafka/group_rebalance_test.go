@@ -23,6 +23,15 @@ type pendingJoin struct {
 
 func sendJoin(t *testing.T, b *testBroker, groupID string, o joinOpts) *pendingJoin {
 	t.Helper()
+	p := readyJoin(t, b, groupID, o)
+	p.send()
+	return p
+}
+
+// readyJoin dials and, for a new member, takes its member id (KIP-394),
+// so that send puts the JoinGroup on the wire with nothing before it.
+func readyJoin(t *testing.T, b *testBroker, groupID string, o joinOpts) *pendingJoin {
+	t.Helper()
 	c := dialAdmin(t, b.Addr)
 	if o.memberID == "" && o.instance == nil {
 		// Get the member id first (KIP-394), synchronously.
@@ -32,10 +41,12 @@ func sendJoin(t *testing.T, b *testBroker, groupID string, o joinOpts) *pendingJ
 		}
 		o.memberID = r.MemberID
 	}
-	p := &pendingJoin{c: c, req: joinReq(groupID, o), got: make(chan *kmsg.JoinGroupResponse, 1)}
-	c.send(5, p.req)
-	go func() { p.got <- c.read(p.req).(*kmsg.JoinGroupResponse) }()
-	return p
+	return &pendingJoin{c: c, req: joinReq(groupID, o), got: make(chan *kmsg.JoinGroupResponse, 1)}
+}
+
+func (p *pendingJoin) send() {
+	p.c.send(5, p.req)
+	go func() { p.got <- p.c.read(p.req).(*kmsg.JoinGroupResponse) }()
 }
 
 func (p *pendingJoin) wait(t *testing.T, d time.Duration) *kmsg.JoinGroupResponse {
@@ -183,19 +194,24 @@ func TestGroupTimeouts(t *testing.T) {
 // waits group.initial.rebalance.delay.ms, longer while members keep
 // joining (KIP-134), so that they all land in the first generation.
 func TestGroupInitialRebalanceDelay(t *testing.T) {
-	b := startBroker(t, brokerOpts{Groups: func(c *group.Config) { c.InitialRebalanceDelay = 300 * time.Millisecond }})
+	const delay = 500 * time.Millisecond
+	b := startBroker(t, brokerOpts{Groups: func(c *group.Config) { c.InitialRebalanceDelay = delay }})
 	e2eCreateTopic(t, b, "t", 2, nil)
 	o := joinOpts{protocols: rangeProtocol("t"), rebalMs: 5000}
+	// Both members dialled and named before the first join, so that the
+	// second's join is one write 200 ms after the first's, well inside
+	// the delay even on a loaded machine.
+	j1, j2 := readyJoin(t, b, "g", o), readyJoin(t, b, "g", o)
 	start := time.Now()
-	j1 := sendJoin(t, b, "g", o)
+	j1.send()
 	time.Sleep(200 * time.Millisecond)
-	j2 := sendJoin(t, b, "g", o)
+	j2.send()
 	r1, r2 := j1.wait(t, 5*time.Second), j2.wait(t, 5*time.Second)
 	took := time.Since(start)
 	if r1.ErrorCode != 0 || r2.ErrorCode != 0 || r1.Generation != 1 || r2.Generation != 1 {
 		t.Fatalf("joins %+v / %+v", r1, r2)
 	}
-	if took < 500*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("first generation after %v: the delay should have been extended once (300 ms + 300 ms)", took)
+	if took < delay+200*time.Millisecond || took > 4*time.Second {
+		t.Fatalf("first generation after %v: the delay should have been extended once (200 ms + %v)", took, delay)
 	}
 }

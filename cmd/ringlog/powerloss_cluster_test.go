@@ -310,6 +310,7 @@ func (c *powerCluster) createTopic() {
 // record is lost: each was on two replicas at least, and only one at a
 // time loses its unsynced tail.
 func TestPowerLossClusterOneAtATime(t *testing.T) {
+	t.Parallel() // waits on restarts and fuse, not the CPU: two at a time halve the package's wall time
 	c := newPowerCluster(t, "never")
 	c.startAll()
 	c.createTopic()
@@ -394,6 +395,7 @@ func (c *powerCluster) checkLongestLogLeads() {
 // docs/durability.md says what happens and why); nothing corrupt is served
 // and the cluster serves again.
 func TestPowerLossClusterAllAtOnce(t *testing.T) {
+	t.Parallel() // waits on restarts and fuse, not the CPU: two at a time halve the package's wall time
 	for _, flush := range []string{"always", "never"} {
 		t.Run(flush, func(t *testing.T) {
 			c := newPowerCluster(t, flush)

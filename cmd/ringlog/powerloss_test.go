@@ -340,6 +340,7 @@ func (r *powerRun) produceThenLosePower(p *proc, addr string, d time.Duration) {
 // batch is served, the committed group offsets have not gone back and the
 // metadata quorum's store opens (the broker starts and knows the topic).
 func TestPowerLossFlushAlways(t *testing.T) {
+	t.Parallel() // waits on restarts and fuse, not the CPU: two at a time halve the package's wall time
 	const partitions = 4
 	rounds := 50
 	if testing.Short() {
@@ -390,6 +391,7 @@ func TestPowerLossFlushAlways(t *testing.T) {
 // served, and the broker says it recovered the partitions. The records
 // lost are counted and must not be none: the file system forgets.
 func TestPowerLossFlushNever(t *testing.T) {
+	t.Parallel() // waits on restarts and fuse, not the CPU: two at a time halve the package's wall time
 	const partitions = 4
 	rounds := 12
 	if testing.Short() {
