@@ -14,11 +14,13 @@ import (
 // members' assignment callbacks at their member epochs), and members that
 // die are fenced by the broker's session timeout.
 func TestGroupChurn848(t *testing.T) {
+	t.Parallel() // rebalance timers: about a tenth of a core for 10 s
 	runChurnWith(t, kgo.CooperativeStickyBalancer(), churnRecords(), true)
 }
 
 // TestGroupChurn848Range is the same with the range assignor.
 func TestGroupChurn848Range(t *testing.T) {
+	t.Parallel() // rebalance timers: about a tenth of a core for 10 s
 	if testing.Short() {
 		t.Skip("the uniform assignor's run covers the protocol in -short")
 	}

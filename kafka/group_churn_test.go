@@ -387,12 +387,14 @@ func committedAll(offs kadm.OffsetResponses, topic string, parts int32, want int
 // TestGroupChurnEager runs the churn with the range balancer (eager: every
 // member gives up everything at each rebalance).
 func TestGroupChurnEager(t *testing.T) {
+	t.Parallel() // rebalance timers: about a tenth of a core for 10 s
 	runChurn(t, kgo.RangeBalancer(), churnRecords())
 }
 
 // TestGroupChurnCooperative runs the churn with cooperative-sticky
 // (KIP-429: partitions move in two rebalances, the others keep consuming).
 func TestGroupChurnCooperative(t *testing.T) {
+	t.Parallel() // rebalance timers: about a tenth of a core for 10 s
 	runChurn(t, kgo.CooperativeStickyBalancer(), churnRecords())
 }
 
