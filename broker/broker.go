@@ -146,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 
 	gcfg := cfg.Groups
 	gcfg.Logger = cfg.Logger
+	gcfg.Authorizing = cfg.Authorizer
 	// __consumer_offsets is the cluster's: created through the controller
 	// when first needed, its partitions coordinated by their leaders.
 	gcfg.OffsetsTopicPartitions = b.cl.offsetsPartitions(gcfg.OffsetsTopicPartitions)

@@ -12,7 +12,8 @@ import (
 // with server-side assignment; v1 has the client name its member id and
 // adds regular-expression subscriptions). The coordinator answers once the
 // records the answer reports are written. With an authorizer, see
-// consumerHeartbeatAuthorized.
+// consumerHeartbeatAuthorized; a regular-expression subscription then
+// resolves only to topics the member may DESCRIBE.
 func init() {
 	register(api{key: kmsg.ConsumerGroupHeartbeat, min: 0, max: 1, async: handleConsumerGroupHeartbeat})
 }
@@ -34,7 +35,18 @@ func handleConsumerGroupHeartbeat(s *Server, cx *reqCtx, kreq kmsg.Request) {
 		cx.reply(resp)
 		return
 	}
-	s.cfg.Groups.ConsumerGroupHeartbeat(groupClient(cx), req,
+	cl := groupClient(cx)
+	if a := s.cfg.Authorizer; a != nil && cx.session != nil {
+		// Regex subscriptions resolve to the topics the member may
+		// DESCRIBE (Kafka 4, KAFKA-18813). Asked on the coordinator's
+		// shard, so the principal and host are taken here, and the
+		// authorizer asked without the connection's cache.
+		principal, host := cx.session.Principal(), cx.session.host()
+		cl.DescribeTopic = func(topic string) bool {
+			return a.Authorize(principal, host, acl.OpDescribe, acl.ResourceTopic, topic)
+		}
+	}
+	s.cfg.Groups.ConsumerGroupHeartbeat(cl, req,
 		func(r *kmsg.ConsumerGroupHeartbeatResponse) { cx.reply(r) })
 }
 

@@ -242,6 +242,77 @@ func testACLConsumer(t *testing.T, ctx context.Context, b *testBroker, addr stri
 	}
 }
 
+// testACLRegex: a KIP-848 member subscribing by regular expression is
+// assigned only the matching topics it may DESCRIBE (Kafka 4,
+// KAFKA-18813), and a topic it is granted later joins its assignment
+// once the topics change.
+func testACLRegex(t *testing.T, ctx context.Context, b *testBroker, addr string) {
+	for _, name := range []string{"rx-seen", "rx-hidden"} {
+		createTopic(t, b, name, 1, nil)
+	}
+	createBindings(t, ctx, b, []acl.Binding{
+		bindingFor("User:rx", grant(acl.ResourceGroup, "g-rx", acl.OpRead)),
+		bindingFor("User:rx", grant(acl.ResourceTopic, "rx-seen", acl.OpRead)),
+	})
+	md, err := b.admin().Metadata(ctx, "rx-seen", "rx-hidden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[[16]byte]string{}
+	for _, td := range md.Topics {
+		names[[16]byte(td.ID)] = td.Topic
+	}
+	e := &aclEnv{t: t, cl: aclUserClient(t, addr, "rx"), user: "rx"}
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1 // v1: regular expressions
+	re := "rx-.*"
+	req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = "g-rx", "member-rx", 0, 10000
+	req.SubscribedTopicRegex, req.Topics = &re, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	assigned := func(r *kmsg.ConsumerGroupHeartbeatResponse) []string {
+		var got []string
+		if r.Assignment != nil {
+			for _, tp := range r.Assignment.Topics {
+				got = append(got, names[tp.TopicID])
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	r := e.req(ctx, req).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if got := assigned(r); !slices.Equal(got, []string{"rx-seen"}) {
+		t.Fatalf("assigned %v, want only rx-seen: rx may not DESCRIBE rx-hidden", got)
+	}
+	// Granted DESCRIBE on rx-hidden, the member gets it once the topics
+	// change (a new topic here), as Kafka refreshes a resolution.
+	createBindings(t, ctx, b, []acl.Binding{bindingFor("User:rx", grant(acl.ResourceTopic, "rx-hidden", acl.OpDescribe))})
+	createTopic(t, b, "rx-new", 1, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for epoch := r.MemberEpoch; ; {
+		beat := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		beat.Version = 1
+		beat.Group, beat.MemberID, beat.MemberEpoch = "g-rx", "member-rx", epoch
+		beat.Topics = owned(r)
+		r = e.req(ctx, beat).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		epoch = r.MemberEpoch
+		if got := assigned(r); r.Assignment != nil && slices.Contains(got, "rx-hidden") {
+			if slices.Contains(got, "rx-new") {
+				t.Fatalf("assigned %v: rx may not DESCRIBE rx-new", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rx-hidden never assigned after DESCRIBE was granted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // testACLKadm: kadm's CreateACLs, DescribeACLs and DeleteACLs round-trip.
 func testACLKadm(t *testing.T, ctx context.Context, b *testBroker) {
 	adm := b.admin()

@@ -125,7 +125,7 @@ func TestACL(t *testing.T) {
 	for i := range cases {
 		users = append(users, fmt.Sprintf("u%d", i))
 	}
-	users = append(users, "pre", "deny", "root", "nobody", "hosty", "hosty2", "meta", "lister", "viewer", "cons", "cons2")
+	users = append(users, "pre", "deny", "root", "nobody", "hosty", "hosty2", "meta", "lister", "viewer", "cons", "cons2", "rx")
 	b, addr := aclBroker(t, users, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -166,6 +166,7 @@ func TestACL(t *testing.T) {
 	t.Run("rules", func(t *testing.T) { testACLRules(t, ctx, b, addr) })
 	t.Run("hidden", func(t *testing.T) { testACLHidden(t, ctx, b, addr) })
 	t.Run("consumer", func(t *testing.T) { testACLConsumer(t, ctx, b, addr) })
+	t.Run("regex", func(t *testing.T) { testACLRegex(t, ctx, b, addr) })
 	t.Run("kadm", func(t *testing.T) { testACLKadm(t, ctx, b) })
 }
 

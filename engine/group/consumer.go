@@ -47,6 +47,11 @@ type cgEnv struct {
 	// regexes compiles subscribed regular expressions, once each; the
 	// heartbeat's path filled it before the shard runs (regex.go).
 	regexes *regexCache
+	// heartbeat is set on a member's heartbeat, whose principal may
+	// DESCRIBE the topics describable says (nil: everything, no
+	// authorizer). Timers and offset expiry run without one.
+	heartbeat   bool
+	describable func(topic string) bool
 }
 
 // topicSource is the part of *engine.Core the groups read topics from.
@@ -109,6 +114,11 @@ type cgroup struct {
 	// topics version regexVersion.
 	regexes      map[string][]string
 	regexVersion uint64
+	// seen is, with an authorizer (Config.Authorizing), what each regular
+	// expression resolved to on the last heartbeat that resolved it,
+	// filtered by that member's DESCRIBE permission, at topics version
+	// version; timers use it as it is, however old.
+	seen map[string]seenRegex
 
 	// dirty are the members whose timers must be looked at after an
 	// operation (consumer_coord.go drains it).

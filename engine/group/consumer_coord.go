@@ -94,7 +94,9 @@ func (p *partition) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartbea
 		// kept): built aside, and installed only if the join is accepted.
 		cg = newCgroup(req.Group)
 	}
-	resp, recs := cg.heartbeat(p.env(), cl, req)
+	env := p.env()
+	env.heartbeat, env.describable = true, cl.DescribeTopic
+	resp, recs := cg.heartbeat(env, cl, req)
 	if resp.ErrorCode != 0 {
 		reply(resp)
 		return

@@ -55,9 +55,68 @@ func (cg *cgroup) subscribedNames(env *cgEnv, version uint64) []string {
 	return names
 }
 
+// seenRegex is a regular expression's resolution by a member's heartbeat.
+type seenRegex struct {
+	names   []string
+	version uint64
+}
+
 // resolve is the topics a regular expression matches, cached until the
-// topics change.
+// topics change. With an authorizer they are the topics the member whose
+// heartbeat resolved it may DESCRIBE, as in Kafka 4 (KAFKA-18813): a
+// member may not learn of a topic it may not see through its assignment.
+// That resolution holds for every member subscribing to the regex until
+// a heartbeat finds the topics changed, Kafka's own rule; timers (a
+// member's session expiring) use the last one rather than match the
+// topics with nobody's permission.
 func (cg *cgroup) resolve(env *cgEnv, version uint64, re string) []string {
+	if env.cfg.Authorizing {
+		return cg.resolveAuthorized(env, version, re)
+	}
+	return cg.match(env, version, re)
+}
+
+func (cg *cgroup) resolveAuthorized(env *cgEnv, version uint64, re string) []string {
+	s, ok := cg.seen[re]
+	if ok && (s.version == version || !env.heartbeat) {
+		return s.names
+	}
+	if !env.heartbeat {
+		// Not resolved by a heartbeat since the coordinator loaded the
+		// group: no topics until a member's heartbeat resolves it.
+		return nil
+	}
+	var names []string
+	for _, t := range cg.match(env, version, re) {
+		if env.describable == nil || env.describable(t) {
+			names = append(names, t)
+		}
+	}
+	if cg.seen == nil {
+		cg.seen = map[string]seenRegex{}
+	}
+	for old := range cg.seen {
+		if !cg.subscribesRegex(old) {
+			delete(cg.seen, old)
+		}
+	}
+	cg.seen[re] = seenRegex{names: names, version: version}
+	return names
+}
+
+// subscribesRegex reports whether a member subscribes to re.
+func (cg *cgroup) subscribesRegex(re string) bool {
+	for _, m := range cg.members {
+		if m.meta.regex != nil && *m.meta.regex == re {
+			return true
+		}
+	}
+	return false
+}
+
+// match is the topics a regular expression matches, cached until the
+// topics change.
+func (cg *cgroup) match(env *cgEnv, version uint64, re string) []string {
 	if cg.regexVersion != version {
 		clear(cg.regexes)
 		cg.regexVersion = version

@@ -60,6 +60,12 @@ type Config struct {
 	// A join beyond it is refused with GROUP_MAX_SIZE_REACHED.
 	GroupMetadataMaxBytes int
 
+	// Authorizing says an authorizer checks requests (authorizer.class.name
+	// set): a regular-expression subscription then resolves only to the
+	// topics the member whose heartbeat resolved it may DESCRIBE
+	// (Client.DescribeTopic), as Kafka 4's coordinator does (KAFKA-18813).
+	Authorizing bool
+
 	// KIP-848 consumer groups (ConsumerGroupHeartbeat).
 	//
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms

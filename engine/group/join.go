@@ -14,6 +14,9 @@ import (
 type Client struct {
 	ID   string
 	Host string
+	// DescribeTopic says whether the client's principal may DESCRIBE a
+	// topic; nil when no authorizer runs (Config.Authorizing).
+	DescribeTopic func(topic string) bool
 }
 
 // JoinGroup (v0-v9) adds or updates a member and takes part in a
