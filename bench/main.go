@@ -177,7 +177,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			// one more broker each with the runs of their targets: time
 			// the quick suite's other runs must not lose.
 			c.timeout += map[string]time.Duration{kafkaPeer: 30 * time.Second, kafkaClusterPeer: 70 * time.Second,
-				saslSSLPeer: 15 * time.Second, netUringPeer: 15 * time.Second}[k]
+				saslSSLPeer: 15 * time.Second, netUringPeer: 15 * time.Second,
+				acl1000Peer: 5 * time.Second}[k]
 		}
 	}
 	for _, k := range strings.Split(*kinds, ",") {

@@ -50,6 +50,10 @@ type peerSpec struct {
 	// such a peer runs with -io uring and the workloads of issue 13's
 	// targets only (see netpaths.go).
 	net string
+	// acls, when not 0, makes the peer ringlog io_uring with its
+	// authorizer on and that many bindings (see acls.go); it runs the
+	// base produce workload only.
+	acls int
 	// absent, when set, is why the peer cannot run at all.
 	absent string
 }
@@ -62,6 +66,8 @@ var peerSpecs = []peerSpec{
 	{key: "ringlog-portable", name: "ringlog portable"},
 	{key: netUringPeer, name: "ringlog io_uring net", net: "uring"},
 	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
+	{key: acl100Peer, name: "ringlog ACLs 100", acls: 100},
+	{key: acl1000Peer, name: "ringlog ACLs 1,000", acls: 1000},
 	{key: "kafka", name: "Apache Kafka", kafkaNodes: 1},
 	{key: "kfake", name: "kfake (in memory)", memory: true},
 	{key: "nats", name: "NATS JetStream (file)", nats: true},
@@ -79,6 +85,8 @@ const (
 	saslSSLPeer      = "ringlog-sasl-ssl"
 	portablePeer     = "ringlog-portable"
 	netUringPeer     = "ringlog-net-uring"
+	acl100Peer       = "ringlog-acl100"
+	acl1000Peer      = "ringlog-acl1000"
 )
 
 func peerKeys() []string {
@@ -141,6 +149,7 @@ type peer struct {
 	cl       *clusterProcs     // the cluster's ports and files; nil for the others
 	kc       *kafkaref.Cluster // Apache Kafka's nodes; nil for the others
 	sec      *saslSSL          // the SASL_SSL peer's certificates and user; nil for the others
+	acl      *aclSetup         // an authorizer peer's files and administrator; nil for the others
 }
 
 // id is the peer's key qualified by its durability setting.
@@ -308,6 +317,13 @@ func (p *peer) start(broker, workDir string) error {
 			return err
 		}
 	}
+	if p.spec.acls > 0 {
+		var err error
+		if p.acl, err = newACLSetup(filepath.Join(workDir, p.id()+"-acl"), p.spec.acls); err != nil {
+			p.err = err
+			return err
+		}
+	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = p.startOnce(broker); err == nil || !strings.Contains(err.Error(), "address already in use") {
@@ -331,6 +347,8 @@ func (p *peer) startOnce(broker string) error {
 		return p.startKafka()
 	case p.spec.saslSSL:
 		return p.startSASLSSL(broker)
+	case p.spec.acls > 0:
+		return p.startACLs(broker)
 	case strings.HasPrefix(p.spec.key, "ringlog-"):
 		adminPort, err := freePort()
 		if err != nil {
@@ -451,6 +469,9 @@ func (p *peer) stop() error {
 	}
 	if p.sec != nil {
 		os.RemoveAll(p.sec.dir)
+	}
+	if p.acl != nil {
+		os.RemoveAll(p.acl.dir)
 	}
 	return errors.Join(errs...)
 }
