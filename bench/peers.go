@@ -364,12 +364,20 @@ func (p *peer) startOnce(broker string) error {
 		if p.spec.net != "" {
 			args = append(args, "-net", p.spec.net)
 		}
+		// max.connections above the 10,000-connection workload's (see
+		// idle.go): netpoll's default bound is 10,000.
+		props := filepath.Join(filepath.Dir(p.dataDir), p.id()+".properties")
+		if err := os.WriteFile(props, fmt.Appendf(nil, "max.connections=%d\n", connsMax), 0o644); err != nil {
+			return err
+		}
+		args = append(args, "-config", props)
 		c, started, err := startRinglog(p.id(), broker, args)
 		if err != nil {
 			return err
 		}
 		p.procs, p.addr, p.admins = []*child{c}, addr, []string{admin}
-		p.settings = ringlogSettings(started, args)
+		p.settings = ringlogSettings(started, args[:len(args)-2]) + fmt.Sprintf("; max.connections=%d (netpoll's default is 10,000: "+
+			"below the 10,000-connection workload's connections and its producers' metadata connections)", connsMax)
 	case p.spec.key == "kfake":
 		c, err := p.startPeerChild("kfake", "-port", strconv.Itoa(port))
 		if err != nil {

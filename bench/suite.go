@@ -367,6 +367,9 @@ func (s *suite) estimate(w workload) time.Duration {
 	if w.kind == kindConsume {
 		return 3*s.cfg.duration + 3*time.Second
 	}
+	if w.idle > 0 {
+		return s.cfg.duration + 10*time.Second // opening the idle connections
+	}
 	return s.cfg.duration + 2*time.Second
 }
 
