@@ -220,10 +220,6 @@ func (s *suite) netPathsTargets() []ratioTarget {
 		format: fmtMicros, where: ", open loop"}, fixed, metricLatency(99), portablePeer)
 	add(ratioTarget{target: netPathsE2E, bound: 1,
 		format: fmtMicros, where: ", open loop"}, e2e, metricLatency(99.9), portablePeer)
-	// TODO(issue 13): the broker's own produce TotalTimeMs p99 ≤ 1 ms at
-	// the fixed rate, once the broker exports it (a metric being built
-	// apart): read it from /metrics around the fixed-rate run, as
-	// requestsMetric is.
 	return ks
 }
 
@@ -257,6 +253,10 @@ func (s *suite) writeNetPathsTargets(judge func(target, measured, verdict string
 			continue
 		}
 		k.judge(judge, line)
+		if k.target == fmt.Sprintf("io_uring net: produce ack p99 at %s records/s ≤ 1.0x portable's", fmtCount(fixedLatencyRate)) {
+			// The broker's own share of the same runs.
+			s.writeBrokerP99Target(judge, line)
+		}
 		if k.target == "io_uring net: "+netPathsCPUPerGB {
 			base := s.findTable(partProduce, baseLike(kindProduce, 1024, false))
 			switch sp, ok := base.rowOf(netUringPeer).spread(metricCPUPerGB); {

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -502,6 +504,10 @@ type usage struct {
 	copied     float64 // ringlog_fetch_copied_bytes_total
 	fetchOK    bool
 	client     time.Duration // this process's CPU: the clients
+	// produceHist is the broker's Produce TotalTimeMs histogram, summed
+	// over its processes, when produceHistOK.
+	produceHist   []histBucket
+	produceHistOK bool
 }
 
 // snapshot reads the peer's counters, summed over its processes; those it
@@ -525,8 +531,33 @@ func (p *peer) snapshot(ctx context.Context) usage {
 	}
 	u.fetchOK = len(p.admins) > 0
 	u.requestsOK = len(p.admins) > 0
+	u.produceHistOK = len(p.admins) > 0
 	for _, a := range p.admins {
-		m, err := scrapeMetrics(ctx, a)
+		var hist []histBucket
+		m, err := readMetricsPage(ctx, a, func(r io.Reader) (map[string]float64, error) {
+			page, err := io.ReadAll(io.LimitReader(r, 64<<20))
+			if err != nil {
+				return nil, err
+			}
+			if hist, err = parseHistogram(bytes.NewReader(page), brokerProduceHist, brokerProduceLabel); err != nil {
+				return nil, err
+			}
+			return parseMetrics(bytes.NewReader(page))
+		})
+		if len(hist) == 0 {
+			u.produceHistOK = false
+		}
+		if u.produceHistOK {
+			if u.produceHist == nil {
+				u.produceHist = hist
+			} else if len(u.produceHist) != len(hist) {
+				u.produceHistOK = false
+			} else {
+				for i := range hist {
+					u.produceHist[i].count += hist[i].count
+				}
+			}
+		}
 		sf, ok1 := m["ringlog_fetch_sendfile_bytes_total"]
 		cp, ok2 := m["ringlog_fetch_copied_bytes_total"]
 		u.sendfile += sf

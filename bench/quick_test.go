@@ -677,8 +677,8 @@ func checkNetPaths(t *testing.T, report string) {
 			t.Errorf("Targets: %q is not judged from figures: %v", cs[0], cs)
 		}
 	}
-	if n != 8 {
-		t.Errorf("Targets: %d issue 13 targets judged, want 8 (-quick has no end-to-end run at the fixed rate):\n%s", n, targets)
+	if n != 9 {
+		t.Errorf("Targets: %d issue 13 targets judged, want 9 (-quick has no end-to-end run at the fixed rate):\n%s", n, targets)
 	}
 	net := section(report, "## Network paths")
 	for _, name := range []string{"ringlog io_uring", "ringlog io_uring net", "ringlog portable"} {

@@ -37,6 +37,10 @@ type sample struct {
 	copied         float64 // ... and copied instead
 	fetchOK        bool
 	client         time.Duration // this process's CPU during the run (the clients)
+	// brokerP99 is the broker's own produce TotalTimeMs p99 over the run
+	// (its histogram's buckets, see brokerhist.go), in microseconds.
+	brokerP99   float64
+	brokerP99OK bool
 }
 
 // outcome is a sample or the reason there is none.
@@ -89,6 +93,13 @@ func (m meter) sample(ctx context.Context, res loadResult) sample {
 	}
 	if m.before.cpuOK && after.cpuOK {
 		smp.cpu, smp.cpuSys, smp.cpuOK = cpuBetween(m.before, after)
+	}
+	if m.before.produceHistOK && after.produceHistOK {
+		if d, err := histDelta(m.before.produceHist, after.produceHist); err == nil {
+			var ms float64
+			ms, smp.brokerP99OK = histQuantile(0.99, d)
+			smp.brokerP99 = ms * 1000
+		}
 	}
 	smp.rss, smp.rssOK = m.p.peakRSS()
 	if m.before.fetchOK && after.fetchOK {
