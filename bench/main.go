@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
 	broker := fs.String("broker", "", "ringlog binary to benchmark (default: this executable)")
-	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus time for the Apache Kafka peers' starts and the SASL_SSL and io_uring net peers)")
+	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus time for the Apache Kafka peers' starts and the SASL_SSL, io_uring net and ACLs 1,000 peers)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
