@@ -625,6 +625,15 @@ func TestNetPathsTargets(t *testing.T) {
 				if key == portablePeer {
 					smp.cpu *= 2 // twice io_uring net's CPU per record and per GB
 				}
+				if tb.w.kind == kindLatency && tb.w.rate == fixedLatencyRate && slices.Contains(netPathSpecs, key) {
+					smp.brokerP99, smp.brokerP99OK = float64(800+100*i), true // 800, 900, 1000 µs: 900 the median
+					if key == portablePeer {
+						smp.brokerP99 *= 2
+					}
+				}
+				if connsWorkload(tb.w) && tb.w.idle > 0 && key == netUringPeer {
+					smp.cpu = smp.cpu * 3 / 2 // beside the idle connections, 1.5x its CPU per GB
+				}
 				smp.cpuSys = smp.cpu * 2 / 5
 				if slices.Contains(netPathSpecs, key) {
 					smp.syscalls, smp.syscallsOK, smp.requests, smp.requestsOK = 5000, true, 1000, true
@@ -646,7 +655,9 @@ func TestNetPathsTargets(t *testing.T) {
 		"| io_uring net: produce ack p99 at 50.0k records/s ≤ 0.5x kfake's | 1.00x (",
 		"| io_uring net: produce ack p99 at 50.0k records/s ≤ 1.0x portable's | 1.00x (",
 		"| io_uring net: end-to-end p99.9 at 50.0k records/s ≤ 1.0x portable's | 1.00x (",
-		"| " + netPathsConnsTarget + " | — | not measured: the suite has no 10,000-connection workload yet |",
+		"| io_uring net: the broker's own produce TotalTimeMs p99 ≤ 1 ms at 50.0k records/s | 900 µs (" + brokerProduceHist + "{" +
+			brokerProduceLabel + "}, the run's observations, p99 interpolated within its bucket; ringlog portable 1.80 ms) | met |",
+		"| " + netPathsConnsTarget + " | 1.50x (375 against 250 s/GB, 1 KiB produce; the same ratio for ringlog io_uring 1.00x, ringlog portable 1.00x) | **not met** |",
 	} {
 		if !strings.Contains(targets, want) {
 			t.Errorf("targets lack %q:\n%s", want, targets)
@@ -658,6 +669,7 @@ func TestNetPathsTargets(t *testing.T) {
 		"| produce 1 KiB, 2 producers | ringlog io_uring net | 1.00k | 5.00 |",
 		"| produce 100 B, 1 producer | ringlog portable | 1.00k | 5.00 |",
 		"| end to end at 50.0k records/s | ringlog io_uring net | 1.00k | 5.00 |",
+		"| the same beside 9,900 idle connections | ringlog io_uring | 1.00k | 5.00 |",
 	} {
 		if !strings.Contains(net, want) {
 			t.Errorf("the network path table lacks %q:\n%s", want, net)
@@ -671,8 +683,11 @@ func TestNetPathsTargets(t *testing.T) {
 	}
 	b.Reset()
 	s.writeTargets(&b)
-	if n := strings.Count(b.String(), "| — | not measured: ringlog io_uring net unavailable |"); n != 9 {
-		t.Errorf("%d issue 13 targets say the peer was unavailable, want 9:\n%s", n, b.String())
+	if n := strings.Count(b.String(), "| — | not measured: ringlog io_uring net unavailable |"); n != 10 {
+		t.Errorf("%d issue 13 targets say the peer was unavailable, want 10:\n%s", n, b.String())
+	}
+	if l := lineWith(b.String(), netPathsConnsTarget); !strings.HasSuffix(l, "| — | not measured: ringlog io_uring net with 10,000 connections unavailable |") {
+		t.Errorf("the 10,000-connection target without the peer: %q", l)
 	}
 	// -quick says why it has no end-to-end figure.
 	s = fakeSuite(t)
@@ -681,6 +696,9 @@ func TestNetPathsTargets(t *testing.T) {
 	s.writeTargets(&b)
 	if l := lineWith(b.String(), "io_uring net: end-to-end p99.9"); !strings.HasSuffix(l, "| — | not measured in this matrix: "+quickNetPathsReason+" |") {
 		t.Errorf("-quick's end-to-end target: %q", l)
+	}
+	if l := lineWith(b.String(), netPathsConnsTarget); !strings.HasSuffix(l, "| — | not measured in this matrix: "+quickConnsReason+" |") {
+		t.Errorf("-quick's 10,000-connection target: %q", l)
 	}
 }
 
@@ -701,8 +719,17 @@ func TestNetUringPeer(t *testing.T) {
 			}
 		}
 	}
-	if own != 2 {
-		t.Errorf("%d workloads of issue 13's own in the standard matrix, want 2 (100 B from 1 producer, end to end at the fixed rate)", own)
+	if own != 4 {
+		t.Errorf("%d workloads of issue 13's own in the standard matrix, want 4 (100 B from 1 producer, end to end at the fixed rate, "+
+			"100 producers alone and beside idle connections)", own)
+	}
+	alone, crowd := ws[slices.IndexFunc(ws, connsLike(0))], ws[slices.IndexFunc(ws, connsLike(connsTotal-connsProducers))]
+	if alone.producers+crowd.idle != connsTotal || alone.id() == crowd.id() ||
+		!slices.Equal(netPathsPeers(crowd), []string{netUringPeer, referencePeer, portablePeer}) {
+		t.Errorf("the 10,000-connection workloads: %+v, %+v", alone, crowd)
+	}
+	if slices.ContainsFunc(matrix("quick", 2, 2), func(w workload) bool { return w.idle > 0 }) {
+		t.Error("-quick has the 10,000-connection workload")
 	}
 	if !netPathsWorkload(ws[0]) {
 		t.Error("the base produce workload is not one of the io_uring net peer's")

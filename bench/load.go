@@ -44,6 +44,16 @@ type produceSpec struct {
 	// txn, when not 0, makes each producer transactional, committing every
 	// txn records (kgo only; closed loop).
 	txn int
+	// buffered bounds each producer's kgo buffer in bytes; 0 is 32 MiB.
+	buffered int
+}
+
+// bufferBytes is each producer's kgo buffer.
+func (s produceSpec) bufferBytes() int {
+	if s.buffered > 0 {
+		return s.buffered
+	}
+	return 32 << 20
 }
 
 // consumeSpec is one consume run. Consumers split the partitions between

@@ -256,7 +256,7 @@ func (d *kafkaDriver) produce(ctx context.Context, s produceSpec) (loadResult, e
 				// client's is (buffer.memory, 32 MiB): kgo's default bound of
 				// 50000 records would hold 800 MiB of 16 KiB values per
 				// producer, and the suite would measure its own GC.
-				kgo.MaxBufferedBytes(32 << 20),
+				kgo.MaxBufferedBytes(s.bufferBytes()),
 			}
 			opts = append(opts, d.opts...)
 			if s.acks != -1 {
@@ -362,7 +362,7 @@ func (d *kafkaDriver) produceTxn(ctx context.Context, s produceSpec) (loadResult
 				kgo.SeedBrokers(d.seeds...), kgo.DefaultProduceTopic(s.topic),
 				kgo.TransactionalID(fmt.Sprintf("bench-%s-%s-%d", s.topic, runID, k)),
 				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgoCodec(s.compression)),
-				kgo.RecordDeliveryTimeout(s.duration + 30*time.Second), kgo.MaxBufferedBytes(32 << 20),
+				kgo.RecordDeliveryTimeout(s.duration + 30*time.Second), kgo.MaxBufferedBytes(s.bufferBytes()),
 				// A transaction open longer than this is aborted by the
 				// coordinator: a slow peer fails the run instead of
 				// hanging it.

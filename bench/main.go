@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
 	broker := fs.String("broker", "", "ringlog binary to benchmark (default: this executable)")
-	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus time for the Apache Kafka peers' starts and the SASL_SSL and io_uring net peers)")
+	timeout := fs.Duration("timeout", 0, "bound of the whole suite; runs beyond it are reported as skipped (default 1h, -quick 1m50s plus time for the Apache Kafka peers' starts and the SASL_SSL, io_uring net and ACLs 1,000 peers)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -177,7 +177,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			// one more broker each with the runs of their targets: time
 			// the quick suite's other runs must not lose.
 			c.timeout += map[string]time.Duration{kafkaPeer: 30 * time.Second, kafkaClusterPeer: 70 * time.Second,
-				saslSSLPeer: 15 * time.Second, netUringPeer: 15 * time.Second}[k]
+				saslSSLPeer: 15 * time.Second, netUringPeer: 15 * time.Second,
+				acl1000Peer: 5 * time.Second}[k]
 		}
 	}
 	for _, k := range strings.Split(*kinds, ",") {

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -50,6 +52,10 @@ type peerSpec struct {
 	// such a peer runs with -io uring and the workloads of issue 13's
 	// targets only (see netpaths.go).
 	net string
+	// acls, when not 0, makes the peer ringlog io_uring with its
+	// authorizer on and that many bindings (see acls.go); it runs the
+	// base produce workload only.
+	acls int
 	// absent, when set, is why the peer cannot run at all.
 	absent string
 }
@@ -62,6 +68,8 @@ var peerSpecs = []peerSpec{
 	{key: "ringlog-portable", name: "ringlog portable"},
 	{key: netUringPeer, name: "ringlog io_uring net", net: "uring"},
 	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
+	{key: acl100Peer, name: "ringlog ACLs 100", acls: 100},
+	{key: acl1000Peer, name: "ringlog ACLs 1,000", acls: 1000},
 	{key: "kafka", name: "Apache Kafka", kafkaNodes: 1},
 	{key: "kfake", name: "kfake (in memory)", memory: true},
 	{key: "nats", name: "NATS JetStream (file)", nats: true},
@@ -79,6 +87,8 @@ const (
 	saslSSLPeer      = "ringlog-sasl-ssl"
 	portablePeer     = "ringlog-portable"
 	netUringPeer     = "ringlog-net-uring"
+	acl100Peer       = "ringlog-acl100"
+	acl1000Peer      = "ringlog-acl1000"
 )
 
 func peerKeys() []string {
@@ -141,6 +151,7 @@ type peer struct {
 	cl       *clusterProcs     // the cluster's ports and files; nil for the others
 	kc       *kafkaref.Cluster // Apache Kafka's nodes; nil for the others
 	sec      *saslSSL          // the SASL_SSL peer's certificates and user; nil for the others
+	acl      *aclSetup         // an authorizer peer's files and administrator; nil for the others
 }
 
 // id is the peer's key qualified by its durability setting.
@@ -308,6 +319,13 @@ func (p *peer) start(broker, workDir string) error {
 			return err
 		}
 	}
+	if p.spec.acls > 0 {
+		var err error
+		if p.acl, err = newACLSetup(filepath.Join(workDir, p.id()+"-acl"), p.spec.acls); err != nil {
+			p.err = err
+			return err
+		}
+	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = p.startOnce(broker); err == nil || !strings.Contains(err.Error(), "address already in use") {
@@ -331,6 +349,8 @@ func (p *peer) startOnce(broker string) error {
 		return p.startKafka()
 	case p.spec.saslSSL:
 		return p.startSASLSSL(broker)
+	case p.spec.acls > 0:
+		return p.startACLs(broker)
 	case strings.HasPrefix(p.spec.key, "ringlog-"):
 		adminPort, err := freePort()
 		if err != nil {
@@ -346,12 +366,20 @@ func (p *peer) startOnce(broker string) error {
 		if p.spec.net != "" {
 			args = append(args, "-net", p.spec.net)
 		}
+		// max.connections above the 10,000-connection workload's (see
+		// idle.go): netpoll's default bound is 10,000.
+		props := filepath.Join(filepath.Dir(p.dataDir), p.id()+".properties")
+		if err := os.WriteFile(props, fmt.Appendf(nil, "max.connections=%d\n", connsMax), 0o644); err != nil {
+			return err
+		}
+		args = append(args, "-config", props)
 		c, started, err := startRinglog(p.id(), broker, args)
 		if err != nil {
 			return err
 		}
 		p.procs, p.addr, p.admins = []*child{c}, addr, []string{admin}
-		p.settings = ringlogSettings(started, args)
+		p.settings = ringlogSettings(started, args[:len(args)-2]) + fmt.Sprintf("; max.connections=%d (netpoll's default is 10,000: "+
+			"below the 10,000-connection workload's connections and its producers' metadata connections)", connsMax)
 	case p.spec.key == "kfake":
 		c, err := p.startPeerChild("kfake", "-port", strconv.Itoa(port))
 		if err != nil {
@@ -452,6 +480,9 @@ func (p *peer) stop() error {
 	if p.sec != nil {
 		os.RemoveAll(p.sec.dir)
 	}
+	if p.acl != nil {
+		os.RemoveAll(p.acl.dir)
+	}
 	return errors.Join(errs...)
 }
 
@@ -473,6 +504,10 @@ type usage struct {
 	copied     float64 // ringlog_fetch_copied_bytes_total
 	fetchOK    bool
 	client     time.Duration // this process's CPU: the clients
+	// produceHist is the broker's Produce TotalTimeMs histogram, summed
+	// over its processes, when produceHistOK.
+	produceHist   []histBucket
+	produceHistOK bool
 }
 
 // snapshot reads the peer's counters, summed over its processes; those it
@@ -496,8 +531,33 @@ func (p *peer) snapshot(ctx context.Context) usage {
 	}
 	u.fetchOK = len(p.admins) > 0
 	u.requestsOK = len(p.admins) > 0
+	u.produceHistOK = len(p.admins) > 0
 	for _, a := range p.admins {
-		m, err := scrapeMetrics(ctx, a)
+		var hist []histBucket
+		m, err := readMetricsPage(ctx, a, func(r io.Reader) (map[string]float64, error) {
+			page, err := io.ReadAll(io.LimitReader(r, 64<<20))
+			if err != nil {
+				return nil, err
+			}
+			if hist, err = parseHistogram(bytes.NewReader(page), brokerProduceHist, brokerProduceLabel); err != nil {
+				return nil, err
+			}
+			return parseMetrics(bytes.NewReader(page))
+		})
+		if len(hist) == 0 {
+			u.produceHistOK = false
+		}
+		if u.produceHistOK {
+			if u.produceHist == nil {
+				u.produceHist = hist
+			} else if len(u.produceHist) != len(hist) {
+				u.produceHistOK = false
+			} else {
+				for i := range hist {
+					u.produceHist[i].count += hist[i].count
+				}
+			}
+		}
 		sf, ok1 := m["ringlog_fetch_sendfile_bytes_total"]
 		cp, ok2 := m["ringlog_fetch_copied_bytes_total"]
 		u.sendfile += sf

@@ -153,6 +153,7 @@ func TestQuickReport(t *testing.T) {
 	checkSASLSSL(t, string(report))
 	checkTxn(t, string(report))
 	checkNetPaths(t, string(report))
+	checkACLs(t, string(report))
 	checkJSON(t, filepath.Join(out, resultsFile), strings.Count(string(report), "\n### "))
 	for _, f := range []string{plotThroughput, plotLatency} {
 		checkSVG(t, filepath.Join(out, f))
@@ -676,8 +677,8 @@ func checkNetPaths(t *testing.T, report string) {
 			t.Errorf("Targets: %q is not judged from figures: %v", cs[0], cs)
 		}
 	}
-	if n != 8 {
-		t.Errorf("Targets: %d issue 13 targets judged, want 8 (-quick has no end-to-end run at the fixed rate):\n%s", n, targets)
+	if n != 9 {
+		t.Errorf("Targets: %d issue 13 targets judged, want 9 (-quick has no end-to-end run at the fixed rate):\n%s", n, targets)
 	}
 	net := section(report, "## Network paths")
 	for _, name := range []string{"ringlog io_uring", "ringlog io_uring net", "ringlog portable"} {
@@ -695,5 +696,24 @@ func checkNetPaths(t *testing.T, report string) {
 				t.Errorf("Network paths: %s, column %d is %q, not a figure", name, i+3, c)
 			}
 		}
+	}
+}
+
+// checkACLs checks issue 15's part of a -quick report: the 1,000-binding
+// authorizer peer runs with its authorizer on and its target is judged
+// from figures; the 100-binding one says why -quick leaves it out.
+func checkACLs(t *testing.T, report string) {
+	t.Helper()
+	if l := lineWith(section(report, "## Peers"), "| ringlog ACLs 1,000 | flush=never |"); !strings.Contains(l, "authorizer on") ||
+		!strings.Contains(l, "1000 bindings") {
+		t.Errorf("Peers: ringlog ACLs 1,000's settings do not state its authorizer and bindings: %q", l)
+	}
+	targets := section(report, "## Targets")
+	cs := cells(lineWith(targets, "authorizer on, 1,000 ACLs"))
+	if len(cs) != 3 || cs[1] == "—" || (cs[2] != "met" && cs[2] != "**not met**") {
+		t.Errorf("Targets: the 1,000-binding authorizer target is not judged from figures: %v", cs)
+	}
+	if l := lineWith(targets, "authorizer on, 100 ACLs"); !strings.Contains(l, "not measured: ringlog ACLs 100 skipped") {
+		t.Errorf("Targets: the 100-binding authorizer target in -quick: %q", l)
 	}
 }

@@ -284,6 +284,10 @@ func (s *suite) writePeers(w io.Writer) {
 			settings = "*skipped: " + quickKafkaReason + "*"
 		case p.settings == "" && p.spec.saslSSL:
 			settings = "*skipped: " + saslSSLReason + "*"
+		case p.settings == "" && p.spec.key == acl100Peer && s.cfg.quick:
+			settings = "*skipped: " + quickACLReason + "*"
+		case p.settings == "" && p.spec.acls > 0:
+			settings = "*skipped: " + aclReason + "*"
 		case p.settings == "":
 			settings = "*skipped: not started (no time left)*"
 		}

@@ -116,7 +116,7 @@ func (s *suite) writeTargets(w io.Writer) {
 	} else {
 		line(s.rf3TargetText(), "—", false, false)
 	}
-	for _, k := range append(append(s.kafkaTargets(), s.saslSSLTargets()...), s.txnTargets()...) {
+	for _, k := range append(append(append(s.kafkaTargets(), s.saslSSLTargets()...), s.txnTargets()...), s.aclTargets()...) {
 		k.judge(judge, line)
 	}
 	s.writeNetPathsTargets(judge, line)
@@ -128,7 +128,8 @@ func (s *suite) writeTargets(w io.Writer) {
 		"idempotent acks=all producers, read_committed against read_uncommitted on the same transactional records); "+
 		"the \"io_uring net\" rows (issue 13's) ringlog io_uring net's, the broker with its disk and its network both on "+
 		"io_uring (-io uring -net uring: the path issue 13 means by io_uring), against ringlog portable and kfake in the "+
-		"same tables")
+		"same tables; the authorizer rows (issue 15's) ringlog ACLs 100's and ringlog ACLs 1,000's, ringlog io_uring with its "+
+		"authorizer on, against ringlog io_uring (the authorizer off) in the base produce table")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}

@@ -37,6 +37,10 @@ type sample struct {
 	copied         float64 // ... and copied instead
 	fetchOK        bool
 	client         time.Duration // this process's CPU during the run (the clients)
+	// brokerP99 is the broker's own produce TotalTimeMs p99 over the run
+	// (its histogram's buckets, see brokerhist.go), in microseconds.
+	brokerP99   float64
+	brokerP99OK bool
 }
 
 // outcome is a sample or the reason there is none.
@@ -89,6 +93,13 @@ func (m meter) sample(ctx context.Context, res loadResult) sample {
 	}
 	if m.before.cpuOK && after.cpuOK {
 		smp.cpu, smp.cpuSys, smp.cpuOK = cpuBetween(m.before, after)
+	}
+	if m.before.produceHistOK && after.produceHistOK {
+		if d, err := histDelta(m.before.produceHist, after.produceHist); err == nil {
+			var ms float64
+			ms, smp.brokerP99OK = histQuantile(0.99, d)
+			smp.brokerP99 = ms * 1000
+		}
 	}
 	smp.rss, smp.rssOK = m.p.peakRSS()
 	if m.before.fetchOK && after.fetchOK {
@@ -146,6 +157,9 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 	spec := produceSpec{topic: topic, partitions: w.partitions, size: w.size, acks: w.acks,
 		compression: w.compression, producers: w.producers, duration: s.cfg.duration,
 		records: s.recordsBound(w.size), vals: s.vals, txn: w.txn}
+	if connsWorkload(w) {
+		spec.buffered = connsBuffered
+	}
 	cspec := consumeSpec{topic: topic, partitions: w.partitions, consumers: w.consumers, size: w.size, vals: s.vals}
 	switch w.kind {
 	case kindProduce, kindLatency:
@@ -160,6 +174,14 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 			secs := max(1, int(s.cfg.duration/time.Second))
 			spec.sending = func() { prof.Go(func() { s.profile = captureProfile(ctx, p, secs, s.cfg.outDir) }) }
 		}
+		var idle *idleConns
+		if w.idle > 0 {
+			var err error
+			if idle, err = openIdle(ctx, p.seeds()[0], w.idle); err != nil {
+				return fail(fmt.Errorf("opening %s idle connections: %w", fmtThousands(w.idle), err))
+			}
+			defer idle.close()
+		}
 		m := s.meter(ctx, p, w)
 		var res loadResult
 		var err error
@@ -172,6 +194,13 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 		prof.Wait()
 		smp := m.sample(ctx, res)
 		smp.rate = spec.rate
+		if err == nil && idle != nil {
+			// Every idle connection must have lasted the run.
+			var closed int
+			if closed, err = idle.closedByPeer(); err == nil && closed > 0 {
+				err = fmt.Errorf("the broker closed %d of the %s idle connections during the run", closed, fmtThousands(w.idle))
+			}
+		}
 		if err == nil {
 			err = s.checkStored(ctx, d, w, topic, res.records)
 		}

@@ -253,6 +253,14 @@ func (s *suite) runOn(ctx context.Context, w workload, p *peer, round int) {
 		markAll(statusSkipped, saslSSLReason)
 		return
 	}
+	if p.spec.acls > 0 && !aclWorkload(w) {
+		markAll(statusSkipped, aclReason)
+		return
+	}
+	if s.cfg.quick && p.spec.key == acl100Peer {
+		markAll(statusSkipped, quickACLReason)
+		return
+	}
 	pending := false
 	for _, r := range rows {
 		pending = pending || r.status == ""
@@ -359,6 +367,9 @@ func (s *suite) estimate(w workload) time.Duration {
 	if w.kind == kindConsume {
 		return 3*s.cfg.duration + 3*time.Second
 	}
+	if w.idle > 0 {
+		return s.cfg.duration + 10*time.Second // opening the idle connections
+	}
 	return s.cfg.duration + 2*time.Second
 }
 
@@ -397,6 +408,12 @@ func (s *suite) startPeer(ctx context.Context, p *peer) error {
 		// over SASL_SSL.
 		if err = p.sec.makeUser(ctx, p.addr, peerStartTimeout); err == nil {
 			d, err = newKafkaDriver(p.seeds(), 1, nil, p.clientOpts()...)
+		}
+	case p.acl != nil:
+		// The bindings first, as the administrator; then every client
+		// as User:ANONYMOUS on the PLAINTEXT listener.
+		if err = p.acl.create(ctx, peerStartTimeout); err == nil {
+			d, err = newKafkaDriver(p.seeds(), 1, nil)
 		}
 	default:
 		d, err = newKafkaDriver(p.seeds(), 1, nil)

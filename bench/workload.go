@@ -49,6 +49,9 @@ type workload struct {
 	// netPaths makes the workload one of issue 13's own (see
 	// netpaths.go): it runs on the peers its targets compare only.
 	netPaths bool
+	// idle, when not 0, opens that many idle connections to the peer
+	// before the run and keeps them open through it (see idle.go).
+	idle int
 	// main marks the run during which ringlog io_uring's CPU profile is
 	// taken; base marks the one whose peak sets the open-loop rate.
 	main, base bool
@@ -93,6 +96,9 @@ func (w workload) id() string {
 	if w.netPaths {
 		s += fmt.Sprintf("-%dproducers", w.producers)
 	}
+	if w.idle > 0 {
+		s += fmt.Sprintf("-%didle", w.idle)
+	}
 	return s
 }
 
@@ -114,6 +120,9 @@ func (w workload) describe() string {
 	dur := "flush never (page cache)"
 	if w.fsync {
 		dur = "fsync every write"
+	}
+	if w.idle > 0 {
+		who += fmt.Sprintf(" beside %s idle connections", fmtThousands(w.idle))
 	}
 	if w.txn > 0 {
 		who += fmt.Sprintf(", transactional (%d records per transaction per producer)", w.txn)
@@ -184,8 +193,17 @@ func tablesFor(w workload) []*table {
 					"once their transaction committed; latency is from handing a record to the client to its acknowledgement "+
 					"(before the commit). Compare with the idempotent acks=all table.", w.txn))}
 		}
-		return []*table{mk(partProduce, title, kgoNats, tableProduce,
-			"Latency: from handing a record to the client to its acknowledgement, at saturation (it includes the client's queue).")}
+		note := "Latency: from handing a record to the client to its acknowledgement, at saturation (it includes the client's queue)."
+		if connsWorkload(w) {
+			note += fmt.Sprintf(" Each producer buffers %d MiB (not 32: a hundred of them share the suite's process); kgo gives each "+
+				"a second connection for its metadata requests, idle during the run.", connsBuffered>>20)
+			if w.idle > 0 {
+				note += fmt.Sprintf(" The %s idle connections each sent one ApiVersions request, read its answer and stay open "+
+					"through the run, opened before it and closed after (not measured); a run in which the broker closed "+
+					"any of them fails.", fmtThousands(w.idle))
+			}
+		}
+		return []*table{mk(partProduce, title, kgoNats, tableProduce, note)}
 	case kindConsume:
 		if w.txn > 0 {
 			fill := fmt.Sprintf("The topic is filled by transactional producers committing every %d records; ", w.txn)
@@ -252,6 +270,11 @@ func matrix(name string, producers, consumers int) []workload {
 	// at the fixed 50k records/s.
 	small1 := with(func(w *workload) { w.size, w.producers, w.netPaths = 100, 1, true })
 	e2eFixed := with(func(w *workload) { w.kind, w.rate, w.netPaths = kindE2E, fixedLatencyRate, true })
+	// And its 10,000 connections: 100 producers alone, then beside
+	// idle connections up to 10,000 (standard and full matrices only:
+	// opening them and starting 100 clients takes seconds).
+	conns100 := with(func(w *workload) { w.producers, w.netPaths = connsProducers, true })
+	conns10k := with(func(w *workload) { w.producers, w.idle, w.netPaths = connsProducers, connsTotal-connsProducers, true })
 	// The base produce workload comes first: its peak sets the open-loop
 	// rate of the latency workloads.
 	switch name {
@@ -285,7 +308,7 @@ func matrix(name string, producers, consumers int) []workload {
 			ws = append(ws, with(func(w *workload) { w.kind, w.size = kindConsume, size }))
 		}
 		return append(ws, fsync, with(func(w *workload) { w.fsync, w.size = true, 100 }), lat, latFixed, e2e, both,
-			txn(100), txn(1000), txnConsume, small1, e2eFixed)
+			txn(100), txn(1000), txnConsume, small1, e2eFixed, conns100, conns10k)
 	}
 	return []workload{
 		main, kcat,
@@ -300,6 +323,6 @@ func matrix(name string, producers, consumers int) []workload {
 		fsync,
 		consume, txnConsume,
 		lat, latFixed, e2e, both,
-		small1, e2eFixed,
+		small1, e2eFixed, conns100, conns10k,
 	}
 }
