@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -64,7 +65,8 @@ type quotas struct {
 	mu      sync.Mutex
 	sensors map[quotaSensorKey]*quotaSensor
 	buckets map[string]*tokenBucket // controller_mutation_rate's (quota_mutation.go)
-	index   *quotaIndex             // what the last image looked at sets (indexOf)
+
+	index atomic.Pointer[quotaIndex] // what the last image looked at sets (indexOf)
 }
 
 type quotaSensorKey struct {
@@ -108,11 +110,11 @@ type quotaIndex struct {
 // the last one was built from (images change with every metadata
 // change; building costs one pass over the quotas).
 func (q *quotas) indexOf(img *controller.Image) *quotaIndex {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if x := q.index; x != nil && x.img == img {
+	if x := q.index.Load(); x != nil && x.img == img {
 		return x
 	}
+	// Two requests meeting a new image may both build its index: the
+	// same one, and the last stored wins.
 	x := &quotaIndex{img: img}
 	for _, qt := range img.Quotas() {
 		for k := range quotaKinds {
@@ -133,7 +135,7 @@ func (q *quotas) indexOf(img *controller.Image) *quotaIndex {
 			x.ipRates[ip.Unmap()] = rate
 		}
 	}
-	q.index = x
+	q.index.Store(x)
 	return x
 }
 
