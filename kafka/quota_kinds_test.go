@@ -108,8 +108,9 @@ func TestRequestQuota(t *testing.T) {
 // take the bucket below zero once); then, with the bucket 3 credits
 // short, the strict versions refuse every topic with
 // THROTTLING_QUOTA_EXCEEDED and about 3 s of throttle, CreatePartitions
-// v3 and DeleteTopics v5+ likewise; a CreateTopics v5 (permissive) is
-// taken and throttled; another client is not limited.
+// v3 and DeleteTopics v5+ likewise, and a Metadata request's automatic
+// creation is refused; a CreateTopics v5 (permissive) is taken and
+// throttled; another client is not limited.
 func TestControllerMutationQuota(t *testing.T) {
 	b := startBroker(t, brokerOpts{Config: func(c *broker.Config) {
 		c.ControllerQuotaWindowNum, c.ControllerQuotaWindow = 2, time.Second
@@ -183,6 +184,20 @@ func TestControllerMutationQuota(t *testing.T) {
 	del.Topics, del.TopicNames = append(del.Topics, dt), []string{"cm-a"}
 	if r := send("cm", del).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != throttled || r.ThrottleMillis == 0 {
 		t.Errorf("DeleteTopics v%d: code %d, throttle %d", r.Version, r.Topics[0].ErrorCode, r.ThrottleMillis)
+	}
+
+	// A Metadata request's automatic creation takes the quota strictly:
+	// the topic is not made, and is answered as missing.
+	md := kmsg.NewPtrMetadataRequest()
+	md.AllowAutoTopicCreation = true
+	mdt := kmsg.NewMetadataRequestTopic()
+	mdt.Topic = kmsg.StringPtr("cm-auto")
+	md.Topics = append(md.Topics, mdt)
+	if r := send("cm", md).(*kmsg.MetadataResponse); r.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("auto-creation over the quota: code %d, want UNKNOWN_TOPIC_OR_PARTITION", r.Topics[0].ErrorCode)
+	}
+	if r := send("cm-other", md).(*kmsg.MetadataResponse); r.Topics[0].ErrorCode != 0 {
+		t.Errorf("auto-creation by another client: code %d", r.Topics[0].ErrorCode)
 	}
 
 	// CreateTopics v5 (Kafka 2.6) knows no THROTTLING_QUOTA_EXCEEDED:
