@@ -33,6 +33,9 @@ type Broker struct {
 	srv    *kafka.Server
 	net    *netpoll.Server
 	others []namedServer // the listeners besides the inter-broker one
+	// connLimit paces the listeners' new connections (KIP-612);
+	// connLimitInter the inter-broker listener's, exempt from the broker rate.
+	connLimit, connLimitInter netpoll.ConnLimiter
 
 	// stack holds what Start opened, in order; Close (or a failed Start)
 	// closes it in reverse.
@@ -195,6 +198,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		FetchMaxBytes: cfg.FetchMaxBytes, ReplicaFetchMaxBytes: cfg.ReplicaFetchMaxBytes,
 		FetchSessionSlots: cfg.FetchSessionSlots, FetchSessionEviction: cfg.FetchSessionEviction,
 		QuotaWindowNum: cfg.QuotaWindowNum, QuotaWindow: cfg.QuotaWindow,
+		ControllerQuotaWindowNum: cfg.ControllerQuotaWindowNum, ControllerQuotaWindow: cfg.ControllerQuotaWindow,
 		Logger: cfg.Logger, Metrics: metrics, Groups: b.groups, Txns: b.txns, Markers: markers, Node: b.cl.node, SuperUsers: cfg.SuperUsers,
 		Authorizer: authz,
 	}, b.eng)
@@ -203,6 +207,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger, MaxConns: lim.MaxConnections,
 		MaxConnsPerIP: lim.MaxPerIP, MaxConnsPerIPOverrides: lim.PerIPOverrides, IdleTimeout: lim.IdleMax,
 		MaxQueuedRequestBytes: max(lim.QueuedRequestBytes, 0)}
+	b.connLimit, b.connLimitInter = b.srv.ConnLimiters(cfg.MaxConnectionCreationRate)
 	inter := b.cfg.interBrokerListener()
 	inter.Addr = b.cfg.Listen
 	ns, err := b.listen(base, inter, advertise, true)

@@ -114,6 +114,16 @@ type Config struct {
 	// many windows of that length (0: Kafka's 11 of 1 s).
 	QuotaWindowNum int
 	QuotaWindow    time.Duration
+	// ControllerQuotaWindowNum and ControllerQuotaWindow are
+	// controller.quota.window.num and controller.quota.window.size.seconds:
+	// a controller_mutation_rate quota's burst is its rate times their
+	// span (0: Kafka's 11 of 1 s).
+	ControllerQuotaWindowNum int
+	ControllerQuotaWindow    time.Duration
+	// MaxConnectionCreationRate is max.connection.creation.rate: the
+	// connections per second the broker accepts (KIP-612); over it the
+	// acceptor waits. 0 means none (Kafka's default, Int.MaxValue).
+	MaxConnectionCreationRate float64
 	// Connections bounds what clients may hold, on every listener:
 	// max.connections, max.connections.per.ip and its overrides,
 	// connections.max.idle.ms, queued.max.request.bytes (zero values:

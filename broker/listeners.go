@@ -164,6 +164,13 @@ func (b *Broker) listenOthers(base netpoll.Config, adv map[string]string) error 
 func (b *Broker) listen(base netpoll.Config, l Listener, advertised string, interBroker bool) (*netpoll.Server, error) {
 	nc := base
 	nc.Addr, nc.TLS = l.Addr, l.TLS
+	// KIP-612: the inter-broker listener is exempt from
+	// max.connection.creation.rate when there are others, as Kafka's
+	// protected listener is; the per-IP rates apply everywhere.
+	nc.ConnLimiter = b.connLimit
+	if interBroker && len(b.cfg.Listeners) > 0 {
+		nc.ConnLimiter = b.connLimitInter
+	}
 	if l.Protocol.SASL() {
 		// Until a client authenticates its frames are bounded by
 		// sasl.server.max.receive.size, before their bodies are

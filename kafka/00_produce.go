@@ -168,7 +168,7 @@ func handleProduce(s *Server, cx *reqCtx, kreq kmsg.Request) {
 // every partition (verifyTxnProduce).
 func (s *Server) produceVerified(cx *reqCtx, req *kmsg.ProduceRequest, p *produce, refused map[engine.TP]int16, ongoing bool) {
 	opts := engine.AppendOptions{RequireISR: req.Acks == -1, OngoingTxn: ongoing}
-	if req.Acks == -1 && s.cfg.Metrics != nil {
+	if req.Acks == -1 && s.parkingTimed() {
 		opts.Written = func() { p.parkedAt.Store(now()) }
 	}
 	if req.Acks == -1 {

@@ -97,6 +97,7 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 	// always allowed it, subject to the broker's setting.
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	created := 0
+	var mq *mutationQuota // the client's controller mutation quota, once a topic is to be created
 	seen := make(map[string]bool)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -146,7 +147,13 @@ func handleMetadata(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response {
 				t, err = s.txnStateTopic()
 			} else if err = s.autoCreateRefusal(name, autoCreate, created); err == nil {
 				created++
-				t, err = s.autoCreate(name)
+				if mq == nil {
+					// Kafka's broker forwards the creation to its
+					// controller as a CreateTopics of the client's, of
+					// a version that is strict (KIP-599).
+					mq = s.newMutationQuota(cx, 0)
+				}
+				t, err = s.autoCreate(name, mq)
 			}
 			if err != nil {
 				resp.Topics = append(resp.Topics, metadataTopicError(name, err))
@@ -189,14 +196,28 @@ var errAutoCreateLater = errors.New("kafka: too many topics to create in one req
 // (auto.create.topics.enable, num.partitions, default.replication.factor)
 // through the controller, and waits until this broker applied it. A topic
 // created meanwhile by another request is as good.
-func (s *Server) autoCreate(name string) (*controller.Topic, error) {
+//
+// The creation takes the client's controller mutation quota (KIP-599),
+// strictly, as Kafka's controller does with the CreateTopics the broker
+// forwards for it: over the quota, the topic is not created and the
+// answer is UNKNOWN_TOPIC_OR_PARTITION (Kafka's answer while a topic is
+// missing; the client asks again). The Metadata answer is not throttled
+// for it, as Kafka's broker does not throttle it.
+func (s *Server) autoCreate(name string, mq *mutationQuota) (*controller.Topic, error) {
+	parts := int(s.eng.NumPartitions())
+	if err := mq.take(parts); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", engine.ErrUnknownTopicOrPartition, name, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	n := s.cfg.Node
 	t, err := n.Controller().CreateTopic(ctx, controller.CreateTopicRequest{Name: name, Partitions: s.eng.NumPartitions(), ReplicationFactor: -1,
 		MaxTotal: s.maxTotalPartitions()})
-	if err != nil && !errors.Is(err, controller.ErrTopicExists) {
-		return nil, err
+	if err != nil {
+		mq.give(parts)
+		if !errors.Is(err, controller.ErrTopicExists) {
+			return nil, err
+		}
 	}
 	if err := s.waitApplied(ctx); err != nil {
 		return nil, err

@@ -46,6 +46,7 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	// With an authorizer, CREATE on the cluster allows every topic,
 	// otherwise CREATE on each.
 	clusterCreate := s.authorizeCluster(cx, acl.OpCreate)
+	mq := s.newMutationQuota(cx, 6) // KIP-599: strict from v6
 	for i := range req.Topics {
 		t := &req.Topics[i]
 		if i >= maxCreateTopics {
@@ -73,7 +74,7 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		rt := s.createTopic(t, req.ValidateOnly)
+		rt := s.createTopic(t, req.ValidateOnly, mq)
 		if rt.ErrorCode == 0 && !s.authorize(cx, acl.OpDescribeConfigs, acl.ResourceTopic, t.Topic) {
 			// Created, but its configs are not the principal's to see:
 			// Kafka's controller leaves them, the partition count and the
@@ -83,6 +84,7 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	resp.ThrottleMillis = int32(mq.throttleTime(cx).Milliseconds())
 	return resp
 }
 
@@ -93,7 +95,7 @@ func handleCreateTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 // state are made here; the controller makes the rest (the replication
 // factor against the live brokers, the brokers an assignment names). The
 // answer waits until this broker applied the new topic.
-func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool) kmsg.CreateTopicsResponseTopic {
+func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool, mq *mutationQuota) kmsg.CreateTopicsResponseTopic {
 	rt := kmsg.NewCreateTopicsResponseTopic()
 	rt.Topic = t.Topic
 	fail := func(err error) kmsg.CreateTopicsResponseTopic {
@@ -142,10 +144,22 @@ func (s *Server) createTopic(t *kmsg.CreateTopicsRequestTopic, validateOnly bool
 			req.Partitions = s.eng.NumPartitions()
 		}
 	}
+	// The controller mutation quota (KIP-599), after the checks that
+	// come before it in Kafka's controller; the credits go back if the
+	// controller refuses the topic for what it checks itself (they come
+	// first in Kafka's too).
+	n := int(req.Partitions)
+	if len(req.Assignments) > 0 {
+		n = len(req.Assignments)
+	}
+	if err := mq.take(n); err != nil {
+		return fail(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	topic, err := s.cfg.Node.Controller().CreateTopic(ctx, req)
 	if err != nil {
+		mq.give(n)
 		return fail(err)
 	}
 	if !validateOnly {

@@ -53,6 +53,7 @@ func handleDeleteTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 	}
 	// With an authorizer, DELETE on the cluster allows every topic.
 	clusterDelete := s.authorizeCluster(cx, acl.OpDelete)
+	mq := s.newMutationQuota(cx, 5) // KIP-599: strict from v5
 	dups := duplicates(targets, (*deleteTarget).key)
 	answered := make(map[string]bool, len(dups))
 	for i := range targets {
@@ -69,14 +70,15 @@ func handleDeleteTopics(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Response 
 			resp.Topics = append(resp.Topics, deleteAnswer(d.name, d.id, refuse(kerr.InvalidRequest, "%s", msg)))
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.deleteTopic(cx, d, clusterDelete))
+		resp.Topics = append(resp.Topics, s.deleteTopic(cx, d, clusterDelete, mq))
 	}
+	resp.ThrottleMillis = int32(mq.throttleTime(cx).Milliseconds())
 	return resp
 }
 
 // deleteTopic deletes the topic d names, by name or id, through the
 // controller.
-func (s *Server) deleteTopic(cx *reqCtx, d *deleteTarget, clusterDelete bool) kmsg.DeleteTopicsResponseTopic {
+func (s *Server) deleteTopic(cx *reqCtx, d *deleteTarget, clusterDelete bool, mq *mutationQuota) kmsg.DeleteTopicsResponseTopic {
 	var zero [16]byte
 	switch {
 	case d.name == nil && d.id == zero:
@@ -116,11 +118,18 @@ func (s *Server) deleteTopic(cx *reqCtx, d *deleteTarget, clusterDelete bool) km
 	if !deletable(t.Name) {
 		return deleteAnswer(d.name, d.id, refused)
 	}
+	// The controller mutation quota (KIP-599): its partitions, once the
+	// topic is known and may be deleted, as Kafka's controller takes them.
+	if err := mq.take(len(t.Partitions)); err != nil {
+		return deleteAnswer(d.name, [16]byte(t.ID), err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	err := s.cfg.Node.Controller().DeleteTopic(ctx, t.Name)
 	if err == nil {
 		err = s.waitApplied(ctx)
+	} else {
+		mq.give(len(t.Partitions))
 	}
 	return deleteAnswer(d.name, [16]byte(t.ID), err)
 }

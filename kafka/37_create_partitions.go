@@ -21,6 +21,7 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	dups := duplicates(req.Topics, func(t *kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
 	answered := make(map[string]bool, len(dups))
+	mq := s.newMutationQuota(cx, 3) // KIP-599: strict from v3
 	for i := range req.Topics {
 		t := &req.Topics[i]
 		var err error
@@ -38,13 +39,14 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		} else {
-			err = s.createPartitions(t, req.ValidateOnly)
+			err = s.createPartitions(t, req.ValidateOnly, mq)
 		}
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		rt.ErrorCode, rt.ErrorMessage = adminCode(err), errorMessage(err)
 		resp.Topics = append(resp.Topics, rt)
 	}
+	resp.ThrottleMillis = int32(mq.throttleTime(cx).Milliseconds())
 	return resp
 }
 
@@ -54,7 +56,7 @@ func handleCreatePartitions(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respo
 // assignment names, and waits until this broker applied the new
 // partitions. A validate-only request is checked here only: the
 // controller's placement is not tried.
-func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validateOnly bool, mq *mutationQuota) error {
 	ct := s.cfg.Node.Image().Topic(t.Topic)
 	if ct == nil {
 		return refuse(kerr.UnknownTopicOrPartition, "No topic named %s", t.Topic)
@@ -73,6 +75,12 @@ func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validate
 			return refuse(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(t.Assignment))
 		}
 	}
+	// The controller mutation quota (KIP-599), where Kafka's controller
+	// takes it: after the checks above, a validate-only request too.
+	add := int(t.Count - have)
+	if err := mq.take(add); err != nil {
+		return err
+	}
 	if validateOnly {
 		// The controller's check of ringlog.max.partitions, on the
 		// metadata this broker applied.
@@ -89,6 +97,7 @@ func (s *Server) createPartitions(t *kmsg.CreatePartitionsRequestTopic, validate
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	if err := s.cfg.Node.Controller().CreatePartitions(ctx, t.Topic, t.Count, as, s.maxTotalPartitions()); err != nil {
+		mq.give(add)
 		return err
 	}
 	return s.waitApplied(ctx)

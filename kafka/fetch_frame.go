@@ -124,7 +124,11 @@ func (f *fetch) throttleQuota() {
 			}
 		}
 	}
-	if d := f.s.throttle(f.cx, quotaFetch, 0); d > 0 {
+	// Over its request quota (KIP-124), a consumer is answered empty as
+	// Kafka answers it, and its records do not count against its byte
+	// rate; one already over its byte rate likewise.
+	dr := f.s.throttleRequest(f.cx)
+	if d := max(dr, f.s.throttle(f.cx, quotaFetch, 0)); d > 0 {
 		f.throttleMs = int32(d.Milliseconds())
 		for i := range f.topics {
 			for j := range f.topics[i].parts {

@@ -1,9 +1,13 @@
 package kafka
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/netpoll"
 	"ringlog/replication/controller"
@@ -29,16 +33,19 @@ import (
 type quotaKind uint8
 
 const (
-	quotaProduce quotaKind = iota // producer_byte_rate: bytes of records produced
-	quotaFetch                    // consumer_byte_rate: bytes of records fetched
+	quotaProduce  quotaKind = iota // producer_byte_rate: bytes of records produced
+	quotaFetch                     // consumer_byte_rate: bytes of records fetched
+	quotaRequest                   // request_percentage: request time, in percent of a second (KIP-124)
+	quotaMutation                  // controller_mutation_rate: partitions created or deleted (KIP-599; quota_mutation.go)
+	quotaKinds
 )
 
-func (k quotaKind) key() string {
-	if k == quotaFetch {
-		return controller.QuotaConsumerByteRate
-	}
-	return controller.QuotaProducerByteRate
+var quotaKeys = [quotaKinds]string{
+	controller.QuotaProducerByteRate, controller.QuotaConsumerByteRate,
+	controller.QuotaRequestPercentage, controller.QuotaControllerMutationRate,
 }
+
+func (k quotaKind) key() string { return quotaKeys[k] }
 
 // Defaults of quota.window.num and quota.window.size.seconds.
 const (
@@ -57,6 +64,9 @@ type quotas struct {
 
 	mu      sync.Mutex
 	sensors map[quotaSensorKey]*quotaSensor
+	buckets map[string]*tokenBucket // controller_mutation_rate's (quota_mutation.go)
+
+	index atomic.Pointer[quotaIndex] // what the last image looked at sets (indexOf)
 }
 
 type quotaSensorKey struct {
@@ -64,7 +74,7 @@ type quotaSensorKey struct {
 	entity string // the measured entity, controller.QuotaEntity.Key's form
 }
 
-// quotaSensor is one measurement: bytes per window, in a ring indexed by
+// quotaSensor is one measurement: its value per window, in a ring indexed by
 // the window's number since netpoll's epoch.
 type quotaSensor struct {
 	windows []quotaWindow
@@ -72,7 +82,7 @@ type quotaSensor struct {
 
 type quotaWindow struct {
 	index int64
-	bytes float64
+	value float64
 }
 
 func newQuotas(num int, window time.Duration) *quotas {
@@ -82,15 +92,65 @@ func newQuotas(num int, window time.Duration) *quotas {
 	if window <= 0 {
 		window = QuotaWindowSizeDefault
 	}
-	return &quotas{num: num, window: window, sensors: map[quotaSensorKey]*quotaSensor{}}
+	return &quotas{num: num, window: window, sensors: map[quotaSensorKey]*quotaSensor{}, buckets: map[string]*tokenBucket{}}
 }
 
-// record adds bytes to the measurement of the client's quota of kind and
-// returns how long the client must be throttled (0: within its quota,
-// or no quota applies). Without any quota in the image it returns at once;
-// with one, finding the client's quota builds entity keys (allocations).
-func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID string, bytes int64) time.Duration {
-	if !img.HasQuotas() {
+// quotaIndex is what an image's quotas set, found once per image: which
+// keys some entity sets (a request no quota of its kind can apply to is
+// not measured, and costs no entity lookup), and the IP connection rates
+// (quota_conn.go).
+type quotaIndex struct {
+	img       *controller.Image
+	keys      [quotaKinds]bool
+	ipRates   map[netip.Addr]float64 // connection_creation_rate by IP
+	ipDefault float64                // the default IP entity's; 0: none
+}
+
+// indexOf returns img's index, building it when img is not the image
+// the last one was built from (images change with every metadata
+// change; building costs one pass over the quotas).
+func (q *quotas) indexOf(img *controller.Image) *quotaIndex {
+	if x := q.index.Load(); x != nil && x.img == img {
+		return x
+	}
+	// Two requests meeting a new image may both build its index: the
+	// same one, and the last stored wins.
+	x := &quotaIndex{img: img}
+	for _, qt := range img.Quotas() {
+		for k := range quotaKinds {
+			if _, ok := qt.Values[k.key()]; ok {
+				x.keys[k] = true
+			}
+		}
+		rate, ok := qt.Values[controller.QuotaConnectionCreationRate]
+		if !ok || len(qt.Entity) != 1 || qt.Entity[0].Type != controller.QuotaIP {
+			continue
+		}
+		if n := qt.Entity[0].Name; n == nil {
+			x.ipDefault = rate
+		} else if ip, err := netip.ParseAddr(*n); err == nil {
+			if x.ipRates == nil {
+				x.ipRates = map[netip.Addr]float64{}
+			}
+			x.ipRates[ip.Unmap()] = rate
+		}
+	}
+	q.index.Store(x)
+	return x
+}
+
+// sets reports whether some quota of img has kind's key.
+func (q *quotas) sets(img *controller.Image, kind quotaKind) bool {
+	return img.HasQuotas() && q.indexOf(img).keys[kind]
+}
+
+// record adds value (bytes, or request time in percent-seconds) to the
+// measurement of the client's quota of kind and returns how long the
+// client must be throttled (0: within its quota, or no quota applies).
+// Without a quota of kind in the image it returns at once; with one,
+// finding the client's quota builds entity keys (allocations).
+func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID string, value float64) time.Duration {
+	if !q.sets(img, kind) {
 		return 0
 	}
 	bound, entity, ok := resolveQuota(img, kind.key(), user, clientID)
@@ -98,7 +158,6 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 		return 0
 	}
 	now := netpoll.Now()
-	idx := now / int64(q.window)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	k := quotaSensorKey{kind, entity}
@@ -110,24 +169,38 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 		s = &quotaSensor{windows: make([]quotaWindow, q.num)}
 		q.sensors[k] = s
 	}
-	w := &s.windows[idx%int64(q.num)]
+	d := s.record(now, value, bound, q.window)
+	if kind == quotaRequest {
+		// ClientRequestQuotaManager's maxThrottleTimeMs: one window.
+		return min(d, q.window)
+	}
+	return d
+}
+
+// record adds value to the window of now and returns how long the
+// client must wait for the rate over the windows to fall back to bound
+// (0: within it), at most the span of the windows.
+func (s *quotaSensor) record(now int64, value, bound float64, window time.Duration) time.Duration {
+	num := len(s.windows)
+	idx := now / int64(window)
+	w := &s.windows[idx%int64(num)]
 	if w.index != idx {
 		*w = quotaWindow{index: idx}
 	}
-	w.bytes += float64(bytes)
+	w.value += value
 	// The rate over the windows still in the ring, over at least all
 	// but one window's length (Kafka's Rate.windowSize): a first burst
 	// is measured over the whole span, not over the moment it took.
 	var total float64
 	oldest := idx
 	for _, x := range s.windows {
-		if x.index > idx-int64(q.num) && x.index <= idx {
-			total += x.bytes
+		if x.index > idx-int64(num) && x.index <= idx {
+			total += x.value
 			oldest = min(oldest, x.index)
 		}
 	}
-	elapsed := time.Duration(now - oldest*int64(q.window))
-	elapsed = max(elapsed, time.Duration(q.num-1)*q.window)
+	elapsed := time.Duration(now - oldest*int64(window))
+	elapsed = max(elapsed, time.Duration(num-1)*window)
 	rate := total / elapsed.Seconds()
 	if rate <= bound {
 		return 0
@@ -138,7 +211,18 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 	if d < time.Millisecond {
 		return 0 // throttle_time_ms cannot say less
 	}
-	return min(d, time.Duration(q.num)*q.window)
+	return min(d, time.Duration(num)*window)
+}
+
+// unrecord takes value back, in the window of now (a connection
+// refused), as Kafka records a negative value.
+func (s *quotaSensor) unrecord(now int64, value float64, window time.Duration) {
+	idx := now / int64(window)
+	w := &s.windows[idx%int64(len(s.windows))]
+	if w.index != idx {
+		*w = quotaWindow{index: idx}
+	}
+	w.value -= value
 }
 
 // evictLocked drops a tenth of the measurements, the first the map's
@@ -216,9 +300,61 @@ func (s *Server) throttle(cx *reqCtx, kind quotaKind, bytes int64) time.Duration
 	if cx.session != nil {
 		user = quotaUser(cx.session.Principal())
 	}
-	d := s.quotas.record(s.cfg.Node.Image(), kind, user, cx.clientID, bytes)
+	d := s.quotas.record(s.cfg.Node.Image(), kind, user, cx.clientID, float64(bytes))
 	if d > 0 && cx.c != nil {
 		cx.c.Mute(d)
 	}
 	return d
+}
+
+// requestQuotaExempt reports whether a request is outside the request
+// quota, as Kafka exempts them: inter-broker requests (a follower's fetch,
+// checked by the fetch itself; WriteTxnMarkers, a CLUSTER_ACTION), and
+// the SASL exchange, which Kafka's authenticator answers before a
+// request handler sees the connection.
+func requestQuotaExempt(key int16) bool {
+	switch kmsg.Key(key) {
+	case kmsg.WriteTxnMarkers, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		return true
+	}
+	return false
+}
+
+// throttleRequest records the request's time against the client's
+// request_percentage quota (KIP-124) and, when it is over, mutes the
+// connection and returns for how long. The request's time is its frame
+// whole to now, less its waits on others (ARCHITECTURE.md, "Client
+// quotas": the decoding on the network goroutine and the handler's own
+// time, as Kafka counts network and request handler thread time), in
+// percent of one second: a quota of 100 is one thread's whole time.
+func (s *Server) throttleRequest(cx *reqCtx) time.Duration {
+	if s.cfg.Node == nil || requestQuotaExempt(cx.key) {
+		return 0
+	}
+	img := s.cfg.Node.Image()
+	if !s.quotas.sets(img, quotaRequest) {
+		return 0
+	}
+	t := &cx.times
+	end := now()
+	local := end - t.received - t.remote
+	if t.parkedAt != 0 {
+		local -= end - t.parkedAt
+	}
+	user := quotaUser(anonymous)
+	if cx.session != nil {
+		user = quotaUser(cx.session.Principal())
+	}
+	pct := float64(max(local, 0)) * 100 / float64(time.Second)
+	d := s.quotas.record(img, quotaRequest, user, cx.clientID, pct)
+	if d > 0 && cx.c != nil {
+		cx.c.Mute(d)
+	}
+	return d
+}
+
+// parkingTimed reports whether waits on others must be timed even without
+// request metrics: a request quota measures a request's time less them.
+func (s *Server) parkingTimed() bool {
+	return s.cfg.Metrics != nil || (s.cfg.Node != nil && s.quotas.sets(s.cfg.Node.Image(), quotaRequest))
 }

@@ -88,6 +88,12 @@ type Config struct {
 	// quota.window.size.seconds (0: Kafka's 11 and 1 s).
 	QuotaWindowNum int
 	QuotaWindow    time.Duration
+	// ControllerQuotaWindowNum and ControllerQuotaWindow are
+	// controller.quota.window.num and controller.quota.window.size.seconds
+	// (0: Kafka's 11 and 1 s): the burst of a controller mutation quota
+	// is its rate times their span (quota_mutation.go).
+	ControllerQuotaWindowNum int
+	ControllerQuotaWindow    time.Duration
 }
 
 // Server is the Kafka protocol on top of an engine. It implements
@@ -120,6 +126,12 @@ func NewServer(cfg Config, eng *engine.Core) *Server {
 	}
 	if cfg.ReplicaFetchMaxBytes <= 0 {
 		cfg.ReplicaFetchMaxBytes = 10 << 20
+	}
+	if cfg.ControllerQuotaWindowNum <= 0 {
+		cfg.ControllerQuotaWindowNum = ControllerQuotaWindowNumDefault
+	}
+	if cfg.ControllerQuotaWindow <= 0 {
+		cfg.ControllerQuotaWindow = ControllerQuotaWindowSizeDefault
 	}
 	if cfg.AutoCreateMax <= 0 {
 		cfg.AutoCreateMax = autoCreateMaxDefault
@@ -363,6 +375,18 @@ func skipTags(b []byte) ([]byte, error) {
 // reply, replyRaw and noReply is called per request.
 func (cx *reqCtx) reply(resp kmsg.Response) {
 	resp.SetVersion(cx.version)
+	// The request quota (KIP-124): the larger of its throttle and one
+	// the handler set (a produce over its byte rate) is answered.
+	if d := cx.s.throttleRequest(cx); d > 0 {
+		if tr, ok := resp.(interface {
+			kmsg.ThrottleResponse
+			kmsg.SetThrottleResponse
+		}); ok {
+			if ms, _ := tr.Throttle(); int32(d.Milliseconds()) > ms {
+				tr.SetThrottle(int32(d.Milliseconds()))
+			}
+		}
+	}
 	e := kwire.Encoder{Buf: make([]byte, 0, 256)}
 	e.Int32(cx.correlationID)
 	// Flexible responses carry an empty tag section in their header, except
@@ -448,7 +472,7 @@ func (cx *reqCtx) noReply() {
 // (produce.parkedAt). Called by the request's owner of the moment, never
 // concurrently with the other two.
 func (cx *reqCtx) park() {
-	if cx.s.cfg.Metrics != nil && cx.times.parkedAt == 0 {
+	if cx.times.parkedAt == 0 && cx.s.parkingTimed() {
 		cx.times.parkedAt = now()
 	}
 }

@@ -26,6 +26,11 @@ type acceptor struct {
 	mu     sync.Mutex
 	perIP  map[netip.Addr]int
 	limits map[netip.Addr]int
+
+	// quit is closed by stop: a Pace wait ends. held are the connections
+	// Throttle holds until their close (under mu).
+	quit chan struct{}
+	held map[net.Conn]*time.Timer
 }
 
 // listen binds cfg.Addr with the keepalive settings every accepted socket
@@ -40,7 +45,7 @@ func listen(s *Server) (*acceptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netpoll: listen %s: %w", s.cfg.Addr, err)
 	}
-	a := &acceptor{s: s, ln: ln, done: make(chan struct{})}
+	a := &acceptor{s: s, ln: ln, done: make(chan struct{}), quit: make(chan struct{}), held: map[net.Conn]*time.Timer{}}
 	if s.cfg.MaxConnsPerIP > 0 || len(s.cfg.MaxConnsPerIPOverrides) > 0 {
 		a.perIP = make(map[netip.Addr]int)
 		a.limits = make(map[netip.Addr]int, len(s.cfg.MaxConnsPerIPOverrides))
@@ -73,6 +78,9 @@ func (a *acceptor) run(serve func(nc net.Conn, ip netip.Addr)) {
 		}
 		delay = 0
 		ip := remoteIP(nc)
+		if !a.limit(nc, ip) {
+			continue
+		}
 		if !a.admit(ip) {
 			_ = nc.Close()
 			continue
@@ -81,10 +89,58 @@ func (a *acceptor) run(serve func(nc net.Conn, ip netip.Addr)) {
 	}
 }
 
-// stop closes the listener and waits for the accept goroutine.
+// stop closes the listener and waits for the accept goroutine, then
+// closes the connections Throttle held.
 func (a *acceptor) stop() {
+	close(a.quit)
 	_ = a.ln.Close()
 	<-a.done
+	a.mu.Lock()
+	for nc, t := range a.held {
+		t.Stop()
+		_ = nc.Close()
+	}
+	clear(a.held)
+	a.mu.Unlock()
+}
+
+// limit asks the ConnLimiter about a connection just accepted: it waits
+// what Pace says, then holds the connection for closing if Throttle says
+// so, and reports false.
+func (a *acceptor) limit(nc net.Conn, ip netip.Addr) bool {
+	l := a.s.cfg.ConnLimiter
+	if l == nil {
+		return true
+	}
+	if d := l.Pace(); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-a.quit:
+			t.Stop()
+			_ = nc.Close()
+			return false
+		}
+	}
+	d := l.Throttle(ip)
+	if d <= 0 {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.quit:
+		_ = nc.Close()
+		return false
+	default:
+	}
+	a.held[nc] = time.AfterFunc(d, func() {
+		a.mu.Lock()
+		delete(a.held, nc)
+		a.mu.Unlock()
+		_ = nc.Close()
+	})
+	return false
 }
 
 func remoteIP(nc net.Conn) netip.Addr {

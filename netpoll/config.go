@@ -79,6 +79,10 @@ type Config struct {
 	// an IP address such as "10.0.0.7" or "::1", not a host name). 0
 	// refuses every connection from that address.
 	MaxConnsPerIPOverrides map[string]int
+	// ConnLimiter, when set, paces the connections accepted (a
+	// connection creation rate, Kafka's KIP-612): it is asked about each,
+	// on the accept goroutine, before MaxConns and MaxConnsPerIP.
+	ConnLimiter ConnLimiter
 
 	// InitialMaxFrameBytes bounds the request frames of a new connection,
 	// until the handler changes it with Conn.SetMaxFrameBytes; 0 means
@@ -146,6 +150,23 @@ type Config struct {
 	copyRemainder bool
 	// uring holds the uring path's test knobs; nil in production.
 	uring *uringKnobs
+}
+
+// ConnLimiter paces new connections. Its methods are called on the
+// accept goroutine, one connection at a time, Pace then (after its wait)
+// Throttle.
+type ConnLimiter interface {
+	// Pace returns how long the acceptor waits before it goes on with
+	// the connection just accepted (0: not at all). Meanwhile the
+	// connections behind it wait in the kernel's backlog: a rate for the
+	// whole server. The wait ends early when the server closes.
+	Pace() time.Duration
+	// Throttle returns 0 to let the connection from ip go on, or how
+	// long to hold it before closing it unserved: the client of a rate
+	// per address learns of it late, so that it does not reconnect at
+	// once. The acceptor does not wait for it. Throttle is not asked
+	// about a connection refused by the server closing.
+	Throttle(ip netip.Addr) time.Duration
 }
 
 // Values of Config.IO.

@@ -327,6 +327,18 @@ func (s *settings) set(k, v string) error {
 	case "quota.window.size.seconds":
 		n, err = num(1, 3600)
 		s.QuotaWindow = time.Duration(n) * time.Second
+	case "controller.quota.window.num":
+		n, err = num(1, 1000)
+		s.ControllerQuotaWindowNum = int(n)
+	case "controller.quota.window.size.seconds":
+		n, err = num(1, 3600)
+		s.ControllerQuotaWindow = time.Duration(n) * time.Second
+	case "max.connection.creation.rate":
+		// Kafka's default, Int.MaxValue, is no rate at all.
+		n, err = num(1, math.MaxInt32)
+		if n < math.MaxInt32 {
+			s.MaxConnectionCreationRate = float64(n)
+		}
 	case "max.connections":
 		n, err = num(1, math.MaxInt32)
 		s.Connections.MaxConnections = int(n)

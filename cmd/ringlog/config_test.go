@@ -205,6 +205,28 @@ func TestFetchSessionProperties(t *testing.T) {
 	}
 }
 
+// TestQuotaProperties: the controller mutation quota's windows and
+// max.connection.creation.rate (KIP-599, KIP-612); Kafka's default rate,
+// Int.MaxValue, is none.
+func TestQuotaProperties(t *testing.T) {
+	for text, want := range map[string][3]float64{
+		"controller.quota.window.num=4\ncontroller.quota.window.size.seconds=2\nmax.connection.creation.rate=30": {4, 2, 30},
+		"max.connection.creation.rate=2147483647": {0, 0, 0},
+		"": {0, 0, 0},
+	} {
+		s := defaultSettings()
+		err := s.loadProperties(strings.NewReader(text))
+		got := [3]float64{float64(s.ControllerQuotaWindowNum), s.ControllerQuotaWindow.Seconds(), s.MaxConnectionCreationRate}
+		if err != nil || got != want {
+			t.Fatalf("%q: %v %v, want %v", text, got, err, want)
+		}
+	}
+	s := defaultSettings()
+	if err := s.loadProperties(strings.NewReader("max.connection.creation.rate=0")); err == nil {
+		t.Fatal("max.connection.creation.rate=0 accepted")
+	}
+}
+
 const oauthBase = `listeners=PLAINTEXT://:1,SASL_PLAINTEXT://:2\nsasl.enabled.mechanisms=OAUTHBEARER`
 
 // TestOAuthBearerProperties: Kafka's OAUTHBEARER settings. With the

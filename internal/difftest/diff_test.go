@@ -56,6 +56,9 @@ type allowance struct {
 // that differs is reported. Keep it short, and give each entry its reason.
 var allowances = []allowance{
 	{-1, ".ClusterID", generated, "a random id chosen when the cluster is formatted"},
+	{int16(kmsg.CreateTopics), ".ThrottleMillis", generated, "a controller mutation quota's throttle left (KIP-599): the clock's; the scripts check it"},
+	{int16(kmsg.CreatePartitions), ".ThrottleMillis", generated, "as CreateTopics'"},
+	{int16(kmsg.DeleteTopics), ".ThrottleMillis", generated, "as CreateTopics'"},
 	{-1, ".TopicID", generated, "a random UUID chosen when the topic is created (KIP-516)"},
 	{-1, ".Port", ignored, "each broker listens on a free port"},
 	{-1, ".ErrorMessage", ignored, "free text: the error code carries the meaning, and Kafka's wording is its own " +

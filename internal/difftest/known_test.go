@@ -31,9 +31,11 @@ var known = func() []knownDifference {
 	// Topic administration and configs.
 	for _, name := range kafkaOnlyTopicConfigs {
 		add("D4", "TestCreateTopics", "*", "Topics[*].Configs["+name+"]")
+		add("D4", "TestControllerMutationQuota", "*", "Topics[*].Configs["+name+"]")
 		add("D4", "TestDescribeConfigs", "topic, all", "Resources[*].Configs["+name+"]")
 	}
 	add("D5", "TestCreateTopics", "*", "Topics[*].Configs[min.insync.replicas].Source")
+	add("D5", "TestControllerMutationQuota", "*", "Topics[*].Configs[min.insync.replicas].Source")
 	add("D5", "TestDescribeConfigs", "*",
 		"Resources[*].Configs[min.insync.replicas].Source",
 		"Resources[*].Configs[min.insync.replicas].ConfigSynonyms[min.insync.replicas].Source",
