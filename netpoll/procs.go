@@ -18,7 +18,10 @@ import (
 // The count is process-wide (servers come and go in one process): the
 // first loop records GOMAXPROCS as the base, each loop adds one, and the
 // base is restored when the last loop ends. Config.Loops' default is the
-// base, not the raised value.
+// base, not the raised value; an engine opened while loops run (several
+// brokers in one test process) sees the raised value in GOMAXPROCS. Setting
+// GOMAXPROCS ends the runtime's tracking of the CPU limit (Go 1.25), as
+// any explicit setting does.
 var loopProcs struct {
 	sync.Mutex
 	base  int // GOMAXPROCS before the first loop raised it
