@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"runtime"
 	"time"
 )
 
@@ -45,7 +44,7 @@ type Config struct {
 	// portable path.
 	IO string
 	// Loops is the number of event loops (gnet or uring); 0 means
-	// GOMAXPROCS.
+	// GOMAXPROCS (as it was before uring loops raised it: see procs.go).
 	Loops int
 	// Splitter cuts request frames out of each connection's stream and
 	// says what goes before each response; nil means LengthPrefixed,
@@ -216,7 +215,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Splitter = LengthPrefixed{}
 	}
 	if cfg.Loops == 0 {
-		cfg.Loops = runtime.GOMAXPROCS(0)
+		cfg.Loops = baseProcs()
 	}
 	if cfg.MaxFrameBytes == 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes

@@ -187,6 +187,9 @@ func (l *uloop) run(errc chan<- error) {
 		errc <- err
 		return
 	}
+	// The loop's P (procs.go), counted before Listen returns.
+	addLoopProc()
+	defer releaseLoopProc()
 	errc <- nil
 	for {
 		l.takeInbox()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -211,4 +212,44 @@ func TestUringManyConnections(t *testing.T) {
 	}
 	testkit.WaitFor(t, 5*time.Second, "every connection torn down", func() bool { return h.closed.Load() == 400 })
 	t.Logf("receives ended for want of buffers: %d", s.Stats().UringNoBuffers)
+}
+
+// Each uring loop adds a P for its life (procs.go), so that goroutines a
+// loop's turn makes runnable are not left in the run queue of the P its
+// thread keeps while it waits in io_uring_enter. Two servers in one
+// process add up; the default Loops stays the base count; closing gives
+// the Ps back.
+func TestUringLoopsAddProcs(t *testing.T) {
+	skipUnless(t, IOUring)
+	base := runtime.GOMAXPROCS(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a := serve(t, IOUring, Config{Loops: 2}, newTestHandler(t, nil))
+	if got := runtime.GOMAXPROCS(0); got != base+2 {
+		t.Fatalf("GOMAXPROCS %d with 2 uring loops serving, want %d+2", got, base)
+	}
+	cfg, err := Config{Addr: "127.0.0.1:0"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Loops != base {
+		t.Fatalf("default Loops %d while loops hold extra Ps, want the base %d", cfg.Loops, base)
+	}
+	b := serve(t, IOUring, Config{Loops: 1}, newTestHandler(t, nil))
+	if got := runtime.GOMAXPROCS(0); got != base+3 {
+		t.Fatalf("GOMAXPROCS %d with 3 uring loops serving, want %d+3", got, base)
+	}
+	c := dial(t, b)
+	c.send(echoReq("served"))
+	if got := string(c.recv()); got != "eserved" {
+		t.Fatalf("got %q", got)
+	}
+	_ = a.Close(ctx)
+	if got := runtime.GOMAXPROCS(0); got != base+1 {
+		t.Fatalf("GOMAXPROCS %d after closing 2 of 3 loops, want %d+1", got, base)
+	}
+	_ = b.Close(ctx)
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Fatalf("GOMAXPROCS %d after every loop ended, want the base %d", got, base)
+	}
 }
