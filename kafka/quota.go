@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"ringlog/internal/rate"
 	"ringlog/netpoll"
 	"ringlog/replication/controller"
 )
@@ -67,12 +68,7 @@ type quotaSensorKey struct {
 // quotaSensor is one measurement: bytes per window, in a ring indexed by
 // the window's number since netpoll's epoch.
 type quotaSensor struct {
-	windows []quotaWindow
-}
-
-type quotaWindow struct {
-	index int64
-	bytes float64
+	windows *rate.Windows
 }
 
 func newQuotas(num int, window time.Duration) *quotas {
@@ -98,7 +94,6 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 		return 0
 	}
 	now := netpoll.Now()
-	idx := now / int64(q.window)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	k := quotaSensorKey{kind, entity}
@@ -107,38 +102,21 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 		if len(q.sensors) >= quotaSensorsMax {
 			q.evictLocked()
 		}
-		s = &quotaSensor{windows: make([]quotaWindow, q.num)}
+		s = &quotaSensor{windows: rate.New(q.num, q.window)}
 		q.sensors[k] = s
 	}
-	w := &s.windows[idx%int64(q.num)]
-	if w.index != idx {
-		*w = quotaWindow{index: idx}
-	}
-	w.bytes += float64(bytes)
+	s.windows.Record(now, float64(bytes))
 	// The rate over the windows still in the ring, over at least all
 	// but one window's length (Kafka's Rate.windowSize): a first burst
 	// is measured over the whole span, not over the moment it took.
-	var total float64
-	oldest := idx
-	for _, x := range s.windows {
-		if x.index > idx-int64(q.num) && x.index <= idx {
-			total += x.bytes
-			oldest = min(oldest, x.index)
-		}
-	}
-	elapsed := time.Duration(now - oldest*int64(q.window))
-	elapsed = max(elapsed, time.Duration(q.num-1)*q.window)
-	rate := total / elapsed.Seconds()
-	if rate <= bound {
-		return 0
-	}
+	r, elapsed := s.windows.Rate(now, time.Duration(q.num-1)*q.window)
 	// Kafka's ClientQuotaManager.throttleTime: long enough that the rate
 	// over the span falls back to the bound, at most the whole span.
-	d := time.Duration((rate - bound) / bound * float64(elapsed))
+	d := s.windows.ThrottleTime(r, bound, elapsed)
 	if d < time.Millisecond {
 		return 0 // throttle_time_ms cannot say less
 	}
-	return min(d, time.Duration(q.num)*q.window)
+	return d
 }
 
 // evictLocked drops a tenth of the measurements, the first the map's
