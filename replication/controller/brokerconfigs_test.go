@@ -50,7 +50,7 @@ func TestBrokerConfigs(t *testing.T) {
 		t.Fatalf("after a snapshot: %v", got)
 	}
 	v7 := encodeImage(seedImageReassigning(t))
-	v7 = append(v7[: len(v7)-1 : len(v7)-1]) // the broker config count (0)
+	v7 = v7[:len(v7)-1] // the broker config count (0)
 	v7[len(snapshotMagic)] = 7
 	if img, err := decodeImage(v7); err != nil || img.brokerConfigs != nil {
 		t.Fatalf("a version 7 snapshot: %v", err)
