@@ -418,8 +418,42 @@ func (s *Server) readReplicaPart(p *fetchPart, replica int32, brokerEpoch, maxBy
 		}
 		return false
 	}
+	if s.cfg.Node.HoldLeaderReplication(p.tp, replica) {
+		// A replication throttle (KIP-73): a throttled partition's
+		// follower outside the ISR gets no records while the leader's
+		// replication rate is over leader.replication.throttled.rate,
+		// only the offsets, as Kafka's ReplicaManager answers it.
+		st, err := s.eng.State(p.tp)
+		if err != nil {
+			p.fail(errorCode(err))
+			return false
+		}
+		p.errCode, p.res = 0, nil
+		p.setState(st)
+		return true
+	}
 	res, err := s.eng.ReadReplica(p.tp, p.offset, maxBytes, minOne)
 	return s.readDone(p, res, err, true)
+}
+
+// recordReplication counts the record bytes of throttled partitions that
+// a follower's fetch is answered with against the leader's replication
+// throttle (Kafka's KafkaApis.sizeOfThrottledPartitions): in sync or not,
+// they are the leader's replication traffic.
+func (f *fetch) recordReplication() {
+	if f.replica < 0 {
+		return
+	}
+	var n int64
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			p := &f.topics[i].parts[j]
+			if p.res != nil && p.res.Bytes > 0 && f.s.cfg.Node.LeaderThrottled(p.tp) {
+				n += p.res.Bytes
+			}
+		}
+	}
+	f.s.cfg.Node.RecordLeaderReplication(n)
 }
 
 // readDone takes a read's outcome into p, for a follower (replica) or a
