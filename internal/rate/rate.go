@@ -8,7 +8,10 @@
 // own monotonic clocks); a window is the span [i*size, (i+1)*size).
 package rate
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Windows holds the sum recorded in each of the last num windows of size.
 type Windows struct {
@@ -26,7 +29,15 @@ type window struct {
 func New(num int, size time.Duration) *Windows {
 	num = max(num, 2)
 	size = max(size, time.Millisecond)
-	return &Windows{size: int64(size), windows: make([]window, num)}
+	w := &Windows{size: int64(size), windows: make([]window, num)}
+	for i := range w.windows {
+		// Unused: never in the ring. (Window 0 of the callers' clocks
+		// is real: left at index 0, the empty windows counted as the
+		// oldest for the first num windows of the clock, stretching
+		// the span to the clock's age and dividing the rate by it.)
+		w.windows[i].index = math.MinInt64
+	}
+	return w
 }
 
 // Record adds v to the window holding now.

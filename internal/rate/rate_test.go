@@ -46,6 +46,17 @@ func TestRateWindows(t *testing.T) {
 	}
 }
 
+// TestRateEarlyClock: within the first windows of the clock, the empty
+// windows are not counted as the oldest (the span would be the clock's
+// age, and a burst 8 s after the start measured over 8 s).
+func TestRateEarlyClock(t *testing.T) {
+	w := New(11, time.Second)
+	w.Record(8*sec, 8000)
+	if r, span := w.Rate(8*sec+sec/2, time.Second); !near(r, 8000) || span != time.Second {
+		t.Fatalf("%v over %v, want 8000 over 1s", r, span)
+	}
+}
+
 func TestThrottleTime(t *testing.T) {
 	w := New(11, time.Second)
 	for _, c := range []struct {

@@ -146,23 +146,27 @@ func (n *Node) LeaderThrottled(tp engine.TP) bool {
 	return th != nil && th.leader.has(tp)
 }
 
-// HoldLeaderReplication reports whether the leader answers follower
-// replica's fetch of tp with no records: tp is throttled here, replica is
-// not in its ISR, and the leader's replication rate is over its bound
-// (Kafka's ReplicaManager.shouldLeaderThrottle).
-func (n *Node) HoldLeaderReplication(tp engine.TP, replica int32) bool {
+// HoldLeaderReplication returns how long the leader answers follower
+// replica's fetches of tp with no records (0: it reads them): tp is
+// throttled here, replica is not in its ISR, and the leader's replication
+// rate is over its bound (Kafka's ReplicaManager.shouldLeaderThrottle);
+// the time is how long the rate stays over it if nothing more is sent.
+func (n *Node) HoldLeaderReplication(tp engine.TP, replica int32) time.Duration {
 	th := n.throttles.Load()
 	if th == nil || !th.leader.has(tp) {
-		return false
+		return 0
 	}
 	pt := n.part(tp)
 	if pt == nil {
-		return false
+		return 0
 	}
 	pt.mu.Lock()
 	inSync := slices.Contains(pt.isr, replica)
 	pt.mu.Unlock()
-	return !inSync && n.leaderQuota.over(th.leaderRate) > 0
+	if inSync {
+		return 0
+	}
+	return n.leaderQuota.over(th.leaderRate)
 }
 
 // RecordLeaderReplication counts bytes of throttled partitions sent to
