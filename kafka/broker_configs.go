@@ -96,10 +96,14 @@ func (s *Server) replaceBrokerConfigs(resource string, configs map[string]string
 }
 
 // dynamicBrokerConfigs describes the dynamic broker configs of a broker
-// resource: for a broker id, the value in effect on that broker and its
-// synonyms (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG); for
-// the empty name, the cluster defaults set (Kafka lists only those).
-// A rate set nowhere is Kafka's default, Long.MAX_VALUE.
+// resource that are set: for a broker id, the value in effect on that
+// broker and its synonyms (DYNAMIC_BROKER_CONFIG, then
+// DYNAMIC_DEFAULT_BROKER_CONFIG); for the empty name, the cluster
+// defaults. Kafka's KafkaConfig does not define the rates (only its
+// dynamic config does), so, as in Kafka (difftest's
+// TestReplicationThrottleConfigs), a rate set nowhere is not listed and
+// no DEFAULT_CONFIG synonym follows the dynamic ones: its default,
+// Long.MAX_VALUE, is no bound.
 func (s *Server) dynamicBrokerConfigs(resource string) []describedConfig {
 	img := s.cfg.Node.Image()
 	own, def := img.BrokerConfigs(resource), img.BrokerConfigs("")
@@ -114,10 +118,9 @@ func (s *Server) dynamicBrokerConfigs(resource string) []describedConfig {
 		if v, ok := def[name]; ok {
 			syns = append(syns, configSynonym{name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 		}
-		if resource == "" && len(syns) == 0 {
+		if len(syns) == 0 {
 			continue
 		}
-		syns = append(syns, configSynonym{name, maxLong, kmsg.ConfigSourceDefaultConfig})
 		v := syns[0].value
 		out = append(out, describedConfig{
 			name: name, value: &v, source: syns[0].source, typ: kmsg.ConfigTypeLong, synonyms: syns,
@@ -127,6 +130,3 @@ func (s *Server) dynamicBrokerConfigs(resource string) []describedConfig {
 	}
 	return out
 }
-
-// maxLong is Kafka's default of a rate config: no bound.
-const maxLong = "9223372036854775807"
