@@ -36,6 +36,7 @@ type replicaCollector struct {
 	underReplicated, underMinISR, atMinISR, offline *prometheus.Desc
 	partitions, leaders, reassigning                *prometheus.Desc
 	shrinks, expands, failed                        *prometheus.Desc
+	leaderReplication, followerReplication          *prometheus.Desc
 }
 
 func newReplicaCollector(n *node.Node, eng *engine.Core) *replicaCollector {
@@ -54,12 +55,18 @@ func newReplicaCollector(n *node.Node, eng *engine.Core) *replicaCollector {
 			"whether the leader asked for them (AlterPartition) or the controller made them (a fenced broker leaves every ISR)."),
 		expands: d("isrexpands_total", "Kafka's IsrExpandsPerSec meter as a counter (take rate() of it): changes of the ISR of a partition this broker leads that added a replica."),
 		failed:  d("failedisrupdates_total", "Kafka's FailedIsrUpdatesPerSec meter as a counter (take rate() of it): ISR changes this broker asked the controller for (AlterPartition) that were refused or not answered."),
+		// kafka.server:type=LeaderReplication and FollowerReplication,
+		// attribute byte-rate (ReplicationQuotaManager's sensors).
+		leaderReplication: prometheus.NewDesc("kafka_server_leaderreplication_byte_rate",
+			"Kafka's LeaderReplication byte-rate: bytes/s of throttled partitions (leader.replication.throttled.replicas) this broker sent followers, over the replication quota's windows.", nil, nil),
+		followerReplication: prometheus.NewDesc("kafka_server_followerreplication_byte_rate",
+			"Kafka's FollowerReplication byte-rate: bytes/s of throttled partitions (follower.replication.throttled.replicas) this broker fetched as a follower, over the replication quota's windows.", nil, nil),
 	}
 }
 
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.underReplicated, c.underMinISR, c.atMinISR, c.offline, c.partitions, c.leaders, c.reassigning,
-		c.shrinks, c.expands, c.failed} {
+		c.shrinks, c.expands, c.failed, c.leaderReplication, c.followerReplication} {
 		ch <- d
 	}
 }
@@ -82,6 +89,9 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.shrinks, st.ISRShrinks)
 	counter(c.expands, st.ISRExpands)
 	counter(c.failed, st.FailedISRUpdates)
+	rr := c.node.ReplicationRates()
+	ch <- prometheus.MustNewConstMetric(c.leaderReplication, prometheus.GaugeValue, rr.LeaderByteRate)
+	ch <- prometheus.MustNewConstMetric(c.followerReplication, prometheus.GaugeValue, rr.FollowerByteRate)
 }
 
 // controllerCollector reports Kafka's kafka.controller:type=KafkaController

@@ -173,6 +173,8 @@ func TestMetricsSingleBroker(t *testing.T) {
 		"kafka_server_replicamanager_atminisrpartitioncount":              4,
 		"kafka_server_replicamanager_offlinereplicacount":                 0,
 		"kafka_server_replicamanager_reassigningpartitions":               0,
+		"kafka_server_leaderreplication_byte_rate":                        0,
+		"kafka_server_followerreplication_byte_rate":                      0,
 		"kafka_controller_kafkacontroller_activecontrollercount":          1,
 		"kafka_controller_kafkacontroller_globaltopiccount":               2,
 		"kafka_controller_kafkacontroller_globalpartitioncount":           4,

@@ -26,6 +26,12 @@ type TopicConfig struct {
 	// timestamp may be from the broker's clock (KIP-937).
 	TimestampBeforeMaxMs int64
 	TimestampAfterMaxMs  int64
+	// LeaderThrottledReplicas and FollowerThrottledReplicas are
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas as given: "" (none), "*"
+	// (all) or "partition:broker,...". ThrottledReplicas reads them.
+	LeaderThrottledReplicas   string
+	FollowerThrottledReplicas string
 }
 
 // DefaultTopicConfig is Kafka's default topic configuration.
@@ -222,6 +228,96 @@ var configKeys = []configKey{
 		func(c *TopicConfig) *int64 { return &c.Log.MinCompactionLagMs }),
 	longKey("max.compaction.lag.ms", "how old an uncleaned record may get before the cleaner must run", 1, math.MaxInt64,
 		func(c *TopicConfig) *int64 { return &c.Log.MaxCompactionLagMs }),
+	throttledReplicasKey(LeaderThrottledReplicasConfig, "replicas whose replication the leader throttles to leader.replication.throttled.rate: [partitionId]:[brokerId],... or '*'",
+		func(c *TopicConfig) *string { return &c.LeaderThrottledReplicas }),
+	throttledReplicasKey(FollowerThrottledReplicasConfig, "replicas whose replication the follower throttles to follower.replication.throttled.rate: [partitionId]:[brokerId],... or '*'",
+		func(c *TopicConfig) *string { return &c.FollowerThrottledReplicas }),
+}
+
+// The throttled-replicas topic configs (KIP-73), by Kafka's names.
+const (
+	LeaderThrottledReplicasConfig   = "leader.replication.throttled.replicas"
+	FollowerThrottledReplicasConfig = "follower.replication.throttled.replicas"
+)
+
+func throttledReplicasKey(name, doc string, field func(c *TopicConfig) *string) configKey {
+	return configKey{name: name, typ: "LIST", doc: doc,
+		get: func(c *TopicConfig) string { return *field(c) },
+		set: func(c *TopicConfig, v string) error {
+			if err := validateThrottledReplicas(name, v); err != nil {
+				return err
+			}
+			*field(c) = v
+			return nil
+		}}
+}
+
+// validateThrottledReplicas is Kafka's ThrottledReplicaListValidator on
+// the list ConfigDef makes of v (split at commas with the blanks around
+// them, empty items kept): every item "partition:broker" or empty, or
+// the items together "*". Its error is the whole ConfigException message,
+// which shows the list as Java prints one.
+func validateThrottledReplicas(name, v string) error {
+	items := listItems(v)
+	ok := true
+	for _, it := range items {
+		if !isReplicaItem(strings.TrimSpace(it)) {
+			ok = false
+			break
+		}
+	}
+	if ok || strings.Join(items, "") == "*" {
+		return nil
+	}
+	return &configError{fmt.Sprintf("Invalid value [%s] for configuration %s: %s must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+		strings.Join(items, ", "), name, name)}
+}
+
+// listItems splits a LIST config value as Kafka's ConfigDef does.
+func listItems(v string) []string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil
+	}
+	items := strings.Split(v, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items
+}
+
+// isReplicaItem matches ([0-9]+:[0-9]+)?.
+func isReplicaItem(s string) bool {
+	if s == "" {
+		return true
+	}
+	p, b, found := strings.Cut(s, ":")
+	digits := func(x string) bool {
+		return x != "" && strings.Trim(x, "0123456789") == ""
+	}
+	return found && digits(p) && digits(b)
+}
+
+// ThrottledReplicas reads a throttled-replicas value (validated) for
+// broker, as Kafka's TopicConfigHandler does: all true for "*", else the
+// partitions listed with that broker.
+func ThrottledReplicas(v string, broker int32) (all bool, partitions []int32) {
+	items := listItems(v)
+	if strings.Join(items, "") == "*" {
+		return true, nil
+	}
+	for _, it := range items {
+		p, b, found := strings.Cut(it, ":")
+		if !found {
+			continue
+		}
+		bn, err1 := strconv.ParseInt(b, 10, 32)
+		pn, err2 := strconv.ParseInt(p, 10, 32)
+		if err1 == nil && err2 == nil && int32(bn) == broker {
+			partitions = append(partitions, int32(pn))
+		}
+	}
+	return false, partitions
 }
 
 func lookupKey(name string) (*configKey, bool) {
@@ -276,6 +372,10 @@ func parseTopicConfig(base TopicConfig, overrides map[string]string, floors bool
 			}
 		}
 		if err := k.set(&c, v); err != nil {
+			var ce *configError
+			if errors.As(err, &ce) {
+				return base, err // worded in full already
+			}
 			return base, invalidValue(n, v, err)
 		}
 	}

@@ -67,6 +67,9 @@ type fetch struct {
 	// replicaEpoch is that follower's broker epoch (v15+, KIP-903), -1
 	// when it sent none.
 	replicaEpoch int64
+	// heldFor is, after a read pass, the shortest time a replication
+	// throttle holds back a partition of the follower's (0: none held).
+	heldFor time.Duration
 	// rack is the consumer's client.rack (v11+, KIP-392).
 	rack string
 
@@ -152,6 +155,13 @@ func handleFetch(s *Server, cx *reqCtx, kreq kmsg.Request) {
 	if done || bytes >= f.minBytes || f.maxWait <= 0 || f.empty() {
 		f.respond()
 		return
+	}
+	// A follower's fetch that a replication throttle left without the
+	// records of some partition waits no longer than the throttle holds
+	// them (Kafka's waits its whole max_wait_ms: a throttled move then
+	// runs in steps of that, well under its rate).
+	if f.heldFor > 0 {
+		f.maxWait = min(f.maxWait, time.Duration(now()-f.cx.times.received)+f.heldFor)
 	}
 	// Nothing held while waiting: a long poll must not pin segments that
 	// retention wants to delete.
@@ -290,6 +300,7 @@ func (f *fetch) empty() bool {
 // stable offset may move too.
 func (f *fetch) read() (bytes int64, done bool) {
 	limit := f.maxBytes
+	f.heldFor = 0
 	minOne := true
 	for i := range f.topics {
 		for j := range f.topics[i].parts {
@@ -319,7 +330,7 @@ func (f *fetch) read() (bytes int64, done bool) {
 func (s *Server) readPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) bool {
 	p.preferredSet = false
 	if f.replica >= 0 {
-		return s.readReplicaPart(p, f.replica, f.replicaEpoch, maxBytes, minOne)
+		return s.readReplicaPart(p, f, maxBytes, minOne)
 	}
 	code := s.leaderCode(p.tp)
 	leads := code == 0
@@ -407,7 +418,8 @@ func (s *Server) preferredReplica(tp engine.TP, rack string) int32 {
 // readReplicaPart reads one partition for a follower: the fetch offset is
 // its LEO, which the leader records first (it may move the high
 // watermark), and the read goes up to the leader's LEO.
-func (s *Server) readReplicaPart(p *fetchPart, replica int32, brokerEpoch, maxBytes int64, minOne bool) bool {
+func (s *Server) readReplicaPart(p *fetchPart, f *fetch, maxBytes int64, minOne bool) bool {
+	replica, brokerEpoch := f.replica, f.replicaEpoch
 	if err := s.cfg.Node.FollowerFetch(p.tp, replica, brokerEpoch, p.offset, p.leaderEpoch); err != nil {
 		p.fail(errorCode(err))
 		if errors.Is(err, replication.ErrOffsetOutOfRange) {
@@ -418,8 +430,45 @@ func (s *Server) readReplicaPart(p *fetchPart, replica int32, brokerEpoch, maxBy
 		}
 		return false
 	}
+	if d := s.cfg.Node.HoldLeaderReplication(p.tp, replica); d > 0 {
+		// A replication throttle (KIP-73): a throttled partition's
+		// follower outside the ISR gets no records while the leader's
+		// replication rate is over leader.replication.throttled.rate,
+		// only the offsets, as Kafka's ReplicaManager answers it.
+		if f.heldFor == 0 || d < f.heldFor {
+			f.heldFor = d
+		}
+		st, err := s.eng.State(p.tp)
+		if err != nil {
+			p.fail(errorCode(err))
+			return false
+		}
+		p.errCode, p.res = 0, nil
+		p.setState(st)
+		return true
+	}
 	res, err := s.eng.ReadReplica(p.tp, p.offset, maxBytes, minOne)
 	return s.readDone(p, res, err, true)
+}
+
+// recordReplication counts the record bytes of throttled partitions that
+// a follower's fetch is answered with against the leader's replication
+// throttle (Kafka's KafkaApis.sizeOfThrottledPartitions): in sync or not,
+// they are the leader's replication traffic.
+func (f *fetch) recordReplication() {
+	if f.replica < 0 {
+		return
+	}
+	var n int64
+	for i := range f.topics {
+		for j := range f.topics[i].parts {
+			p := &f.topics[i].parts[j]
+			if p.res != nil && p.res.Bytes > 0 && f.s.cfg.Node.LeaderThrottled(p.tp) {
+				n += p.res.Bytes
+			}
+		}
+	}
+	f.s.cfg.Node.RecordLeaderReplication(n)
 }
 
 // readDone takes a read's outcome into p, for a follower (replica) or a

@@ -1,6 +1,9 @@
 package kafka
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -105,10 +108,12 @@ func (s *Server) describeResource(rr *kmsg.DescribeConfigsRequestResource) ([]de
 			return nil, err
 		}
 		// Kafka answers the empty name with the cluster-wide dynamic
-		// defaults; ringlog has no dynamic configs, so both names show
-		// the broker's (static) defaults, which is what such a client
-		// wants to learn.
-		return s.brokerConfigs(), nil
+		// defaults set; ringlog shows those and, as for a broker id, the
+		// broker's (static) defaults, which is what such a client wants
+		// to learn.
+		cs := append(s.brokerConfigs(), s.dynamicBrokerConfigs(rr.ResourceName)...)
+		slices.SortFunc(cs, func(a, b describedConfig) int { return strings.Compare(a.name, b.name) })
+		return cs, nil
 	}
 	return nil, refuse(kerr.InvalidRequest, "Unsupported resource type: %s (ringlog describes TOPIC and BROKER configs)", rr.ResourceType)
 }

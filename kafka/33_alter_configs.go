@@ -79,7 +79,7 @@ func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 		if err := s.checkBrokerResource(rr.ResourceName); err != nil {
 			return err
 		}
-		return refuseBrokerChange(names)
+		return s.replaceBrokerConfigs(rr.ResourceName, overrides, validateOnly)
 	}
 	return refuse(kerr.InvalidRequest, "Unknown resource type %d (ringlog alters TOPIC configs)", int8(rr.ResourceType))
 }
@@ -134,9 +134,9 @@ func checkAlterNames(names, nulls []string) error {
 	return nil
 }
 
-// refuseBrokerChange answers a change of broker configs. ringlog's broker
-// configs are all static (server.properties), so any change is refused the
-// way Kafka refuses a change of a static config: INVALID_REQUEST, "Cannot
+// refuseBrokerChange answers a change of static broker configs (all but
+// the dynamic ones, broker_configs.go), refused the way Kafka refuses a
+// change of a config it cannot update while it runs: INVALID_REQUEST, "Cannot
 // update these configs dynamically" (Kafka reports a failed broker config
 // validation as INVALID_REQUEST, KAFKA-13609). Changing nothing succeeds,
 // as in Kafka.
@@ -145,6 +145,6 @@ func refuseBrokerChange(names []string) error {
 		return nil
 	}
 	return refuse(kerr.InvalidRequest,
-		"Cannot update these configs dynamically: [%s]: ringlog's broker configs are read-only; set them in server.properties and restart",
+		"Cannot update these configs dynamically: [%s]: ringlog changes only leader.replication.throttled.rate and follower.replication.throttled.rate while it runs; set the others in server.properties and restart",
 		strings.Join(names, ", "))
 }

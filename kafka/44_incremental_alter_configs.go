@@ -51,13 +51,12 @@ func handleIncrementalAlterConfigs(s *Server, cx *reqCtx, kreq kmsg.Request) kms
 
 func (s *Server) incrementalAlterConfigs(rr *kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
 	names := make([]string, 0, len(rr.Configs))
-	var nulls, changed []string
+	var nulls []string
 	ops := make([]engine.ConfigOp, 0, len(rr.Configs))
 	for _, c := range rr.Configs {
 		names = append(names, c.Name)
 		switch c.Op {
 		case kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			changed = append(changed, c.Name)
 			if c.Value == nil {
 				nulls = append(nulls, c.Name)
 				continue
@@ -82,9 +81,7 @@ func (s *Server) incrementalAlterConfigs(rr *kmsg.IncrementalAlterConfigsRequest
 		if err := s.checkBrokerResource(rr.ResourceName); err != nil {
 			return err
 		}
-		// DELETE removes a dynamic value, and there never is one: it
-		// succeeds and changes nothing, as in Kafka.
-		return refuseBrokerChange(changed)
+		return s.incrementalAlterBrokerConfigs(rr.ResourceName, ops, validateOnly)
 	}
 	return refuse(kerr.InvalidRequest, "Unknown resource type %d (ringlog alters TOPIC configs)", int8(rr.ResourceType))
 }

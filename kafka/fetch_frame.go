@@ -56,6 +56,7 @@ type fetchCut struct {
 // the connection), which is what keeps the segment files open meanwhile.
 func (f *fetch) respond() {
 	f.throttleQuota()
+	f.recordReplication()
 	f.s.sessions.settle(f)
 	fr := f.encode()
 	r := &netpoll.Response{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringlog/internal/rate"
 	"ringlog/netpoll"
 	"ringlog/replication/controller"
 )
@@ -77,12 +78,7 @@ type quotaSensorKey struct {
 // quotaSensor is one measurement: its value per window, in a ring indexed by
 // the window's number since netpoll's epoch.
 type quotaSensor struct {
-	windows []quotaWindow
-}
-
-type quotaWindow struct {
-	index int64
-	value float64
+	windows *rate.Windows
 }
 
 func newQuotas(num int, window time.Duration) *quotas {
@@ -166,10 +162,10 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 		if len(q.sensors) >= quotaSensorsMax {
 			q.evictLocked()
 		}
-		s = &quotaSensor{windows: make([]quotaWindow, q.num)}
+		s = q.newQuotaSensor()
 		q.sensors[k] = s
 	}
-	d := s.record(now, value, bound, q.window)
+	d := s.record(now, value, bound)
 	if kind == quotaRequest {
 		// ClientRequestQuotaManager's maxThrottleTimeMs: one window.
 		return min(d, q.window)
@@ -177,52 +173,33 @@ func (q *quotas) record(img *controller.Image, kind quotaKind, user, clientID st
 	return d
 }
 
+// newQuotaSensor is a measurement over the quotas' windows.
+func (q *quotas) newQuotaSensor() *quotaSensor {
+	return &quotaSensor{windows: rate.New(q.num, q.window)}
+}
+
 // record adds value to the window of now and returns how long the
 // client must wait for the rate over the windows to fall back to bound
 // (0: within it), at most the span of the windows.
-func (s *quotaSensor) record(now int64, value, bound float64, window time.Duration) time.Duration {
-	num := len(s.windows)
-	idx := now / int64(window)
-	w := &s.windows[idx%int64(num)]
-	if w.index != idx {
-		*w = quotaWindow{index: idx}
-	}
-	w.value += value
+func (s *quotaSensor) record(now int64, value, bound float64) time.Duration {
+	s.windows.Record(now, value)
 	// The rate over the windows still in the ring, over at least all
 	// but one window's length (Kafka's Rate.windowSize): a first burst
 	// is measured over the whole span, not over the moment it took.
-	var total float64
-	oldest := idx
-	for _, x := range s.windows {
-		if x.index > idx-int64(num) && x.index <= idx {
-			total += x.value
-			oldest = min(oldest, x.index)
-		}
-	}
-	elapsed := time.Duration(now - oldest*int64(window))
-	elapsed = max(elapsed, time.Duration(num-1)*window)
-	rate := total / elapsed.Seconds()
-	if rate <= bound {
-		return 0
-	}
+	r, elapsed := s.windows.Rate(now, time.Duration(s.windows.Num()-1)*s.windows.Size())
 	// Kafka's ClientQuotaManager.throttleTime: long enough that the rate
 	// over the span falls back to the bound, at most the whole span.
-	d := time.Duration((rate - bound) / bound * float64(elapsed))
+	d := s.windows.ThrottleTime(r, bound, elapsed)
 	if d < time.Millisecond {
 		return 0 // throttle_time_ms cannot say less
 	}
-	return min(d, time.Duration(num)*window)
+	return d
 }
 
 // unrecord takes value back, in the window of now (a connection
 // refused), as Kafka records a negative value.
-func (s *quotaSensor) unrecord(now int64, value float64, window time.Duration) {
-	idx := now / int64(window)
-	w := &s.windows[idx%int64(len(s.windows))]
-	if w.index != idx {
-		*w = quotaWindow{index: idx}
-	}
-	w.value -= value
+func (s *quotaSensor) unrecord(now int64, value float64) {
+	s.windows.Record(now, -value)
 }
 
 // evictLocked drops a tenth of the measurements, the first the map's

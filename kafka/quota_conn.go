@@ -69,9 +69,9 @@ func (l *connLimiter) Pace() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broker == nil {
-		c.broker = &quotaSensor{windows: make([]quotaWindow, c.q.num)}
+		c.broker = c.q.newQuotaSensor()
 	}
-	return min(c.broker.record(netpoll.Now(), 1, c.brokerRate, c.q.window), c.q.window)
+	return min(c.broker.record(netpoll.Now(), 1, c.brokerRate), c.q.window)
 }
 
 // Throttle records the connection against its address's rate, and when
@@ -99,16 +99,16 @@ func (l *connLimiter) Throttle(ip netip.Addr) time.Duration {
 		if len(c.ips) >= quotaSensorsMax {
 			clear(c.ips) // addresses that came once start afresh
 		}
-		s = &quotaSensor{windows: make([]quotaWindow, c.q.num)}
+		s = c.q.newQuotaSensor()
 		c.ips[ip] = s
 	}
-	d := min(s.record(now, 1, rate, c.q.window), c.q.window)
+	d := min(s.record(now, 1, rate), c.q.window)
 	if d <= 0 {
 		return 0
 	}
-	s.unrecord(now, 1, c.q.window)
+	s.unrecord(now, 1)
 	if c.broker != nil && !l.protected {
-		c.broker.unrecord(now, 1, c.q.window)
+		c.broker.unrecord(now, 1)
 	}
 	return d
 }

@@ -72,7 +72,6 @@ var known = func() []knownDifference {
 var kafkaOnlyTopicConfigs = []string{
 	"compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
 	"errors.deadletterqueue.group.enable", "file.delete.delay.ms",
-	"follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
 	"local.retention.bytes", "local.retention.ms", "max.decompressed.message.bytes", "preallocate",
 	"remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable", "remote.log.delete.on.disable",
 	"remote.storage.enable", "segment.jitter.ms", "unclean.leader.election.enable",

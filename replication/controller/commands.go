@@ -29,7 +29,8 @@ const (
 	cmdAlterClientQuotas   cmdType = 20 // quotas
 	cmdAlterReassignments  cmdType = 21 // allowRFChange, reassign (KIP-455; reassign.go)
 	cmdUnregisterBroker    cmdType = 22 // brokerID, epoch (0); unregister.go
-	cmdTypeEnd             cmdType = 23
+	cmdAlterBrokerConfigs  cmdType = 23 // topic (the resource: a broker id or ""), configs (set), deletes; brokerconfigs.go
+	cmdTypeEnd             cmdType = 24
 )
 
 // cmdVersion is the first byte of every encoded command.
@@ -57,7 +58,8 @@ func (t cmdType) String() string {
 	names := [...]string{"", "Noop", "RegisterBroker", "UnfenceBroker", "FenceBroker", "CreateTopic",
 		"DeleteTopic", "CreatePartitions", "AlterConfigs", "AlterPartition", "ElectPreferredLeaders", "Heartbeat",
 		"AllocateProducerIDs", "ControlledShutdown", "AlterScramCredentials", "OfflineReplicas", "ElectRecovery",
-		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas", "AlterPartitionReassignments", "UnregisterBroker"}
+		"ElectUncleanLeaders", "CreateAcls", "DeleteAcls", "AlterClientQuotas", "AlterPartitionReassignments", "UnregisterBroker",
+		"AlterBrokerConfigs"}
 	if t > 0 && t < cmdTypeEnd {
 		return names[t]
 	}
@@ -165,7 +167,7 @@ func (c *command) encode() []byte {
 		if c.maxTotal > 0 {
 			e.i32(c.maxTotal)
 		}
-	case cmdAlterConfigs:
+	case cmdAlterConfigs, cmdAlterBrokerConfigs:
 		e.str(c.topic)
 		e.stringMap(c.configs)
 		e.strs(c.deletes)
@@ -342,7 +344,7 @@ func decodeCommand(b []byte) (*command, error) {
 		c.partitions = d.i32()
 		c.assignments = decodeAssignments(d)
 		c.maxTotal = decodeMaxTotal(d)
-	case cmdAlterConfigs:
+	case cmdAlterConfigs, cmdAlterBrokerConfigs:
 		c.topic = d.str()
 		c.configs = d.stringMap()
 		c.deletes = d.strs()

@@ -72,6 +72,8 @@ func seedCommands() []*command {
 		// orders-0 of seedImage moves from {1,2} to {2,3} (broker 3 is
 		// fenced there: a target may be), orders-1 is cancelled (none in
 		// progress), and an unknown partition.
+		{typ: cmdAlterBrokerConfigs, topic: "2", configs: map[string]string{LeaderReplicationThrottledRate: "1048576"}, deletes: []string{FollowerReplicationThrottledRate}},
+		{typ: cmdAlterBrokerConfigs, topic: "", configs: map[string]string{FollowerReplicationThrottledRate: "2000000"}},
 		{typ: cmdAlterReassignments, allowRFChange: true, reassign: []Reassignment{{Topic: "orders", Partition: 0, Replicas: []int32{2, 3}},
 			{Topic: "orders", Partition: 1, Cancel: true}, {Topic: "x", Partition: 0, Replicas: []int32{1}}}},
 	}
@@ -118,12 +120,13 @@ func seedImage(t testing.TB) *Image {
 	return s.img
 }
 
-// seedImageACLsQuotas is seedImage with an ACL and a client quota.
+// seedImageACLsQuotas is seedImage with an ACL, a client quota and
+// dynamic broker configs.
 func seedImageACLsQuotas(t testing.TB) *Image {
 	s := &fsmState{t: t, img: seedImage(t)}
 	s.index = s.img.Index
 	for _, c := range seedCommands() {
-		if c.typ == cmdCreateAcls || c.typ == cmdAlterClientQuotas {
+		if c.typ == cmdCreateAcls || c.typ == cmdAlterClientQuotas || c.typ == cmdAlterBrokerConfigs {
 			s.ok(c)
 		}
 	}
@@ -160,9 +163,9 @@ func seedImageReassigning(t testing.TB) *Image {
 func encodeImageV1(img *Image) []byte {
 	noScram := *img
 	noScram.scram = nil
-	noScram.acls, noScram.quotas = nil, nil
+	noScram.acls, noScram.quotas, noScram.brokerConfigs = nil, nil, nil
 	b := encodeImage(&noScram)
-	b = b[:len(b)-3] // the SCRAM, ACL and quota counts, 0 each
+	b = b[:len(b)-4] // the SCRAM, ACL, quota and broker config counts, 0 each
 	v1 := append([]byte(snapshotMagic), 1)
 	v1 = append(v1, b[len(snapshotMagic)+1:snapshotHeaderBytes]...)
 	return append(v1, b[snapshotHeaderBytes+8:]...)

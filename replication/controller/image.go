@@ -139,6 +139,10 @@ type Image struct {
 	// quotas are the client quotas (quotas.go) by entity key; nil when
 	// there are none.
 	quotas map[string]Quota
+	// brokerConfigs are the dynamic broker configs (brokerconfigs.go) by
+	// resource: a broker id, or "" for the cluster default; nil when
+	// there are none.
+	brokerConfigs map[string]map[string]string
 
 	// superseded is closed when a newer Image is published.
 	superseded chan struct{}

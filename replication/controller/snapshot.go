@@ -11,9 +11,9 @@ import (
 // The snapshot of the state machine is the encoded Image:
 //
 //	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+
-//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) | ACLs (sorted)    | quotas (sorted)|
-//	| 4 B    | u8 = 7  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...| count, quota...|
-//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+----------------+
+//	| "RLMI" | version | index | next producer id | brokers (by id) | topics (by name)| SCRAM (by user) | ACLs (sorted)    | quotas (sorted)| broker configs  |
+//	| 4 B    | u8 = 8  | u64   | i64              | count, broker.. | count, topic... | count, cred...  | count, binding...| count, quota...| count, config...|
+//	+--------+---------+-------+------------------+-----------------+-----------------+-----------------+------------------+----------------+-----------------+
 //	broker:    id i32 | addr str | rack str | epoch i64 | fenced u8 | listeners (count, name str, addr str...; v3)
 //	topic:     name str | id [16]B | configs (count, key str, value str...)
 //	           | partitions: count, partition...
@@ -23,6 +23,7 @@ import (
 //	cred:      user str | mechanism u8 | 0 u8 | iterations i32 | salt | stored key | server key
 //	binding:   as acls.go draws it (v6)
 //	quota:     as quotas.go draws it (v6)
+//	config:    a BROKER resource's dynamic configs, as brokerconfigs.go draws them (v8)
 //
 // Counts are uvarints, strings a uvarint length and the bytes. Everything is
 // written in sorted order, so equal states encode to equal bytes. raft's
@@ -33,12 +34,13 @@ import (
 // broker listeners (none existed), version 3 no offline replicas (none
 // were reported), versions before 6 no ACLs and no client quotas (none
 // could be set), versions before 7 no adding and removing replicas (no
-// reassignment existed); all are still read, never written. Replies of the
+// reassignment existed), versions before 8 no dynamic broker configs (none
+// could be set); all are still read, never written. Replies of the
 // forwarding RPC that carry a topic or a partition use the current
 // version's encoding.
 
 const snapshotMagic = "RLMI"
-const snapshotVersion = 7
+const snapshotVersion = 8
 
 // snapshotHeaderBytes is the length of magic, version and index: what
 // precedes the state itself.
@@ -69,6 +71,7 @@ func encodeImage(img *Image) []byte {
 	encodeScramImage(e, img.scram)
 	encodeBindings(e, img.ACLs().Bindings())
 	encodeQuotaImage(e, img.quotas)
+	encodeBrokerConfigs(e, img.brokerConfigs)
 	return e.b
 }
 
@@ -200,6 +203,9 @@ func decodeImage(b []byte) (*Image, error) {
 		}
 		img.quotas = decodeQuotaImage(d)
 	}
+	if v >= 8 {
+		img.brokerConfigs = decodeBrokerConfigs(d)
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
@@ -240,6 +246,9 @@ func checkImage(img *Image) error {
 		}
 	}
 	if err := checkQuotas(img.quotas); err != nil {
+		return err
+	}
+	if err := checkBrokerConfigs(img.brokerConfigs); err != nil {
 		return err
 	}
 	bs := img.ACLs().Bindings()

@@ -43,6 +43,10 @@ type tx struct {
 	// quotas is the next quota map, when quotasChanged.
 	quotas        map[string]Quota
 	quotasChanged bool
+	// brokerConfigs is the next dynamic broker config map, when
+	// brokerConfigsChanged.
+	brokerConfigs        map[string]map[string]string
+	brokerConfigsChanged bool
 }
 
 func (t *tx) broker(id int32) (Broker, bool) {
@@ -135,7 +139,11 @@ func (t *tx) image() *Image {
 		scram:          t.base.scram,
 		acls:           t.base.acls,
 		quotas:         t.base.quotas,
+		brokerConfigs:  t.base.brokerConfigs,
 		superseded:     make(chan struct{}),
+	}
+	if t.brokerConfigsChanged {
+		next.brokerConfigs = t.brokerConfigs
 	}
 	if t.scram != nil {
 		next.scram = t.scram
@@ -203,6 +211,8 @@ func apply(base *Image, index uint64, c *command) (*Image, result) {
 		res = t.alterReassignments(c)
 	case cmdUnregisterBroker:
 		res = t.unregisterBroker(c)
+	case cmdAlterBrokerConfigs:
+		res = t.alterBrokerConfigs(c)
 	default:
 		// A heartbeat or an unknown type in the log: written by a bug, kept
 		// out of the state.

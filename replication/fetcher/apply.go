@@ -178,6 +178,9 @@ func (s *Stream) applyPartLocked(pt *part, h *held, rq *request, rp *kmsg.FetchR
 		s.calls = append(s.calls, func() { s.h.Truncate(tp, d.Epoch, d.EndOffset, done) })
 		return true
 	}
+	if s.cfg.Throttle != nil && len(rp.RecordBatches) > 0 {
+		s.cfg.Throttle.Record(tp, len(rp.RecordBatches))
+	}
 	whole, err := wholeBatches(rp.RecordBatches)
 	switch {
 	case len(whole) > 0:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"ringlog/engine"
 )
 
 // Config configures one Stream. Zero values take the defaults below.
@@ -84,6 +86,12 @@ type Config struct {
 	// on disk) needs the name dialled, which a VerifyConnection of a
 	// shared configuration cannot learn for an IP address (no SNI).
 	TLSFor func(host string) *tls.Config
+	// Throttle, when set, is the follower's replication throttle
+	// (KIP-73): a partition it holds stays out of the fetches while it
+	// has not caught up with the leader's high watermark, and the bytes
+	// fetched are reported to it.
+	Throttle Throttle
+
 	// SASL, when set, authenticates the connection before its first Fetch
 	// (SASL_PLAINTEXT, SASL_SSL): SaslHandshake v1 names the mechanism,
 	// then SaslAuthenticate carries its messages until it completes.
@@ -91,6 +99,19 @@ type Config struct {
 	// A refusal is a connection error (ErrAuthentication): the stream
 	// reconnects with backoff.
 	SASL sasl.Mechanism
+}
+
+// Throttle is a follower's replication quota, as Kafka's fetcher threads
+// use their ReplicaQuota. Both methods are called with the stream's lock
+// held: they must be quick and must not call the stream.
+type Throttle interface {
+	// Hold returns how long tp stays out of the fetches (0: fetch it):
+	// tp is throttled and the follower's rate is over its bound. It is
+	// asked only for partitions behind the leader's high watermark.
+	Hold(tp engine.TP) time.Duration
+	// Record counts the record bytes a fetch brought of tp (throttled
+	// or not: the throttle decides what counts), caught up or not.
+	Record(tp engine.TP, bytes int)
 }
 
 // SlotsMax is the most slots a stream may have. ringlog's broker keeps at

@@ -125,6 +125,16 @@
 // 0 in the answer) gets full fetches, each asking for one. Close ends the
 // sessions with a Fetch at epoch -1 before it closes the connection.
 //
+// # Replication throttle
+//
+// With Config.Throttle set, a partition that has not caught up with the
+// leader's high watermark (as of its last fetch) is left out of the
+// requests while the throttle holds it (KIP-73: its rate is over
+// follower.replication.throttled.rate), and the session forgets it
+// meanwhile, as it forgets any partition a request does not fetch; the
+// stream looks again when the hold ends. Every fetched partition's record
+// bytes are reported to the throttle, which counts the throttled ones.
+//
 // # Errors
 //
 // OFFSET_OUT_OF_RANGE goes to Handler.OutOfRange with the leader's log

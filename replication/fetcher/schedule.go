@@ -44,6 +44,13 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 		case pt.needsTrunc:
 			trunc = append(trunc, pt)
 		default:
+			if d := s.holdLocked(pt); d > 0 {
+				// Throttled: left out of this round's fetches
+				// (and forgotten by their sessions) until the
+				// follower's rate is back under its bound.
+				soonest(now.Add(d))
+				continue
+			}
 			fetchable[pt.slot] = append(fetchable[pt.slot], pt)
 		}
 	}
@@ -115,6 +122,17 @@ func (s *Stream) scheduleLocked(now time.Time) (reqs []*request, wakeAt time.Tim
 		}
 	}
 	return reqs, wakeAt
+}
+
+// holdLocked is how long the replication throttle keeps pt out of the
+// fetches: never once it caught up with the leader's high watermark as of
+// its last fetch (Kafka's PartitionFetchState.isReplicaInSync: lag known
+// and 0), else what Config.Throttle says.
+func (s *Stream) holdLocked(pt *part) time.Duration {
+	if s.cfg.Throttle == nil || (pt.hw >= 0 && pt.fetchOff >= pt.hw) {
+		return 0
+	}
+	return s.cfg.Throttle.Hold(pt.spec.TP)
 }
 
 func (s *Stream) truncInFlightLocked() bool {

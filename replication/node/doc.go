@@ -41,4 +41,14 @@
 //     emptied (reassign.go), at the removal or at the next start; a topic
 //     with no replica left here is deleted from the engine. Without it a
 //     leader moved away keeps taking appends nobody replicates.
+//   - Replication throttles (throttle.go) are read from each image applied
+//     (the rates from the dynamic broker configs, the partitions from the
+//     topics' throttled-replicas configs) and measured on a monotonic
+//     clock; a window of the quota's ring that was never used must not
+//     count as the oldest (internal/rate): it did for the first eleven
+//     seconds of the process, and a move started then went unthrottled.
+//   - The leader holds a throttled partition only from followers outside
+//     its committed ISR; the follower only while it is behind the
+//     leader's high watermark of its last fetch. Both count every byte
+//     of a throttled partition, in sync or not.
 package node

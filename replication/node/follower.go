@@ -97,6 +97,9 @@ func (n *Node) stream(leader int32, addr string, epoch int64) *fetcher.Stream {
 	}
 	cfg := n.cfg.Fetch
 	cfg.Addr, cfg.ReplicaID, cfg.BrokerEpoch = addr, n.cfg.NodeID, epoch
+	if cfg.Throttle == nil {
+		cfg.Throttle = (*followerThrottle)(n)
+	}
 	s, err := fetcher.New(cfg, (*handler)(n))
 	if err != nil {
 		n.log.Error("node: cannot start a fetch stream", "leader", leader, "addr", addr, "err", err)

@@ -93,6 +93,10 @@ type Node struct {
 	offlineKick chan struct{}
 	// isr counts the ISR changes of led partitions (metrics.go).
 	isr isrCounters
+	// throttles are the replication throttles of the image last applied,
+	// and leaderQuota and followerQuota their measurements (throttle.go).
+	throttles                  atomic.Pointer[throttles]
+	leaderQuota, followerQuota *replicationQuota
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -144,7 +148,7 @@ func New(cfg Config) *Node {
 	cfg = cfg.withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger, parts: map[engine.TP]*part{}, streams: map[int32]*stream{},
 		applied: make(chan struct{}), ready: make(chan struct{}), kick: make(chan struct{}, 1), offlineKick: make(chan struct{}, 1),
-		stopped: map[engine.TP]bool{}}
+		stopped: map[engine.TP]bool{}, leaderQuota: newReplicationQuota(), followerQuota: newReplicationQuota()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n
 }
@@ -319,6 +323,7 @@ func (n *Node) run() {
 // roles and epochs, leader state, fetch streams.
 func (n *Node) apply(img *controller.Image) {
 	me := n.cfg.NodeID
+	n.updateThrottles(img)
 	local := map[string]engine.TopicInfo{}
 	for _, t := range n.eng.Topics() {
 		local[t.Name] = t
