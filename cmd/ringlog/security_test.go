@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -25,6 +27,9 @@ import (
 // (a PLAINTEXT inter-broker listener on loopback and a SASL_SSL one with
 // SCRAM-SHA-512 and a PEM keystore), serves kcat (librdkafka) over
 // SASL_SSL with a SCRAM user made with kadm; a wrong password is refused.
+// The authorizer is on (issue 15): the user's ACLs, made with kadm, let
+// kcat and a kgo client produce to and consume one topic, and both are
+// refused another with TOPIC_AUTHORIZATION_FAILED.
 func TestKcatSASLSSL(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -36,6 +41,8 @@ func TestKcatSASLSSL(t *testing.T) {
 	props := filepath.Join(t.TempDir(), "server.properties")
 	conf := fmt.Sprintf(`listeners=PLAINTEXT://%s,SASL_SSL://%s
 sasl.enabled.mechanisms=SCRAM-SHA-512
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
 ssl.keystore.type=PEM
 ssl.keystore.location=%s
 `, inter, client, server.File)
@@ -56,6 +63,15 @@ ssl.keystore.location=%s
 	if err != nil || res.Error() != nil {
 		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
 	}
+	acls := kadm.NewACLs().Allow("User:kcat").AllowHosts("*").Topics("secure").
+		Operations(kadm.OpWrite, kadm.OpRead, kadm.OpCreate, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	if rs, err := kadm.NewClient(adm).CreateACLs(ctx, acls); err != nil || len(rs) == 0 || rs[0].Err != nil {
+		t.Fatalf("CreateACLs: %v %v", err, rs)
+	}
+	// The secret topic exists, made by the super user; kcat may not see it.
+	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 1, 1, nil, "secret"); err != nil {
+		t.Fatal(err)
+	}
 	run := func(password string, stdin string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, kcat, append([]string{"-b", client, "-X", "security.protocol=SASL_SSL",
 			"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=kcat", "-X", "sasl.password=" + password,
@@ -72,6 +88,23 @@ ssl.keystore.location=%s
 	out, err := run("kcat-secret", "", "-C", "-t", "secure", "-o", "beginning", "-e", "-q")
 	if err != nil || strings.Fields(out)[0] != "one" || len(strings.Fields(out)) != 3 {
 		t.Fatalf("kcat -C over SASL_SSL: %v\n%s", err, out)
+	}
+	out, err = run("kcat-secret", "x\n", "-P", "-t", "secret")
+	if !strings.Contains(strings.ToLower(out), "topic authorization failed") {
+		t.Fatalf("kcat -P to a topic without ACLs: %v\n%s", err, out)
+	}
+	// kgo through the same SASL_SSL listener, as the same user.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(client), kgo.DialTLSConfig(ca.ClientTLS(nil)),
+		kgo.SASL(scram.Auth{User: "kcat", Pass: "kcat-secret"}.AsSha512Mechanism()), kgo.RequestRetries(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "secure", Value: []byte("four")}).FirstErr(); err != nil {
+		t.Fatalf("kgo produce over SASL_SSL with WRITE: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "secret", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("kgo produce to a topic without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 	out, err = run("wrong", "", "-L", "-m", "2")
 	if err == nil || !strings.Contains(out, "Authentication failed") {
