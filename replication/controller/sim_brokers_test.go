@@ -283,9 +283,10 @@ func (s *sim) processAlter(i int, lossy bool) error {
 		return nil // a copy nobody waits for, or deposed meanwhile
 	}
 	err = res.err
-	if err == nil && lossy && s.rng.IntN(10) == 0 {
+	if err == nil && lossy && s.rng.IntN(4) == 0 {
 		// Applied, but the answer came after the sender's deadline.
 		err = ErrRequestTimedOut
+		s.logf("answer to %d for %v lost: %v", a.broker, a.tp, a.change.ISR)
 	}
 	if err != nil {
 		s.alterFailed(a, err)
@@ -360,6 +361,15 @@ func (s *sim) fence(b *simBroker) error {
 // its disks wiped); one that runs on registers again at its next
 // heartbeat.
 func (s *sim) unregister(b *simBroker) error {
+	if s.rng.IntN(2) == 0 {
+		// Mostly a broker that was drained: one that is no replica.
+		if idle := s.pickBroker(func(b *simBroker) bool {
+			_, ok := s.img.Broker(b.id)
+			return ok && !s.isReplica(b.id)
+		}); idle != nil {
+			b = idle
+		}
+	}
 	if _, ok := s.img.Broker(b.id); !ok {
 		return nil
 	}
@@ -375,4 +385,14 @@ func (s *sim) unregister(b *simBroker) error {
 		clear(b.parts)
 	}
 	return nil
+}
+
+// isReplica reports whether broker id is a replica of any partition.
+func (s *sim) isReplica(id int32) bool {
+	for _, tp := range s.tps {
+		if p, _ := s.img.Partition(tp.Topic, tp.Partition); slices.Contains(p.Replicas, id) {
+			return true
+		}
+	}
+	return false
 }

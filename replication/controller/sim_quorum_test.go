@@ -174,13 +174,17 @@ func (s *sim) ctlRemoveVoter() {
 // check asserts the simulation's invariants on the committed image and
 // the brokers' logs.
 func (s *sim) check() error {
-	enc := encodeImage(s.img)
-	back, err := decodeImage(enc)
-	if err != nil {
-		return fmt.Errorf("snapshot round trip: %w", err)
-	}
-	if !bytes.Equal(encodeImage(back), enc) {
-		return fmt.Errorf("snapshot round trip changed the image")
+	if s.img != s.checked {
+		// Each new image once: a snapshot of it restores it exactly.
+		enc := encodeImage(s.img)
+		back, err := decodeImage(enc)
+		if err != nil {
+			return fmt.Errorf("snapshot round trip: %w", err)
+		}
+		if !bytes.Equal(encodeImage(back), enc) {
+			return fmt.Errorf("snapshot round trip changed the image")
+		}
+		s.checked = s.img
 	}
 	for _, tp := range s.tps {
 		p, _ := s.img.Partition(tp.Topic, tp.Partition)

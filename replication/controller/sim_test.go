@@ -179,6 +179,8 @@ type sim struct {
 	log    [][]byte
 	img    *Image
 	hashes [][32]byte
+	// checked is the last image whose snapshot round trip was checked.
+	checked *Image
 
 	ctls    []*simController
 	nextCtl int32
@@ -371,7 +373,7 @@ func (s *sim) randomStep() error {
 			return s.heartbeat(b)
 		}
 	case x < 760:
-		if b.up {
+		if b.up && s.rng.IntN(2) == 0 {
 			s.crash(b)
 		}
 	case x < 790:

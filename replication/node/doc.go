@@ -41,4 +41,11 @@
 //     emptied (reassign.go), at the removal or at the next start; a topic
 //     with no replica left here is deleted from the engine. Without it a
 //     leader moved away keeps taking appends nobody replicates.
+//   - An ISR change is dropped (replication.Leader.ISRRejected) only when
+//     the quorum refused it at the epochs it was based on
+//     (controller.AlterPartitionOutcome): a timeout may hide an expansion
+//     that committed, and a resent forward finds the epoch its first copy
+//     bumped. Dropping such an expansion leaves in the quorum's ISR a
+//     follower the HW no longer waits for, electable without records the
+//     leader acknowledged (found by the controller's simulation).
 package node
