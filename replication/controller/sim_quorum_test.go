@@ -63,6 +63,37 @@ func (s *sim) drain(b *simBroker) error {
 	return s.alterReassignments(rs, true)
 }
 
+// createPartition adds a partition to topic (CreatePartitions), placed
+// on live brokers with the replication factor of the topic's partition 0
+// (Kafka's rule, even while partition 0 moves), at most 5 per topic.
+func (s *sim) createPartition(topic string) error {
+	t := s.img.Topic(topic)
+	if len(t.Partitions) >= 5 {
+		return nil
+	}
+	live := liveBrokers(s.img)
+	s.rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
+	rf := len(t.Partitions[0].Replicas)
+	if rf > len(live) {
+		return nil
+	}
+	a := make([]int32, rf)
+	for i := range a {
+		a[i] = live[i].ID
+	}
+	n := int32(len(t.Partitions))
+	res, err := s.propose(&command{typ: cmdCreatePartitions, topic: topic, partitions: n + 1, assignments: [][]int32{a}})
+	if err != nil {
+		return err
+	}
+	if res.err != nil {
+		return fmt.Errorf("CreatePartitions %s: %w", topic, res.err)
+	}
+	s.tps = append(s.tps, TopicPartition{topic, n})
+	s.logf("partition %s-%d on %v", topic, n, a)
+	return nil
+}
+
 // alterReassignments proposes rs and records the targets the quorum
 // accepted.
 func (s *sim) alterReassignments(rs []Reassignment, allowRF bool) error {

@@ -18,7 +18,7 @@ import (
 // RNG picks each step: brokers register, heartbeat, crash, are fenced,
 // restart, join and are unregistered (and some retired); partitions are
 // reassigned (targets replaced and cancelled half way, a whole broker
-// drained), preferred leaders elected; leaders append records, followers
+// drained), preferred leaders elected, partitions added; leaders append records, followers
 // fetch them, leaders propose ISR changes whose requests are lost, whose
 // answers are lost, and which arrive twice; brokers learn the image late
 // (a deposed leader keeps serving the followers that have not heard); the
@@ -388,9 +388,11 @@ func (s *sim) randomStep() error {
 		return s.reassign(tp)
 	case x < 885:
 		return s.drain(b)
-	case x < 900:
+	case x < 893:
 		_, err := s.propose(&command{typ: cmdElectPreferred})
 		return err
+	case x < 900:
+		return s.createPartition(tp.Topic)
 	case x < 935:
 		return s.ctlCatchUp(s.ctls[s.rng.IntN(len(s.ctls))])
 	case x < 955:
