@@ -74,20 +74,20 @@ const (
 // TestSimulation runs simSeeds seeded schedules (many more with
 // -sim.long), or the one -sim.seed names with a trace.
 func TestSimulation(t *testing.T) {
-	if *simSeed >= 0 {
-		runSim(t, uint64(*simSeed), simSteps, true)
-		return
-	}
-	seeds, steps := simSeeds, simSteps
+	seeds, steps, replay := simSeeds, simSteps, ""
 	if *simLong || envSet("RINGLOG_SIM_LONG") {
-		seeds, steps = simLongSeeds, simLongSteps
+		seeds, steps, replay = simLongSeeds, simLongSteps, " -sim.long"
+	}
+	if *simSeed >= 0 {
+		runSim(t, uint64(*simSeed), steps, true, replay)
+		return
 	}
 	if testing.Short() {
 		seeds = simSeeds / 4
 	}
 	var total simStats
 	for seed := range uint64(seeds) {
-		st, ok := runSim(t, seed, steps, false)
+		st, ok := runSim(t, seed, steps, false, replay)
 		if !ok {
 			return
 		}
@@ -98,7 +98,7 @@ func TestSimulation(t *testing.T) {
 
 // runSim runs one schedule and reports whether it kept every invariant;
 // a failure names the seed to replay.
-func runSim(t *testing.T, seed uint64, steps int, trace bool) (simStats, bool) {
+func runSim(t *testing.T, seed uint64, steps int, trace bool, replay string) (simStats, bool) {
 	t.Helper()
 	s := newSim(t, seed, trace)
 	err := s.run(steps)
@@ -109,7 +109,7 @@ func runSim(t *testing.T, seed uint64, steps int, trace bool) (simStats, bool) {
 		t.Logf("%+v", s.stats)
 	}
 	if err != nil {
-		t.Errorf("seed %d: %v\nreplay: go test ./replication/controller -run 'TestSimulation$' -sim.seed %d -v", seed, err, seed)
+		t.Errorf("seed %d: %v\nreplay: go test ./replication/controller -run 'TestSimulation$' -sim.seed %d%s -v", seed, err, seed, replay)
 		return s.stats, false
 	}
 	return s.stats, true
@@ -135,9 +135,10 @@ type simReplica struct {
 	partitionEpoch int32
 }
 
-// simBroker is one broker process: its logs survive a crash (every write
-// is flushed: unclean shutdown is the power-loss tests' subject), its
-// view of the image and its leaders do not.
+// simBroker is one broker process: its logs survive a crash (a process
+// crash keeps the page cache; a power loss, which does not, is the
+// cluster power-loss test's and unclean recovery's subject), its view of
+// the image and its leaders do not.
 type simBroker struct {
 	id    int32
 	up    bool
