@@ -98,3 +98,41 @@ func TestLostAlterPartitionAnswerKeepsExpansionPending(t *testing.T) {
 		t.Fatalf("HW %d, LEO %d", hw, leo)
 	}
 }
+
+// TestReassignLeaderlessElectsUnclean: a reassignment that adds a live
+// replica to a partition whose replicas are all fenced tries an election,
+// as every partition change does in KRaft; with unclean leader election
+// on, the new replica leads at once. The state machine used to leave the
+// partition offline until some broker registered or was unfenced (the
+// controller simulation, seed 19).
+func TestReassignLeaderlessElectsUnclean(t *testing.T) {
+	s := newFSMState(t)
+	for id := range int32(3) {
+		s.register(id, "")
+	}
+	s.create("t", map[string]string{configUncleanLeaderElection: "true"}, []int32{0, 1, 2})
+	s.fence(1)
+	s.fence(2)
+	s.fence(0)
+	s.register(3, "")
+	wantPart(t, s.part("t", 0), []int32{0, 1, 2}, []int32{0}, -1, nil, nil)
+	s.reassignOK([]int32{3, 0, 1})
+	p := s.part("t", 0)
+	wantPart(t, p, []int32{3, 0, 1, 2}, []int32{3}, 3, []int32{3}, []int32{2})
+	if p.LeaderEpoch != 2 {
+		t.Fatalf("leader epoch %d, want 2 (0, none, 3)", p.LeaderEpoch)
+	}
+
+	// Without unclean election the partition waits for its ISR.
+	s = newFSMState(t)
+	for id := range int32(3) {
+		s.register(id, "")
+	}
+	s.create("t", nil, []int32{0, 1, 2})
+	s.fence(1)
+	s.fence(2)
+	s.fence(0)
+	s.register(3, "")
+	s.reassignOK([]int32{3, 0, 1})
+	wantPart(t, s.part("t", 0), []int32{3, 0, 1, 2}, []int32{0}, -1, []int32{3}, []int32{2})
+}
