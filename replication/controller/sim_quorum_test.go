@@ -227,12 +227,20 @@ func (s *sim) check() error {
 }
 
 func (s *sim) checkPartition(tp TopicPartition, p Partition) error {
+	unclean := s.unclean(tp)
 	if p.Leader == -1 {
-		for _, r := range p.ISR {
+		candidates := p.ISR
+		if unclean {
+			candidates = p.Replicas
+		}
+		for _, r := range candidates {
 			if s.img.live(r) {
-				return fmt.Errorf("no leader, with ISR member %d live", r)
+				return fmt.Errorf("no leader, with replica %d live (ISR %v, unclean election %v)", r, p.ISR, unclean)
 			}
 		}
+	}
+	if unclean {
+		return s.checkMoving(tp, p)
 	}
 	// Every ISR member can be elected: each must hold every committed
 	// record.
@@ -250,6 +258,11 @@ func (s *sim) checkPartition(tp TopicPartition, p Partition) error {
 			return fmt.Errorf("ISR member %d lacks committed offset %d (its LEO %d, %d committed)", r, i, len(log), len(c))
 		}
 	}
+	return s.checkMoving(tp, p)
+}
+
+// checkMoving checks p against the reassignment the simulation asked for.
+func (s *sim) checkMoving(tp TopicPartition, p Partition) error {
 	target, moving := s.targets[tp]
 	switch {
 	case !moving && p.Reassigning():
@@ -329,7 +342,7 @@ func (s *sim) checkTransition(c *command, res result, before, after *Image) erro
 		if c.typ == cmdAlterPartition && c.topic == tp.Topic && c.partitions == tp.Partition {
 			elig = c.isr // the change that completed a move, and elected in its ISR
 		}
-		if p1.Leader != -1 && p1.Leader != p0.Leader && !slices.Contains(elig, p1.Leader) {
+		if p1.Leader != -1 && p1.Leader != p0.Leader && !slices.Contains(elig, p1.Leader) && !s.unclean(tp) {
 			return fmt.Errorf("%v: broker %d elected from outside the ISR %v", tp, p1.Leader, p0.ISR)
 		}
 	}

@@ -309,16 +309,21 @@ func (s *sim) setup() error {
 			return err
 		}
 	}
-	// Two topics of replication factor 3, one with min.insync.replicas 2.
-	for i, name := range []string{"a", "b"} {
+	// Three topics of replication factor 3: b with min.insync.replicas 2,
+	// c with unclean leader election (its records may be lost: only
+	// its leaders are checked).
+	for i, name := range []string{"a", "b", "c"} {
 		var as [][]int32
 		for p := range 3 {
 			as = append(as, []int32{int32(p) % 4, int32(p+1) % 4, int32(p+2) % 4})
 			s.tps = append(s.tps, TopicPartition{name, int32(p)})
 		}
 		configs := map[string]string{}
-		if i == 1 {
+		switch i {
+		case 1:
 			configs["min.insync.replicas"] = "2"
+		case 2:
+			configs[configUncleanLeaderElection] = "true"
 		}
 		res, err := s.propose(&command{typ: cmdCreateTopic, topic: name, topicID: TopicID{0: byte(i + 1)}, partitions: -1, rf: -1,
 			configs: configs, assignments: as})
@@ -389,8 +394,18 @@ func (s *sim) randomStep() error {
 		return s.reassign(tp)
 	case x < 885:
 		return s.drain(b)
-	case x < 893:
+	case x < 889:
 		_, err := s.propose(&command{typ: cmdElectPreferred})
+		return err
+	case x < 893:
+		// An unclean election may lose records: only of topic c.
+		var elect []TopicPartition
+		for _, tp := range s.tps {
+			if tp.Topic == "c" {
+				elect = append(elect, tp)
+			}
+		}
+		_, err := s.propose(&command{typ: cmdElectUnclean, elect: elect})
 		return err
 	case x < 900:
 		return s.createPartition(tp.Topic)
