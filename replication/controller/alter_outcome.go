@@ -29,8 +29,8 @@ const (
 // Dropping a change whose outcome is not known is what must not happen:
 // an expansion the quorum applied but the leader dropped leaves in the
 // ISR a follower the leader's HW no longer waits for, and the quorum may
-// elect it without records the leader acknowledged (the controller
-// simulation's seed 62, TestSimulationLostAlterPartitionAnswer).
+// elect it without records the leader acknowledged (found by the
+// controller simulation; TestLostAlterPartitionAnswerKeepsExpansionPending).
 func AlterPartitionOutcome(err error) AlterOutcome {
 	switch {
 	case errors.Is(err, ErrIneligibleReplica), errors.Is(err, ErrInvalidRequest):

@@ -13,9 +13,9 @@ import (
 // (Leader.ISRRejected): the quorum's ISR then held a follower the
 // leader's HW no longer waited for, the leader acknowledged records the
 // follower did not have, and the quorum could elect it without them. The
-// controller simulation found it (seed 62 of its first version, 98 of
-// this one); controller.AlterPartitionOutcome is the rule now, which node
-// and the simulation both call.
+// controller simulation found it (a schedule seeds find only now and
+// then, so it is scripted here); AlterPartitionOutcome is the rule now,
+// which node and the simulation both call.
 func TestLostAlterPartitionAnswerKeepsExpansionPending(t *testing.T) {
 	s := newSim(t, 0, testing.Verbose())
 	must := func(err error) {

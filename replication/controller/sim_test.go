@@ -18,7 +18,8 @@ import (
 // RNG picks each step: brokers register, heartbeat, crash, are fenced,
 // restart, join and are unregistered (and some retired); partitions are
 // reassigned (targets replaced and cancelled half way, a whole broker
-// drained), preferred leaders elected, partitions added; leaders append records, followers
+// drained), leaders elected (preferred; unclean on the topic that
+// enables it, whose records are not checked), partitions added; leaders append records, followers
 // fetch them, leaders propose ISR changes whose requests are lost, whose
 // answers are lost, and which arrive twice; brokers learn the image late
 // (a deposed leader keeps serving the followers that have not heard); the
@@ -42,7 +43,8 @@ import (
 // and that a reassignment completed only with its whole target in sync;
 // after every step, that a snapshot round trip gives the same image, that
 // every controller's image at an index is the one the log gives there,
-// that a partition with a live ISR member has a leader, that every ISR
+// that a partition with a live ISR member (any live replica, with unclean
+// election) has a leader, that every ISR
 // member (so every leader the quorum can elect) holds every committed
 // record, that no HW ever covers a log that differs from what was
 // committed, and that a reassignment in progress is target ++ removing
