@@ -146,6 +146,13 @@ func partitionReassign(p Partition, target []int32, live func(int32) bool, uncle
 	// The ISR and the offline replicas are kept, in the new replica order.
 	np.ISR = inReplicaOrder(np.Replicas, np.ISR)
 	np.Offline = inReplicaOrder(np.Replicas, np.Offline)
+	if np.Leader == -1 {
+		// A leaderless partition tries an election with its new
+		// replicas, as any change does in KRaft's PartitionChangeBuilder:
+		// with unclean.leader.election.enable a live adding replica may
+		// lead.
+		np = electInto(np, live, unclean)
+	}
 	return completeReassignment(np, live, unclean)
 }
 

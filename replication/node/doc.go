@@ -51,4 +51,11 @@
 //     its committed ISR; the follower only while it is behind the
 //     leader's high watermark of its last fetch. Both count every byte
 //     of a throttled partition, in sync or not.
+//   - An ISR change is dropped (replication.Leader.ISRRejected) only when
+//     the quorum refused it at the epochs it was based on
+//     (controller.AlterPartitionOutcome): a timeout may hide an expansion
+//     that committed, and a resent forward finds the epoch its first copy
+//     bumped. Dropping such an expansion leaves in the quorum's ISR a
+//     follower the HW no longer waits for, electable without records the
+//     leader acknowledged (found by the controller's simulation).
 package node

@@ -151,18 +151,25 @@ func (n *Node) checkISRs() {
 		if l.MaybeIncrementHW(now) {
 			_ = n.eng.SetHW(pt.tp, l.HW())
 		}
-		if _, pending := l.Pending(); pending {
-			pt.mu.Unlock()
-			continue
-		}
-		c, ok := l.ShrinkProposal(now)
-		if !ok {
-			c, ok = l.ExpandProposal()
+		c, ok := l.Pending()
+		if ok {
+			// A pending change goes again only when it got no answer: one
+			// the quorum answered waits for the metadata
+			// (controller.AlterPartitionOutcome).
+			ok = pt.alterResend && pt.alterSent != l
+		} else {
+			c, ok = l.ShrinkProposal(now)
+			if !ok {
+				c, ok = l.ExpandProposal()
+			}
+			if ok {
+				if err := l.ProposalSent(c); err != nil {
+					ok = false
+				}
+			}
 		}
 		if ok {
-			if err := l.ProposalSent(c); err != nil {
-				ok = false
-			}
+			pt.alterSent, pt.alterResend = l, false
 		}
 		pt.mu.Unlock()
 		if ok {
@@ -185,13 +192,24 @@ func (n *Node) alterPartition(pt *part, l *replication.Leader, c replication.ISR
 	res, err := n.ctl.AlterPartition(ctx, controller.AlterPartitionRequest{Topic: pt.tp.Topic, Partition: pt.tp.Partition,
 		BrokerID: n.cfg.NodeID, BrokerEpoch: epoch, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR, ISREpochs: c.Epochs})
 	pt.mu.Lock()
+	if pt.alterSent == l {
+		pt.alterSent = nil
+	}
 	if pt.leader != l {
 		pt.mu.Unlock()
 		return // deposed meanwhile
 	}
 	var moved bool
 	if err != nil {
-		_ = l.ISRRejected(c)
+		// Only a refusal at the change's own partition epoch drops it: an
+		// expansion the quorum applied and the leader dropped would leave
+		// in the ISR a follower the HW no longer waits for.
+		switch controller.AlterPartitionOutcome(err) {
+		case controller.AlterRefused:
+			_ = l.ISRRejected(c)
+		case controller.AlterUnknown:
+			pt.alterResend = true
+		}
 		if n.ctx.Err() == nil {
 			n.isr.failed.Add(1)
 		}

@@ -131,6 +131,11 @@ type part struct {
 	isr            []int32
 
 	leader *replication.Leader // when this broker leads
+	// alterSent is the leader whose AlterPartition is in flight (nil:
+	// none); alterResend says its pending change got no answer and goes
+	// again at the next ISR check (controller.AlterUnknown).
+	alterSent   *replication.Leader
+	alterResend bool
 
 	// Follower side: the epoch asked about in the truncation under way,
 	// and when the stream paused the partition (0: fetching).
