@@ -47,6 +47,13 @@ var commands = []command{
 	{"cluster", "unregister", "--id N", clusterUnregister},
 	{"partition", "elect", "(--topic T[:P,...] ... | --all) [--type preferred|unclean]", partitionElect},
 	{"partition", "reassign", "(--file PLAN.json | --move-off N | --spread) [--topic T ...] [--execute] | --list | --cancel --file PLAN.json", partitionReassign},
+	{"acl", "create", "--principal User:NAME [--host H] (--topic T | --group G | --transactional-id X | --cluster) [--pattern literal|prefixed] --operation OP ... [--deny]", aclCreate},
+	{"acl", "list", "[--principal P] [--host H] [--topic T | --group G | --transactional-id X | --cluster] [--pattern any|match|literal|prefixed] [--operation OP] [--deny]", aclList},
+	{"acl", "delete", "(--principal P | --topic T | --group G | --transactional-id X | --cluster) [--host H] [--pattern ...] [--operation OP] [--deny]", aclDelete},
+	{"quota", "describe", "[--user U | --user-default] [--client-id C | --client-id-default] [--ip IP | --ip-default]", quotaDescribe},
+	{"quota", "alter", "(--user U | --user-default) [--client-id ...] [--ip ...] [--set key=value ...] [--delete key ...]", quotaAlter},
+	{"broker", "config-describe", "(--id N | --default) [--dynamic]", brokerConfigDescribe},
+	{"broker", "config-alter", "(--id N | --default) [--set key=value ...] [--delete key ...]", brokerConfigAlter},
 }
 
 // Main runs `ringlog admin` with args (the words after "admin"), writing

@@ -197,6 +197,25 @@ func TestAgainstKafka(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Quotas and dynamic broker configs (the replication throttle).
+	adminOK(t, addr, "quota", "alter", "--user", "alice", "--set", "producer_byte_rate=1048576")
+	var quotas []quotaOut
+	adminJSON(t, addr, &quotas, "quota", "describe", "--user", "alice")
+	if len(quotas) != 1 || quotas[0].Quotas["producer_byte_rate"] != 1048576 {
+		t.Fatalf("quota describe --user alice: %+v", quotas)
+	}
+	adminOK(t, addr, "broker", "config-alter", "--id", "1", "--set", "leader.replication.throttled.rate=1000000")
+	eventually(t, func() error {
+		var cfgs []brokerConfigOut
+		adminJSON(t, addr, &cfgs, "broker", "config-describe", "--id", "1", "--dynamic")
+		for _, c := range cfgs {
+			if c.Name == "leader.replication.throttled.rate" && c.Value != nil && *c.Value == "1000000" && c.Source == "DYNAMIC_BROKER_CONFIG" {
+				return nil
+			}
+		}
+		return fmt.Errorf("config-describe --id 1 --dynamic: %+v", cfgs)
+	})
 }
 
 // eventually retries check for up to 30 s.

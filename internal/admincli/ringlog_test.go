@@ -505,3 +505,102 @@ func TestClusterAndPartitionCommandsRinglog(t *testing.T) {
 		t.Fatalf("move-off the only broker: %v, want ErrPlan", err)
 	}
 }
+
+// TestSecurityCommandsRinglog: on a ringlog broker with its authorizer
+// on, acl create makes bindings that acl list finds by filter and acl
+// delete removes; quota alter sets and removes a user's quotas, which
+// quota describe shows; broker config-alter sets the replication
+// throttle as the cluster default and per broker, which config-describe
+// reports with its source, and a config that is not dynamic is refused.
+func TestSecurityCommandsRinglog(t *testing.T) {
+	cfg := testbroker.Config(t.TempDir())
+	cfg.Authorizer, cfg.SuperUsers = true, []string{"User:ANONYMOUS"}
+	b := testbroker.StartBroker(t, cfg)
+	addr := b.Addr
+
+	var created []aclOut
+	adminJSON(t, addr, &created, "acl", "create", "--principal", "User:alice", "--topic", "orders-", "--pattern", "prefixed",
+		"--operation", "write", "--operation", "describe")
+	if len(created) != 2 || created[0].Status != "created" || created[1].Status != "created" {
+		t.Fatalf("acl create: %+v", created)
+	}
+	adminOK(t, addr, "acl", "create", "--principal", "User:bob", "--group", "g1", "--operation", "read", "--deny")
+	var listed []aclOut
+	adminJSON(t, addr, &listed, "acl", "list", "--principal", "User:alice")
+	if len(listed) != 2 || listed[0].ResourceName != "orders-" || listed[0].PatternType != "PREFIXED" || listed[0].Permission != "ALLOW" {
+		t.Fatalf("acl list --principal User:alice: %+v", listed)
+	}
+	// A MATCH filter finds the prefixed binding from a topic it covers.
+	adminJSON(t, addr, &listed, "acl", "list", "--topic", "orders-eu", "--pattern", "match")
+	if len(listed) != 2 {
+		t.Fatalf("acl list --topic orders-eu --pattern match: %+v", listed)
+	}
+	out := adminOK(t, addr, "acl", "list")
+	if !strings.Contains(out, "User:bob") || !strings.Contains(out, "DENY") || !strings.Contains(out, "PRINCIPAL") {
+		t.Fatalf("acl list (table):\n%s", out)
+	}
+	var deleted []aclOut
+	adminJSON(t, addr, &deleted, "acl", "delete", "--principal", "User:alice", "--topic", "orders-", "--pattern", "prefixed", "--operation", "write")
+	if len(deleted) != 1 || deleted[0].Operation != "WRITE" || deleted[0].Status != "deleted" {
+		t.Fatalf("acl delete: %+v", deleted)
+	}
+	adminJSON(t, addr, &listed, "acl", "list", "--principal", "User:alice")
+	if len(listed) != 1 || listed[0].Operation != "DESCRIBE" {
+		t.Fatalf("after delete: %+v", listed)
+	}
+	if _, _, err := admin(t, addr, "acl", "create", "--principal", "User:alice", "--topic", "x"); !errors.Is(err, ErrUsage) {
+		t.Fatalf("acl create without --operation: %v, want a usage error", err)
+	}
+	if _, _, err := admin(t, addr, "acl", "delete"); !errors.Is(err, ErrUsage) {
+		t.Fatalf("acl delete with no filter: %v, want a usage error", err)
+	}
+
+	adminOK(t, addr, "quota", "alter", "--user", "alice", "--set", "producer_byte_rate=1048576", "--set", "request_percentage=50")
+	adminOK(t, addr, "quota", "alter", "--user-default", "--set", "consumer_byte_rate=2048")
+	var quotas []quotaOut
+	quotas = nil // decoding into old maps would merge
+	adminJSON(t, addr, &quotas, "quota", "describe", "--user", "alice")
+	if len(quotas) != 1 || quotas[0].Quotas["producer_byte_rate"] != 1048576 || quotas[0].Quotas["request_percentage"] != 50 {
+		t.Fatalf("quota describe --user alice: %+v", quotas)
+	}
+	out = adminOK(t, addr, "quota", "describe")
+	if !strings.Contains(out, "user=<default>") || !strings.Contains(out, "consumer_byte_rate") {
+		t.Fatalf("quota describe (table):\n%s", out)
+	}
+	adminOK(t, addr, "quota", "alter", "--user", "alice", "--delete", "producer_byte_rate")
+	quotas = nil // decoding into old maps would merge
+	adminJSON(t, addr, &quotas, "quota", "describe", "--user", "alice")
+	if len(quotas) != 1 || len(quotas[0].Quotas) != 1 {
+		t.Fatalf("after --delete: %+v", quotas)
+	}
+	if _, _, err := admin(t, addr, "quota", "alter", "--user", "alice", "--set", "producer_byte_rate=-1"); err == nil {
+		t.Fatal("a negative producer_byte_rate was accepted")
+	}
+
+	adminOK(t, addr, "broker", "config-alter", "--default", "--set", "leader.replication.throttled.rate=1000000")
+	var st clusterStatusOut
+	adminJSON(t, addr, &st, "cluster", "status")
+	id := fmt.Sprint(st.Brokers[0].NodeID)
+	adminOK(t, addr, "broker", "config-alter", "--id", id, "--set", "follower.replication.throttled.rate=2000000")
+	var cfgs []brokerConfigOut
+	adminJSON(t, addr, &cfgs, "broker", "config-describe", "--default", "--dynamic")
+	if len(cfgs) != 1 || cfgs[0].Name != "leader.replication.throttled.rate" || *cfgs[0].Value != "1000000" || cfgs[0].Source != "DYNAMIC_DEFAULT_BROKER_CONFIG" {
+		t.Fatalf("config-describe --default --dynamic: %+v", cfgs)
+	}
+	adminJSON(t, addr, &cfgs, "broker", "config-describe", "--id", id, "--dynamic")
+	got := map[string]string{}
+	for _, c := range cfgs {
+		got[c.Name] = *c.Value + " " + c.Source
+	}
+	if got["follower.replication.throttled.rate"] != "2000000 DYNAMIC_BROKER_CONFIG" || got["leader.replication.throttled.rate"] != "1000000 DYNAMIC_DEFAULT_BROKER_CONFIG" {
+		t.Fatalf("config-describe --id %s --dynamic: %v", id, got)
+	}
+	if _, _, err := admin(t, addr, "broker", "config-alter", "--default", "--set", "num.io.threads=4"); err == nil {
+		t.Fatal("a config that is not dynamic in ringlog was accepted")
+	}
+	adminOK(t, addr, "broker", "config-alter", "--default", "--delete", "leader.replication.throttled.rate")
+	adminJSON(t, addr, &cfgs, "broker", "config-describe", "--default", "--dynamic")
+	if len(cfgs) != 0 {
+		t.Fatalf("after --delete: %+v", cfgs)
+	}
+}
