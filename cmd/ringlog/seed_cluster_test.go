@@ -136,8 +136,18 @@ func TestSingleNodeSeedsCluster(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "seeded"); err != nil {
 		t.Fatal(err)
 	}
-	cl.Close()
 	before := produceAcked(t, []string{addr1}, "seeded", "before", 300)
+	// A group's committed offset, in __consumer_offsets.
+	commit := kadm.Offsets{}
+	commit.AddOffset("seeded", 1, 42, -1)
+	r, err := kadm.NewClient(cl).CommitOffsets(ctx, "seed-group", commit)
+	if err == nil {
+		err = r.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	cl.Close()
 	if err := p.stop(t); err != nil {
 		t.Fatalf("single node's exit: %v\n%s", err, p.out.String())
 	}
@@ -175,14 +185,19 @@ func TestSingleNodeSeedsCluster(t *testing.T) {
 	// The seed's voter is known by its controller port, not by the local
 	// quorum's in-memory address: a controller added later reaches it.
 	waitVoterEndpoint(t, addr1, 1, ctl1)
-
-	// Partition 0 moves to brokers 2 and 3, copied from node 1's log.
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer adm.Close()
 	kad := kadm.NewClient(adm)
+	if fo, err := kad.FetchOffsets(ctx, "seed-group"); err != nil || fo.Error() != nil {
+		t.Fatalf("fetch offsets: %v %v", err, fo.Error())
+	} else if o, ok := fo.Lookup("seeded", 1); !ok || o.At != 42 {
+		t.Fatalf("seed-group's offset of seeded-1 after seeding: %+v, committed 42", o)
+	}
+
+	// Partition 0 moves to brokers 2 and 3, copied from node 1's log.
 	req := kadm.AlterPartitionAssignmentsReq{}
 	req.Assign("seeded", 0, []int32{2, 3})
 	resps, err := kad.AlterPartitionAssignments(ctx, req)
