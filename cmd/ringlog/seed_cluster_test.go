@@ -246,6 +246,9 @@ func TestSingleNodeSeedsCluster(t *testing.T) {
 	exitsWith(t, "cannot join the quorum at controller.quorum.bootstrap.servers", "-node-id", "1",
 		"-listen", testkit.FreeAddr(t), "-data-dir", copyDir, "-controller-bootstrap-servers", ctl1, "-cluster-id", clusterID,
 		"-controller-listen", testkit.FreeAddr(t))
+	// A controller-only node would leave its partitions unserved.
+	exitsWith(t, "process.roles=controller would leave its partitions unserved", "-node-id", "1", "-process-roles", "controller",
+		"-data-dir", copyDir, "-controller-voters", "1@"+testkit.FreeAddr(t), "-cluster-id", clusterID)
 	// A seed naming voters beside itself: they would form an empty quorum.
 	exitsWith(t, "names voters 7 beside it", "-node-id", "1", "-listen", testkit.FreeAddr(t), "-data-dir", copyDir,
 		"-controller-voters", "1@"+testkit.FreeAddr(t)+",7@"+other, "-cluster-id", clusterID)
