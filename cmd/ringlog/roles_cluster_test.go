@@ -191,7 +191,10 @@ type ackedProducer struct {
 
 func startProducer(t *testing.T, seeds []string, topic string) *ackedProducer {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordRetries(20), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		kgo.RecordRetries(20), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		// A moved leadership is learned at the next metadata refresh,
+		// which kgo spaces 5 s apart by default.
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,18 +376,20 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	// replica (its leader, unless one moved): their records are copied
 	// there, and leadership moves with them. Broker 8 is stopped when the
 	// reassignment starts and comes back during it: the move completes.
-	kad := kadm.NewClient(adm)
 	if err := c.procs[8].stop(t); err != nil {
 		t.Fatalf("broker 8's exit: %v", err)
 	}
-	before := assignment(t, kad, "roles")
+	before, _, err := assignment(t, adm, "roles")
+	if err != nil {
+		t.Fatal(err)
+	}
 	req := kadm.AlterPartitionAssignmentsReq{}
 	want := map[int32][]int32{}
 	for part := range int32(2) {
 		want[part] = []int32{8, before[part][1]}
 		req.Assign("roles", part, want[part])
 	}
-	ares, err := kad.AlterPartitionAssignments(ctx, req)
+	ares, err := kadm.NewClient(adm).AlterPartitionAssignments(ctx, req)
 	if err == nil {
 		err = ares.Error()
 	}
@@ -392,9 +397,14 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 		t.Fatalf("reassign half of roles to broker 8: %v", err)
 	}
 	// With broker 8 away, the moves wait for it: in progress, adding it.
-	time.Sleep(500 * time.Millisecond)
-	if m := reassigning(t, adm); fmt.Sprint(m) != "map[roles-0:[8] roles-1:[8]]" {
-		t.Fatalf("reassignments in progress with broker 8 stopped: %v, want roles-0 and roles-1 adding [8]", m)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m := reassigning(t, adm)
+		if fmt.Sprint(m) == "map[roles-0:[8] roles-1:[8]]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassignments in progress with broker 8 stopped: %v, want roles-0 and roles-1 adding [8]", m)
+		}
 	}
 	c.start(8, "-process-roles", "broker", "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
 	waitAssignment(t, adm, "roles", func(a map[int32][]int32) bool {
@@ -672,46 +682,46 @@ func replicaIDs(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) []in
 	return sortedIDs(ids)
 }
 
-// assignment is topic's replicas by partition, from Metadata.
-func assignment(t *testing.T, kad *kadm.Client, topic string) map[int32][]int32 {
+// assignment is topic's replicas and ISR by partition, from a Metadata
+// request (kadm's would be kgo's cached metadata, up to 5 s old).
+func assignment(t *testing.T, adm *kgo.Client, topic string) (replicas, isr map[int32][]int32, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	td, err := kad.ListTopics(ctx, topic)
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, adm)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	if err := td[topic].Err; err != nil {
-		t.Fatalf("%s: %v", topic, err)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		return nil, nil, fmt.Errorf("metadata of %s: %+v", topic, resp.Topics)
 	}
-	out := map[int32][]int32{}
-	for part, d := range td[topic].Partitions {
-		out[part] = d.Replicas
+	replicas, isr = map[int32][]int32{}, map[int32][]int32{}
+	for _, p := range resp.Topics[0].Partitions {
+		replicas[p.Partition], isr[p.Partition] = p.Replicas, p.ISR
 	}
-	return out
+	return replicas, isr, nil
 }
 
 // waitAssignment waits until topic's assignment satisfies ok with no
-// reassignment of it left in progress, every partition's ISR its whole
-// replica list.
+// reassignment left in progress, every partition's ISR its whole replica
+// list.
 func waitAssignment(t *testing.T, adm *kgo.Client, topic string, ok func(map[int32][]int32) bool) {
-	kad := kadm.NewClient(adm)
 	t.Helper()
 	var last string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		td, err := kad.ListTopics(ctx, topic)
-		cancel()
+		a, isr, err := assignment(t, adm, topic)
 		if err != nil {
 			last = err.Error()
 			continue
 		}
 		moving := reassigning(t, adm)
-		a := map[int32][]int32{}
 		inSync := true
-		for part, d := range td[topic].Partitions {
-			a[part] = d.Replicas
-			inSync = inSync && len(d.ISR) == len(d.Replicas)
+		for part, rs := range a {
+			inSync = inSync && len(isr[part]) == len(rs)
 		}
 		last = fmt.Sprintf("assignment %v, in sync %v, reassignments %d", a, inSync, len(moving))
 		if ok(a) && inSync && len(moving) == 0 {

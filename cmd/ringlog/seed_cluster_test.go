@@ -207,20 +207,7 @@ func TestSingleNodeSeedsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reassign seeded-0 to [2 3]: %v", err)
 	}
-	var last string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		td, err := kad.ListTopics(ctx, "seeded")
-		if err == nil {
-			p0 := td["seeded"].Partitions[0]
-			last = fmt.Sprintf("replicas %v, ISR %v, leader %d", p0.Replicas, p0.ISR, p0.Leader)
-			if fmt.Sprint(sortedIDs(p0.Replicas)) == "[2 3]" && len(p0.ISR) == 2 && p0.Leader != 1 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("seeded-0 after 20 s: %s", last)
-		}
-	}
+	waitAssignment(t, adm, "seeded", func(a map[int32][]int32) bool { return fmt.Sprint(a[0]) == "[2 3]" })
 	after := produceAcked(t, c.seeds(), "seeded", "after", 300)
 	// A topic created now spreads over the three brokers.
 	if _, err := kad.CreateTopic(ctx, 3, 3, nil, "grown"); err != nil {
