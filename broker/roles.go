@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -182,6 +183,14 @@ func (c *cluster) openController() (*controller.Controller, error) {
 // startController starts a controller-only node (process.roles=controller):
 // its member of the quorum and nothing else.
 func startController(ctx context.Context, b *Broker) error {
+	// A controller never opens the engine, so meta.properties here is a
+	// broker's: its partitions would stay unserved (Kafka does not change
+	// a node's roles either).
+	if _, err := os.Stat(filepath.Join(b.cfg.DataDir, "meta.properties")); err == nil {
+		return fmt.Errorf("broker: %s holds a broker's logs (meta.properties): process.roles=controller would leave its "+
+			"partitions unserved; start it with process.roles=broker,controller (as a cluster's seed, with "+
+			"controller.quorum.voters naming it alone), or give the controller an empty directory", b.cfg.DataDir)
+	}
 	b.cl = &cluster{cfg: &b.cfg, log: b.log}
 	ctl, err := b.cl.openController()
 	if err != nil {

@@ -189,6 +189,9 @@ type Core struct {
 	found map[string]*logDir
 	// moves counts the moves between log directories under way.
 	moves sync.WaitGroup
+	// resume is the destination of each move a restart interrupted
+	// (recoverMoves), started again once the logs are open.
+	resume, resumeFrom map[TP]string
 }
 
 // Open opens (creating when absent) the data directory, starts the shards
@@ -257,6 +260,7 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	e.hwAtOpen, e.found = nil, nil
 	e.hwCkpt = startHWCheckpointer(e)
 	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load(), "offline", e.opensOffline.Load())
+	e.resumeMoves()
 	e.cleaner = startCleaner(e)
 	return e, nil
 }

@@ -47,8 +47,9 @@ import (
 // renamed into place (the -delete folder is removed like any other). With a
 // directory offline the future folder is left as it is (the current log
 // may be in the offline directory). So every crash leaves exactly one
-// complete log. A restart abandons a move (its future folder is removed);
-// the operator asks again, where Kafka resumes it.
+// complete log. A restart resumes a move, as Kafka does: the unfinished
+// copy is removed and the move starts again to the directory that held it
+// (resumeMoves), from the first segment.
 
 const futureSuffix = "-future"
 
@@ -490,6 +491,17 @@ func (e *Core) recoverMoves(found map[string]*logDir, futures map[string][]strin
 		case found[name] != nil:
 			for _, f := range paths {
 				e.log.Info("removing an unfinished move's future log", "dir", f, "log", filepath.Join(found[name].path, name))
+				if dst := filepath.Dir(f); dst != found[name].path {
+					// One move at a time per partition: two futures are
+					// a move replaced while its folder was being
+					// removed, and the newer name (a later time) wins.
+					if tp, ok := partitionOf(name); ok && (e.resume[tp] == "" || filepath.Base(f) > filepath.Base(e.resumeFrom[tp])) {
+						if e.resume == nil {
+							e.resume, e.resumeFrom = map[TP]string{}, map[TP]string{}
+						}
+						e.resume[tp], e.resumeFrom[tp] = dst, f
+					}
+				}
 				if err := os.RemoveAll(f); err != nil {
 					return err
 				}
@@ -519,6 +531,31 @@ func (e *Core) recoverMoves(found map[string]*logDir, futures map[string][]strin
 		}
 	}
 	return nil
+}
+
+// resumeMoves starts again the moves a restart interrupted (recoverMoves),
+// once the logs are open. A move that cannot start (its partition deleted
+// or offline, its destination offline) is logged and left: the log stays
+// where it is, complete.
+func (e *Core) resumeMoves() {
+	for tp, dst := range e.resume {
+		if err := e.AlterReplicaLogDir(tp, dst); err != nil {
+			e.log.Warn("a move a restart interrupted cannot start again", "topic", tp.Topic, "partition", tp.Partition, "dir", dst, "err", err)
+			continue
+		}
+		e.log.Info("resuming a move a restart interrupted", "topic", tp.Topic, "partition", tp.Partition, "dir", dst)
+	}
+	e.resume, e.resumeFrom = nil, nil
+}
+
+// partitionOf parses a partition folder's name.
+func partitionOf(name string) (TP, bool) {
+	if !isPartitionDir(name) {
+		return TP{}, false
+	}
+	i := strings.LastIndexByte(name, '-')
+	n, _ := strconv.ParseInt(name[i+1:], 10, 32)
+	return TP{Topic: name[:i], Partition: int32(n)}, true
 }
 
 // futureOf returns the partition folder name of a future folder's name.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -177,11 +178,12 @@ func sortedIDs(v []int32) []int32 {
 }
 
 // ackedProducer produces acks=all records "k-<n>" to topic until stopped,
-// keeping what was acknowledged.
+// with kgo's idempotent producer, round robin over the partitions,
+// keeping where each acknowledged record was written.
 type ackedProducer struct {
 	cl    *kgo.Client
 	mu    sync.Mutex
-	acked map[string]bool
+	acked map[string]seedRecord
 	errs  int
 	stop  chan struct{}
 	done  chan struct{}
@@ -189,11 +191,14 @@ type ackedProducer struct {
 
 func startProducer(t *testing.T, seeds []string, topic string) *ackedProducer {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordRetries(20), kgo.ProducerLinger(5*time.Millisecond))
+		kgo.RecordRetries(20), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		// A moved leadership is learned at the next metadata refresh,
+		// which kgo spaces 5 s apart by default.
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ackedProducer{cl: cl, acked: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &ackedProducer{cl: cl, acked: map[string]seedRecord{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		for n := 0; ; n++ {
@@ -211,7 +216,7 @@ func startProducer(t *testing.T, seeds []string, topic string) *ackedProducer {
 					p.errs++
 					return
 				}
-				p.acked[v] = true
+				p.acked[v] = seedRecord{r.Partition, r.Offset}
 			})
 			time.Sleep(2 * time.Millisecond)
 		}
@@ -237,8 +242,10 @@ func (p *ackedProducer) waitMore(t *testing.T, n int) {
 	}
 }
 
-// finish stops producing and checks that every acknowledged record reads
-// back from the topic.
+// finish stops producing and reads the topic back: every acknowledged
+// record is there once, at the offset it was acknowledged at, and each
+// partition holds the producer's records in the order it sent them (any
+// record, acknowledged or not, at most once: its idempotence).
 func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 	t.Helper()
 	close(p.stop)
@@ -252,6 +259,7 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 	}
 	defer cl.Close()
 	seen := map[string]bool{}
+	lastN := map[int32]int{}
 	missing := len(acked)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -262,7 +270,18 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)
-			if acked[v] && !seen[v] {
+			n, err := strconv.Atoi(strings.TrimPrefix(v, "k-"))
+			if err != nil {
+				t.Fatalf("record %q at %d/%d", v, r.Partition, r.Offset)
+			}
+			if last, ok := lastN[r.Partition]; ok && n <= last {
+				t.Fatalf("partition %d: %s at offset %d after k-%d (out of order, or twice)", r.Partition, v, r.Offset, last)
+			}
+			lastN[r.Partition] = n
+			if w, ok := acked[v]; ok {
+				if w.partition != r.Partition || w.offset != r.Offset {
+					t.Fatalf("%s at %d/%d, acknowledged at %d/%d", v, r.Partition, r.Offset, w.partition, w.offset)
+				}
 				seen[v] = true
 				missing--
 			}
@@ -271,20 +290,24 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 	if missing > 0 {
 		t.Fatalf("%d of %d acknowledged records not read back", missing, len(acked))
 	}
-	t.Logf("%d acknowledged records read back (%d produce errors)", len(acked), p.errs)
+	t.Logf("%d acknowledged records read back once, in order (%d produce errors)", len(acked), p.errs)
 }
 
-// TestRolesControllersAndBrokers: three controller-only nodes (the
-// quorum's voters, no Kafka listener) and two broker-only nodes (raft
-// non-voters, given the voter list); a producer with acks=all on a topic
-// replicated on both brokers keeps going while a third broker joins
-// knowing the quorum only by controller.quorum.bootstrap.servers;
-// DescribeQuorum, asked of a broker, names the controllers as voters and
-// the brokers as observers, each with its log end offset near the high
-// watermark; the third broker stops and is unregistered; the second
-// restarts (on another controller port, found by the leader); a controller is
-// replaced (AddRaftVoter, RemoveRaftVoter) while the producer runs; every
-// acknowledged record reads back.
+// TestRolesControllersAndBrokers is issue 14's elastic cluster in one
+// scenario: three controller-only nodes (the quorum's voters, no Kafka
+// listener) and three broker-only nodes (raft non-voters, given the voter
+// list); an idempotent acks=all producer runs through all of it on a
+// topic of four partitions replicated twice. A fourth broker joins knowing
+// the quorum only by controller.quorum.bootstrap.servers; DescribeQuorum,
+// asked of a broker, names the controllers as voters and the brokers as
+// observers, each with its log end offset near the high watermark; half
+// the partitions are reassigned to the new broker, which is stopped
+// before and started during the move (the move completes); broker 6 is
+// drained (`partition reassign --move-off`), stopped and unregistered;
+// broker 5 restarts (on another controller port, found by the leader); a
+// controller is replaced (AddRaftVoter, RemoveRaftVoter). Every
+// acknowledged record reads back once, in order, where it was
+// acknowledged.
 func TestRolesControllersAndBrokers(t *testing.T) {
 	c := newRolesCluster(t, 3, "broker.heartbeat.interval.ms=300\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2\n")
 	for _, id := range []int{1, 2, 3} {
@@ -294,7 +317,8 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	}
 	c.startBroker(4, "-controller-voters", c.voters)
 	c.startBroker(5, "-controller-voters", c.voters)
-	waitBrokerIDs(t, c.addrs[4], 4, 5)
+	c.startBroker(6, "-controller-voters", c.voters)
+	waitBrokerIDs(t, c.addrs[4], 4, 5, 6)
 
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	if err != nil {
@@ -305,7 +329,7 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 	defer cancel()
 	create := kmsg.NewPtrCreateTopicsRequest()
 	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "roles", 2, 2
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "roles", 4, 2
 	create.Topics = append(create.Topics, ct)
 	create.TimeoutMillis = 10000
 	resp, err := create.RequestWith(ctx, adm)
@@ -319,22 +343,22 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 		active += c.metric(id, "kafka_controller_kafkacontroller_activecontrollercount")
 		partitions += c.metric(id, "kafka_controller_kafkacontroller_globalpartitioncount")
 	}
-	if active != 1 || partitions != 2 {
-		t.Fatalf("the controllers' metrics: %v active, %v partitions; want 1 and 2", active, partitions)
+	if active != 1 || partitions != 4 {
+		t.Fatalf("the controllers' metrics: %v active, %v partitions; want 1 and 4", active, partitions)
 	}
 	seeds := []string{c.addrs[4], c.addrs[5]}
 	p := startProducer(t, seeds, "roles")
 	p.waitMore(t, 200)
 
 	bootstrap := c.ctlAddrs[2] + "," + c.ctlAddrs[3]
-	c.startBroker(6, "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
-	waitBrokerIDs(t, c.addrs[6], 4, 5, 6)
+	c.startBroker(8, "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
+	waitBrokerIDs(t, c.addrs[8], 4, 5, 6, 8)
 	p.waitMore(t, 200)
 
 	// DescribeQuorum, asked of a broker: the three controllers vote, the
-	// three brokers observe, each with a recent report near the HW.
+	// four brokers observe, each with a recent report near the HW.
 	q := waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
-		return fmt.Sprint(replicaIDs(p.CurrentVoters)) == "[1 2 3]" && fmt.Sprint(replicaIDs(p.Observers)) == "[4 5 6]"
+		return fmt.Sprint(replicaIDs(p.CurrentVoters)) == "[1 2 3]" && fmt.Sprint(replicaIDs(p.Observers)) == "[4 5 6 8]"
 	})
 	if q.LeaderID < 1 || q.LeaderID > 3 || q.LeaderEpoch < 1 || q.HighWatermark <= 0 {
 		t.Fatalf("DescribeQuorum: leader %d, epoch %d, high watermark %d", q.LeaderID, q.LeaderEpoch, q.HighWatermark)
@@ -348,9 +372,60 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 		}
 	}
 
-	// Broker 6 stops for good and is unregistered: it leaves the quorum's
-	// observers, and a second UnregisterBroker finds it gone. A broker
-	// that is still a replica is refused, an unknown one too.
+	// Half the partitions move to broker 8, each in place of its first
+	// replica (its leader, unless one moved): their records are copied
+	// there, and leadership moves with them. Broker 8 is stopped when the
+	// reassignment starts and comes back during it: the move completes.
+	if err := c.procs[8].stop(t); err != nil {
+		t.Fatalf("broker 8's exit: %v", err)
+	}
+	before, _, err := assignment(t, adm, "roles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kadm.AlterPartitionAssignmentsReq{}
+	want := map[int32][]int32{}
+	for part := range int32(2) {
+		want[part] = []int32{8, before[part][1]}
+		req.Assign("roles", part, want[part])
+	}
+	ares, err := kadm.NewClient(adm).AlterPartitionAssignments(ctx, req)
+	if err == nil {
+		err = ares.Error()
+	}
+	if err != nil {
+		t.Fatalf("reassign half of roles to broker 8: %v", err)
+	}
+	// With broker 8 away, the moves wait for it: in progress, adding it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m := reassigning(t, adm)
+		if fmt.Sprint(m) == "map[roles-0:[8] roles-1:[8]]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassignments in progress with broker 8 stopped: %v, want roles-0 and roles-1 adding [8]", m)
+		}
+	}
+	c.start(8, "-process-roles", "broker", "-controller-bootstrap-servers", bootstrap, "-cluster-id", c.clusterID)
+	waitAssignment(t, adm, "roles", func(a map[int32][]int32) bool {
+		return fmt.Sprint(a[0]) == fmt.Sprint(want[0]) && fmt.Sprint(a[1]) == fmt.Sprint(want[1])
+	})
+	p.waitMore(t, 200)
+
+	// Broker 6 is drained (every replica it holds moves to a broker that
+	// lacks the partition), stopped, and unregistered: it leaves the
+	// quorum's observers, and a second UnregisterBroker finds it gone. A
+	// broker that is still a replica is refused, an unknown one too.
+	c.admin("partition", "reassign", "--move-off", "6", "--execute")
+	waitAssignment(t, adm, "roles", func(a map[int32][]int32) bool {
+		for _, rs := range a {
+			if slices.Contains(rs, 6) {
+				return false
+			}
+		}
+		return true
+	})
+	p.waitMore(t, 200)
 	if err := c.procs[6].stop(t); err != nil {
 		t.Fatalf("broker 6's exit: %v", err)
 	}
@@ -367,8 +442,9 @@ func TestRolesControllersAndBrokers(t *testing.T) {
 		t.Fatalf("UnregisterBroker 6 again: error %d (%s), want BROKER_ID_NOT_REGISTERED", code, msg)
 	}
 	waitQuorum(t, adm, func(p *kmsg.DescribeQuorumResponseTopicPartition) bool {
-		return fmt.Sprint(replicaIDs(p.Observers)) == "[4 5]"
+		return fmt.Sprint(replicaIDs(p.Observers)) == "[4 5 8]"
 	})
+	waitBrokerIDs(t, c.addrs[4], 4, 5, 8)
 
 	// Broker 5 restarts: its controller port is a new free one, which it
 	// announces; the leader moves its non-voter membership there, it
@@ -604,4 +680,76 @@ func replicaIDs(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) []in
 		ids = append(ids, r.ReplicaID)
 	}
 	return sortedIDs(ids)
+}
+
+// assignment is topic's replicas and ISR by partition, from a Metadata
+// request (kadm's would be kgo's cached metadata, up to 5 s old).
+func assignment(t *testing.T, adm *kgo.Client, topic string) (replicas, isr map[int32][]int32, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, adm)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		return nil, nil, fmt.Errorf("metadata of %s: %+v", topic, resp.Topics)
+	}
+	replicas, isr = map[int32][]int32{}, map[int32][]int32{}
+	for _, p := range resp.Topics[0].Partitions {
+		replicas[p.Partition], isr[p.Partition] = p.Replicas, p.ISR
+	}
+	return replicas, isr, nil
+}
+
+// waitAssignment waits until topic's assignment satisfies ok with no
+// reassignment left in progress, every partition's ISR its whole replica
+// list.
+func waitAssignment(t *testing.T, adm *kgo.Client, topic string, ok func(map[int32][]int32) bool) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		a, isr, err := assignment(t, adm, topic)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		moving := reassigning(t, adm)
+		inSync := true
+		for part, rs := range a {
+			inSync = inSync && len(isr[part]) == len(rs)
+		}
+		last = fmt.Sprintf("assignment %v, in sync %v, reassignments %d", a, inSync, len(moving))
+		if ok(a) && inSync && len(moving) == 0 {
+			return
+		}
+	}
+	t.Fatalf("%s after 20 s: %s", topic, last)
+}
+
+// reassigning lists the reassignments in progress (every topic's:
+// ListPartitionReassignments with null topics) as "topic-partition" to
+// the replicas being added.
+func reassigning(t *testing.T, adm *kgo.Client) map[string][]int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, adm)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("ListPartitionReassignments: %v", err)
+	}
+	out := map[string][]int32{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			out[fmt.Sprintf("%s-%d", rt.Topic, rp.Partition)] = sortedIDs(rp.AddingReplicas)
+		}
+	}
+	return out
 }

@@ -205,6 +205,20 @@ func (c *Controller) open() (err error) {
 		return fmt.Errorf("controller: raft state: %w", err)
 	}
 	c.fresh = !has
+	if has {
+		conf, err := storedConfiguration(logs, snaps)
+		if err != nil {
+			return err
+		}
+		seed, err := cfg.checkStoredQuorum(conf)
+		if err != nil {
+			return err
+		}
+		if seed {
+			c.log.Info("controller: seeding a cluster with this node's single-node quorum: its topics, offsets and configs are the cluster's",
+				"node_id", cfg.NodeID, "addr", addr, "cluster_id", cfg.ClusterID)
+		}
+	}
 	// Only a static voter bootstraps: any other node (a broker-only node,
 	// a controller to be added) starts with no configuration, never
 	// campaigns, and waits for the leader, which adds it when it

@@ -178,4 +178,11 @@
 //   - A node's controller address is announced in each quorum heartbeat,
 //     so a broker-only node may listen on a new free port at every start:
 //     the leader moves its membership to where it is (quorum.go).
+//   - A directory with raft state rejoins the configuration it stored,
+//     whatever Voters says: a local quorum's directory opens networked only
+//     as the seed (its own id the one voter in Voters, not a non-voter),
+//     and its voter's address stays the in-memory one until the seed leads
+//     and moves it; every other mismatch between the stored configuration
+//     and the start is refused (bootstrap.go), because each ends with one
+//     quorum's log replacing another's.
 package controller

@@ -404,6 +404,12 @@ func (c *Controller) quorumHeartbeat(ctx context.Context, id int32, addr, cluste
 	case servers[i].Suffrage == raft.Nonvoter:
 		c.log.Info("controller: a non-voter moved", "node", id, "from", servers[i].Address, "to", addr)
 		f = c.raft.AddNonvoter(serverID(id), raft.ServerAddress(addr), 0, timeout)
+	case id == c.cfg.NodeID && servers[i].Address == localAddr:
+		// A cluster's seed (bootstrap.go), leading: its voter's address
+		// is still the local quorum's, which no other node could reach
+		// once it leads or votes. AddVoter of a voter moves its address.
+		c.log.Info("controller: the seed's voter takes its controller address", "node", id, "addr", addr)
+		f = c.raft.AddVoter(serverID(id), raft.ServerAddress(addr), 0, timeout)
 	default:
 		// A voter's address comes from its configuration: a voter whose
 		// port moved is removed and added again by an operator.
