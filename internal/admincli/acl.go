@@ -113,10 +113,8 @@ func aclCreate(c *cli, args []string) error {
 	fs := c.flags()
 	var a aclFlags
 	a.register(fs, "literal")
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: acl create takes flags only (%q)", ErrUsage, pos)
 	}
 	rt, name, err := a.resource()
 	if err != nil {
@@ -175,18 +173,12 @@ func aclCreate(c *cli, args []string) error {
 		}
 		out = append(out, o)
 	}
-	if c.json {
-		if err := c.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		rows := make([][]string, len(out))
-		for i, o := range out {
-			rows[i] = append(o.row(), o.Status)
-		}
-		if err := c.table(append(append([]string{}, aclHeader...), "STATUS"), rows); err != nil {
-			return err
-		}
+	rows := make([][]string, len(out))
+	for i, o := range out {
+		rows[i] = append(o.row(), o.Status)
+	}
+	if err := c.show(out, append(append([]string{}, aclHeader...), "STATUS"), rows); err != nil {
+		return err
 	}
 	return fails.err()
 }
@@ -231,10 +223,8 @@ func aclList(c *cli, args []string) error {
 	fs := c.flags()
 	var a aclFlags
 	a.register(fs, "any")
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: acl list takes flags only (%q)", ErrUsage, pos)
 	}
 	req := kmsg.NewPtrDescribeACLsRequest()
 	var err error
@@ -262,24 +252,19 @@ func aclList(c *cli, args []string) error {
 		}
 	}
 	sortACLs(out)
-	if c.json {
-		return c.printJSON(out)
-	}
 	rows := make([][]string, len(out))
 	for i, o := range out {
 		rows[i] = o.row()
 	}
-	return c.table(aclHeader, rows)
+	return c.show(out, aclHeader, rows)
 }
 
 func aclDelete(c *cli, args []string) error {
 	fs := c.flags()
 	var a aclFlags
 	a.register(fs, "literal")
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: acl delete takes flags only (%q)", ErrUsage, pos)
 	}
 	f := kmsg.NewDeleteACLsRequestFilter()
 	var err error
@@ -322,18 +307,12 @@ func aclDelete(c *cli, args []string) error {
 		}
 	}
 	sortACLs(out)
-	if c.json {
-		if err := c.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		rows := make([][]string, len(out))
-		for i, o := range out {
-			rows[i] = append(o.row(), o.Status)
-		}
-		if err := c.table(append(append([]string{}, aclHeader...), "STATUS"), rows); err != nil {
-			return err
-		}
+	rows := make([][]string, len(out))
+	for i, o := range out {
+		rows[i] = append(o.row(), o.Status)
+	}
+	if err := c.show(out, append(append([]string{}, aclHeader...), "STATUS"), rows); err != nil {
+		return err
 	}
 	return fails.err()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrUsage is returned, wrapped, for a command line that names no known
@@ -186,6 +187,44 @@ func (c *cli) printJSON(v any) error {
 	enc := json.NewEncoder(c.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// show prints v as JSON with --json, else rows under header as a table.
+func (c *cli) show(v any, header []string, rows [][]string) error {
+	if c.json {
+		return c.printJSON(v)
+	}
+	return c.table(header, rows)
+}
+
+// flagsOnly parses args with fs for a command that takes no positional
+// argument.
+func (c *cli) flagsOnly(fs *flag.FlagSet, args []string) error {
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: %s takes flags only (%q)", ErrUsage, strings.TrimPrefix(c.name, "ringlog admin "), pos)
+	}
+	return nil
+}
+
+// configAlters turns --set key=value and --delete key into incremental
+// config changes.
+func configAlters(set, del []string) ([]kadm.AlterConfig, error) {
+	var alters []kadm.AlterConfig
+	for _, kv := range set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: --set %q is not key=value", ErrUsage, kv)
+		}
+		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kmsg.StringPtr(v)})
+	}
+	for _, k := range del {
+		alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+	}
+	return alters, nil
 }
 
 // table writes rows under header, aligned.

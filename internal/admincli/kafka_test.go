@@ -200,11 +200,14 @@ func TestAgainstKafka(t *testing.T) {
 
 	// Quotas and dynamic broker configs (the replication throttle).
 	adminOK(t, addr, "quota", "alter", "--user", "alice", "--set", "producer_byte_rate=1048576")
-	var quotas []quotaOut
-	adminJSON(t, addr, &quotas, "quota", "describe", "--user", "alice")
-	if len(quotas) != 1 || quotas[0].Quotas["producer_byte_rate"] != 1048576 {
-		t.Fatalf("quota describe --user alice: %+v", quotas)
-	}
+	eventually(t, func() error { // Kafka's brokers apply the change after answering
+		var quotas []quotaOut
+		adminJSON(t, addr, &quotas, "quota", "describe", "--user", "alice")
+		if len(quotas) != 1 || quotas[0].Quotas["producer_byte_rate"] != 1048576 {
+			return fmt.Errorf("quota describe --user alice: %+v", quotas)
+		}
+		return nil
+	})
 	adminOK(t, addr, "broker", "config-alter", "--id", "1", "--set", "leader.replication.throttled.rate=1000000")
 	eventually(t, func() error {
 		var cfgs []brokerConfigOut

@@ -80,10 +80,8 @@ func quotaDescribe(c *cli, args []string) error {
 	fs := c.flags()
 	var e entityFlags
 	e.register(fs)
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: quota describe takes flags only (%q)", ErrUsage, pos)
 	}
 	ent, err := e.components()
 	if err != nil {
@@ -115,9 +113,6 @@ func quotaDescribe(c *cli, args []string) error {
 		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool { return entityString(out[i].Entity) < entityString(out[j].Entity) })
-	if c.json {
-		return c.printJSON(out)
-	}
 	var rows [][]string
 	for _, o := range out {
 		keys := make([]string, 0, len(o.Quotas))
@@ -129,7 +124,7 @@ func quotaDescribe(c *cli, args []string) error {
 			rows = append(rows, []string{entityString(o.Entity), k, strconv.FormatFloat(o.Quotas[k], 'f', -1, 64)})
 		}
 	}
-	return c.table([]string{"ENTITY", "QUOTA", "VALUE"}, rows)
+	return c.show(out, []string{"ENTITY", "QUOTA", "VALUE"}, rows)
 }
 
 // entityString is user=alice,client-id=<default> in Kafka's order.
@@ -156,10 +151,8 @@ func quotaAlter(c *cli, args []string) error {
 	var set, del multiFlag
 	fs.Var(&set, "set", "a quota to set, key=value: producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, connection_creation_rate (repeatable)")
 	fs.Var(&del, "delete", "a quota to remove (repeatable)")
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: quota alter takes flags only (%q)", ErrUsage, pos)
 	}
 	ent, err := e.components()
 	if err != nil {
@@ -202,18 +195,12 @@ func quotaAlter(c *cli, args []string) error {
 		}
 		out = append(out, o)
 	}
-	if c.json {
-		if err := c.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		rows := make([][]string, len(out))
-		for i, o := range out {
-			rows[i] = []string{entityString(o.Entity), o.Status, o.Message}
-		}
-		if err := c.table([]string{"ENTITY", "STATUS", "MESSAGE"}, rows); err != nil {
-			return err
-		}
+	rows := make([][]string, len(out))
+	for i, o := range out {
+		rows[i] = []string{entityString(o.Entity), o.Status, o.Message}
+	}
+	if err := c.show(out, []string{"ENTITY", "STATUS", "MESSAGE"}, rows); err != nil {
+		return err
 	}
 	return fails.err()
 }
@@ -247,10 +234,8 @@ func brokerConfigDescribe(c *cli, args []string) error {
 	fs := c.flags()
 	id, def := brokerTarget(fs)
 	dynamic := fs.Bool("dynamic", false, "only the configs set dynamically (per broker or cluster default)")
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: broker config describe takes flags only (%q)", ErrUsage, pos)
 	}
 	ids, err := brokerIDs(*id, *def)
 	if err != nil {
@@ -279,9 +264,6 @@ func brokerConfigDescribe(c *cli, args []string) error {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	if c.json {
-		return c.printJSON(out)
-	}
 	rows := make([][]string, len(out))
 	for i, o := range out {
 		v := "(sensitive)"
@@ -290,7 +272,7 @@ func brokerConfigDescribe(c *cli, args []string) error {
 		}
 		rows[i] = []string{o.Name, v, o.Source}
 	}
-	return c.table([]string{"NAME", "VALUE", "SOURCE"}, rows)
+	return c.show(out, []string{"NAME", "VALUE", "SOURCE"}, rows)
 }
 
 func brokerConfigAlter(c *cli, args []string) error {
@@ -299,10 +281,8 @@ func brokerConfigAlter(c *cli, args []string) error {
 	var set, del multiFlag
 	fs.Var(&set, "set", "a dynamic config to set, key=value, such as leader.replication.throttled.rate=10485760 (repeatable)")
 	fs.Var(&del, "delete", "a dynamic config to remove (repeatable)")
-	if pos, err := c.parse(fs, args); err != nil {
+	if err := c.flagsOnly(fs, args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("%w: broker config alter takes flags only (%q)", ErrUsage, pos)
 	}
 	ids, err := brokerIDs(*id, *def)
 	if err != nil {
@@ -311,16 +291,9 @@ func brokerConfigAlter(c *cli, args []string) error {
 	if len(set) == 0 && len(del) == 0 {
 		return fmt.Errorf("%w: nothing to alter: give --set or --delete", ErrUsage)
 	}
-	var alters []kadm.AlterConfig
-	for _, kv := range set {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("%w: --set %q is not key=value", ErrUsage, kv)
-		}
-		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kmsg.StringPtr(v)})
-	}
-	for _, k := range del {
-		alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+	alters, err := configAlters(set, del)
+	if err != nil {
+		return err
 	}
 	if err := c.connect(); err != nil {
 		return err
@@ -351,18 +324,12 @@ func brokerConfigAlter(c *cli, args []string) error {
 		}
 		out = append(out, o)
 	}
-	if c.json {
-		if err := c.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		rows := make([][]string, len(out))
-		for i, o := range out {
-			rows[i] = []string{o.Broker, o.Status, o.Message}
-		}
-		if err := c.table([]string{"BROKER", "STATUS", "MESSAGE"}, rows); err != nil {
-			return err
-		}
+	rows := make([][]string, len(out))
+	for i, o := range out {
+		rows[i] = []string{o.Broker, o.Status, o.Message}
+	}
+	if err := c.show(out, []string{"BROKER", "STATUS", "MESSAGE"}, rows); err != nil {
+		return err
 	}
 	return fails.err()
 }

@@ -320,16 +320,9 @@ func topicAlter(c *cli, args []string) error {
 	if len(set) == 0 && len(del) == 0 && *partitions == 0 {
 		return fmt.Errorf("%w: nothing to alter: give --set, --delete or --partitions", ErrUsage)
 	}
-	var alters []kadm.AlterConfig
-	for _, kv := range set {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("%w: --set %q is not key=value", ErrUsage, kv)
-		}
-		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kmsg.StringPtr(v)})
-	}
-	for _, k := range del {
-		alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+	alters, err := configAlters(set, del)
+	if err != nil {
+		return err
 	}
 	if err := c.connect(); err != nil {
 		return err
