@@ -68,14 +68,17 @@ func TestFetchFramingTaggedFields(t *testing.T) {
 
 // TestAdminBrokerSynonymsCoverEngine fails when the engine learns a topic
 // config that DescribeConfigs cannot name on the broker.
+// The replication throttles' topic configs have no broker config behind
+// them in Kafka (ServerTopicConfigSynonyms leaves them out).
 func TestAdminBrokerSynonymsCoverEngine(t *testing.T) {
+	noSynonym := map[string]bool{"leader.replication.throttled.replicas": true, "follower.replication.throttled.replicas": true}
 	for _, n := range engine.ConfigNames() {
-		if _, ok := brokerSynonym[n]; !ok {
+		if _, ok := brokerSynonym[n]; !ok && !noSynonym[n] {
 			t.Errorf("topic config %s has no broker synonym in configs.go", n)
 		}
 	}
-	if len(brokerSynonym) != len(engine.ConfigNames()) {
-		t.Errorf("%d synonyms for %d configs", len(brokerSynonym), len(engine.ConfigNames()))
+	if len(brokerSynonym)+len(noSynonym) != len(engine.ConfigNames()) {
+		t.Errorf("%d synonyms and %d without for %d configs", len(brokerSynonym), len(noSynonym), len(engine.ConfigNames()))
 	}
 }
 

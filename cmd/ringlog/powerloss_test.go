@@ -105,6 +105,22 @@ func (r *powerRun) powerLoss(p *proc, mode powerfs.Mode) {
 	r.readRecoveryPoints()
 }
 
+// leaderNotAvailable reports whether err is LEADER_NOT_AVAILABLE, alone
+// or from every broker kadm sent the request to (a *kadm.ShardErrors,
+// which errors.Is does not look into).
+func leaderNotAvailable(err error) bool {
+	var se *kadm.ShardErrors
+	if !errors.As(err, &se) {
+		return errors.Is(err, kerr.LeaderNotAvailable)
+	}
+	for _, e := range se.Errs {
+		if !errors.Is(e.Err, kerr.LeaderNotAvailable) {
+			return false
+		}
+	}
+	return len(se.Errs) > 0
+}
+
 // readRecoveryPoints reads each partition's recovery point from the
 // log-checkpoint the power loss left: the broker wrote it after syncing
 // every segment below it, so no record below it may be lost.
@@ -237,7 +253,7 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 				break
 			}
 		}
-		if !errors.Is(err, kerr.LeaderNotAvailable) || ctx.Err() != nil {
+		if !leaderNotAvailable(err) || ctx.Err() != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
