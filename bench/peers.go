@@ -294,7 +294,7 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-const peerStartTimeout = 30 * time.Second
+const peerStartTimeout = 60 * time.Second
 
 // start launches the peer's process. ringlog runs from the benchmarked
 // binary with its own flags; kfake and NATS run in this executable

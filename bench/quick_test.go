@@ -127,11 +127,13 @@ func TestQuickReport(t *testing.T) {
 	if err := os.WriteFile(readme, []byte("# x\n\nintro\n\n## Layout\n\nfolders\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The suite's own limit is under 4 min with the Kafka and SASL_SSL
-	// peers (-quick).
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The suite's own -quick limit is about 4 min with every peer, which
+	// a loaded machine (the suite's other packages beside this test, on
+	// two cores) overran: the test gives it 6, and checks the report,
+	// not how long it took.
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-out", out, "-dir", filepath.Join(dir, "data"), "-readme", readme)
+	cmd := exec.CommandContext(ctx, bin, "bench", "-quick", "-timeout", "6m", "-out", out, "-dir", filepath.Join(dir, "data"), "-readme", readme)
 	cmd.WaitDelay = 10 * time.Second
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
