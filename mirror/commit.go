@@ -73,12 +73,25 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 	if err := firstErr(&mu, &perr); err != nil {
 		return w.abort(prod, fmt.Errorf("produce to the target: %w", err))
 	}
+	if w.pending == nil {
+		w.pending = map[tp]OffsetSync{}
+	}
 	for k, out := range last {
-		if w.f.EmitOffsetSyncs {
-			s := OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
-			prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
+		w.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
+	}
+	// With exactly once the offsets go in every transaction. Without, they
+	// are flushed every offset.flush.interval.ms, as Kafka Connect flushes
+	// a source task's offsets: a crash mirrors again what was produced
+	// since the last flush.
+	if w.f.ExactlyOnce || time.Since(w.lastOffsetFlush) >= w.f.OffsetFlushInterval {
+		for k, s := range w.pending {
+			if w.f.EmitOffsetSyncs {
+				prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
+			}
+			prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetsTopic(), Key: OffsetKey(w.f.SourceAlias, k.topic, k.partition), Value: OffsetValue(s.Upstream)}, done)
 		}
-		prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetsTopic(), Key: OffsetKey(w.f.SourceAlias, k.topic, k.partition), Value: OffsetValue(up[k])}, done)
+		clear(w.pending)
+		w.lastOffsetFlush = time.Now()
 	}
 	if err := prod.Flush(ctx); err != nil {
 		return w.abort(prod, fmt.Errorf("flush offsets: %w", err))

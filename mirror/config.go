@@ -29,14 +29,17 @@ type Flow struct {
 	// offsets in one transaction on the target; off, the target gets an
 	// idempotent producer and the offsets after the records (at least
 	// once: a crash between the two mirrors records again).
-	ExactlyOnce       bool
-	RefreshInterval   time.Duration // refresh.topics.interval.seconds
-	HeartbeatInterval time.Duration // emit.heartbeats.interval.seconds; 0: off
-	EmitOffsetSyncs   bool          // emit.offset-syncs.enabled
-	SyncTopicConfigs  bool          // sync.topic.configs.enabled
-	ConfigExclude     patternList   // config.properties.exclude
-	ReplicationFactor int16         // replication.factor of created topics; -1: the target's default
-	TransactionalID   string
+	ExactlyOnce bool
+	// OffsetFlushInterval is how often the source offsets are written
+	// without exactly once (Connect's offset.flush.interval.ms).
+	OffsetFlushInterval time.Duration
+	RefreshInterval     time.Duration // refresh.topics.interval.seconds
+	HeartbeatInterval   time.Duration // emit.heartbeats.interval.seconds; 0: off
+	EmitOffsetSyncs     bool          // emit.offset-syncs.enabled
+	SyncTopicConfigs    bool          // sync.topic.configs.enabled
+	ConfigExclude       patternList   // config.properties.exclude
+	ReplicationFactor   int16         // replication.factor of created topics; -1: the target's default
+	TransactionalID     string
 }
 
 // Name is the flow's name, MM2's "A->B".
@@ -217,6 +220,11 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	default:
 		return nil, fmt.Errorf("mirror: %s.exactly.once.source.support = %q: want enabled or disabled", name, v)
 	}
+	ms, err := strconv.ParseInt(p.get(name, "offset.flush.interval.ms", "10000"), 10, 64)
+	if err != nil || ms < 0 {
+		return nil, fmt.Errorf("mirror: %s.offset.flush.interval.ms: want milliseconds", name)
+	}
+	f.OffsetFlushInterval = time.Duration(ms) * time.Millisecond
 	rf, err := strconv.ParseInt(p.get(name, "replication.factor", "-1"), 10, 16)
 	if err != nil || rf == 0 || rf < -1 {
 		return nil, fmt.Errorf("mirror: %s.replication.factor: want -1 or a positive count", name)

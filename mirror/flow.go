@@ -64,6 +64,11 @@ type worker struct {
 	next           map[string]map[int32]int64 // source topic -> partition -> next offset to mirror
 	lag            map[string]map[int32]int64
 	lastHeartbeat  time.Time
+	// pending are the offset syncs (and so the source offsets) mirrored
+	// but not yet written, lastOffsetFlush when they last were: only
+	// without exactly once do they wait (offset.flush.interval.ms).
+	pending         map[tp]OffsetSync
+	lastOffsetFlush time.Time
 }
 
 func (w *worker) loop(ctx context.Context) {
@@ -142,7 +147,8 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.next, w.lag = map[string]map[int32]int64{}, map[string]map[int32]int64{}
+	w.next, w.lag, w.pending = map[string]map[int32]int64{}, map[string]map[int32]int64{}, nil
+	w.lastOffsetFlush = time.Now()
 	start := map[string]map[int32]kgo.Offset{}
 	for t, n := range src {
 		start[t], w.next[t], w.lag[t] = map[int32]kgo.Offset{}, map[int32]int64{}, map[int32]int64{}
