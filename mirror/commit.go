@@ -38,8 +38,13 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 		bytes int64
 		last  = map[tp]*kgo.Record{} // per source partition, its last record's copy on the target
 		up    = map[tp]int64{}       // and that record's source offset
-		mu    sync.Mutex
-		done  = func(_ *kgo.Record, err error) {
+		// The first record of each partition too: a sync at each end of
+		// the transaction's range lets a group's offset inside it
+		// translate to at most the range's length before it.
+		first   = map[tp]*kgo.Record{}
+		firstUp = map[tp]int64{}
+		mu      sync.Mutex
+		done    = func(_ *kgo.Record, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && perr == nil {
@@ -58,6 +63,9 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 		}
 		bytes += int64(len(r.Key) + len(r.Value))
 		k := tp{r.Topic, r.Partition}
+		if _, ok := last[k]; !ok {
+			first[k], firstUp[k] = out, r.Offset
+		}
 		last[k], up[k] = out, r.Offset
 		prod.Produce(ctx, out, done)
 	}
@@ -83,6 +91,14 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 	// are flushed every offset.flush.interval.ms, as Kafka Connect flushes
 	// a source task's offsets: a crash mirrors again what was produced
 	// since the last flush.
+	if w.f.ExactlyOnce && w.f.EmitOffsetSyncs {
+		for k, out := range first {
+			if out != last[k] {
+				s := OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: firstUp[k], Downstream: out.Offset}
+				prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
+			}
+		}
+	}
 	if w.f.ExactlyOnce || time.Since(w.lastOffsetFlush) >= w.f.OffsetFlushInterval {
 		for k, s := range w.pending {
 			if w.f.EmitOffsetSyncs {

@@ -39,7 +39,15 @@ type Flow struct {
 	SyncTopicConfigs    bool          // sync.topic.configs.enabled
 	ConfigExclude       patternList   // config.properties.exclude
 	ReplicationFactor   int16         // replication.factor of created topics; -1: the target's default
-	TransactionalID     string
+	// Checkpoints: the selected groups' offsets translated every
+	// CheckpointInterval into <source>.checkpoints.internal on the target
+	// (emit.checkpoints.enabled), and committed there for the same group
+	// with SyncGroupOffsets (sync.group.offsets.enabled).
+	EmitCheckpoints       bool
+	SyncGroupOffsets      bool
+	CheckpointInterval    time.Duration // emit.checkpoints.interval.seconds (and the group offsets' sync)
+	Groups, GroupsExclude patternList
+	TransactionalID       string
 }
 
 // Name is the flow's name, MM2's "A->B".
@@ -109,9 +117,6 @@ func LoadProperties(m map[string]string) ([]*Flow, error) {
 	if len(aliases) < 2 {
 		return nil, fmt.Errorf("mirror: clusters = %q: name at least two", p["clusters"])
 	}
-	if v := p["sync.group.offsets.enabled"]; v == "true" {
-		return nil, fmt.Errorf("mirror: sync.group.offsets.enabled: consumer-group offset sync (checkpoints) is not built yet")
-	}
 	var flows []*Flow
 	for _, src := range aliases {
 		for _, dst := range aliases {
@@ -166,12 +171,10 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	if f.ConfigExclude, err = compileList(p.get(name, "config.properties.exclude", defaultConfigExclude)); err != nil {
 		return nil, err
 	}
-	// groups and groups.exclude are checked for MM2 files' sake; they
-	// select what checkpoints will sync, which is not built yet.
-	if _, err = compileList(p.get(name, "groups", ".*")); err != nil {
+	if f.Groups, err = compileList(p.get(name, "groups", ".*")); err != nil {
 		return nil, err
 	}
-	if _, err = compileList(p.get(name, "groups.exclude", defaultGroupsExclude)); err != nil {
+	if f.GroupsExclude, err = compileList(p.get(name, "groups.exclude", defaultGroupsExclude)); err != nil {
 		return nil, err
 	}
 	if f.Policy, err = PolicyByName(p.get(name, "replication.policy.class", ""), p.get(name, "replication.policy.separator", ".")); err != nil {
@@ -209,6 +212,21 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	}
 	if f.EmitOffsetSyncs, err = boolean("emit.offset-syncs.enabled", "true"); err != nil {
 		return nil, err
+	}
+	if f.EmitCheckpoints, err = boolean("emit.checkpoints.enabled", "true"); err != nil {
+		return nil, err
+	}
+	if f.SyncGroupOffsets, err = boolean("sync.group.offsets.enabled", "false"); err != nil {
+		return nil, err
+	}
+	if f.CheckpointInterval, err = secs("emit.checkpoints.interval.seconds", "60"); err != nil {
+		return nil, err
+	}
+	if f.CheckpointInterval == 0 {
+		f.CheckpointInterval = 60 * time.Second
+	}
+	if (f.EmitCheckpoints || f.SyncGroupOffsets) && !f.EmitOffsetSyncs {
+		return nil, fmt.Errorf("mirror: %s: checkpoints translate with the offset syncs: emit.offset-syncs.enabled must stay true (or set emit.checkpoints.enabled and sync.group.offsets.enabled to false)", name)
 	}
 	if f.SyncTopicConfigs, err = boolean("sync.topic.configs.enabled", "true"); err != nil {
 		return nil, err

@@ -53,7 +53,7 @@ exactly.once.source.support = disabled
 		"clusters = A, B\nA.bootstrap.servers = x\nA->B.enabled = true\n",
 		"clusters = A, B\nA.bootstrap.servers = x\nB.bootstrap.servers = y\nA->B.enabled = true\nA->B.topics = (\n",
 		"clusters = A, B\nA.bootstrap.servers = x\nB.bootstrap.servers = y\nA->B.enabled = true\nreplication.policy.class = Nope\n",
-		"clusters = A, B\nA.bootstrap.servers = x\nB.bootstrap.servers = y\nA->B.enabled = true\nsync.group.offsets.enabled = true\n",
+		"clusters = A, B\nA.bootstrap.servers = x\nB.bootstrap.servers = y\nA->B.enabled = true\nsync.group.offsets.enabled = true\nemit.offset-syncs.enabled = false\n",
 	} {
 		if _, err := Load(strings.NewReader(bad)); err == nil {
 			t.Errorf("Load accepted %q", bad)

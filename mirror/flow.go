@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -35,22 +36,22 @@ func Run(ctx context.Context, flows []*Flow, opt Options) error {
 	if opt.PollRecordsMax <= 0 {
 		opt.PollRecordsMax = 5000
 	}
-	done := make(chan struct{}, len(flows))
+	var wg sync.WaitGroup
 	workers := make([]*worker, 0, len(flows))
 	for _, f := range flows {
 		w := &worker{f: f, opt: opt, log: opt.Logger, m: opt.Metrics.flow(f.Name())}
 		workers = append(workers, w)
-		go func() {
-			defer func() { done <- struct{}{} }()
-			w.loop(ctx)
-		}()
+		wg.Go(func() { w.loop(ctx) })
+		if f.EmitCheckpoints || f.SyncGroupOffsets {
+			// Its own goroutine: it shares only the flow's settings
+			// with the worker.
+			wg.Go(func() { w.checkpointLoop(ctx) })
+		}
 	}
 	if opt.Progress > 0 {
 		go progress(ctx, opt, workers)
 	}
-	for range flows {
-		<-done
-	}
+	wg.Wait()
 	return ctx.Err()
 }
 

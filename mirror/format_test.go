@@ -39,6 +39,13 @@ func TestFormatBytes(t *testing.T) {
 			t.Errorf("DecodeOffset(%s, %s): no error", bad[0], bad[1])
 		}
 	}
+	c := Checkpoint{Group: "g", Topic: "A.t", Partition: 1, Upstream: 2, Downstream: 3, Metadata: ""}
+	if got, want := hex.EncodeToString(c.Key()), "0001"+"67"+"0003"+"412e74"+"00000001"; got != want {
+		t.Errorf("checkpoint key %s, want %s", got, want)
+	}
+	if got, want := hex.EncodeToString(c.Value()), "0000"+"0000000000000002"+"0000000000000003"+"0000"; got != want {
+		t.Errorf("checkpoint value %s, want %s", got, want)
+	}
 	if _, err := DecodeOffsetSync([]byte{0, 9, 't'}, s.Value()); err == nil {
 		t.Error("DecodeOffsetSync: a STRING longer than its bytes decoded")
 	}
@@ -94,6 +101,24 @@ func FuzzDecodeOffset(f *testing.F) {
 		sp2, off2, ok2, err2 := DecodeOffset(OffsetKey(sp.Cluster, sp.Topic, sp.Partition), OffsetValue(off))
 		if err2 != nil || !ok2 || sp2 != sp || off2 != off {
 			t.Fatalf("%+v@%d re-decodes to %+v@%d (%v, %v)", sp, off, sp2, off2, ok2, err2)
+		}
+	})
+}
+
+func FuzzDecodeCheckpoint(f *testing.F) {
+	c := Checkpoint{Group: "g", Topic: "A.t", Partition: 1, Upstream: 50, Downstream: 54, Metadata: "m"}
+	f.Add(c.Key(), c.Value())
+	f.Add([]byte{0, 1, 'g', 0, 0}, []byte{0, 0})
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		c, err := DecodeCheckpoint(key, value)
+		if err != nil {
+			return
+		}
+		if k := c.Key(); !bytes.HasPrefix(key, k) {
+			t.Fatalf("key %x re-encodes to %x", key, k)
+		}
+		if v := c.Value(); !bytes.HasPrefix(value, v) {
+			t.Fatalf("value %x re-encodes to %x", value, v)
 		}
 	})
 }

@@ -33,6 +33,12 @@ func client(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 // runMirror runs the flows of p in the test's process until the test ends.
 func runMirror(t *testing.T, p map[string]string) {
 	t.Helper()
+	runMirrorOpt(t, p, Options{})
+}
+
+func runMirrorOpt(t *testing.T, p map[string]string, opt Options) {
+	t.Helper()
+	opt.Logger = testbroker.Logger()
 	flows, err := LoadProperties(p)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +47,7 @@ func runMirror(t *testing.T, p map[string]string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, flows, Options{Logger: testbroker.Logger()})
+		Run(ctx, flows, opt)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
