@@ -124,7 +124,17 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer prod.Close()
-	w.dstAdm = kadm.NewClient(prod)
+	// The plan's admin requests go through a client of their own: kgo
+	// keeps the partition counts an admin Metadata request loaded, and a
+	// producer that learnt A.t had 3 partitions before the plan grew it
+	// to 5 holds records for the new ones until its next refresh.
+	dstAdmin, err := kgo.NewClient(kgo.SeedBrokers(w.f.TargetBootstrap...), kgo.ClientID("ringlog-mirror-"+w.f.Name()),
+		kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer dstAdmin.Close()
+	w.dstAdm = kadm.NewClient(dstAdmin)
 
 	src, err := w.sourceTopics(ctx)
 	if err != nil {
@@ -169,7 +179,12 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(w.f.SourceBootstrap...), kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.ConsumePartitions(start), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16<<20))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16<<20),
+		// The Java consumer's fetch.max.wait.ms, which MM2 runs with, not
+		// kgo's 5 s: a fetch in flight is not cut short when partitions
+		// whose start offsets were still being listed become ready, so
+		// a partition waits out one whole fetch of the others.
+		kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		return err
 	}

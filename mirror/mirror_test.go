@@ -57,7 +57,7 @@ func runMirrorOpt(t *testing.T, p map[string]string, opt Options) {
 func readAll(t *testing.T, addr, topic string, n int, d time.Duration) map[int32][]*kgo.Record {
 	t.Helper()
 	cl := client(t, addr, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(200*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(200*time.Millisecond), kgo.FetchMaxWait(200*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	out := map[int32][]*kgo.Record{}
