@@ -12,7 +12,8 @@
 //	                                                         heartbeats
 //	                                                         mm2-offsets.<source>.internal }
 //
-// The record formats are MM2's (format.go). Remote topic names come from
+// A second goroutine per flow reads the offset syncs back and writes
+// checkpoints (checkpoint.go). The record formats are MM2's (format.go). Remote topic names come from
 // a Policy (DefaultReplicationPolicy or IdentityReplicationPolicy).
 //
 // Concurrency: Run starts one goroutine per flow and one for the progress
