@@ -119,7 +119,7 @@ func (w *worker) checkpointLoop(ctx context.Context) {
 }
 
 func (w *worker) checkpointRun(ctx context.Context) error {
-	srcCl, err := kgo.NewClient(kgo.SeedBrokers(w.f.SourceBootstrap...), kgo.ClientID("ringlog-mirror-checkpoints-"+w.f.Name()))
+	srcCl, err := w.f.sourceClient(kgo.ClientID("ringlog-mirror-checkpoints-" + w.f.Name()))
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (w *worker) checkpointRun(ctx context.Context) error {
 	src := kadm.NewClient(srcCl)
 	// A small MetadataMinAge: kadm's requests ask for metadata first, and
 	// kgo answers from a cache younger than it (5 s by default).
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(w.f.TargetBootstrap...), kgo.ClientID("ringlog-mirror-checkpoints-"+w.f.Name()),
+	admCl, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-checkpoints-"+w.f.Name()),
 		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func (w *worker) checkpointRun(ctx context.Context) error {
 	}
 	// The consumer starts once the topic exists: a direct consumer of a
 	// missing topic waits for its next metadata refresh (minutes).
-	dstCl, err := kgo.NewClient(kgo.SeedBrokers(w.f.TargetBootstrap...), kgo.ClientID("ringlog-mirror-checkpoints-"+w.f.Name()),
+	dstCl, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-checkpoints-"+w.f.Name()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.f.OffsetSyncsTopic(): {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {

@@ -175,7 +175,7 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
 	for p := range want {
 		start[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.f.TargetBootstrap...), kgo.ClientID("ringlog-mirror-"+w.f.Name()),
+	cl, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {

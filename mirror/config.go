@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/internal/admincli"
 )
 
 // MM2's defaults, kept under MM2's names.
@@ -48,6 +52,12 @@ type Flow struct {
 	CheckpointInterval    time.Duration // emit.checkpoints.interval.seconds (and the group offsets' sync)
 	Groups, GroupsExclude patternList
 	TransactionalID       string
+	// SourceSecurity and TargetSecurity are the clients' TLS and SASL
+	// options, from each cluster's Kafka client properties
+	// (A.security.protocol, A.sasl.mechanism, A.sasl.jaas.config,
+	// A.ssl.truststore.location, ...), read as `ringlog admin
+	// --command-config` reads them.
+	SourceSecurity, TargetSecurity []kgo.Opt
 }
 
 // Name is the flow's name, MM2's "A->B".
@@ -162,6 +172,12 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 		}
 	}
 	var err error
+	if f.SourceSecurity, err = security(p, src); err != nil {
+		return nil, fmt.Errorf("mirror: %s: %w", name, err)
+	}
+	if f.TargetSecurity, err = security(p, dst); err != nil {
+		return nil, fmt.Errorf("mirror: %s: %w", name, err)
+	}
 	if f.Topics, err = compileList(p.get(name, "topics", ".*")); err != nil {
 		return nil, err
 	}
@@ -265,4 +281,30 @@ func (f *Flow) Wanted(topic string) bool {
 		return true
 	}
 	return f.Topics.match(topic) && !f.TopicsExclude.match(topic)
+}
+
+// security builds a cluster's client security options from its
+// "<alias>.security.protocol", "<alias>.ssl.*" and "<alias>.sasl.*" keys.
+func security(p props, alias string) ([]kgo.Opt, error) {
+	m := map[string]string{}
+	for k, v := range p {
+		rest, ok := strings.CutPrefix(k, alias+".")
+		if ok && (rest == "security.protocol" || strings.HasPrefix(rest, "ssl.") || strings.HasPrefix(rest, "sasl.")) {
+			m[rest] = v
+		}
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return admincli.SecurityOptions(m)
+}
+
+func (f *Flow) sourceClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{kgo.SeedBrokers(f.SourceBootstrap...)}, f.SourceSecurity...)
+	return kgo.NewClient(append(all, opts...)...)
+}
+
+func (f *Flow) targetClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{kgo.SeedBrokers(f.TargetBootstrap...)}, f.TargetSecurity...)
+	return kgo.NewClient(append(all, opts...)...)
 }

@@ -104,7 +104,7 @@ func (w *worker) loop(ctx context.Context) {
 func (w *worker) run(ctx context.Context) error {
 	// kgo answers a Metadata request from its cache when younger than
 	// MetadataMinAge: the refresh must see the source as it is now.
-	srcAdmin, err := kgo.NewClient(kgo.SeedBrokers(w.f.SourceBootstrap...), kgo.ClientID("ringlog-mirror-"+w.f.Name()),
+	srcAdmin, err := w.f.sourceClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.MetadataMinAge(min(time.Second, w.f.RefreshInterval/2)))
 	if err != nil {
 		return err
@@ -112,14 +112,14 @@ func (w *worker) run(ctx context.Context) error {
 	defer srcAdmin.Close()
 	w.srcAdm = kadm.NewClient(srcAdmin)
 	popts := []kgo.Opt{
-		kgo.SeedBrokers(w.f.TargetBootstrap...), kgo.ClientID("ringlog-mirror-" + w.f.Name()),
+		kgo.ClientID("ringlog-mirror-" + w.f.Name()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(8 << 20), kgo.ProducerLinger(0),
 	}
 	if w.f.ExactlyOnce {
 		popts = append(popts, kgo.TransactionalID(w.f.TransactionalID), kgo.TransactionTimeout(60*time.Second))
 	}
-	prod, err := kgo.NewClient(popts...)
+	prod, err := w.f.targetClient(popts...)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (w *worker) run(ctx context.Context) error {
 	// keeps the partition counts an admin Metadata request loaded, and a
 	// producer that learnt A.t had 3 partitions before the plan grew it
 	// to 5 holds records for the new ones until its next refresh.
-	dstAdmin, err := kgo.NewClient(kgo.SeedBrokers(w.f.TargetBootstrap...), kgo.ClientID("ringlog-mirror-"+w.f.Name()),
+	dstAdmin, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		return err
@@ -177,7 +177,7 @@ func (w *worker) run(ctx context.Context) error {
 		// Nothing to mirror yet: heartbeat and wait for topics.
 		return w.idle(ctx, prod)
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(w.f.SourceBootstrap...), kgo.ClientID("ringlog-mirror-"+w.f.Name()),
+	cons, err := w.f.sourceClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.ConsumePartitions(start), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16<<20),
 		// The Java consumer's fetch.max.wait.ms, which MM2 runs with, not
