@@ -37,7 +37,7 @@ func TestMirrorSASLSource(t *testing.T) {
 		"clusters": "A, B", "A.bootstrap.servers": saslAddr, "B.bootstrap.servers": b,
 		"A.security.protocol": "SASL_PLAINTEXT", "A.sasl.mechanism": "PLAIN",
 		"A.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="mm" password="mm-secret";`,
-		"A->B.enabled": "true", "A->B.topics": "s",
+		"A->B.enabled":       "true", "A->B.topics": "s",
 	})
 	got := readAll(t, b, "A.s", 10, 15*time.Second)
 	if len(got[0]) != 10 {
