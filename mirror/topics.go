@@ -112,7 +112,9 @@ func (w *worker) prepareTargets(ctx context.Context, src map[string]int32) error
 				}
 			}
 			if err != nil {
-				return fmt.Errorf("sync configs of %s: %w", r, err)
+				// The target may refuse a config it does not know (another
+				// implementation, another version): the records still flow.
+				w.log.Warn("mirror: config sync refused", "flow", w.f.Name(), "topic", r, "err", err)
 			}
 		}
 	}
