@@ -210,6 +210,15 @@ func (w *worker) run(ctx context.Context) error {
 		fs := cons.PollRecords(pollCtx, w.opt.PollRecordsMax)
 		cancel()
 		if ctx.Err() != nil {
+			// Stopping (SIGTERM): without exactly once, write the
+			// offsets still waiting for offset.flush.interval.ms, so a
+			// clean stop mirrors nothing twice.
+			if len(w.pending) > 0 {
+				w.lastOffsetFlush = time.Time{}
+				if err := w.commit(prod, nil, false); err != nil {
+					return errors.Join(ctx.Err(), err)
+				}
+			}
 			return ctx.Err()
 		}
 		var ferr error
