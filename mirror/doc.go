@@ -34,9 +34,6 @@
 //   - The source consumer runs with the Java consumer's fetch.max.wait
 //     (500 ms), not kgo's 5 s: partitions whose start offsets are still
 //     being listed join only the next fetch, after a whole wait.
-//   - A producer must not share its client with the plan's admin
-//     requests: it would keep a partition count from before the plan
-//     grew the remote topic.
 //   - Offset syncs need the records' target offsets, known only once the
 //     records are acknowledged: a transaction flushes the records, then
 //     produces the syncs and offsets, then commits.

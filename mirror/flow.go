@@ -124,10 +124,9 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer prod.Close()
-	// The plan's admin requests go through a client of their own: kgo
-	// keeps the partition counts an admin Metadata request loaded, and a
-	// producer that learnt A.t had 3 partitions before the plan grew it
-	// to 5 holds records for the new ones until its next refresh.
+	// The plan's admin requests go through a client of their own, so
+	// that the producer learns the remote topics' partitions only after
+	// the plan has grown them.
 	dstAdmin, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
