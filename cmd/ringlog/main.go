@@ -7,6 +7,7 @@
 //	ringlog admin GROUP VERB [flags]    (topics, groups, cluster, partitions: docs/admin.md)
 //	ringlog bench [flags]               (the benchmark suite)
 //	ringlog bench metadata [flags]      (the controller's image at scale)
+//	ringlog mirror [flags]              (MirrorMaker 2's flows between clusters: docs/mirror.md)
 //
 // Flags override the -config file, which uses Kafka's own names.
 package main
@@ -56,6 +57,9 @@ func run(args []string) error {
 	}
 	if len(args) > 0 && args[0] == "admin" {
 		return admincli.Main(args[1:], os.Stdout, os.Stderr)
+	}
+	if len(args) > 0 && args[0] == "mirror" {
+		return mirrorMain(args[1:])
 	}
 	s := defaultSettings()
 	fs := flag.NewFlagSet("ringlog", flag.ContinueOnError)

@@ -83,6 +83,10 @@ func readProperties(path string) (map[string]string, error) {
 // TLS for SSL and SASL_SSL (PEM trust and key stores, as docs/security.md
 // configures clients), PLAIN or SCRAM for the SASL protocols with the
 // username and password of sasl.jaas.config.
+// SecurityOptions are kgo's options for Kafka client properties (the
+// keys knownKeys lists): `ringlog mirror` reads each cluster's with it.
+func SecurityOptions(props map[string]string) ([]kgo.Opt, error) { return securityOptions(props) }
+
 func securityOptions(props map[string]string) ([]kgo.Opt, error) {
 	var unknown []string
 	for k := range props {

@@ -1,0 +1,40 @@
+// Package mirror is `ringlog mirror`: MirrorMaker 2's replication flows
+// between Kafka-compatible clusters, built on franz-go (kgo, kadm). It
+// imports no broker package and speaks only the Kafka protocol to both
+// sides, so either may be ringlog, Apache Kafka or Redpanda.
+//
+// A Flow (source alias -> target alias) is run by one worker goroutine:
+//
+//	source                      worker                          target
+//	topics (read_committed) --> poll <= 5000 records --> txn {  A.<topic>  (same partition, key,
+//	                                                            value, headers, timestamp)
+//	                                                         mm2-offset-syncs.<target>.internal
+//	                                                         heartbeats
+//	                                                         mm2-offsets.<source>.internal }
+//
+// A second goroutine per flow reads the offset syncs back and writes
+// checkpoints (checkpoint.go). The record formats are MM2's (format.go). Remote topic names come from
+// a Policy (DefaultReplicationPolicy or IdentityReplicationPolicy).
+//
+// Concurrency: Run starts one goroutine per flow and one for the progress
+// line; a worker's state is its own goroutine's. Metrics are atomics and
+// Prometheus collectors, safe from any goroutine.
+//
+// Non-obvious invariants:
+//   - The offsets read at start must be read read_committed up to the
+//     LSO, with control records kept: the offsets topic usually ends in a
+//     commit marker, which a consumer never returns as a record, and a
+//     reader waiting for a record at LSO-1 would wait forever.
+//   - The producer id is loaded (InitProducerId) before the offsets are
+//     read, never after: it aborts the killed run's open transaction, and
+//     only then is the committed state final.
+//   - kgo answers a Metadata request from its cache when the cache is
+//     younger than MetadataMinAge (5 s by default): the source's admin
+//     client runs with a small one, or a refresh misses new partitions.
+//   - The source consumer runs with the Java consumer's fetch.max.wait
+//     (500 ms), not kgo's 5 s: partitions whose start offsets are still
+//     being listed join only the next fetch, after a whole wait.
+//   - Offset syncs need the records' target offsets, known only once the
+//     records are acknowledged: a transaction flushes the records, then
+//     produces the syncs and offsets, then commits.
+package mirror
