@@ -48,6 +48,12 @@ type testCluster struct {
 // and racks[i] as broker i+1's rack when given.
 func startCluster(t *testing.T, n int, props string, racks ...string) *testCluster {
 	t.Helper()
+	if testing.Short() {
+		// The race step (-short): the brokers are processes of their own,
+		// not built with -race, so it would check only the test's client;
+		// the whole suite's go test step runs every cluster test in full.
+		t.Skip("starts broker processes")
+	}
 	bin := testkit.Binary(t)
 	c := &testCluster{t: t, racks: racks}
 	var vs []string
