@@ -205,18 +205,11 @@ const quickACLReason = "-quick measures the authorizer with 1,000 bindings only 
 // startACLs starts the benchmarked binary as ringlog io_uring with its
 // authorizer on, configured by a server.properties in the peer's folder.
 func (p *peer) startACLs(broker string) error {
-	client, err := freePort()
+	ports, err := freePorts(3)
 	if err != nil {
 		return err
 	}
-	adminListener, err := freePort()
-	if err != nil {
-		return err
-	}
-	adminPort, err := freePort()
-	if err != nil {
-		return err
-	}
+	client, adminListener, adminPort := ports[0], ports[1], ports[2]
 	clientAddr := fmt.Sprintf("127.0.0.1:%d", client)
 	p.acl.admin = fmt.Sprintf("127.0.0.1:%d", adminListener)
 	props := filepath.Join(p.acl.dir, "server.properties")

@@ -294,6 +294,19 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// freePorts is n free ports, each as freePort finds it.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	return ports, nil
+}
+
 const peerStartTimeout = 60 * time.Second
 
 // start launches the peer's process. ringlog runs from the benchmarked

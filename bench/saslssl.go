@@ -171,18 +171,11 @@ const saslSSLReason = "ringlog SASL_SSL runs the workloads of its targets only (
 // SASL_SSL listener, configured by a server.properties in the peer's TLS
 // folder.
 func (p *peer) startSASLSSL(broker string) error {
-	inter, err := freePort()
+	ports, err := freePorts(3)
 	if err != nil {
 		return err
 	}
-	client, err := freePort()
-	if err != nil {
-		return err
-	}
-	adminPort, err := freePort()
-	if err != nil {
-		return err
-	}
+	inter, client, adminPort := ports[0], ports[1], ports[2]
 	interAddr, clientAddr := fmt.Sprintf("127.0.0.1:%d", inter), fmt.Sprintf("127.0.0.1:%d", client)
 	props := filepath.Join(p.sec.dir, "server.properties")
 	if err := os.WriteFile(props, []byte(p.sec.properties(interAddr, clientAddr)), 0o600); err != nil {
