@@ -18,12 +18,12 @@ import (
 // aclFlags are the binding or filter flags acl create, list and delete
 // share.
 type aclFlags struct {
-	principal, host                string
-	topic, group, transactionalID  string
-	cluster, deny                  bool
-	pattern                        string
-	ops                            multiFlag
-	resourceSet, principalSet, any bool
+	principal, host               string
+	topic, group, transactionalID string
+	cluster, deny                 bool
+	pattern                       string
+	ops                           multiFlag
+	resourceSet                   bool // set by resource: the flags name one
 }
 
 func (a *aclFlags) register(fs *flag.FlagSet, patternDefault string) {
@@ -161,8 +161,7 @@ func aclCreate(c *cli, args []string) error {
 	var out []aclOut
 	var fails failures
 	for i, cr := range req.Creations {
-		o := aclOut{Principal: cr.Principal, Host: cr.Host, ResourceType: cr.ResourceType.String(), ResourceName: cr.ResourceName,
-			PatternType: cr.ResourcePatternType.String(), Operation: cr.Operation.String(), Permission: cr.PermissionType.String(), Status: "created"}
+		o := newACLOut(cr.ResourceType, cr.ResourceName, cr.ResourcePatternType, cr.Principal, cr.Host, cr.Operation, cr.PermissionType, "created")
 		if i >= len(resp.Results) {
 			o.Status, o.Error = "failed", "MISSING"
 			fails.add(o.Operation, fmt.Errorf("the broker did not answer for this binding"))
@@ -183,55 +182,64 @@ func aclCreate(c *cli, args []string) error {
 	return fails.err()
 }
 
-// aclFilter is the DescribeAcls / DeleteAcls filter the flags make; with
-// no flags, every binding.
-func (a *aclFlags) filter() (kmsg.ACLResourceType, *string, kmsg.ACLResourcePatternType, *string, *string, kmsg.ACLOperation, kmsg.ACLPermissionType, error) {
-	rt, name, err := a.resource()
-	if err != nil {
-		return 0, nil, 0, nil, nil, 0, 0, err
+// filterCommand parses a filter command's flags (acl list, acl delete)
+// into the DeleteAcls filter they make, which DescribeAcls' request
+// holds too; with no flags, every binding.
+func filterCommand(c *cli, args []string, pattern string) (*aclFlags, kmsg.DeleteACLsRequestFilter, error) {
+	f := kmsg.NewDeleteACLsRequestFilter()
+	fs := c.flags()
+	a := &aclFlags{}
+	a.register(fs, pattern)
+	if err := c.flagsOnly(fs, args); err != nil {
+		return nil, f, err
 	}
-	pt, err := a.patternType()
-	if err != nil {
-		return 0, nil, 0, nil, nil, 0, 0, err
+	var err error
+	if f.ResourceType, f.ResourceName, err = a.resource(); err != nil {
+		return nil, f, err
+	}
+	if f.ResourcePatternType, err = a.patternType(); err != nil {
+		return nil, f, err
 	}
 	ops, err := a.operations()
 	if err != nil {
-		return 0, nil, 0, nil, nil, 0, 0, err
+		return nil, f, err
 	}
-	if len(ops) > 1 {
-		return 0, nil, 0, nil, nil, 0, 0, fmt.Errorf("%w: a filter takes one --operation", ErrUsage)
+	switch len(ops) {
+	case 0:
+		f.Operation = kmsg.ACLOperationAny
+	case 1:
+		f.Operation = ops[0]
+	default:
+		return nil, f, fmt.Errorf("%w: a filter takes one --operation", ErrUsage)
 	}
-	op := kmsg.ACLOperationAny
-	if len(ops) == 1 {
-		op = ops[0]
-	}
-	var principal, host *string
 	if a.principal != "" {
-		principal = kmsg.StringPtr(a.principal)
+		f.Principal = kmsg.StringPtr(a.principal)
 	}
 	if a.host != "" {
-		host = kmsg.StringPtr(a.host)
+		f.Host = kmsg.StringPtr(a.host)
 	}
-	perm := kmsg.ACLPermissionTypeAny
+	f.PermissionType = kmsg.ACLPermissionTypeAny
 	if a.deny {
-		perm = kmsg.ACLPermissionTypeDeny
+		f.PermissionType = kmsg.ACLPermissionTypeDeny
 	}
-	return rt, name, pt, principal, host, op, perm, nil
+	return a, f, nil
+}
+
+// newACLOut is the output of one binding.
+func newACLOut(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType, principal, host string,
+	op kmsg.ACLOperation, perm kmsg.ACLPermissionType, status string) aclOut {
+	return aclOut{Principal: principal, Host: host, ResourceType: rt.String(), ResourceName: name, PatternType: pt.String(),
+		Operation: op.String(), Permission: perm.String(), Status: status}
 }
 
 func aclList(c *cli, args []string) error {
-	fs := c.flags()
-	var a aclFlags
-	a.register(fs, "any")
-	if err := c.flagsOnly(fs, args); err != nil {
-		return err
-	}
-	req := kmsg.NewPtrDescribeACLsRequest()
-	var err error
-	req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType, err = a.filter()
+	_, f, err := filterCommand(c, args, "any")
 	if err != nil {
 		return err
 	}
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourceName, req.ResourcePatternType = f.ResourceType, f.ResourceName, f.ResourcePatternType
+	req.Principal, req.Host, req.Operation, req.PermissionType = f.Principal, f.Host, f.Operation, f.PermissionType
 	if err := c.connect(); err != nil {
 		return err
 	}
@@ -247,8 +255,7 @@ func aclList(c *cli, args []string) error {
 	out := []aclOut{}
 	for _, r := range resp.Resources {
 		for _, b := range r.ACLs {
-			out = append(out, aclOut{Principal: b.Principal, Host: b.Host, ResourceType: r.ResourceType.String(), ResourceName: r.ResourceName,
-				PatternType: r.ResourcePatternType.String(), Operation: b.Operation.String(), Permission: b.PermissionType.String()})
+			out = append(out, newACLOut(r.ResourceType, r.ResourceName, r.ResourcePatternType, b.Principal, b.Host, b.Operation, b.PermissionType, ""))
 		}
 	}
 	sortACLs(out)
@@ -260,15 +267,7 @@ func aclList(c *cli, args []string) error {
 }
 
 func aclDelete(c *cli, args []string) error {
-	fs := c.flags()
-	var a aclFlags
-	a.register(fs, "literal")
-	if err := c.flagsOnly(fs, args); err != nil {
-		return err
-	}
-	f := kmsg.NewDeleteACLsRequestFilter()
-	var err error
-	f.ResourceType, f.ResourceName, f.ResourcePatternType, f.Principal, f.Host, f.Operation, f.PermissionType, err = a.filter()
+	a, f, err := filterCommand(c, args, "literal")
 	if err != nil {
 		return err
 	}
@@ -296,8 +295,7 @@ func aclDelete(c *cli, args []string) error {
 			continue
 		}
 		for _, m := range r.MatchingACLs {
-			o := aclOut{Principal: m.Principal, Host: m.Host, ResourceType: m.ResourceType.String(), ResourceName: m.ResourceName,
-				PatternType: m.ResourcePatternType.String(), Operation: m.Operation.String(), Permission: m.PermissionType.String(), Status: "deleted"}
+			o := newACLOut(m.ResourceType, m.ResourceName, m.ResourcePatternType, m.Principal, m.Host, m.Operation, m.PermissionType, "deleted")
 			if m.ErrorCode != 0 {
 				err := kerr.ErrorForCode(m.ErrorCode)
 				o.Status, o.Error, o.Message = "failed", errName(err), deref(m.ErrorMessage)
