@@ -212,21 +212,13 @@ func (p *peer) startACLs(broker string) error {
 	client, adminListener, adminPort := ports[0], ports[1], ports[2]
 	clientAddr := fmt.Sprintf("127.0.0.1:%d", client)
 	p.acl.admin = fmt.Sprintf("127.0.0.1:%d", adminListener)
-	props := filepath.Join(p.acl.dir, "server.properties")
-	if err := os.WriteFile(props, []byte(p.acl.properties(clientAddr, p.acl.admin)), 0o600); err != nil {
-		return err
-	}
-	admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
-	flush := map[bool]string{true: "always", false: "never"}[p.fsync]
-	// The reference peer's I/O paths: the rows differ by the authorizer
-	// alone.
-	args := []string{"-config", props, "-data-dir", p.dataDir, "-admin", admin, "-io", "uring", "-flush", flush}
-	c, started, err := startRinglog(p.id(), broker, args)
+	// The rows differ from the reference's by the authorizer alone.
+	_, settings, err := p.startConfigured(broker, filepath.Join(p.acl.dir, "server.properties"),
+		p.acl.properties(clientAddr, p.acl.admin), clientAddr, adminPort)
 	if err != nil {
 		return err
 	}
-	p.procs, p.addr, p.admins = []*child{c}, clientAddr, []string{admin}
-	p.settings = ringlogSettings(started, args) + fmt.Sprintf("; authorizer on (authorizer.class.name set, "+
+	p.settings = settings + fmt.Sprintf("; authorizer on (authorizer.class.name set, "+
 		"allow.everyone.if.no.acl.found=false) with %d bindings made with CreateAcls before the runs: the clients "+
 		"produce on PLAINTEXT://%s as User:ANONYMOUS, not a super user, allowed WRITE, CREATE and DELETE on the "+
 		"PREFIXED topic pattern bench- and IDEMPOTENT_WRITE on the cluster; the other %d bindings are other "+

@@ -614,6 +614,26 @@ func (p *peer) peakRSS() (int64, bool) {
 // and waits until its admin listener is up, which comes after the Kafka
 // listener. started is its "ringlog started" log line, which says how it
 // runs.
+// startConfigured starts the benchmarked binary with the reference
+// peer's I/O paths (ringlog io_uring) and a server.properties of its own,
+// written to path, so that its rows differ from the reference's by that
+// file alone; it sets the peer's process, client address and admin
+// address, and returns the settings that describe it.
+func (p *peer) startConfigured(broker, path, properties, clientAddr string, adminPort int) (c *child, settings string, err error) {
+	if err := os.WriteFile(path, []byte(properties), 0o600); err != nil {
+		return nil, "", err
+	}
+	admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
+	flush := map[bool]string{true: "always", false: "never"}[p.fsync]
+	args := []string{"-config", path, "-data-dir", p.dataDir, "-admin", admin, "-io", "uring", "-flush", flush}
+	c, started, err := startRinglog(p.id(), broker, args)
+	if err != nil {
+		return nil, "", err
+	}
+	p.procs, p.addr, p.admins = []*child{c}, clientAddr, []string{admin}
+	return c, ringlogSettings(started, args), nil
+}
+
 func startRinglog(name, broker string, args []string) (c *child, started string, err error) {
 	c, err = startChild(name, broker, args, func(l string) bool {
 		if strings.Contains(l, `msg="ringlog started"`) {

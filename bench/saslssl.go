@@ -177,22 +177,14 @@ func (p *peer) startSASLSSL(broker string) error {
 	}
 	inter, client, adminPort := ports[0], ports[1], ports[2]
 	interAddr, clientAddr := fmt.Sprintf("127.0.0.1:%d", inter), fmt.Sprintf("127.0.0.1:%d", client)
-	props := filepath.Join(p.sec.dir, "server.properties")
-	if err := os.WriteFile(props, []byte(p.sec.properties(interAddr, clientAddr)), 0o600); err != nil {
-		return err
-	}
-	admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
-	flush := map[bool]string{true: "always", false: "never"}[p.fsync]
-	// The disk I/O of the reference peer, ringlog io_uring: the rows
-	// differ by their client listener alone.
-	args := []string{"-config", props, "-data-dir", p.dataDir, "-admin", admin, "-io", "uring", "-flush", flush}
-	c, started, err := startRinglog(p.id(), broker, args)
+	// The rows differ from the reference's by their client listener alone.
+	c, settings, err := p.startConfigured(broker, filepath.Join(p.sec.dir, "server.properties"),
+		p.sec.properties(interAddr, clientAddr), clientAddr, adminPort)
 	if err != nil {
 		return err
 	}
-	p.procs, p.addr, p.admins = []*child{c}, clientAddr, []string{admin}
 	p.sec.inter = interAddr
-	p.settings = ringlogSettings(started, args) + "; " + saslSSLSettings(c.output(), interAddr, clientAddr)
+	p.settings = settings + "; " + saslSSLSettings(c.output(), interAddr, clientAddr)
 	return nil
 }
 
