@@ -172,26 +172,7 @@ func encodeBrokerConfigs(e *encoder, m map[string]map[string]string) {
 }
 
 func decodeBrokerConfigs(d *decoder) map[string]map[string]string {
-	n := d.count(2)
-	if n == 0 {
-		return nil
-	}
-	out := make(map[string]map[string]string, n)
-	prev := ""
-	for i := range n {
-		k := d.str()
-		m := d.stringMap()
-		if d.err != nil {
-			return nil
-		}
-		if i > 0 && k <= prev {
-			d.fail("broker config resources out of order")
-			return nil
-		}
-		prev = k
-		out[k] = m
-	}
-	return out
+	return sortedMap(d, (*decoder).stringMap, "broker config resources")
 }
 
 // checkBrokerConfigs asserts what every applied state keeps of its

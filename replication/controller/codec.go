@@ -217,19 +217,27 @@ func (d *decoder) strs() []string {
 // stringMap decodes a map encoded by encoder.stringMap; keys must be
 // strictly increasing, so that a decoded map re-encodes to the same bytes.
 func (d *decoder) stringMap() map[string]string {
+	return sortedMap(d, (*decoder).str, "map keys")
+}
+
+// sortedMap decodes a count, then that many keys each followed by its
+// value (value decodes one), the keys strictly increasing; what names
+// the keys in the error. An empty map decodes as nil.
+func sortedMap[V any](d *decoder, value func(*decoder) V, what string) map[string]V {
 	n := d.count(2)
 	if n == 0 {
 		return nil
 	}
-	m := make(map[string]string, n)
+	m := make(map[string]V, n)
 	prev := ""
 	for i := range n {
-		k, v := d.str(), d.str()
+		k := d.str()
+		v := value(d)
 		if d.err != nil {
 			return nil
 		}
 		if i > 0 && k <= prev {
-			d.fail("map keys out of order")
+			d.fail("%s out of order", what)
 			return nil
 		}
 		prev = k
