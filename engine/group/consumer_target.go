@@ -157,13 +157,16 @@ func (cg *cgroup) memberTopics(env *cgEnv, m *cmember) [][16]byte {
 }
 
 // subscribedTo reports whether a member subscribes to topic (offsets of
-// such topics neither expire nor may be deleted, KIP-496).
+// such topics neither expire nor may be deleted, KIP-496). A regex counts
+// with every topic it matches, whoever may see them: protecting offsets
+// needs no authorization, and an authorized resolution may not exist yet
+// after a restart (resolveAuthorized).
 func (cg *cgroup) subscribedTo(env *cgEnv, topic string) bool {
 	for _, m := range cg.members {
 		if slices.Contains(m.meta.topics, topic) {
 			return true
 		}
-		if m.meta.regex != nil && slices.Contains(cg.resolve(env, env.topics.TopicsVersion(), *m.meta.regex), topic) {
+		if m.meta.regex != nil && slices.Contains(cg.match(env, env.topics.TopicsVersion(), *m.meta.regex), topic) {
 			return true
 		}
 	}
