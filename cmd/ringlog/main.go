@@ -8,6 +8,7 @@
 //	ringlog bench [flags]               (the benchmark suite)
 //	ringlog bench metadata [flags]      (the controller's image at scale)
 //	ringlog mirror [flags]              (MirrorMaker 2's flows between clusters: docs/mirror.md)
+//	ringlog tune [-apply] [flags]       (host settings: limits, sysctls, disks: docs/tuning.md)
 //
 // Flags override the -config file, which uses Kafka's own names.
 package main
@@ -60,6 +61,9 @@ func run(args []string) error {
 	}
 	if len(args) > 0 && args[0] == "mirror" {
 		return mirrorMain(args[1:])
+	}
+	if len(args) > 0 && args[0] == "tune" {
+		return tuneMain(args[1:], os.Stdout, os.Stderr)
 	}
 	s := defaultSettings()
 	fs := flag.NewFlagSet("ringlog", flag.ContinueOnError)
@@ -208,6 +212,7 @@ func serve(s settings) error {
 		}
 		return err
 	}
+	logStartLimits(logger, cfg)
 
 	var adminSrv *http.Server
 	if s.admin != "" {

@@ -1,0 +1,145 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/internal/testkit"
+	"ringlog/internal/testkit/testbroker"
+)
+
+// startUnderNoFile runs the broker binary with RLIMIT_NOFILE set to n
+// (soft and hard) by prlimit before it execs the broker.
+func startUnderNoFile(t *testing.T, n int, args ...string) *proc {
+	t.Helper()
+	args = append([]string{fmt.Sprintf("--nofile=%d:%d", n, n), "--", testkit.Binary(t)}, append(testbroker.NetArgs(t), args...)...)
+	p := &proc{cmd: exec.Command("prlimit", args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("prlimit (util-linux): %v", err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	return p
+}
+
+var limitsLineRe = regexp.MustCompile(`level=(\w+) msg="limits: open files (\d+): enough for (\d+) partitions"(.*)`)
+
+// attr reads key=value from a log line's attributes.
+func attr(t *testing.T, attrs, key string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(` ` + key + `=(\d+)`).FindStringSubmatch(attrs)
+	if m == nil {
+		t.Fatalf("no %s in %q", key, attrs)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
+
+// TestStartLogsBindingLimit starts a broker holding 80 partitions under
+// an open-files limit of 400: the start-up line names that limit as the
+// one that binds first, with the partitions it leaves room for computed
+// from what the process holds and three descriptors per segment, and
+// warns because the 80 partitions take most of it.
+func TestStartLogsBindingLimit(t *testing.T) {
+	dir := t.TempDir()
+	addr := testkit.FreeAddr(t)
+	p := start(t, "-listen", addr, "-data-dir", dir)
+	p.waitFor(t, "ringlog started")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const parts = 80
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, parts, 1, nil, "wide")
+	if err == nil {
+		err = res.Error()
+	}
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("stop: %v\n%s", err, p.out.String())
+	}
+
+	// What is on disk, counted here: partition directories and segments.
+	logs, _ := filepath.Glob(filepath.Join(dir, "*", "[0-9]*.log"))
+	partDirs := map[string]bool{}
+	for _, l := range logs {
+		partDirs[filepath.Dir(l)] = true
+	}
+	if len(partDirs) < parts {
+		t.Fatalf("%d partition directories with segments on disk, want at least %d", len(partDirs), parts)
+	}
+
+	const nofile = 400
+	p = startUnderNoFile(t, nofile, "-listen", addr, "-data-dir", dir)
+	p.waitFor(t, "ringlog started")
+	p.waitFor(t, `msg="limits: `)
+	// The limit the broker runs under, read from the kernel.
+	lim, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`Max open files\s+400\s+400`).Match(lim) {
+		t.Fatalf("the broker does not run under nofile 400:\n%s", lim)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+	out := p.out.String()
+	m := limitsLineRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no start-up line naming open files as the binding limit:\n%s", out)
+	}
+	t.Logf("%s", m[0])
+	level, limit, room, attrs := m[1], m[2], m[3], m[4]
+	if limit != strconv.Itoa(nofile) {
+		t.Errorf("the line names open files %s, the broker runs under %d", limit, nofile)
+	}
+	if got := attr(t, attrs, "partitions"); got != int64(len(partDirs)) {
+		t.Errorf("partitions=%d, the data directory holds %d", got, len(partDirs))
+	}
+	segs := attr(t, attrs, "segments")
+	if segs != int64(len(logs)) {
+		t.Errorf("segments=%d, the data directory holds %d", segs, len(logs))
+	}
+	open := attr(t, attrs, "files_open")
+	if d := open - int64(len(fds)); d < -20 || d > 20 {
+		t.Errorf("files_open=%d, /proc/%d/fd lists %d", open, p.cmd.Process.Pid, len(fds))
+	}
+	// The arithmetic: what is left after the descriptors held besides the
+	// segments and those kept for connections, three per segment.
+	besides := open - segs*fdsPerSegment
+	perPart := float64(segs) / float64(len(partDirs))
+	want := int64(float64(nofile-besides-connectionsKept) / (fdsPerSegment * perPart))
+	if room != strconv.FormatInt(want, 10) {
+		t.Errorf("enough for %s partitions, want %d (%d held besides %d segments, %d kept for connections)", room, want, besides, segs, connectionsKept)
+	}
+	if want >= parts*10/8 || level != "WARN" {
+		t.Errorf("level %s for %d partitions with room for %d: want WARN", level, len(partDirs), want)
+	}
+	if !strings.Contains(attrs, "max_map_count_partitions=") {
+		t.Errorf("the line does not say what vm.max_map_count leaves room for: %s", attrs)
+	}
+}
