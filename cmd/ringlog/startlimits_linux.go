@@ -38,7 +38,7 @@ type limitsReport struct {
 }
 
 // measureLimits reads the limits and what the process holds now.
-func measureLimits(dirs []string, rings int) (limitsReport, error) {
+func measureLimits(dirs []string, shards, loops int) (limitsReport, error) {
 	var r limitsReport
 	var l unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
@@ -74,7 +74,7 @@ func measureLimits(dirs []string, rings int) (limitsReport, error) {
 	r.byFiles = partitionsFor(r.noFile, r.filesBesides, connectionsKept, fdsPerSegment, per)
 	r.byMaps = partitionsFor(r.maxMapCount, r.mapsBesides, 0, mapsPerSegment, per)
 	r.memlockCharged = !hasCapIPCLock()
-	r.ringBytes = int64(rings) * (diskRingBytes + netRingBytes)
+	r.ringBytes = ringsMemlock(shards, loops)
 	return r, nil
 }
 
@@ -125,9 +125,9 @@ func logStartLimits(log *slog.Logger, cfg broker.Config) {
 	if maxPartitions == 0 {
 		maxPartitions = engine.DefaultMaxPartitions
 	}
-	// Each shard has a disk ring and each loop a network ring; charging
-	// both kinds at the larger size keeps the estimate on the safe side.
-	r, err := measureLimits(dirs, max(shards, loops))
+	// Each shard has a disk ring and each network loop a ring (whichever
+	// path each took: the estimate is for the rings a restart may open).
+	r, err := measureLimits(dirs, shards, loops)
 	if err != nil {
 		log.Warn("limits: cannot tell which binds first", "err", err)
 		return

@@ -142,22 +142,29 @@ func wantMaxMapCount(n tuneNeeds) int64 {
 	return max(262144, roundUp(2*need, 65536))
 }
 
-// Per-ring locked memory, when the kernel charges io_uring's rings to
-// RLIMIT_MEMLOCK (a process without CAP_IPC_LOCK, as a service user is):
-// a shard's disk ring (256 SQEs of 64 bytes, 512 CQEs of 16, the SQ index
-// array and the ring headers, in pages) and a network loop's ring (1024
-// SQEs, 8192 CQEs, and its provided-buffer ring of 16-byte entries).
+// Locked memory per ring, when the kernel charges io_uring's rings to
+// RLIMIT_MEMLOCK (Linux 6.18 does for a process without CAP_IPC_LOCK, as
+// a service user is), measured here with the broker under prlimit and
+// CAP_IPC_LOCK dropped: a shard's disk ring (256 SQEs) failed to set up
+// at 32 KiB and fit in 40 KiB; a network loop's ring (1024 SQEs, 8192
+// CQEs) with its provided-buffer ring fell back to gnet at 128 KiB and
+// fit in 256 KiB.
 const (
-	diskRingBytes = 256*64 + 512*16 + 256*4 + 2*4096
-	netRingBytes  = 1024*64 + 8192*16 + 1024*4 + 2*4096 + 4096*16
+	diskRingBytes = 40 << 10
+	netRingBytes  = 256 << 10
 )
 
-// wantMemlock is RLIMIT_MEMLOCK to recommend for shards shard rings and as
-// many network rings, four times over (rings reopened after a failure
-// are charged before the old ones are freed), never below 64 MiB.
-func wantMemlock(shards int) int64 {
-	need := int64(shards) * (diskRingBytes + netRingBytes)
-	return max(64<<20, roundUp(4*need, 1<<20))
+// ringsMemlock is what shards disk rings and loops network rings take.
+func ringsMemlock(shards, loops int) int64 {
+	return int64(shards)*diskRingBytes + int64(loops)*netRingBytes
+}
+
+// wantMemlock is RLIMIT_MEMLOCK to recommend for shards disk rings and
+// loops network rings, four times over (a ring reopened is charged before
+// the old one is freed, and the estimate is a measurement on one kernel),
+// never below 64 MiB.
+func wantMemlock(shards, loops int) int64 {
+	return max(64<<20, roundUp(4*ringsMemlock(shards, loops), 1<<20))
 }
 
 // itemStatus is where an item stands.

@@ -269,3 +269,38 @@ func TestTuneApplyFailsOnReadOnlyProcSys(t *testing.T) {
 		t.Errorf("vm.swappiness changed from %s to %s", was, got)
 	}
 }
+
+// TestTuneLimitsFiles: what -apply writes for the limits, a systemd
+// drop-in or a limits.d file (in a temporary directory here, not /etc),
+// replaces its own earlier lines and keeps the others.
+func TestTuneLimitsFiles(t *testing.T) {
+	for _, kind := range []string{"systemd", "pam"} {
+		path := filepath.Join(t.TempDir(), kind+".conf")
+		l := limitsTarget{o: tuneOptions{Limits: kind, User: "ringlog"}, path: path}
+		for _, step := range []struct {
+			res int
+			v   uint64
+		}{{unix.RLIMIT_NOFILE, 65536}, {unix.RLIMIT_MEMLOCK, 64 << 20}, {unix.RLIMIT_NOFILE, 131072}} {
+			if err := l.set(step.res, step.v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(b)
+		want := map[string][]string{
+			"systemd": {"[Service]\n", "\nLimitNOFILE=131072\n", "\nLimitMEMLOCK=67108864\n"},
+			"pam":     {"\nringlog soft nofile 131072\n", "\nringlog hard nofile 131072\n", "\nringlog soft memlock 65536\n", "\nringlog hard memlock 65536\n"},
+		}[kind]
+		for _, w := range want {
+			if strings.Count(got, w) != 1 {
+				t.Errorf("%s file has %q %d times, want once:\n%s", kind, w, strings.Count(got, w), got)
+			}
+		}
+		if strings.Contains(got, "65536\n") && kind == "systemd" {
+			t.Errorf("the systemd drop-in kept the replaced LimitNOFILE:\n%s", got)
+		}
+	}
+}
