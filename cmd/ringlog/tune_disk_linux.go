@@ -139,7 +139,10 @@ func diskNames(sys string, depth int) ([]string, string) {
 			return nil, fmt.Sprintf("%s is backed by %s, loops too deep to follow", name, back)
 		}
 		d, why := blockDisks(filepath.Dir(back), depth+1)
-		return d, fmt.Sprintf("%s is a loop device backed by %s (%s)", name, back, why)
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		return d, fmt.Sprintf("%s is a loop device backed by %s%s", name, back, why)
 	}
 	return []string{name}, ""
 }

@@ -37,8 +37,15 @@ func tuneItems(o tuneOptions) ([]tuneItem, error) {
 			"the broker listens with Go's net package, which takes its listen backlog from net.core.somaxconn when it starts ("+backlogNow()+"): after a broker restart every client reconnects at once, and connections past the backlog are dropped and retried by clients after a second or more; a raised value counts from the broker's next start"),
 		ioUringDisabledItem(),
 	)
+	disks := map[string]bool{}
 	for _, d := range o.DataDirs {
-		items = append(items, schedulerItems(d)...)
+		// Directories on one disk check its scheduler once.
+		for _, it := range schedulerItems(d) {
+			if !disks[it.Key] {
+				disks[it.Key] = true
+				items = append(items, it)
+			}
+		}
 		items = append(items, fsItem(d))
 	}
 	if len(o.Only) > 0 {

@@ -304,3 +304,39 @@ func TestTuneLimitsFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestTuneSchedulerThroughLoop puts a data directory on an ext4 file
+// system in a loop device whose image lives on this machine's disk: the
+// scheduler checked is the disk's under the image, named through the
+// loop device.
+func TestTuneSchedulerThroughLoop(t *testing.T) {
+	tmp := t.TempDir()
+	img, mnt := filepath.Join(tmp, "fs.img"), filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", "truncate -s 32M "+img+" && mkfs.ext4 -q "+img).CombinedOutput(); err != nil {
+		t.Fatalf("making an ext4 image (e2fsprogs): %v\n%s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount -o loop (this test needs root and a free loop device): %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		}
+	})
+	out, code := runTune(t, "-only", "scheduler", "-data", mnt)
+	t.Logf("ringlog tune -only scheduler -data %s:\n%s", mnt, out)
+	if code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	d := diskOf(t, tmp)
+	want := bracketed(t, "/sys/block/"+d+"/queue/scheduler")
+	if it, ok := parseTune(t, out)["scheduler:"+d]; !ok || it.found != want {
+		t.Errorf("scheduler:%s reported %+v, sysfs has %q", d, it, want)
+	}
+	if !regexp.MustCompile(`loop[0-9]+ is a loop device backed by ` + regexp.QuoteMeta(img)).MatchString(out) {
+		t.Errorf("the report does not name the loop device and its image %s", img)
+	}
+}
