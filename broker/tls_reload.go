@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"weak"
 )
@@ -50,8 +52,20 @@ func ReloadTLS() (int, error) {
 	var errs []error
 	for _, ks := range list {
 		if err := ks.load(); err != nil {
-			errs = append(errs, err)
+			// Named by its files: the error alone may not say which.
+			errs = append(errs, fmt.Errorf("broker: TLS files %s: %w", ks.files(), err))
 		}
 	}
 	return len(list), errors.Join(errs...)
+}
+
+// files names the keystore's files, for errors.
+func (ks *keystore) files() string {
+	var f []string
+	for _, k := range []string{"ssl.keystore.location", "ssl.truststore.location"} {
+		if loc := ks.settings[k]; loc != "" {
+			f = append(f, loc)
+		}
+	}
+	return strings.Join(f, ", ")
 }
