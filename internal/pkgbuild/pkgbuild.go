@@ -153,8 +153,9 @@ func info(o Options, src string) *nfpm.Info {
 			// useradd and groupadd (the postinstall script).
 			Depends: []string{"passwd"},
 			// zstd: several times faster to make and to unpack than gzip
-			// at a smaller size. It needs dpkg 1.21.18 or newer (Debian 12,
-			// Ubuntu from 21.10) and rpm 4.14 (RHEL 8, Fedora).
+			// (nfpm's .deb default is gzip -9), and a little smaller. It
+			// needs dpkg 1.21.18 or newer (Debian 12; Ubuntu's own packages
+			// are zstd since 21.10) and rpm 4.14 (RHEL 8, Fedora).
 			Deb: nfpm.Deb{Compression: "zstd"},
 			RPM: nfpm.RPM{Summary: "Kafka-wire-protocol log broker", Group: "System Environment/Daemons", Compression: "zstd"},
 		},
