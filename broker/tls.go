@@ -56,7 +56,7 @@ func TLSConfig(s TLSSettings, logf func(msg string, args ...any)) (*tls.Config, 
 	if s["ssl.key.password"] != "" || s["ssl.keystore.password"] != "" {
 		return nil, errors.New("ssl.key.password: encrypted private keys are not read; store the key unencrypted, readable by the broker only (0600)")
 	}
-	ks := &keystore{settings: s}
+	ks := newKeystore(s)
 	if err := ks.load(); err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func ControllerTLS(s TLSSettings, logf func(msg string, args ...any)) (*controll
 // rotated on disk is trusted without a restart. The broker dials with the
 // function (clientTLSFor finds it for the config).
 func clientTLS(s TLSSettings, server *tls.Config, checkName bool, logf func(msg string, args ...any)) (*tls.Config, func(host string) *tls.Config, error) {
-	ks := &keystore{settings: s}
+	ks := newKeystore(s)
 	if err := ks.load(); err != nil {
 		return nil, nil, err
 	}

@@ -22,9 +22,10 @@ go version
 # the reference the differential and Java client tests run beside ringlog,
 # needs Java 17, the Java tests are compiled with javac, and Kafka's jars
 # come from Maven Central; perf: linux-perf, which counts the brokers'
-# system calls in bench's TestQuickReport); each is installed only when its
-# command is missing.
-tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools java:openjdk-17-jdk-headless javac:openjdk-17-jdk-headless mvn:maven perf:linux-perf)
+# system calls in bench's TestQuickReport; systemd: systemd-analyze, which
+# verifies the packaged unit in internal/pkgbuild's install test); each is
+# installed only when its command is missing.
+tools=(kcat:kcat fio:fio fusermount3:fuse3 redis-cli:redis-tools java:openjdk-17-jdk-headless javac:openjdk-17-jdk-headless mvn:maven perf:linux-perf systemd-analyze:systemd)
 missing=()
 for tool in "${tools[@]}"; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
@@ -126,9 +127,11 @@ fi
 # slower race build; it runs in full above. Of internal/, the harnesses
 # that drive Apache Kafka (kafkaref, difftest, admincli's tests) are left
 # out: what they race is a JVM's start, not shared memory of ours, and
-# their Kafka nodes cost the race step about a minute and a half.
+# their Kafka nodes cost the race step about a minute and a half. Nor
+# pkgbuild: its test drives dpkg and one broker process, and would add the
+# packaging library's race build.
 step "go test -race"
-internal=$(go list ./internal/... | grep -v -e /internal/kafkaref -e /internal/difftest -e /internal/admincli)
+internal=$(go list ./internal/... | grep -v -e /internal/kafkaref -e /internal/difftest -e /internal/admincli -e /internal/pkgbuild)
 go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/... ./netpoll/... ./engine/... ./kafka/... ./replication/... \
 	$internal ./broker/... ./mirror/... ./examples/...
 

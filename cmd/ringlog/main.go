@@ -191,6 +191,7 @@ func serve(s settings) error {
 	// quorum stops cleanly too.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer reloadOnHangup(logger)()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	starting := make(chan struct{})
