@@ -30,7 +30,7 @@ type storageCollector struct {
 func newStorageCollector(eng *engine.Core) *storageCollector {
 	return &storageCollector{eng: eng,
 		size: prometheus.NewDesc("kafka_log_log_size",
-			"Kafka's kafka.log:type=Log,name=Size: bytes of each partition's log on this broker (its segments and their indexes; a replica being moved between log directories is counted once, its current log).",
+			"Kafka's kafka.log:type=Log,name=Size: bytes of each partition's log on this broker, its segments' committed record bytes (the .log files; indexes not counted), as DescribeLogDirs reports it. A replica being moved between log directories is counted once, its current log.",
 			[]string{"topic", "partition"}, nil),
 		offlineDirs: prometheus.NewDesc("kafka_log_logmanager_offlinelogdirectorycount",
 			"Kafka's OfflineLogDirectoryCount: log directories (log.dirs) this broker could not open or lost to a disk failure; their partitions are offline here.", nil, nil),
