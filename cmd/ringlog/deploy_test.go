@@ -150,8 +150,17 @@ func dashboardQueries(t *testing.T, path string) []string {
 	return out
 }
 
-// alertQueries returns the expr of every rule of a Prometheus rule file.
-func alertQueries(t *testing.T, path string) []string {
+// alertRule is a rule of a Prometheus rule file, every field Prometheus
+// knows (the file is read strictly: a misspelt key fails).
+type alertRule struct {
+	Alert, Record, Expr string
+	For                 string `yaml:"for"`
+	KeepFiringFor       string `yaml:"keep_firing_for"`
+	Labels, Annotations map[string]string
+}
+
+// loadAlertRules reads a Prometheus rule file's rules.
+func loadAlertRules(t *testing.T, path string) []alertRule {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -160,28 +169,31 @@ func alertQueries(t *testing.T, path string) []string {
 	var f struct {
 		Groups []struct {
 			Name  string
-			Rules []struct {
-				Alert, Record, Expr string
-				For                 string `yaml:"for"`
-				KeepFiringFor       string `yaml:"keep_firing_for"`
-				Labels, Annotations map[string]string
-			}
+			Rules []alertRule
 		}
 	}
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	var out []string
+	var out []alertRule
 	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			if r.Expr == "" {
-				t.Errorf("%s: rule %s%s has no expr", path, r.Alert, r.Record)
-			}
-			out = append(out, r.Expr)
-		}
+		out = append(out, g.Rules...)
 	}
 	if len(out) == 0 {
 		t.Fatalf("%s: no rules", path)
+	}
+	return out
+}
+
+// alertQueries returns the expr of every rule of a Prometheus rule file.
+func alertQueries(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range loadAlertRules(t, path) {
+		if r.Expr == "" {
+			t.Errorf("%s: rule %s%s has no expr", path, r.Alert, r.Record)
+		}
+		out = append(out, r.Expr)
 	}
 	return out
 }
