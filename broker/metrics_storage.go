@@ -12,7 +12,8 @@ import (
 )
 
 // Storage metrics, counted at scrape time like the others: each log's size
-// (Kafka's kafka.log:type=Log,name=Size), the log directories offline
+// (Kafka's kafka.log:type=Log,name=Size) and the bytes appended to it
+// since it opened (the log's own counter), the log directories offline
 // (kafka.log:type=LogManager,name=OfflineLogDirectoryCount), each log
 // directory's volume (statfs, what DescribeLogDirs reports since KIP-827;
 // Kafka has no metric for it) and each shard's io_uring depth.
@@ -24,13 +25,18 @@ const ringDepthWait = time.Second
 type storageCollector struct {
 	eng *engine.Core
 
-	size, offlineDirs, dirTotal, dirUsable, sqesInFlight, sqesMax *prometheus.Desc
+	size, appended, offlineDirs, dirTotal, dirUsable, sqesInFlight, sqesMax *prometheus.Desc
 }
 
 func newStorageCollector(eng *engine.Core) *storageCollector {
 	return &storageCollector{eng: eng,
 		size: prometheus.NewDesc("kafka_log_log_size",
 			"Kafka's kafka.log:type=Log,name=Size: bytes of each partition's log on this broker, its segments' committed record bytes (the .log files; indexes not counted), as DescribeLogDirs reports it. A replica being moved between log directories is counted once, its current log.",
+			[]string{"topic", "partition"}, nil),
+		appended: prometheus.NewDesc("ringlog_log_appended_bytes_total",
+			"Bytes of record batches appended to each partition's log on this broker since the log was opened (a leader's appends and a follower's copies alike): "+
+				"its rate is the partition's write throughput, which the log's size does not give once retention deletes. Starts again from 0 at a restart, "+
+				"or when a move between log directories installs the copy.",
 			[]string{"topic", "partition"}, nil),
 		offlineDirs: prometheus.NewDesc("kafka_log_logmanager_offlinelogdirectorycount",
 			"Kafka's OfflineLogDirectoryCount: log directories (log.dirs) this broker could not open or lost to a disk failure; their partitions are offline here.", nil, nil),
@@ -49,7 +55,7 @@ func newStorageCollector(eng *engine.Core) *storageCollector {
 }
 
 func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.size, c.offlineDirs, c.dirTotal, c.dirUsable, c.sqesInFlight, c.sqesMax} {
+	for _, d := range []*prometheus.Desc{c.size, c.appended, c.offlineDirs, c.dirTotal, c.dirUsable, c.sqesInFlight, c.sqesMax} {
 		ch <- d
 	}
 }
@@ -60,6 +66,9 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(ps.Size), ps.TP.Topic, strconv.Itoa(int(ps.TP.Partition)))
+	}
+	for _, pa := range c.eng.AppendedBytes() {
+		ch <- prometheus.MustNewConstMetric(c.appended, prometheus.CounterValue, float64(pa.Bytes), pa.TP.Topic, strconv.Itoa(int(pa.TP.Partition)))
 	}
 	offline := 0
 	for _, d := range c.eng.LogDirs() {

@@ -16,7 +16,8 @@ import (
 )
 
 // TestMetricsStorage: on io_uring with two log directories, each log's
-// size on /metrics is the size DescribeLogDirs reports for it, each
+// size on /metrics is the size DescribeLogDirs reports for it, and so are
+// the bytes appended to it (nothing was deleted yet), each
 // directory has its volume's total and usable bytes, every shard its
 // ring's depth; after a restart with the second directory gone, the
 // directory is counted offline and has no volume series.
@@ -71,6 +72,12 @@ func TestMetricsStorage(t *testing.T) {
 			series := fmt.Sprintf(`kafka_log_log_size{partition="%d",topic="%s"}`, p.Partition, p.Topic)
 			if got, ok := m[series]; !ok || got != float64(p.Size) || got == 0 {
 				t.Errorf("%s = %v (present %v), DescribeLogDirs says %d", series, got, ok, p.Size)
+			}
+			// Nothing was deleted: every byte of the log was appended
+			// since it opened.
+			series = fmt.Sprintf(`ringlog_log_appended_bytes_total{partition="%d",topic="%s"}`, p.Partition, p.Topic)
+			if got := m[series]; got != float64(p.Size) {
+				t.Errorf("%s = %v, the log holds %d bytes", series, got, p.Size)
 			}
 			sized++
 		})
