@@ -41,6 +41,7 @@ func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Core) {
 		hw:    prometheus.NewDesc("ringlog_high_watermark", "High watermark of each partition.", labels, nil),
 		start: prometheus.NewDesc("ringlog_log_start_offset", "Log start offset of each partition.", labels, nil),
 	})
+	reg.MustRegister(newStorageCollector(eng))
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -9,6 +9,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/internal/acl"
+	"ringlog/internal/fsutil"
 )
 
 // DescribeLogDirs v0-v5 (KIP-113): every log directory of the broker (Kafka's
@@ -55,7 +56,7 @@ func handleDescribeLogDirs(s *Server, cx *reqCtx, kreq kmsg.Request) kmsg.Respon
 		}
 		// The volume's space is best effort: where the system cannot say,
 		// the fields keep Kafka's "unknown", -1.
-		if total, usable, err := diskSpace(ld.Path); err == nil {
+		if total, usable, err := fsutil.DiskSpace(ld.Path); err == nil {
 			d.TotalBytes, d.UsableBytes = total, usable
 		}
 		for _, ps := range sizes {

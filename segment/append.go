@@ -458,6 +458,7 @@ func (l *Log) finishAppend(t *Task) {
 	}
 	s.publish(pos, t.next)
 	l.leo.Store(t.next)
+	l.appended.Add(pos - t.pos)
 	if t.Result.Synced {
 		l.unflushedMsgs = 0
 		l.lastFlush = l.opts.Now()

@@ -80,6 +80,9 @@ type Log struct {
 	set      atomic.Pointer[segSet]
 	leo      atomic.Int64
 	logStart atomic.Int64
+	// appended counts the bytes of batches appended since the log was
+	// opened (AppendedBytes), for the broker's metrics.
+	appended atomic.Int64
 }
 
 // segSet is an immutable list of segments that readers pin while they

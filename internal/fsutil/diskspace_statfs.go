@@ -1,13 +1,13 @@
 //go:build linux || darwin || freebsd
 
-package kafka
+package fsutil
 
 import "golang.org/x/sys/unix"
 
-// diskSpace returns the size of the volume holding dir and the bytes an
+// DiskSpace returns the size of the volume holding dir and the bytes an
 // unprivileged writer may still use there (f_bavail, what Java's
 // FileStore.getUsableSpace reports to Kafka), from statfs(2).
-func diskSpace(dir string) (total, usable int64, err error) {
+func DiskSpace(dir string) (total, usable int64, err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, 0, err

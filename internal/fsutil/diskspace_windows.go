@@ -1,13 +1,13 @@
 //go:build windows
 
-package kafka
+package fsutil
 
 import "golang.org/x/sys/windows"
 
-// diskSpace returns the size of the volume holding dir and the bytes the
+// DiskSpace returns the size of the volume holding dir and the bytes the
 // caller may still use there (GetDiskFreeSpaceEx honours quotas, as Java's
 // FileStore.getUsableSpace does).
-func diskSpace(dir string) (total, usable int64, err error) {
+func DiskSpace(dir string) (total, usable int64, err error) {
 	p, err := windows.UTF16PtrFromString(dir)
 	if err != nil {
 		return 0, 0, err

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package ioring
+
+func depthOf(IO) (Depth, bool) { return Depth{}, false }
