@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"ringlog/internal/fsutil"
+	"ringlog/internal/procs"
 	"ringlog/ioring"
 )
 
@@ -28,7 +28,9 @@ type Config struct {
 	// partition folders only (logdirs.go: JBOD).
 	Dir     string
 	LogDirs []string
-	// Shards is the number of shards; 0 means GOMAXPROCS.
+	// Shards is the number of shards; 0 means GOMAXPROCS without the Ps
+	// added for threads that wait in io_uring_enter (internal/procs): the
+	// machine's CPUs, however many loops other brokers of the process run.
 	Shards int
 	// IO picks the I/O path (auto probes io_uring); IOWrites how the
 	// io_uring path writes (see ioring.WriteMode).
@@ -114,7 +116,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Shards <= 0 {
-		c.Shards = runtime.GOMAXPROCS(0)
+		c.Shards = procs.Base()
 	}
 	if c.IO == "" {
 		c.IO = ioring.ModeAuto

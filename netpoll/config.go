@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"ringlog/internal/procs"
 )
 
 // Defaults for the zero values of Config. MaxFrameBytes is Kafka's
@@ -44,7 +46,8 @@ type Config struct {
 	// portable path.
 	IO string
 	// Loops is the number of event loops (gnet or uring); 0 means
-	// GOMAXPROCS (as it was before uring loops raised it: see procs.go).
+	// GOMAXPROCS without the Ps added for uring loops and ring-owning
+	// shards (internal/procs).
 	Loops int
 	// Splitter cuts request frames out of each connection's stream and
 	// says what goes before each response; nil means LengthPrefixed,
@@ -215,7 +218,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Splitter = LengthPrefixed{}
 	}
 	if cfg.Loops == 0 {
-		cfg.Loops = baseProcs()
+		cfg.Loops = procs.Base()
 	}
 	if cfg.MaxFrameBytes == 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ringlog/internal/procs"
 	"ringlog/ioring"
 )
 
@@ -187,9 +188,9 @@ func (l *uloop) run(errc chan<- error) {
 		errc <- err
 		return
 	}
-	// The loop's P (procs.go), counted before Listen returns.
-	addLoopProc()
-	defer releaseLoopProc()
+	// The loop's P (internal/procs), counted before Listen returns.
+	procs.Add()
+	defer procs.Release()
 	errc <- nil
 	for {
 		l.takeInbox()

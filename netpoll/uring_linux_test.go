@@ -214,7 +214,7 @@ func TestUringManyConnections(t *testing.T) {
 	t.Logf("receives ended for want of buffers: %d", s.Stats().UringNoBuffers)
 }
 
-// Each uring loop adds a P for its life (procs.go), so that goroutines a
+// Each uring loop adds a P for its life (internal/procs), so that goroutines a
 // loop's turn makes runnable are not left in the run queue of the P its
 // thread keeps while it waits in io_uring_enter. Two servers in one
 // process add up; the default Loops stays the base count; closing gives
