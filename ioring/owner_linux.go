@@ -49,6 +49,9 @@ type Owner struct {
 	// enter (the posts to them found them sleeping).
 	bells []*Owner
 
+	// skipWait: the turn under way does not block (SkipWait).
+	skipWait bool
+
 	// sleeping is set while the owner may block in the ring. Any goroutine.
 	sleeping atomic.Bool
 
@@ -266,6 +269,11 @@ func (o *Owner) AddHook(fn func(), busy func() bool) (remove func()) {
 	}
 }
 
+// SkipWait makes the turn under way return without blocking in the ring
+// (owner's goroutine): a hook that changed what its owner's caller should
+// do next calls it.
+func (o *Owner) SkipWait() { o.skipWait = true }
+
 // Post queues fn to run on the owner's goroutine at its next turn and
 // wakes the owner if it waits. ErrClosed once the owner closed (fn then
 // never runs). Any goroutine, the owner's included.
@@ -363,6 +371,10 @@ func (o *Owner) Turn(timeout time.Duration) error {
 	o.RunPosted()
 	for i := 0; i < len(o.hooks); i++ {
 		o.hooks[i].fn()
+	}
+	if o.skipWait {
+		o.skipWait = false
+		timeout = 0
 	}
 	if timeout != 0 {
 		o.sleeping.Store(true)

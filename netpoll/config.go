@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"ringlog/internal/procs"
+	"ringlog/ioring"
 )
 
 // Defaults for the zero values of Config. MaxFrameBytes is Kafka's
@@ -45,6 +46,11 @@ type Config struct {
 	// falls back to gnet, with the reason logged. TLS always serves on the
 	// portable path.
 	IO string
+	// Owners are the ring owners that IOUringShards serves connections
+	// on, one loop of connections per owner (the broker passes the
+	// engine's shards: engine.Core.RingOwners). Without owners,
+	// IOUringShards serves on loops of netpoll's own, as IOUring does.
+	Owners []*ioring.Owner
 	// Loops is the number of event loops (gnet or uring); 0 means
 	// GOMAXPROCS without the Ps added for uring loops and ring-owning
 	// shards (internal/procs).
@@ -175,6 +181,9 @@ type ConnLimiter interface {
 const (
 	IOGnet     = "gnet"
 	IOUring    = "uring"
+	// IOUringShards is the uring path with its connections on the rings
+	// of Config.Owners (the engine's shards) instead of loops of its own.
+	IOUringShards = "uring-shards"
 	IOPortable = "portable"
 )
 
@@ -210,9 +219,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if cfg.Portable {
 			cfg.IO = IOPortable
 		}
-	case IOGnet, IOUring, IOPortable:
+	case IOGnet, IOUring, IOUringShards, IOPortable:
 	default:
-		return cfg, fmt.Errorf("%w: IO %q (want %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOPortable)
+		return cfg, fmt.Errorf("%w: IO %q (want %s, %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOUringShards, IOPortable)
 	}
 	if cfg.Splitter == nil {
 		cfg.Splitter = LengthPrefixed{}
