@@ -179,12 +179,12 @@ type ConnLimiter interface {
 
 // Values of Config.IO.
 const (
-	IOGnet     = "gnet"
-	IOUring    = "uring"
+	IOGnet  = "gnet"
+	IOUring = "uring"
 	// IOUringShards is the uring path with its connections on the rings
 	// of Config.Owners (the engine's shards) instead of loops of its own.
 	IOUringShards = "uring-shards"
-	IOPortable = "portable"
+	IOPortable    = "portable"
 )
 
 // uringKnobs change the uring path for tests.
