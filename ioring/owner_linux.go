@@ -312,6 +312,14 @@ func (o *Owner) Wake() {
 	o.writeEventfd()
 }
 
+// Current reports whether the caller runs on the owner's thread (a
+// handler, a hook, posted work, or the owner's own loop). It costs a
+// gettid system call. Any goroutine.
+func (o *Owner) Current() bool {
+	v, ok := owners.Load(unix.Gettid())
+	return ok && v.(*Owner) == o
+}
+
 // writeEventfd wakes the owner through its eventfd. The write is made
 // under the inbox's lock, which Close takes to close the descriptor: a
 // late wake must never write into whatever file reused its number.

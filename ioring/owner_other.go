@@ -43,3 +43,6 @@ func (o *Owner) AddHook(func(), func() bool) func() { return func() {} }
 
 // Stats is zero.
 func (o *Owner) Stats() OwnerStats { return OwnerStats{} }
+
+// Current is false: there is no owner.
+func (o *Owner) Current() bool { return false }
