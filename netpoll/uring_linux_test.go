@@ -22,13 +22,22 @@ func TestUringFallsBackToGnet(t *testing.T) {
 	if !gnetSupported {
 		t.Skip("gnet is not supported here")
 	}
+	for _, via := range []string{IOUring, IOUringShards} {
+		t.Run(via, func(t *testing.T) { testFallsBackToGnet(t, via) })
+	}
+}
+
+func testFallsBackToGnet(t *testing.T, via string) {
 	var logs syncBuffer
 	h := newTestHandler(t, nil)
 	cfg := Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		uring:  &uringKnobs{probe: func() string { return "kernel lacks io_uring opcodes RECV (simulated)" }},
 	}
-	cfg.Addr, cfg.IO, cfg.Loops = "127.0.0.1:0", IOUring, 1
+	cfg.Addr, cfg.IO, cfg.Loops = "127.0.0.1:0", via, 1
+	if via == IOUringShards {
+		cfg.Owners = testOwners(t, 1)
+	}
 	s, err := Listen(cfg, h)
 	if err != nil {
 		t.Fatal(err)
@@ -83,10 +92,10 @@ func (k *keeper) count() int {
 // keepFrames sends n frames of varied sizes through a uring server with
 // tiny poisoned provided buffers, and returns how many of the frames the
 // handler kept differ from what was sent (or never came).
-func keepFrames(t *testing.T, knobs *uringKnobs, n int) int {
+func keepFrames(t *testing.T, via string, knobs *uringKnobs, n int) int {
 	t.Helper()
 	k := &keeper{closed: make(chan struct{})}
-	s := serveHandler(t, IOUring, Config{uring: knobs, Loops: 1, MaxInFlight: 1024}, k, nil)
+	s := serveHandler(t, via, Config{uring: knobs, Loops: 1, MaxInFlight: 1024}, k, nil)
 	c := dial(t, s)
 	var want [][]byte
 	var wire []byte
@@ -125,18 +134,30 @@ func keepFrames(t *testing.T, knobs *uringKnobs, n int) int {
 // before its bytes are framed must see the poison, or the check proves
 // nothing.
 func TestUringProvidedBufferOwnership(t *testing.T) {
-	skipUnless(t, IOUring)
-	t.Run("recycled after framing", func(t *testing.T) {
-		if bad := keepFrames(t, &uringKnobs{bufBytes: 64, bufCount: 64, poison: true}, 500); bad != 0 {
-			t.Fatalf("%d of 500 frames corrupted", bad)
-		}
+	urings(t, func(t *testing.T, via string) {
+		t.Run("recycled after framing", func(t *testing.T) {
+			if bad := keepFrames(t, via, &uringKnobs{bufBytes: 64, bufCount: 64, poison: true}, 500); bad != 0 {
+				t.Fatalf("%d of 500 frames corrupted", bad)
+			}
+		})
+		t.Run("recycled early is caught", func(t *testing.T) {
+			k := &uringKnobs{bufBytes: 64, bufCount: 64, poison: true, recycleEarly: true}
+			if bad := keepFrames(t, via, k, 500); bad == 0 {
+				t.Fatal("buffers handed back before framing went unnoticed")
+			}
+		})
 	})
-	t.Run("recycled early is caught", func(t *testing.T) {
-		k := &uringKnobs{bufBytes: 64, bufCount: 64, poison: true, recycleEarly: true}
-		if bad := keepFrames(t, k, 500); bad == 0 {
-			t.Fatal("buffers handed back before framing went unnoticed")
-		}
-	})
+}
+
+// urings runs fn on both uring modes: loops of netpoll's own, and
+// connections on given ring owners.
+func urings(t *testing.T, fn func(t *testing.T, via string)) {
+	for _, via := range []string{IOUring, IOUringShards} {
+		t.Run(via, func(t *testing.T) {
+			skipUnless(t, via)
+			fn(t, via)
+		})
+	}
 }
 
 // Frames cut across provided buffers of 1, 7 and 64 bytes (1-byte buffers
@@ -144,11 +165,14 @@ func TestUringProvidedBufferOwnership(t *testing.T) {
 // loop run out under a 60 KB write: the receive ends with ENOBUFS and is
 // re-armed once the loop has handed them back.
 func TestUringFramesAcrossBuffers(t *testing.T) {
-	skipUnless(t, IOUring)
+	urings(t, testFramesAcrossBuffers)
+}
+
+func testFramesAcrossBuffers(t *testing.T, via string) {
 	for _, size := range []int{1, 7, 64} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			h := newTestHandler(t, nil)
-			s := serve(t, IOUring, Config{uring: &uringKnobs{bufBytes: size, bufCount: 16, poison: true}}, h)
+			s := serve(t, via, Config{uring: &uringKnobs{bufBytes: size, bufCount: 16, poison: true}}, h)
 			c := dial(t, s)
 			var wire []byte
 			var want []string
@@ -174,9 +198,12 @@ func TestUringFramesAcrossBuffers(t *testing.T) {
 // them and reuse the loop's connection ids. Every reply comes back in
 // order, and every connection is torn down.
 func TestUringManyConnections(t *testing.T) {
-	skipUnless(t, IOUring)
+	urings(t, testManyConnections)
+}
+
+func testManyConnections(t *testing.T, via string) {
 	h := newTestHandler(t, nil)
-	s := serve(t, IOUring, Config{Loops: 1, uring: &uringKnobs{bufBytes: 256, bufCount: 16, poison: true}}, h)
+	s := serve(t, via, Config{Loops: 1, uring: &uringKnobs{bufBytes: 256, bufCount: 16, poison: true}}, h)
 	for round := range 2 {
 		var wg sync.WaitGroup
 		errs := make(chan error, 200)
