@@ -67,13 +67,14 @@ type Owner struct {
 type OwnerStats struct {
 	// Turns is the number of turns; Waits those that blocked in the ring.
 	Turns, Waits int64
-	// BellsSent are the MSG_RING doorbells this owner queued for others;
-	// EventfdWakes the eventfd writes that woke it.
-	BellsSent, EventfdWakes int64
+	// BellsSent are the MSG_RING doorbells this owner queued for others,
+	// BellsReceived those that reached it; EventfdWakes the eventfd
+	// writes that woke it.
+	BellsSent, BellsReceived, EventfdWakes int64
 }
 
 type ownerStats struct {
-	turns, waits, bells, efdWakes atomic.Int64
+	turns, waits, bells, bellsIn, efdWakes atomic.Int64
 }
 
 // Handler gets a completion whose user data carries its tag; UserData in
@@ -221,7 +222,7 @@ func (o *Owner) Ring() *NetRing { return o.ring }
 // Stats returns the owner's counters. Any goroutine.
 func (o *Owner) Stats() OwnerStats {
 	return OwnerStats{Turns: o.stats.turns.Load(), Waits: o.stats.waits.Load(),
-		BellsSent: o.stats.bells.Load(), EventfdWakes: o.stats.efdWakes.Load()}
+		BellsSent: o.stats.bells.Load(), BellsReceived: o.stats.bellsIn.Load(), EventfdWakes: o.stats.efdWakes.Load()}
 }
 
 // Register adds h and returns its tag (owner's goroutine).
@@ -457,7 +458,10 @@ func (o *Owner) dispatch(c NetCQE) {
 				}
 			}
 		}
-		return // a doorbell, or our own doorbell's completion
+		if c.UserData == ownBell && c.Res >= 0 {
+			o.stats.bellsIn.Add(1)
+		}
+		return // a doorbell, or our own doorbell's failure
 	}
 	if h := o.handlers[tag]; h != nil {
 		h(c)

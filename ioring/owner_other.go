@@ -12,7 +12,7 @@ type Owner struct{}
 type OwnerGroup struct{}
 
 // OwnerStats counts an owner's wakes.
-type OwnerStats struct{ Turns, Waits, BellsSent, EventfdWakes int64 }
+type OwnerStats struct{ Turns, Waits, BellsSent, BellsReceived, EventfdWakes int64 }
 
 // ProbeOwner reports why an Owner cannot be used: io_uring is Linux-only.
 func ProbeOwner() string { return "io_uring exists only on Linux" }
