@@ -49,6 +49,9 @@ type Owner struct {
 	// enter (the posts to them found them sleeping).
 	bells []*Owner
 
+	// closers run when the owner closes (OnClose).
+	closers []*hook
+
 	// skipWait: the turn under way does not block (SkipWait).
 	skipWait bool
 
@@ -179,6 +182,14 @@ func (o *Owner) Close() {
 	o.closed = true
 	o.posted = nil
 	o.mu.Unlock()
+	// Whoever is still registered learns that the owner is gone (a
+	// netpoll loop abandons its connections) before the owner's ring
+	// stops being turned.
+	for len(o.closers) > 0 {
+		c := o.closers[0]
+		o.closers = o.closers[1:]
+		c.fn()
+	}
 	owners.CompareAndDelete(o.tid, o)
 	if o.wakeRead && o.ring.CancelFD(o.efd, ownStop) == nil {
 		for deadline := time.Now().Add(time.Second); o.wakeRead && time.Now().Before(deadline); {
@@ -268,6 +279,34 @@ func (o *Owner) AddHook(fn func(), busy func() bool) (remove func()) {
 			}
 		}
 	}
+}
+
+// OnClose adds fn to run on the owner's goroutine when it closes while fn
+// is still registered (owner's goroutine); the returned function removes
+// it. A handler that the owner's end would strand (requests never reaped,
+// a Close waiting for a detach that cannot come) gives up there.
+func (o *Owner) OnClose(fn func()) (remove func()) {
+	h := &hook{fn: fn}
+	o.closers = append(o.closers, h)
+	return func() {
+		for i, x := range o.closers {
+			if x == h {
+				o.closers = append(o.closers[:i], o.closers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// Poll waits at most timeout for completions and dispatches them, without
+// the turn's posted work and hooks (owner's goroutine): for a closer
+// (OnClose) that must see its requests finish while the owner closes.
+func (o *Owner) Poll(timeout time.Duration) error {
+	if err := o.ring.EnterTimeout(timeout); err != nil {
+		return err
+	}
+	o.ring.Reap(o.dispatch)
+	return nil
 }
 
 // SkipWait makes the turn under way return without blocking in the ring

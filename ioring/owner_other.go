@@ -46,3 +46,9 @@ func (o *Owner) Stats() OwnerStats { return OwnerStats{} }
 
 // Current is false: there is no owner.
 func (o *Owner) Current() bool { return false }
+
+// OnClose does nothing.
+func (o *Owner) OnClose(func()) func() { return func() {} }
+
+// Poll fails: there is no owner.
+func (o *Owner) Poll(time.Duration) error { return ErrUnavailable }

@@ -209,6 +209,13 @@ func skipUnless(t testing.TB, via string) {
 // would), for IOUringShards to register connections on; they end when the
 // test's cleanups reach them, after the servers registered later closed.
 func testOwners(t testing.TB, n int) []*ioring.Owner {
+	owners, _ := testOwnersStop(t, n)
+	return owners
+}
+
+// testOwnersStop is testOwners with a function that ends the owners at
+// once (their group's rings are released at the test's end).
+func testOwnersStop(t testing.TB, n int) ([]*ioring.Owner, func()) {
 	t.Helper()
 	g := ioring.NewOwnerGroup()
 	stop := make(chan struct{})
@@ -250,17 +257,23 @@ func testOwners(t testing.TB, n int) []*ioring.Owner {
 			t.Fatalf("ring owner: %v", err)
 		}
 	}
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			close(stop)
+			for _, o := range owners {
+				_ = o.Post(func() {})
+			}
+			wg.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		close(stop)
-		for _, o := range owners {
-			_ = o.Post(func() {})
-		}
-		wg.Wait()
+		end()
 		if err := g.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	return owners
+	return owners, end
 }
 
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

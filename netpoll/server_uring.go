@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -183,8 +184,10 @@ type uloop struct {
 	tag  uint8 // the loop's handler on the owner
 	ring *ioring.NetRing
 	bufs *ioring.BufRing
-	// unhook removes the loop's hook from the owner (detach).
+	// unhook removes the loop's hook from the owner (detach), unclose its
+	// reaction to the owner closing first (ownerClosed).
 	unhook   func()
+	unclose  func()
 	attached bool
 	detached bool
 
@@ -270,6 +273,7 @@ func (l *uloop) attach() error {
 	}
 	l.tag = tag
 	l.unhook = l.o.AddHook(l.turn, l.inboxBusy)
+	l.unclose = l.o.OnClose(l.ownerClosed)
 	l.attached = true
 	return nil
 }
@@ -303,6 +307,7 @@ func (l *uloop) turn() {
 func (l *uloop) detach() {
 	l.detached = true
 	l.unhook()
+	l.unclose()
 	l.o.Unregister(l.tag)
 	if l.bufs != nil {
 		if err := l.bufs.Close(); err != nil {
@@ -314,6 +319,47 @@ func (l *uloop) detach() {
 		l.e.wg.Done()
 	} else {
 		l.o.SkipWait() // run ends the owner
+	}
+}
+
+// ownerClosed runs when the loop's owner closes with the loop still on it
+// (a shard that stopped before the server closed): nothing will serve the
+// loop's connections again, so they are given up as after a ring failure,
+// the server stops (Done, Err), and the loop detaches, so that Close does
+// not wait for it forever. Owner's goroutine.
+func (l *uloop) ownerClosed() {
+	if l.detached {
+		return
+	}
+	err := fmt.Errorf("%w: the ring owner of a loop of connections closed", ErrEngineStopped)
+	l.s.log.Error("netpoll: a uring loop's ring owner closed under it", "err", err)
+	l.s.stopped(err)
+	// Close the connections as Close would, turning the ring here (still
+	// on the owner's thread) until their requests completed: a receive
+	// in the ring holds its socket open.
+	l.mu.Lock()
+	l.stopReq = true
+	l.mu.Unlock()
+	l.takeInbox()
+	for deadline := time.Now().Add(time.Second); l.live > 0 && time.Now().Before(deadline); {
+		if l.o.Poll(10*time.Millisecond) != nil {
+			break
+		}
+		l.serveDirty()
+	}
+	if l.live > 0 {
+		l.abandon() // their buffers stay the ring's, which its group releases
+	} else if l.bufs != nil {
+		if err := l.bufs.Close(); err != nil {
+			l.s.log.Error("netpoll: releasing a uring loop's buffers", "err", err)
+		}
+	}
+	l.exit()
+	l.detached = true
+	l.unhook()
+	l.o.Unregister(l.tag)
+	if l.e.shards {
+		l.e.wg.Done()
 	}
 }
 

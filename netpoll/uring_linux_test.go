@@ -5,8 +5,10 @@ package netpoll
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -278,5 +280,45 @@ func TestUringLoopsAddProcs(t *testing.T) {
 	_ = b.Close(ctx)
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Fatalf("GOMAXPROCS %d after every loop ended, want the base %d", got, base)
+	}
+}
+
+// A ring owner that ends under a server still registered on it (a shard
+// stopped before the broker's network closed) stops the server with
+// ErrEngineStopped and closes its connections, and Close returns rather
+// than wait for a loop that nothing will turn again.
+func TestUringShardsOwnerClosedFirst(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	owners, end := testOwnersStop(t, 2)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Owners: owners}, h)
+	c := dial(t, s)
+	c.send(echoReq("before"))
+	if got := string(c.recv()); got != "ebefore" {
+		t.Fatalf("got %q", got)
+	}
+	end()
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server still looks alive after its ring owners ended")
+	}
+	if err := s.Err(); !errors.Is(err, ErrEngineStopped) {
+		t.Fatalf("Err %v, want ErrEngineStopped", err)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the owners ended: %v, want the connection closed", err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		closed <- s.Close(ctx)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for loops whose owner ended")
 	}
 }
