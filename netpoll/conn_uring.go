@@ -202,6 +202,7 @@ func (uc *uconn) onRecv(c ioring.NetCQE) {
 		return
 	}
 	n := int(c.Res)
+	uc.l.rxBytes.Add(int64(n))
 	p := uc.l.bufs.Bytes(id, n)
 	if k := uc.l.s.cfg.uring; k != nil && k.recycleEarly {
 		uc.l.recycle(id) // the bug a test must catch: the bytes are not framed yet

@@ -127,8 +127,39 @@ func (e *uringEngine) serve(nc net.Conn, ip netip.Addr) {
 		e.s.acc.release(ip)
 		return
 	}
-	l := e.loops[e.next.Add(1)%uint32(len(e.loops))]
+	l := e.pick()
 	l.hand(&uconn{l: l, fd: fd, remote: remote, ip: ip})
+}
+
+// pick chooses the loop of a new connection. netpoll's own loops take
+// them round robin. On the shards' rings a connection's frames are cut,
+// decoded and CRC-checked on its shard's thread beside the shard's
+// appends, so where a busy producer lands matters: the loop whose
+// connections received the fewest bytes since the last pick takes it
+// (ties: the fewest connections, then round robin). Clients open an idle
+// metadata connection beside their produce connection, and round robin
+// alone put two producers' produce connections on one shard of two in
+// every other run (ARCHITECTURE.md, "Connections on the shards' rings").
+// Acceptor goroutine.
+func (e *uringEngine) pick() *uloop {
+	start := e.next.Add(1)
+	n := uint32(len(e.loops))
+	if !e.shards {
+		return e.loops[start%n]
+	}
+	var best *uloop
+	var bestRx, bestConns int64
+	for i := range n {
+		l := e.loops[(start+i)%n]
+		rx := l.rxBytes.Load()
+		d := rx - l.rxSeen
+		l.rxSeen = rx
+		conns := l.handed.Load()
+		if best == nil || d < bestRx || (d == bestRx && conns < bestConns) {
+			best, bestRx, bestConns = l, d, conns
+		}
+	}
+	return best
 }
 
 // dupConn duplicates nc's descriptor (close-on-exec, and non-blocking as
@@ -200,6 +231,14 @@ type uloop struct {
 	starved []*uconn
 
 	stopping bool
+
+	// rxBytes counts the bytes the loop's connections received (owner's
+	// goroutine adds, the acceptor reads); rxSeen is its value at the
+	// acceptor's last pick; handed the connections handed over and not yet
+	// forgotten (pick).
+	rxBytes atomic.Int64
+	rxSeen  int64
+	handed  atomic.Int64
 
 	// The inbox, from any goroutine.
 	mu       sync.Mutex
@@ -490,6 +529,7 @@ func (l *uloop) adopt(uc *uconn) {
 	}
 	l.conns[uc.id] = uc
 	l.live++
+	l.handed.Add(1)
 	s := l.s
 	uc.in = bufFeed{fr: newFramer(s.cfg.Splitter, s.cfg.MaxFrameBytes), pendingMax: s.cfg.pausedInboundMax()}
 	uc.c = newConn(s, uc, uc.remote, uc.ip)
@@ -506,6 +546,7 @@ func (l *uloop) forget(uc *uconn) {
 	l.conns[uc.id] = nil
 	l.free = append(l.free, uc.id)
 	l.live--
+	l.handed.Add(-1)
 }
 
 // complete dispatches one completion of the loop's (its owner strips the

@@ -322,3 +322,53 @@ func TestUringShardsOwnerClosedFirst(t *testing.T) {
 		t.Fatal("Close waits for loops whose owner ended")
 	}
 }
+
+// On the shards' rings a busy connection goes to the loop whose
+// connections received the fewest bytes since the previous accept: with
+// clients that each open an idle connection and then a busy one, round
+// robin put both busy connections on one of two loops; every loop must
+// receive a busy connection's bytes here.
+func TestUringShardsSpreadBusyConnections(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Loops: 2}, h)
+	e := s.eng.(*uringEngine)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	busy := func(c *client) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.send(echoReq(strings.Repeat("b", 4096)))
+				c.recv()
+			}
+		}()
+	}
+	for range 2 {
+		idle := dial(t, s)
+		idle.send(echoReq("metadata"))
+		idle.recv()
+		b := dial(t, s)
+		b.send(echoReq("first"))
+		b.recv()
+		busy(b)
+		time.Sleep(20 * time.Millisecond) // its bytes counted before the next accept
+	}
+	var before [2]int64
+	for i, l := range e.loops {
+		before[i] = l.rxBytes.Load()
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i, l := range e.loops {
+		if d := l.rxBytes.Load() - before[i]; d == 0 {
+			t.Fatalf("loop %d received nothing while two busy connections sent: both are on the other loop", i)
+		}
+	}
+}
