@@ -87,7 +87,7 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 #   - uring-shards (connections on the shards' rings, the uring path's
 #     second mode): the same client-facing core as portable. The whole
 #     uring subset above passes on it too (RINGLOG_TEST_NET=uring-shards,
-#     146 s at load 8-11), too long for a third run here.
+#     146 s at load 8-11, 106 s in a second run), too long for a third run here.
 # Both run beside the whole package run of go test ./... (which keeps two
 # packages going at once), and so do the cross builds of the portable
 # path for darwin and windows (a compile, about 40 s of CPU): the kafka
