@@ -85,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("ringlog bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, usageText, strings.Join(peerKeys(), ", "))
+		fmt.Fprintf(stderr, usageText, strings.Join(allPeerKeys(), ", "))
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in about two minutes without the Apache Kafka, SASL_SSL and io_uring net peers (-peers), in about four with them")
@@ -168,7 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			continue
 		}
 		if _, ok := peerSpecByKey(k); !ok {
-			return config{}, fmt.Errorf("bench: unknown peer %q (known: %s)", k, strings.Join(peerKeys(), ", "))
+			return config{}, fmt.Errorf("bench: unknown peer %q (known: %s)", k, strings.Join(allPeerKeys(), ", "))
 		}
 		c.peers = append(c.peers, k)
 		if quickTimeout {

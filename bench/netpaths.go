@@ -28,12 +28,12 @@ func netPathsPeers(w workload) []string {
 	if connsWorkload(w) {
 		// The target is io_uring net's own ratio; the epoll and portable
 		// paths beside it say what an idle connection costs elsewhere.
-		return []string{netUringPeer, referencePeer, portablePeer}
+		return []string{netUringPeer, netShardsPeer, referencePeer, portablePeer}
 	}
 	if w.kind == kindE2E {
-		return []string{netUringPeer, portablePeer}
+		return []string{netUringPeer, netShardsPeer, portablePeer}
 	}
-	return []string{netUringPeer, portablePeer, "kfake"}
+	return []string{netUringPeer, netShardsPeer, portablePeer, "kfake"}
 }
 
 // netPathsReason is why the other peers' rows of those workloads are not
@@ -62,7 +62,7 @@ func netPathsWorkload(w workload) bool {
 
 // netPathSpecs are the ringlog peers whose network path the system call
 // table compares: gnet (ringlog io_uring), io_uring and portable.
-var netPathSpecs = []string{referencePeer, netUringPeer, portablePeer}
+var netPathSpecs = []string{referencePeer, netUringPeer, netShardsPeer, portablePeer}
 
 // countsSyscalls is true when a run of w on p counts the broker's system
 // calls: on a single ringlog broker of netPathSpecs, in the workloads of

@@ -58,6 +58,8 @@ type peerSpec struct {
 	acls int
 	// absent, when set, is why the peer cannot run at all.
 	absent string
+	// optIn keeps the peer out of the default -peers: it runs when named.
+	optIn bool
 }
 
 // peerSpecs lists the peers in report order. The first is the reference
@@ -67,6 +69,7 @@ var peerSpecs = []peerSpec{
 	{key: "ringlog-uring", name: "ringlog io_uring"},
 	{key: "ringlog-portable", name: "ringlog portable"},
 	{key: netUringPeer, name: "ringlog io_uring net", net: "uring"},
+	{key: netShardsPeer, name: "ringlog io_uring net on shards", net: "uring-shards", optIn: true},
 	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
 	{key: acl100Peer, name: "ringlog ACLs 100", acls: 100},
 	{key: acl1000Peer, name: "ringlog ACLs 1,000", acls: 1000},
@@ -87,11 +90,25 @@ const (
 	saslSSLPeer      = "ringlog-sasl-ssl"
 	portablePeer     = "ringlog-portable"
 	netUringPeer     = "ringlog-net-uring"
-	acl100Peer       = "ringlog-acl100"
-	acl1000Peer      = "ringlog-acl1000"
+	// netShardsPeer is -io uring -net uring-shards: connections on the
+	// shards' rings (ARCHITECTURE.md, "Connections on the shards' rings").
+	netShardsPeer = "ringlog-net-shards"
+	acl100Peer    = "ringlog-acl100"
+	acl1000Peer   = "ringlog-acl1000"
 )
 
 func peerKeys() []string {
+	var ks []string
+	for _, p := range peerSpecs {
+		if !p.optIn {
+			ks = append(ks, p.key)
+		}
+	}
+	return ks
+}
+
+// allPeerKeys is every peer, the opt-in ones included.
+func allPeerKeys() []string {
 	var ks []string
 	for _, p := range peerSpecs {
 		ks = append(ks, p.key)

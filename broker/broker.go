@@ -131,6 +131,8 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		OnAppended:      b.cl.node.OnAppended,
 		// A partition whose disk fails is reported to the quorum.
 		OnOffline: b.cl.node.OnOffline,
+		// Connections on the shards' rings: the shards own rings.
+		RingOwners: cfg.Network == netpoll.IOUringShards,
 	})
 	if err != nil {
 		return nil, err
@@ -207,6 +209,14 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger, MaxConns: lim.MaxConnections,
 		MaxConnsPerIP: lim.MaxPerIP, MaxConnsPerIPOverrides: lim.PerIPOverrides, IdleTimeout: lim.IdleMax,
 		MaxQueuedRequestBytes: max(lim.QueuedRequestBytes, 0)}
+	if cfg.Network == netpoll.IOUringShards {
+		// Each listener's connections go on the shards' rings, round
+		// robin; netpoll falls back to loops of its own without owners.
+		base.Owners = b.eng.RingOwners()
+		if base.Owners == nil {
+			b.log.Warn("connections cannot go on the shards' rings; io_uring loops of netpoll's own serve them", "reason", b.eng.RingOwnersWhy())
+		}
+	}
 	b.connLimit, b.connLimitInter = b.srv.ConnLimiters(cfg.MaxConnectionCreationRate)
 	inter := b.cfg.interBrokerListener()
 	inter.Addr = b.cfg.Listen

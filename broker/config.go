@@ -82,6 +82,7 @@ type Config struct {
 	// portable disk and network paths.
 	IO ioring.Mode
 	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring,
+	// IOUringShards: connections on the engine's shards' rings,
 	// IOPortable; see netpoll.Config.IO); "" follows IO: portable with
 	// ModePortable, else gnet.
 	Network string

@@ -202,11 +202,25 @@ func (s *shard) send(m shardMsg) {
 	}
 	select {
 	case s.inbox <- m:
+		s.wake()
 		return
 	default:
 	}
+	if o := s.owner.Load(); o != nil && o.Current() {
+		// The shard's own thread (a connection on its ring produced to
+		// one of its partitions) with its inbox full: waiting would be
+		// waiting for itself. The appends join its next round directly.
+		if m.append != nil {
+			s.enqueue(m.append)
+		}
+		for _, r := range m.appends {
+			s.enqueue(r)
+		}
+		return
+	}
 	select {
 	case s.inbox <- m:
+		s.wake()
 	case <-s.done:
 		m.fail()
 	}

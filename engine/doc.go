@@ -50,8 +50,13 @@
 //
 // # Shards
 //
-// N shards (default GOMAXPROCS), each a goroutine locked to an OS thread
-// with its own io_uring ring and inbox. A partition is assigned to a shard
+// N shards (default GOMAXPROCS without the Ps added for threads that wait
+// in io_uring_enter, internal/procs), each a goroutine locked to an OS
+// thread with its own io_uring ring and inbox. With Config.RingOwners (and
+// the disk path on io_uring) each shard is also an ioring.Owner: it waits
+// in its owner ring's io_uring_enter instead of on the inbox, its timers
+// are the wait's timeout, senders ring its doorbell after queueing, and
+// other layers put I/O and work on its thread (RingOwners). A partition is assigned to a shard
 // when it is opened (hash of the topic plus the partition number, so a
 // topic's partitions spread over the shards) and stays there. Appends are
 // validated on the caller's goroutine (CRC, records, size, timestamps), then

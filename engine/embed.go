@@ -34,7 +34,8 @@ type Engine struct {
 // Options configure Open; the zero value (or nil) is ready to use.
 type Options struct {
 	// Shards is the number of shards (goroutines locked to threads, each
-	// owning its partitions); 0 means GOMAXPROCS.
+	// owning its partitions); 0 means GOMAXPROCS without the Ps added for
+	// loops (internal/procs).
 	Shards int
 	// IO chooses the disk path: IOAuto (default) probes io_uring and falls
 	// back to the portable one.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"ringlog/internal/fsutil"
+	"ringlog/internal/procs"
 	"ringlog/ioring"
 )
 
@@ -28,12 +28,21 @@ type Config struct {
 	// partition folders only (logdirs.go: JBOD).
 	Dir     string
 	LogDirs []string
-	// Shards is the number of shards; 0 means GOMAXPROCS.
+	// Shards is the number of shards; 0 means GOMAXPROCS without the Ps
+	// added for threads that wait in io_uring_enter (internal/procs): the
+	// machine's CPUs, however many loops other brokers of the process run.
 	Shards int
 	// IO picks the I/O path (auto probes io_uring); IOWrites how the
 	// io_uring path writes (see ioring.WriteMode).
 	IO       ioring.Mode
 	IOWrites ioring.WriteMode
+	// RingOwners makes each shard an io_uring ring owner (ioring.Owner)
+	// when the disk path is io_uring and the kernel has what an owner
+	// needs: the shard's loop then waits in io_uring_enter, not on a Go
+	// channel, and other layers (netpoll's IOUringShards) put their I/O
+	// on its ring and their work on its thread (RingOwners). Otherwise
+	// shards wait on their inbox as usual, and RingOwners returns nil.
+	RingOwners bool
 	// WrapIO, when set, wraps the IO each shard opened: how tests inject
 	// disk faults (a write or a sync that fails with EIO) through the
 	// interface the shards write with.
@@ -114,7 +123,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Shards <= 0 {
-		c.Shards = runtime.GOMAXPROCS(0)
+		c.Shards = procs.Base()
 	}
 	if c.IO == "" {
 		c.IO = ioring.ModeAuto
@@ -149,10 +158,14 @@ func (c *Config) setDefaults() {
 // Core owns the partitions of one broker, spread over shards. All its
 // exported methods may be called from any goroutine.
 type Core struct {
-	cfg       Config
-	log       *slog.Logger
-	shards    []*shard
-	choice    ioring.Choice
+	cfg    Config
+	log    *slog.Logger
+	shards []*shard
+	choice ioring.Choice
+	// owners is the group of the shards' ring owners (Config.RingOwners),
+	// nil without; ownersWhy says why shards are not owners.
+	owners    *ioring.OwnerGroup
+	ownersWhy string
 	clusterID string
 
 	mu     sync.Mutex // serialises topic changes and topics.json writes
@@ -243,6 +256,19 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 			e.log.Info("I/O path", "kind", s.choice.Kind, "reason", s.choice.Reason)
 		}
 		e.shards = append(e.shards, s)
+	}
+	if cfg.RingOwners {
+		switch {
+		case e.choice.Kind != ioring.Uring:
+			e.ownersWhy = "the disk path is not io_uring"
+		default:
+			e.ownersWhy = ioring.ProbeOwner()
+		}
+		if e.ownersWhy == "" {
+			e.owners = ioring.NewOwnerGroup()
+		} else {
+			e.log.Warn("shards are no io_uring ring owners", "reason", e.ownersWhy)
+		}
 	}
 	for _, s := range e.shards {
 		go s.run()
@@ -368,7 +394,43 @@ func (e *Core) stopShards() error {
 	for _, s := range e.shards {
 		errs = append(errs, s.stop())
 	}
+	if e.owners != nil {
+		// Every shard's goroutine ended: their rings can go.
+		errs = append(errs, e.owners.Close())
+	}
 	return errors.Join(errs...)
+}
+
+// RingOwners returns the shards' ring owners, one per shard in shard
+// order, once every shard has set its own up; nil when the shards are no
+// owners (Config.RingOwners unset, the disk path portable, the kernel
+// without what an owner needs: RingOwnersWhy says which). Work posted to
+// an owner runs on its shard's thread, and requests registered on its
+// ring are completed there; none of it may block for long. The owners
+// stop with the engine: whoever registered on them detaches first.
+func (e *Core) RingOwners() []*ioring.Owner {
+	if e.owners == nil {
+		return nil
+	}
+	var os []*ioring.Owner
+	for _, s := range e.shards {
+		<-s.ownerReady
+		o := s.owner.Load()
+		if o == nil {
+			return nil
+		}
+		os = append(os, o)
+	}
+	return os
+}
+
+// RingOwnersWhy says why RingOwners is nil ("" when it is not, or when
+// Config.RingOwners was not asked).
+func (e *Core) RingOwnersWhy() string {
+	if e.owners != nil && e.RingOwners() == nil {
+		return "a shard could not set its ring owner up (see the log)"
+	}
+	return e.ownersWhy
 }
 
 // shardFor spreads a topic's partitions over consecutive shards.

@@ -274,6 +274,7 @@ func (s *shard) acksDue(p *partition) {
 	s.dueMu.Unlock()
 	select {
 	case s.inbox <- shardMsg{}:
+		s.wake()
 	default:
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ringlog/internal/fsutil"
+	"ringlog/internal/procs"
 	"ringlog/ioring"
 	"ringlog/segment"
 	"ringlog/segment/batch"
@@ -30,8 +32,13 @@ type shard struct {
 	io     ioring.IO
 	choice ioring.Choice
 	inbox  chan shardMsg
-	parts  map[*partition]struct{}
-	done   chan struct{}
+	// owner is the shard's ring owner (Config.RingOwners), set on the
+	// shard's thread before ownerReady closes; nil when the shard waits
+	// on its inbox. Senders wake it after queueing (wake).
+	owner      atomic.Pointer[ioring.Owner]
+	ownerReady chan struct{}
+	parts      map[*partition]struct{}
+	done       chan struct{}
 	// gate orders senders against the stop: a sender holds it shared
 	// while it checks stopped and puts its message in the inbox; drain
 	// takes it whole after done is closed, so that every message that got
@@ -130,7 +137,7 @@ func newShard(e *Core, id int) (*shard, error) {
 	if e.cfg.WrapIO != nil {
 		io = e.cfg.WrapIO(io)
 	}
-	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan shardMsg, inboxSize),
+	return &shard{e: e, id: id, io: io, choice: choice, inbox: make(chan shardMsg, inboxSize), ownerReady: make(chan struct{}),
 		parts: map[*partition]struct{}{}, done: make(chan struct{}), drained: make(chan struct{})}, nil
 }
 
@@ -149,9 +156,21 @@ func (s *shard) post(fn func()) error {
 	}
 	select {
 	case s.inbox <- shardMsg{call: fn}:
+		s.wake()
 		return nil
 	case <-s.done:
 		return ErrClosed
+	}
+}
+
+// wake rings the shard's doorbell after a message went into its inbox,
+// when the shard waits in its ring (an owner) rather than on the inbox.
+// Any goroutine: from another shard's thread it is a MSG_RING submitted
+// with that shard's next turn, from any other goroutine an eventfd write,
+// and nothing at all when the shard is not waiting.
+func (s *shard) wake() {
+	if o := s.owner.Load(); o != nil {
+		o.Wake()
 	}
 }
 
@@ -207,6 +226,7 @@ func (s *shard) stop() error {
 	}
 	errc := make(chan error, 1)
 	s.inbox <- shardMsg{stop: errc}
+	s.wake()
 	err := <-errc
 	<-s.drained
 	return err
@@ -214,9 +234,22 @@ func (s *shard) stop() error {
 
 func (s *shard) run() {
 	// The shard's state is touched by this goroutine alone; locking it to
-	// one thread also keeps the ring's submitter on one CPU's caches.
+	// one thread also keeps the ring's submitter on one CPU's caches (and
+	// an owner's ring is SINGLE_ISSUER: this thread alone may submit).
 	runtime.LockOSThread()
 	defer s.drain()
+	if s.e.owners != nil {
+		o, err := s.e.owners.NewOwner()
+		if err != nil {
+			s.e.log.Error("shard cannot be a ring owner; it waits on its inbox", "shard", s.id, "err", err)
+		} else {
+			s.owner.Store(o)
+			close(s.ownerReady)
+			s.runOwner(o)
+			return
+		}
+	}
+	close(s.ownerReady)
 	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
 	defer retention.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
@@ -244,47 +277,107 @@ func (s *shard) run() {
 			s.ringFailed()
 			continue
 		}
-		var calls []func()
-		var stop chan error
-		for n := 0; ; n++ {
-			switch {
-			case m.append != nil:
-				s.enqueue(m.append)
-			case m.appends != nil:
-				for _, r := range m.appends {
-					s.enqueue(r)
-				}
-			case m.call != nil:
-				calls = append(calls, m.call)
-			case m.stop != nil:
-				stop = m.stop
-			}
-			if stop != nil || n >= maxRound {
-				break
-			}
-			select {
-			case m = <-s.inbox:
-				continue
-			default:
-			}
-			break
-		}
-		s.round()
-		s.ringFailed()
-		for _, fn := range calls {
-			fn()
-		}
-		s.answerDue()
-		// Control work may have queued appends of its own (AppendOnShard):
-		// write them now rather than when the next request arrives.
-		for len(s.queued) > 0 && s.broken == nil {
-			s.round()
-		}
-		if stop != nil {
+		if stop := s.handle(m); stop != nil {
 			stop <- s.shutdown()
 			return
 		}
 	}
+}
+
+// runOwner is the loop of a shard that owns a ring: it waits in the
+// ring's io_uring_enter, for the completions of what others registered on
+// it (netpoll's connections), for the doorbell of its inbox, and for its
+// timers (the wait's timeout), instead of on the inbox. A thread waiting
+// in a system call keeps its P, so the shard counts one of its own
+// (internal/procs), as netpoll's loops do.
+func (s *shard) runOwner(o *ioring.Owner) {
+	procs.Add()
+	defer procs.Release()
+	defer o.Close()
+	o.AddHook(func() {}, func() bool { return len(s.inbox) > 0 })
+	now := time.Now()
+	retentionAt := now.Add(s.e.cfg.RetentionCheckInterval)
+	flushAt := now.Add(100 * time.Millisecond)
+	for {
+		wait := min(time.Until(retentionAt), time.Until(flushAt))
+		if s.io.InFlight() > 0 {
+			wait = min(wait, 5*time.Millisecond)
+		}
+		if err := o.Turn(max(wait, time.Microsecond)); err != nil {
+			// The ring that carries the doorbell broke: the shard
+			// cannot be woken any more. Its appends fail from now on.
+			s.e.log.Error("shard's ring owner failed", "shard", s.id, "err", err)
+			if s.broken == nil {
+				s.broken = err
+			}
+			s.ringFailed()
+			time.Sleep(time.Millisecond)
+		}
+		now := time.Now()
+		if !now.Before(retentionAt) {
+			s.enforceRetention()
+			retentionAt = now.Add(s.e.cfg.RetentionCheckInterval)
+		}
+		if !now.Before(flushAt) {
+			s.flushDue()
+			s.ringFailed()
+			flushAt = now.Add(100 * time.Millisecond)
+		}
+		if s.io.InFlight() > 0 {
+			s.reap(0)
+			s.ringFailed()
+		}
+		select {
+		case m := <-s.inbox:
+			if stop := s.handle(m); stop != nil {
+				stop <- s.shutdown()
+				return
+			}
+		default:
+		}
+	}
+}
+
+// handle takes m and what else the inbox holds (up to maxRound), writes
+// the round, runs the calls and answers the acks due. It returns the stop
+// request if one came.
+func (s *shard) handle(m shardMsg) (stop chan error) {
+	var calls []func()
+	for n := 0; ; n++ {
+		switch {
+		case m.append != nil:
+			s.enqueue(m.append)
+		case m.appends != nil:
+			for _, r := range m.appends {
+				s.enqueue(r)
+			}
+		case m.call != nil:
+			calls = append(calls, m.call)
+		case m.stop != nil:
+			stop = m.stop
+		}
+		if stop != nil || n >= maxRound {
+			break
+		}
+		select {
+		case m = <-s.inbox:
+			continue
+		default:
+		}
+		break
+	}
+	s.round()
+	s.ringFailed()
+	for _, fn := range calls {
+		fn()
+	}
+	s.answerDue()
+	// Control work may have queued appends of its own (AppendOnShard):
+	// write them now rather than when the next request arrives.
+	for len(s.queued) > 0 && s.broken == nil {
+		s.round()
+	}
+	return stop
 }
 
 // drain ends the shard: senders waiting for room in the inbox give up

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/internal/procs"
 	"ringlog/ioring"
 )
 
@@ -132,5 +133,24 @@ func TestAppendRacingCloseIsAnswered(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestDefaultShardsIgnoreAddedProcs: the default shard count is the
+// machine's CPUs (GOMAXPROCS without the Ps that uring loops of other
+// brokers in the process added), not the raised GOMAXPROCS.
+func TestDefaultShardsIgnoreAddedProcs(t *testing.T) {
+	base := procs.Base()
+	procs.Add()
+	procs.Add()
+	defer procs.Release()
+	defer procs.Release()
+	e, err := OpenCore(Config{Dir: t.TempDir(), IO: ioring.ModePortable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if len(e.shards) != base {
+		t.Fatalf("%d shards by default with 2 Ps added to %d, want %d", len(e.shards), base, base)
 	}
 }

@@ -44,6 +44,7 @@ const (
 const (
 	sqeIOLink       = 1 << 2
 	sqeBufferSelect = 1 << 5
+	sqeCQESkipOK    = 1 << 6 // IOSQE_CQE_SKIP_SUCCESS: no completion unless it fails
 )
 
 // CQE flags. A CQE that consumed a provided buffer carries its id in the
@@ -77,7 +78,11 @@ const (
 	opSend        = 26
 	opRecv        = 27
 	opSplice      = 30
+	opMsgRing     = 40
 )
+
+// MSG_RING command (sqe.addr): post a CQE with the SQE's len and off.
+const msgData = 0
 
 // fsync_flags for opFsync.
 const fsyncDatasync = 1 << 0

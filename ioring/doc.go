@@ -18,6 +18,23 @@
 // (IORING_REGISTER_PBUF_RING), SENDMSG, READ (an eventfd, to be woken),
 // POLL_ADD and ASYNC_CANCEL. ProbeNet checks all of it with a real multishot receive on a socket pair.
 //
+// An Owner is a NetRing and the locked goroutine that owns it, shared by
+// layers that do not know each other (an engine shard and netpoll's
+// connections): handlers register on it and get a tag, carried in the top
+// byte of their requests' user data, and each Turn runs posted work and
+// hooks, submits and waits in one io_uring_enter (with a timeout through
+// IORING_ENTER_EXT_ARG) and dispatches completions by tag. A post from an
+// owner of the same OwnerGroup wakes a sleeping owner with an
+// IORING_OP_MSG_RING queued in the poster's own ring (submitted with its
+// next turn); from any other goroutine, with an eventfd the owner always
+// has a read of in its ring. ProbeOwner adds MSG_RING to ProbeNet.
+//
+// Owner concurrency: NewOwner, Turn, Register, AddHook, SkipWait, Close
+// and Ring on the owner's goroutine only; Post, Wake, Current and Stats on
+// any. OwnerGroup.Close once every owner's goroutine has ended: a ring's
+// descriptor outlives its owner until then, so that a doorbell queued by
+// another member never reaches a descriptor number reused by another file.
+//
 //	provided buffer ring: entries x io_uring_buf {addr u64, len u32, bid u16, resv u16}
 //	                      the tail (u16) overlays resv of entry 0; the kernel moves the head
 //	a receive completion: flags = bid << 16 | F_BUFFER | F_MORE (while armed), res = bytes

@@ -380,3 +380,22 @@ func atomicStoreUint16(p *uint16, v uint16) {
 	*(*uint16)(unsafe.Add(unsafe.Pointer(&word), 2)) = v
 	atomic.StoreUint32(w, word)
 }
+
+// MsgRing queues an IORING_OP_MSG_RING that posts a completion with res
+// and userData into the ring whose descriptor is ringFd: it wakes that
+// ring's owner if it waits in io_uring_enter. This ring gets a completion
+// only if the message fails (IOSQE_CQE_SKIP_SUCCESS), with userData.
+func (n *NetRing) MsgRing(ringFd int, res int32, userData uint64) error {
+	s, err := n.sqe()
+	if err != nil {
+		return err
+	}
+	s.opcode = opMsgRing
+	s.fd = int32(ringFd)
+	s.addr = msgData
+	s.len = uint32(res)
+	s.off = userData
+	s.flags = sqeCQESkipOK
+	s.userData = userData
+	return nil
+}

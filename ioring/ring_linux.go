@@ -151,14 +151,8 @@ func (r *ring) mapRings(p *params) error {
 // for every request in flight.
 func (r *ring) close() error {
 	var errs []error
-	if r.enterFlags&enterRegisteredRing != 0 {
-		// The registration holds the ring's file for the thread's life:
-		// give it back (on the registering thread, like every enter).
-		up := &rsrcUpdate{offset: uint32(r.enterFd)}
-		if err := r.register(unregisterRingFds, unsafe.Pointer(up), 1); err != nil {
-			errs = append(errs, fmt.Errorf("IORING_UNREGISTER_RING_FDS: %w", err))
-		}
-		r.enterFd, r.enterFlags = r.fd, 0
+	if err := r.unregisterRing(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, m := range [][]byte{r.sqeMem, r.cqMem, r.sqMem} {
 		if m != nil {
@@ -279,6 +273,21 @@ func (r *ring) registerRing() {
 	if r.register(registerRingFds, unsafe.Pointer(up), 1) == nil {
 		r.enterFd, r.enterFlags = int(up.offset), enterRegisteredRing
 	}
+}
+
+// unregisterRing gives back the thread's registration of the ring's
+// descriptor (registerRing), which holds the ring's file for the thread's
+// life; on the registering thread, like every enter.
+func (r *ring) unregisterRing() error {
+	if r.enterFlags&enterRegisteredRing == 0 {
+		return nil
+	}
+	up := &rsrcUpdate{offset: uint32(r.enterFd)}
+	r.enterFd, r.enterFlags = r.fd, 0
+	if err := r.register(unregisterRingFds, unsafe.Pointer(up), 1); err != nil {
+		return fmt.Errorf("IORING_UNREGISTER_RING_FDS: %w", err)
+	}
+	return nil
 }
 
 // register calls io_uring_register.

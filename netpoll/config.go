@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"ringlog/internal/procs"
+	"ringlog/ioring"
 )
 
 // Defaults for the zero values of Config. MaxFrameBytes is Kafka's
@@ -43,8 +46,14 @@ type Config struct {
 	// falls back to gnet, with the reason logged. TLS always serves on the
 	// portable path.
 	IO string
+	// Owners are the ring owners that IOUringShards serves connections
+	// on, one loop of connections per owner (the broker passes the
+	// engine's shards: engine.Core.RingOwners). Without owners,
+	// IOUringShards serves on loops of netpoll's own, as IOUring does.
+	Owners []*ioring.Owner
 	// Loops is the number of event loops (gnet or uring); 0 means
-	// GOMAXPROCS (as it was before uring loops raised it: see procs.go).
+	// GOMAXPROCS without the Ps added for uring loops and ring-owning
+	// shards (internal/procs).
 	Loops int
 	// Splitter cuts request frames out of each connection's stream and
 	// says what goes before each response; nil means LengthPrefixed,
@@ -170,9 +179,12 @@ type ConnLimiter interface {
 
 // Values of Config.IO.
 const (
-	IOGnet     = "gnet"
-	IOUring    = "uring"
-	IOPortable = "portable"
+	IOGnet  = "gnet"
+	IOUring = "uring"
+	// IOUringShards is the uring path with its connections on the rings
+	// of Config.Owners (the engine's shards) instead of loops of its own.
+	IOUringShards = "uring-shards"
+	IOPortable    = "portable"
 )
 
 // uringKnobs change the uring path for tests.
@@ -207,15 +219,15 @@ func (cfg Config) withDefaults() (Config, error) {
 		if cfg.Portable {
 			cfg.IO = IOPortable
 		}
-	case IOGnet, IOUring, IOPortable:
+	case IOGnet, IOUring, IOUringShards, IOPortable:
 	default:
-		return cfg, fmt.Errorf("%w: IO %q (want %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOPortable)
+		return cfg, fmt.Errorf("%w: IO %q (want %s, %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOUringShards, IOPortable)
 	}
 	if cfg.Splitter == nil {
 		cfg.Splitter = LengthPrefixed{}
 	}
 	if cfg.Loops == 0 {
-		cfg.Loops = baseProcs()
+		cfg.Loops = procs.Base()
 	}
 	if cfg.MaxFrameBytes == 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes

@@ -84,7 +84,7 @@ func (uc *uconn) closeFor(err error) {
 	uc.close()
 }
 
-func (uc *uconn) ud(kind uint64) uint64 { return userData(uc.id, kind) }
+func (uc *uconn) ud(kind uint64) uint64 { return ioring.UserData(uc.l.tag, userData(uc.id, kind)) }
 
 // serve is a turn of the loop for the connection: frames from what is
 // pending, the receive re-armed (or cancelled while paused), ready
@@ -202,6 +202,7 @@ func (uc *uconn) onRecv(c ioring.NetCQE) {
 		return
 	}
 	n := int(c.Res)
+	uc.l.rxBytes.Add(int64(n))
 	p := uc.l.bufs.Bytes(id, n)
 	if k := uc.l.s.cfg.uring; k != nil && k.recycleEarly {
 		uc.l.recycle(id) // the bug a test must catch: the bytes are not framed yet

@@ -62,7 +62,13 @@
 //     turn of the loop is one io_uring_enter: the turn's sends and re-armed
 //     receives submitted and the next completions waited for in one call.
 //     ioring.ProbeNet runs at Listen; a kernel without what it needs serves
-//     on gnet, with the reason in a warning.
+//     on gnet, with the reason in a warning. Each loop is a handler and a
+//     hook on an ioring.Owner of netpoll's own, which runs its turns.
+//   - uring-shards (Config.IO = IOUringShards): the same connections and
+//     code, registered on the owners Config.Owners gives (the engine's
+//     shards) instead of owners of netpoll's own, one loop per owner,
+//     round robin: frames are cut and Serve runs on the shard's thread,
+//     between the shard's rounds. Without owners it serves as uring does.
 //   - portable (every OS, and Config.Portable): the standard net package, a
 //     reader goroutine and a writer goroutine per connection. Regions go by
 //     sendfile on Linux (through the socket's RawConn, so waiting for room
@@ -364,10 +370,15 @@
 //   - uring: the ring is SINGLE_ISSUER, so it is created and entered only
 //     by its loop's goroutine, locked to its thread for the ring's whole
 //     life; probes lock their thread too.
-//   - uring: a loop sets "sleeping" before it looks at its inbox a last
-//     time and waits; whoever queues work writes the eventfd only if it
-//     takes "sleeping" from true to false, so a burst of wake-ups costs one
-//     write and a busy loop none.
+//   - uring: an owner sets "sleeping" before it asks its hooks (a loop's
+//     inbox) a last time and waits; whoever queues work rings the doorbell
+//     (MSG_RING from another owner of the group, else the eventfd) only if
+//     it takes "sleeping" from true to false, so a burst of wake-ups costs
+//     one and a busy owner none.
+//   - uring-shards: a loop on a given owner detaches (handler, hook,
+//     provided buffers) at Close once its last connection's requests have
+//     completed; the owners must outlive the server (the broker closes its
+//     network before its engine).
 //   - uring: a multishot receive that ends (no IORING_CQE_F_MORE: ENOBUFS
 //     when the loop's buffers ran out, a cancellation, an error) is armed
 //     again by the connection's next turn, unless the connection is

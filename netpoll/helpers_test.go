@@ -11,10 +11,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ringlog/ioring"
 )
 
 // The test protocol: the first byte of a request frame says what the test
@@ -176,7 +179,7 @@ func (h *testHandler) checkDone(t testing.TB) {
 
 // ios runs fn once per implementation: gnet, uring and portable.
 func ios(t *testing.T, fn func(t *testing.T, via string)) {
-	for _, via := range []string{IOGnet, IOUring, IOPortable} {
+	for _, via := range []string{IOGnet, IOUring, IOUringShards, IOPortable} {
 		t.Run(via, func(t *testing.T) {
 			skipUnless(t, via)
 			fn(t, via)
@@ -194,7 +197,83 @@ func skipUnless(t testing.TB, via string) {
 		if why := probeUring(); why != "" {
 			t.Skipf("io_uring network path unavailable: %s", why)
 		}
+	case via == IOUringShards:
+		if why := ioring.ProbeOwner(); why != "" {
+			t.Skipf("io_uring ring owners unavailable: %s", why)
+		}
 	}
+}
+
+// testOwners starts n ring owners, each on a goroutine locked to its
+// thread that does nothing but turn (as a shard with no partition
+// would), for IOUringShards to register connections on; they end when the
+// test's cleanups reach them, after the servers registered later closed.
+func testOwners(t testing.TB, n int) []*ioring.Owner {
+	owners, _ := testOwnersStop(t, n)
+	return owners
+}
+
+// testOwnersStop is testOwners with a function that ends the owners at
+// once (their group's rings are released at the test's end).
+func testOwnersStop(t testing.TB, n int) ([]*ioring.Owner, func()) {
+	t.Helper()
+	g := ioring.NewOwnerGroup()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var owners []*ioring.Owner
+	for range n {
+		up := make(chan *ioring.Owner, 1)
+		errc := make(chan error, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			o, err := g.NewOwner()
+			if err != nil {
+				errc <- err
+				return
+			}
+			up <- o
+			stopping := false
+			o.AddHook(func() {
+				select {
+				case <-stop:
+					stopping = true
+				default:
+				}
+			}, func() bool { return stopping })
+			for !stopping {
+				if err := o.Turn(-1); err != nil {
+					t.Errorf("ring owner: %v", err)
+					break
+				}
+			}
+			o.Close()
+		}()
+		select {
+		case o := <-up:
+			owners = append(owners, o)
+		case err := <-errc:
+			t.Fatalf("ring owner: %v", err)
+		}
+	}
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			close(stop)
+			for _, o := range owners {
+				_ = o.Post(func() {})
+			}
+			wg.Wait()
+		})
+	}
+	t.Cleanup(func() {
+		end()
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return owners, end
 }
 
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -214,6 +293,9 @@ func serveHandler(t *testing.T, via string, cfg Config, h Handler, after func())
 	cfg.IO = via
 	if cfg.Loops == 0 {
 		cfg.Loops = 2
+	}
+	if via == IOUringShards && cfg.Owners == nil {
+		cfg.Owners = testOwners(t, cfg.Loops)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger

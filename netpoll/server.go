@@ -141,15 +141,21 @@ func startEngine(s *Server) (engine, string, error) {
 		return newPortable(s), "TLS: event loops cannot terminate TLS", nil
 	case io == IOPortable:
 		return newPortable(s), "configured", nil
-	case io == IOUring:
+	case io == IOUring || io == IOUringShards:
 		probe := probeUring
 		if cfg.uring != nil && cfg.uring.probe != nil {
 			probe = cfg.uring.probe
 		}
 		why := probe()
 		if why == "" {
+			if io == IOUringShards && len(cfg.Owners) == 0 {
+				s.log.Warn("netpoll: no ring owners given; connections on io_uring loops of netpoll's own", "addr", cfg.Addr)
+			}
 			e, err := startUring(s)
 			if err == nil {
+				if e.name() == IOUringShards {
+					return e, fmt.Sprintf("connections on %d ring owners", len(cfg.Owners)), nil
+				}
 				return e, fmt.Sprintf("%d io_uring event loops", cfg.Loops), nil
 			}
 			why = err.Error()

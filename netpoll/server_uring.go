@@ -10,9 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"ringlog/internal/procs"
 	"ringlog/ioring"
 )
 
@@ -31,14 +33,13 @@ const (
 )
 
 // User data of a uring loop's requests: the connection's id in the loop
-// << 8 | what the request is.
+// << 8 | what the request is, under the loop's tag on its owner
+// (ioring.UserData).
 const (
-	udWake   = iota // the eventfd read that wakes the loop (id 0)
-	udRecv          // a connection's multishot receive
-	udSend          // a connection's sendmsg
-	udPoll          // a connection's POLLOUT, after sendfile met a full socket
-	udCancel        // a cancellation of a connection's requests
-	udLoop          // the loop's own cancellation of its wake read (id 0)
+	udRecv   = iota + 1 // a connection's multishot receive
+	udSend              // a connection's sendmsg
+	udPoll              // a connection's POLLOUT, after sendfile met a full socket
+	udCancel            // a cancellation of a connection's requests
 )
 
 func userData(id uint32, kind uint64) uint64 { return uint64(id)<<8 | kind }
@@ -46,28 +47,55 @@ func userData(id uint32, kind uint64) uint64 { return uint64(id)<<8 | kind }
 // probeUring checks the kernel for what the uring path needs.
 func probeUring() string { return ioring.ProbeNet() }
 
-// uringEngine serves connections on io_uring event loops: Config.Loops
-// goroutines, each locked to its OS thread with a ring of its own
-// (SINGLE_ISSUER, DEFER_TASKRUN), each owning its connections' sockets.
-// A loop's turn is one io_uring_enter: it submits the turn's sends and
-// re-armed receives and waits for completions in the same call.
+// uringEngine serves connections on io_uring rings, each a loop of
+// connections registered on an ioring.Owner: a goroutine locked to its OS
+// thread with a ring of its own (SINGLE_ISSUER, DEFER_TASKRUN), whose turn
+// is one io_uring_enter that submits the turn's sends and re-armed
+// receives and waits for completions in the same call.
+//
+// The owners are netpoll's own (Config.Loops goroutines, one loop each),
+// or, with IOUringShards, the ones Config.Owners gives: the engine's
+// shards, whose rings then carry the connections beside the shards' own
+// work, and whose threads cut the frames and run the handler.
 //
 // Like gnet, the loops accept nothing: the acceptor hands each admitted
 // connection to a loop, round robin, as a duplicate of its descriptor.
 // Other goroutines reach a connection through its loop's inbox (Reply's
-// notify, Close), and wake a sleeping loop through an eventfd that the
-// loop always has a read of in its ring.
+// notify, Close) and wake a sleeping owner through its doorbell
+// (ioring.Owner.Wake).
 type uringEngine struct {
-	s     *Server
-	loops []*uloop
-	next  atomic.Uint32
-	wg    sync.WaitGroup // loop goroutines
+	s      *Server
+	loops  []*uloop
+	next   atomic.Uint32
+	wg     sync.WaitGroup     // loops not yet detached
+	group  *ioring.OwnerGroup // netpoll's own owners; nil on given ones
+	shards bool               // on Config.Owners
 }
 
 func startUring(s *Server) (engine, error) {
 	e := &uringEngine{s: s}
+	if s.cfg.IO == IOUringShards && len(s.cfg.Owners) > 0 {
+		e.shards = true
+		for i, o := range s.cfg.Owners {
+			l := &uloop{e: e, s: s, o: o}
+			e.wg.Add(1)
+			errc := make(chan error, 1)
+			if err := o.Post(func() { errc <- l.attach() }); err != nil {
+				errc <- err
+			}
+			if err := <-errc; err != nil {
+				l.markExited()
+				e.wg.Done()
+				e.shutdown()
+				return nil, fmt.Errorf("netpoll: connections on ring owner %d: %w", i, err)
+			}
+			e.loops = append(e.loops, l)
+		}
+		return e, nil
+	}
+	e.group = ioring.NewOwnerGroup()
 	for i := range s.cfg.Loops {
-		l := &uloop{e: e, s: s, efd: -1}
+		l := &uloop{e: e, s: s}
 		errc := make(chan error, 1)
 		e.wg.Add(1)
 		go l.run(errc)
@@ -80,7 +108,12 @@ func startUring(s *Server) (engine, error) {
 	return e, nil
 }
 
-func (e *uringEngine) name() string { return IOUring }
+func (e *uringEngine) name() string {
+	if e.shards {
+		return IOUringShards
+	}
+	return IOUring
+}
 
 // serve implements engine: the connection's descriptor is duplicated (the
 // loop owns the duplicate; the net.Conn and its descriptor are closed
@@ -94,8 +127,39 @@ func (e *uringEngine) serve(nc net.Conn, ip netip.Addr) {
 		e.s.acc.release(ip)
 		return
 	}
-	l := e.loops[e.next.Add(1)%uint32(len(e.loops))]
+	l := e.pick()
 	l.hand(&uconn{l: l, fd: fd, remote: remote, ip: ip})
+}
+
+// pick chooses the loop of a new connection. netpoll's own loops take
+// them round robin. On the shards' rings a connection's frames are cut,
+// decoded and CRC-checked on its shard's thread beside the shard's
+// appends, so where a busy producer lands matters: the loop whose
+// connections received the fewest bytes since the last pick takes it
+// (ties: the fewest connections, then round robin). Clients open an idle
+// metadata connection beside their produce connection, and round robin
+// alone put two producers' produce connections on one shard of two in
+// every other run (ARCHITECTURE.md, "Connections on the shards' rings").
+// Acceptor goroutine.
+func (e *uringEngine) pick() *uloop {
+	start := e.next.Add(1)
+	n := uint32(len(e.loops))
+	if !e.shards {
+		return e.loops[start%n]
+	}
+	var best *uloop
+	var bestRx, bestConns int64
+	for i := range n {
+		l := e.loops[(start+i)%n]
+		rx := l.rxBytes.Load()
+		d := rx - l.rxSeen
+		l.rxSeen = rx
+		conns := l.handed.Load()
+		if best == nil || d < bestRx || (d == bestRx && conns < bestConns) {
+			best, bestRx, bestConns = l, d, conns
+		}
+	}
+	return best
 }
 
 // dupConn duplicates nc's descriptor (close-on-exec, and non-blocking as
@@ -128,38 +192,53 @@ func dupConn(nc net.Conn) (int, error) {
 func (e *uringEngine) stopAccepting() {}
 
 // shutdown implements engine: every loop closes its connections, waits
-// for their requests to finish in the kernel, and exits.
+// for their requests to finish in the kernel, and detaches from its owner
+// (netpoll's own owners then end, and their rings are released).
 func (e *uringEngine) shutdown() {
 	for _, l := range e.loops {
 		l.stop()
 	}
 	e.wg.Wait()
+	if e.group != nil {
+		if err := e.group.Close(); err != nil {
+			e.s.log.Error("netpoll: releasing the uring loops' rings", "err", err)
+		}
+	}
 }
 
-// uloop is one io_uring event loop. Fields without a comment saying
-// otherwise belong to the loop's goroutine.
+// uloop is the connections of one ring owner. Fields without a comment
+// saying otherwise belong to the owner's goroutine.
 type uloop struct {
 	e    *uringEngine
 	s    *Server
+	o    *ioring.Owner
+	tag  uint8 // the loop's handler on the owner
 	ring *ioring.NetRing
 	bufs *ioring.BufRing
-	efd  int    // the wake eventfd
-	efdb []byte // the wake read's 8 bytes
-	wake bool   // the wake read is in the ring
+	// unhook removes the loop's hook from the owner (detach), unclose its
+	// reaction to the owner closing first (ownerClosed).
+	unhook   func()
+	unclose  func()
+	attached bool
+	detached bool
 
 	conns []*uconn // by id; nil: free
 	free  []uint32
 	live  int
-	dirty []*uconn // connections to serve again at the end of the turn
+	dirty []*uconn // connections to serve again at the next turn
 	// starved holds, in order, the connections whose receive ended for
 	// want of buffers: they are armed again a few at a time (rearmStarved).
 	starved []*uconn
 
 	stopping bool
 
-	// sleeping is set while the loop may block in the ring: whoever
-	// queues work then writes the eventfd. Any goroutine.
-	sleeping atomic.Bool
+	// rxBytes counts the bytes the loop's connections received (owner's
+	// goroutine adds, the acceptor reads); rxSeen is its value at the
+	// acceptor's last pick; handed the connections handed over and not yet
+	// forgotten (pick).
+	rxBytes atomic.Int64
+	rxSeen  int64
+	handed  atomic.Int64
 
 	// The inbox, from any goroutine.
 	mu       sync.Mutex
@@ -172,43 +251,37 @@ type uloop struct {
 	spareIn, spareWoken []*uconn
 }
 
-// run is the loop's goroutine. errc gets nil once the ring is up, or why
-// it could not be set up.
+// run is the goroutine of a loop on an owner of netpoll's own. errc gets
+// nil once the ring is up, or why it could not be set up.
 func (l *uloop) run(errc chan<- error) {
 	defer l.e.wg.Done()
 	// The ring is SINGLE_ISSUER: only this thread may ever submit. The
 	// goroutine stays locked until it ends, and the thread ends with it.
 	runtime.LockOSThread()
-	if err := l.setup(); err != nil {
-		l.teardownRing()
-		l.mu.Lock()
-		l.exited = true
-		l.mu.Unlock()
+	o, err := l.e.group.NewOwner()
+	if err != nil {
+		l.markExited()
 		errc <- err
 		return
 	}
-	// The loop's P (procs.go), counted before Listen returns.
-	addLoopProc()
-	defer releaseLoopProc()
+	l.o = o
+	if err := l.attach(); err != nil {
+		o.Close()
+		l.markExited()
+		errc <- err
+		return
+	}
+	// The loop's P (internal/procs), counted before Listen returns.
+	procs.Add()
+	defer procs.Release()
 	errc <- nil
-	for {
-		l.takeInbox()
-		if l.stopping && l.live == 0 {
-			break
-		}
-		l.sleeping.Store(true)
-		wait := !l.inboxBusy()
-		if !wait {
-			l.sleeping.Store(false)
-		}
+	for !l.detached {
 		// One io_uring_enter submits the turn's sends and re-armed
 		// receives and waits for the next completion. A send to a socket
 		// with room completes during the submission, so a turn that sent
 		// usually returns at once with that completion and waits in a
 		// second call (see ARCHITECTURE.md on the batch wait tried).
-		err := l.ring.Enter(wait)
-		l.sleeping.Store(false)
-		if err != nil {
+		if err := o.Turn(-1); err != nil {
 			// The ring broke: nothing on this loop can be served. Close
 			// the server rather than look alive.
 			l.s.log.Error("netpoll: uring loop failed", "err", err)
@@ -216,17 +289,15 @@ func (l *uloop) run(errc chan<- error) {
 			l.abandon()
 			return
 		}
-		l.ring.Reap(l.complete)
-		l.serveDirty()
-		l.rearmStarved()
 	}
-	l.exit()
-	l.teardownRing()
+	o.Close()
 }
 
-func (l *uloop) setup() error {
-	var err error
-	l.ring, err = ioring.NewNetRing(uringEntries, uringCQEntries)
+// attach registers the loop on its owner: its handler, its provided
+// buffers, its hook. Owner's goroutine.
+func (l *uloop) attach() error {
+	l.ring = l.o.Ring()
+	tag, err := l.o.Register(l.complete)
 	if err != nil {
 		return err
 	}
@@ -234,19 +305,16 @@ func (l *uloop) setup() error {
 	if k := l.s.cfg.uring; k != nil {
 		size, count = cmp0(k.bufBytes, size), cmp0(k.bufCount, count)
 	}
-	l.bufs, err = l.ring.RegisterBufRing(uringBufGroup, count, size)
+	l.bufs, err = l.ring.RegisterBufRing(l.o.BufferGroup(), count, size)
 	if err != nil {
+		l.o.Unregister(tag)
 		return err
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	l.mu.Lock()
-	l.efd = efd
-	l.mu.Unlock()
-	l.efdb = make([]byte, 8)
-	return l.armWake()
+	l.tag = tag
+	l.unhook = l.o.AddHook(l.turn, l.inboxBusy)
+	l.unclose = l.o.OnClose(l.ownerClosed)
+	l.attached = true
+	return nil
 }
 
 func cmp0(v, def int) int {
@@ -256,46 +324,82 @@ func cmp0(v, def int) int {
 	return v
 }
 
-// armWake queues the read of the wake eventfd. eventfd reads can be
-// attempted without blocking, so the ring polls it rather than handing
-// the read to a worker thread.
-func (l *uloop) armWake() error {
-	if err := l.ring.Read(l.efd, l.efdb, userData(0, udWake)); err != nil {
-		return err
+// turn is the loop's part of its owner's turn, before the wait: serve the
+// connections whose completions the last turn reaped, arm starved
+// receives, adopt and serve what the inbox holds, and detach once stopped
+// with no connection left.
+func (l *uloop) turn() {
+	if l.detached {
+		return
 	}
-	l.wake = true
-	return nil
+	l.serveDirty()
+	l.rearmStarved()
+	l.takeInbox()
+	if l.stopping && l.live == 0 {
+		l.detach()
+	}
 }
 
-// teardownRing cancels the wake read, waits for it, and releases the
-// ring, the buffers and the eventfd. Every connection is gone.
-func (l *uloop) teardownRing() {
-	if l.ring != nil && l.wake {
-		if err := l.ring.CancelFD(l.efd, userData(0, udLoop)); err == nil {
-			for l.wake {
-				if err := l.ring.Enter(true); err != nil {
-					break
-				}
-				l.ring.Reap(func(c ioring.NetCQE) {
-					if c.UserData == userData(0, udWake) {
-						l.wake = false
-					}
-				})
-			}
+// detach unregisters the loop from its owner once every connection is
+// gone (their requests all completed): the provided buffers go back and
+// the loop's handler and hook are removed. Owner's goroutine.
+func (l *uloop) detach() {
+	l.detached = true
+	l.unhook()
+	l.unclose()
+	l.o.Unregister(l.tag)
+	if l.bufs != nil {
+		if err := l.bufs.Close(); err != nil {
+			l.s.log.Error("netpoll: releasing a uring loop's buffers", "err", err)
 		}
 	}
-	if l.bufs != nil {
-		_ = l.bufs.Close()
+	l.exit()
+	if l.e.shards {
+		l.e.wg.Done()
+	} else {
+		l.o.SkipWait() // run ends the owner
 	}
-	if l.ring != nil {
-		_ = l.ring.Close()
+}
+
+// ownerClosed runs when the loop's owner closes with the loop still on it
+// (a shard that stopped before the server closed): nothing will serve the
+// loop's connections again, so they are given up as after a ring failure,
+// the server stops (Done, Err), and the loop detaches, so that Close does
+// not wait for it forever. Owner's goroutine.
+func (l *uloop) ownerClosed() {
+	if l.detached {
+		return
 	}
+	err := fmt.Errorf("%w: the ring owner of a loop of connections closed", ErrEngineStopped)
+	l.s.log.Error("netpoll: a uring loop's ring owner closed under it", "err", err)
+	l.s.stopped(err)
+	// Close the connections as Close would, turning the ring here (still
+	// on the owner's thread) until their requests completed: a receive
+	// in the ring holds its socket open.
 	l.mu.Lock()
-	if l.efd >= 0 {
-		_ = unix.Close(l.efd)
-		l.efd = -1
-	}
+	l.stopReq = true
 	l.mu.Unlock()
+	l.takeInbox()
+	for deadline := time.Now().Add(time.Second); l.live > 0 && time.Now().Before(deadline); {
+		if l.o.Poll(10*time.Millisecond) != nil {
+			break
+		}
+		l.serveDirty()
+	}
+	if l.live > 0 {
+		l.abandon() // their buffers stay the ring's, which its group releases
+	} else if l.bufs != nil {
+		if err := l.bufs.Close(); err != nil {
+			l.s.log.Error("netpoll: releasing a uring loop's buffers", "err", err)
+		}
+	}
+	l.exit()
+	l.detached = true
+	l.unhook()
+	l.o.Unregister(l.tag)
+	if l.e.shards {
+		l.e.wg.Done()
+	}
 }
 
 // abandon gives up every connection after the ring failed: their
@@ -310,6 +414,13 @@ func (l *uloop) abandon() {
 		}
 	}
 	l.exit()
+}
+
+// markExited refuses every hand-over: the loop never started.
+func (l *uloop) markExited() {
+	l.mu.Lock()
+	l.exited = true
+	l.mu.Unlock()
 }
 
 // exit marks the loop gone, so that hand refuses new connections, and
@@ -335,7 +446,7 @@ func (l *uloop) hand(uc *uconn) {
 	}
 	l.incoming = append(l.incoming, uc)
 	l.mu.Unlock()
-	l.poke()
+	l.o.Wake()
 }
 
 // refuse closes a connection that was handed over and never adopted.
@@ -344,7 +455,9 @@ func (l *uloop) refuse(uc *uconn) {
 	l.s.acc.release(uc.ip)
 }
 
-// wakeConn queues uc to be served on the loop. Any goroutine.
+// wakeConn queues uc to be served on the loop. Any goroutine: on the
+// owner's own thread (a shard answering a produce it appended), the
+// owner is not waiting and Wake costs nothing.
 func (l *uloop) wakeConn(uc *uconn) {
 	l.mu.Lock()
 	if l.exited {
@@ -353,42 +466,22 @@ func (l *uloop) wakeConn(uc *uconn) {
 	}
 	l.woken = append(l.woken, uc)
 	l.mu.Unlock()
-	l.poke()
+	l.o.Wake()
 }
 
-// stop asks the loop to close every connection and exit. Any goroutine.
+// stop asks the loop to close every connection and detach. Any goroutine.
 func (l *uloop) stop() {
 	l.mu.Lock()
+	exited := l.exited
 	l.stopReq = true
 	l.mu.Unlock()
-	l.sleeping.Store(true) // force the write: the loop may be anywhere
-	l.poke()
-}
-
-// poke wakes the loop if it sleeps (or is about to). The loop clears
-// sleeping before it looks at the inbox and after every wait, so a write
-// is made only when the loop may block with work queued. The write is
-// made under the inbox's lock, which the loop takes to close the eventfd:
-// a late poke must never write 8 bytes into whatever file reused the
-// descriptor's number.
-func (l *uloop) poke() {
-	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
-		var one = [8]byte{1}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.efd < 0 {
-			return
-		}
-		for {
-			_, err := unix.Write(l.efd, one[:])
-			if err != unix.EINTR {
-				break
-			}
-		}
+	if !exited {
+		l.o.Wake()
 	}
 }
 
-// inboxBusy reports whether work was queued since the last takeInbox.
+// inboxBusy reports whether work was queued since the last takeInbox (the
+// owner does not wait then).
 func (l *uloop) inboxBusy() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -436,6 +529,7 @@ func (l *uloop) adopt(uc *uconn) {
 	}
 	l.conns[uc.id] = uc
 	l.live++
+	l.handed.Add(1)
 	s := l.s
 	uc.in = bufFeed{fr: newFramer(s.cfg.Splitter, s.cfg.MaxFrameBytes), pendingMax: s.cfg.pausedInboundMax()}
 	uc.c = newConn(s, uc, uc.remote, uc.ip)
@@ -452,28 +546,18 @@ func (l *uloop) forget(uc *uconn) {
 	l.conns[uc.id] = nil
 	l.free = append(l.free, uc.id)
 	l.live--
+	l.handed.Add(-1)
 }
 
-// complete dispatches one completion.
+// complete dispatches one completion of the loop's (its owner strips the
+// tag).
 func (l *uloop) complete(c ioring.NetCQE) {
 	kind, id := c.UserData&0xff, uint32(c.UserData>>8)
-	if kind == udWake {
-		l.wake = false
-		if !l.stopping || l.live > 0 {
-			if err := l.armWake(); err != nil {
-				l.s.log.Error("netpoll: uring loop cannot re-arm its wake-up", "err", err)
-			}
-		}
-		return
-	}
-	if kind == udLoop {
-		return // teardownRing's cancellation
-	}
-	uc := l.conns[id]
-	if uc == nil {
+	if int(id) >= len(l.conns) || l.conns[id] == nil {
 		l.s.log.Error("netpoll: uring completion for no connection", "user_data", c.UserData, "res", c.Res)
 		return
 	}
+	uc := l.conns[id]
 	switch kind {
 	case udRecv:
 		uc.onRecv(c)

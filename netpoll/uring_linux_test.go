@@ -5,8 +5,10 @@ package netpoll
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -22,13 +24,22 @@ func TestUringFallsBackToGnet(t *testing.T) {
 	if !gnetSupported {
 		t.Skip("gnet is not supported here")
 	}
+	for _, via := range []string{IOUring, IOUringShards} {
+		t.Run(via, func(t *testing.T) { testFallsBackToGnet(t, via) })
+	}
+}
+
+func testFallsBackToGnet(t *testing.T, via string) {
 	var logs syncBuffer
 	h := newTestHandler(t, nil)
 	cfg := Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		uring:  &uringKnobs{probe: func() string { return "kernel lacks io_uring opcodes RECV (simulated)" }},
 	}
-	cfg.Addr, cfg.IO, cfg.Loops = "127.0.0.1:0", IOUring, 1
+	cfg.Addr, cfg.IO, cfg.Loops = "127.0.0.1:0", via, 1
+	if via == IOUringShards {
+		cfg.Owners = testOwners(t, 1)
+	}
 	s, err := Listen(cfg, h)
 	if err != nil {
 		t.Fatal(err)
@@ -83,10 +94,10 @@ func (k *keeper) count() int {
 // keepFrames sends n frames of varied sizes through a uring server with
 // tiny poisoned provided buffers, and returns how many of the frames the
 // handler kept differ from what was sent (or never came).
-func keepFrames(t *testing.T, knobs *uringKnobs, n int) int {
+func keepFrames(t *testing.T, via string, knobs *uringKnobs, n int) int {
 	t.Helper()
 	k := &keeper{closed: make(chan struct{})}
-	s := serveHandler(t, IOUring, Config{uring: knobs, Loops: 1, MaxInFlight: 1024}, k, nil)
+	s := serveHandler(t, via, Config{uring: knobs, Loops: 1, MaxInFlight: 1024}, k, nil)
 	c := dial(t, s)
 	var want [][]byte
 	var wire []byte
@@ -125,18 +136,30 @@ func keepFrames(t *testing.T, knobs *uringKnobs, n int) int {
 // before its bytes are framed must see the poison, or the check proves
 // nothing.
 func TestUringProvidedBufferOwnership(t *testing.T) {
-	skipUnless(t, IOUring)
-	t.Run("recycled after framing", func(t *testing.T) {
-		if bad := keepFrames(t, &uringKnobs{bufBytes: 64, bufCount: 64, poison: true}, 500); bad != 0 {
-			t.Fatalf("%d of 500 frames corrupted", bad)
-		}
+	urings(t, func(t *testing.T, via string) {
+		t.Run("recycled after framing", func(t *testing.T) {
+			if bad := keepFrames(t, via, &uringKnobs{bufBytes: 64, bufCount: 64, poison: true}, 500); bad != 0 {
+				t.Fatalf("%d of 500 frames corrupted", bad)
+			}
+		})
+		t.Run("recycled early is caught", func(t *testing.T) {
+			k := &uringKnobs{bufBytes: 64, bufCount: 64, poison: true, recycleEarly: true}
+			if bad := keepFrames(t, via, k, 500); bad == 0 {
+				t.Fatal("buffers handed back before framing went unnoticed")
+			}
+		})
 	})
-	t.Run("recycled early is caught", func(t *testing.T) {
-		k := &uringKnobs{bufBytes: 64, bufCount: 64, poison: true, recycleEarly: true}
-		if bad := keepFrames(t, k, 500); bad == 0 {
-			t.Fatal("buffers handed back before framing went unnoticed")
-		}
-	})
+}
+
+// urings runs fn on both uring modes: loops of netpoll's own, and
+// connections on given ring owners.
+func urings(t *testing.T, fn func(t *testing.T, via string)) {
+	for _, via := range []string{IOUring, IOUringShards} {
+		t.Run(via, func(t *testing.T) {
+			skipUnless(t, via)
+			fn(t, via)
+		})
+	}
 }
 
 // Frames cut across provided buffers of 1, 7 and 64 bytes (1-byte buffers
@@ -144,11 +167,14 @@ func TestUringProvidedBufferOwnership(t *testing.T) {
 // loop run out under a 60 KB write: the receive ends with ENOBUFS and is
 // re-armed once the loop has handed them back.
 func TestUringFramesAcrossBuffers(t *testing.T) {
-	skipUnless(t, IOUring)
+	urings(t, testFramesAcrossBuffers)
+}
+
+func testFramesAcrossBuffers(t *testing.T, via string) {
 	for _, size := range []int{1, 7, 64} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			h := newTestHandler(t, nil)
-			s := serve(t, IOUring, Config{uring: &uringKnobs{bufBytes: size, bufCount: 16, poison: true}}, h)
+			s := serve(t, via, Config{uring: &uringKnobs{bufBytes: size, bufCount: 16, poison: true}}, h)
 			c := dial(t, s)
 			var wire []byte
 			var want []string
@@ -174,9 +200,12 @@ func TestUringFramesAcrossBuffers(t *testing.T) {
 // them and reuse the loop's connection ids. Every reply comes back in
 // order, and every connection is torn down.
 func TestUringManyConnections(t *testing.T) {
-	skipUnless(t, IOUring)
+	urings(t, testManyConnections)
+}
+
+func testManyConnections(t *testing.T, via string) {
 	h := newTestHandler(t, nil)
-	s := serve(t, IOUring, Config{Loops: 1, uring: &uringKnobs{bufBytes: 256, bufCount: 16, poison: true}}, h)
+	s := serve(t, via, Config{Loops: 1, uring: &uringKnobs{bufBytes: 256, bufCount: 16, poison: true}}, h)
 	for round := range 2 {
 		var wg sync.WaitGroup
 		errs := make(chan error, 200)
@@ -214,7 +243,7 @@ func TestUringManyConnections(t *testing.T) {
 	t.Logf("receives ended for want of buffers: %d", s.Stats().UringNoBuffers)
 }
 
-// Each uring loop adds a P for its life (procs.go), so that goroutines a
+// Each uring loop adds a P for its life (internal/procs), so that goroutines a
 // loop's turn makes runnable are not left in the run queue of the P its
 // thread keeps while it waits in io_uring_enter. Two servers in one
 // process add up; the default Loops stays the base count; closing gives
@@ -251,5 +280,95 @@ func TestUringLoopsAddProcs(t *testing.T) {
 	_ = b.Close(ctx)
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Fatalf("GOMAXPROCS %d after every loop ended, want the base %d", got, base)
+	}
+}
+
+// A ring owner that ends under a server still registered on it (a shard
+// stopped before the broker's network closed) stops the server with
+// ErrEngineStopped and closes its connections, and Close returns rather
+// than wait for a loop that nothing will turn again.
+func TestUringShardsOwnerClosedFirst(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	owners, end := testOwnersStop(t, 2)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Owners: owners}, h)
+	c := dial(t, s)
+	c.send(echoReq("before"))
+	if got := string(c.recv()); got != "ebefore" {
+		t.Fatalf("got %q", got)
+	}
+	end()
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server still looks alive after its ring owners ended")
+	}
+	if err := s.Err(); !errors.Is(err, ErrEngineStopped) {
+		t.Fatalf("Err %v, want ErrEngineStopped", err)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the owners ended: %v, want the connection closed", err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		closed <- s.Close(ctx)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for loops whose owner ended")
+	}
+}
+
+// On the shards' rings a busy connection goes to the loop whose
+// connections received the fewest bytes since the previous accept: with
+// clients that each open an idle connection and then a busy one, round
+// robin put both busy connections on one of two loops; every loop must
+// receive a busy connection's bytes here.
+func TestUringShardsSpreadBusyConnections(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Loops: 2}, h)
+	e := s.eng.(*uringEngine)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	busy := func(c *client) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.send(echoReq(strings.Repeat("b", 4096)))
+				c.recv()
+			}
+		}()
+	}
+	for range 2 {
+		idle := dial(t, s)
+		idle.send(echoReq("metadata"))
+		idle.recv()
+		b := dial(t, s)
+		b.send(echoReq("first"))
+		b.recv()
+		busy(b)
+		time.Sleep(20 * time.Millisecond) // its bytes counted before the next accept
+	}
+	var before [2]int64
+	for i, l := range e.loops {
+		before[i] = l.rxBytes.Load()
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i, l := range e.loops {
+		if d := l.rxBytes.Load() - before[i]; d == 0 {
+			t.Fatalf("loop %d received nothing while two busy connections sent: both are on the other loop", i)
+		}
 	}
 }

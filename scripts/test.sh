@@ -84,13 +84,17 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 #   - portable, which already serves every TLS listener and the tests'
 #     "portable" variants above: the client-facing core (kcat, kgo
 #     produce and consume, the bad-input suite, the fuzz seeds, produce,
-#     fetch, long polls).
+#     fetch, long polls);
+#   - uring-shards (connections on the shards' rings, the uring path's
+#     second mode): the same client-facing core as portable. The whole
+#     uring subset above passes on it too (RINGLOG_TEST_NET=uring-shards,
+#     146 s at load 8-11, 106 s in a second run), too long for a third run here.
 # Both run beside the whole package run of go test ./... (which keeps two
 # packages going at once), and so do the cross builds of the portable
 # path for darwin and windows (a compile, about 40 s of CPU): the kafka
 # subsets wait far more than they compute, and run after go test ./...
 # they took 107 s of a suite held under 15 minutes.
-step "go test, with the kafka package on uring and on portable and the cross builds beside it"
+step "go test, with the kafka package on uring, uring-shards and portable and the cross builds beside it"
 cross_log=$(mktemp)
 (
 	for os in darwin windows; do
@@ -103,6 +107,10 @@ portable_log=$(mktemp)
 RINGLOG_TEST_NET=portable go test -count=1 -timeout 15m \
 	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll)' ./kafka/ >"$portable_log" 2>&1 &
 portable_pid=$!
+shards_log=$(mktemp)
+RINGLOG_TEST_NET=uring-shards go test -count=1 -timeout 15m \
+	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll)' ./kafka/ >"$shards_log" 2>&1 &
+shards_pid=$!
 uring_log=$(mktemp)
 RINGLOG_TEST_NET=uring go test -count=1 -timeout 15m \
 	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ >"$uring_log" 2>&1 &
@@ -112,14 +120,17 @@ go test -count=1 -timeout 20m ./... || all_rc=$?
 uring_rc=0
 wait "$uring_pid" || uring_rc=$?
 echo "uring:"; cat "$uring_log"; rm -f "$uring_log"
+shards_rc=0
+wait "$shards_pid" || shards_rc=$?
+echo "uring-shards:"; cat "$shards_log"; rm -f "$shards_log"
 portable_rc=0
 wait "$portable_pid" || portable_rc=$?
 echo "portable:"; cat "$portable_log"; rm -f "$portable_log"
 cross_rc=0
 wait "$cross_pid" || cross_rc=$?
 echo "cross builds:"; cat "$cross_log"; rm -f "$cross_log"
-if [ "$all_rc" -ne 0 ] || [ "$uring_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
-	echo "go test failed ($all_rc), or the kafka package on uring ($uring_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
+if [ "$all_rc" -ne 0 ] || [ "$uring_rc" -ne 0 ] || [ "$shards_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
+	echo "go test failed ($all_rc), or the kafka package on uring ($uring_rc), uring-shards ($shards_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
 fi
 
 # The packages whose memory is shared between goroutines (readers of a log

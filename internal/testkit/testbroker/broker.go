@@ -30,10 +30,10 @@ func envNet() string { return os.Getenv(EnvNet) }
 func Net(t testing.TB) string {
 	t.Helper()
 	switch n := envNet(); n {
-	case "", netpoll.IOGnet, netpoll.IOUring, netpoll.IOPortable:
+	case "", netpoll.IOGnet, netpoll.IOUring, netpoll.IOUringShards, netpoll.IOPortable:
 		return n
 	default:
-		t.Fatalf("%s=%q: want %s, %s or %s (or unset)", EnvNet, n, netpoll.IOGnet, netpoll.IOUring, netpoll.IOPortable)
+		t.Fatalf("%s=%q: want %s, %s, %s or %s (or unset)", EnvNet, n, netpoll.IOGnet, netpoll.IOUring, netpoll.IOUringShards, netpoll.IOPortable)
 		return ""
 	}
 }
@@ -55,7 +55,8 @@ func NetArgs(t testing.TB) []string {
 // ran gnet would prove nothing about uring.
 func CheckNetLog(t testing.TB, log string) {
 	t.Helper()
-	if strings.Contains(log, "io_uring network path unavailable") {
+	if strings.Contains(log, "io_uring network path unavailable") ||
+		strings.Contains(log, "connections cannot go on the shards' rings") {
 		t.Fatalf("%s=%s: the broker fell back to gnet:\n%s", EnvNet, envNet(), log)
 	}
 }

@@ -1,0 +1,210 @@
+//go:build linux
+
+package ioring
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runOwner starts an owner of g on a goroutine locked to its thread that
+// turns until stop is closed, waiting without limit in each turn. It
+// returns the owner once it is up; done closes when the owner ended.
+func runOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
+	t.Helper()
+	up := make(chan *Owner, 1)
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		o, err := g.NewOwner()
+		if err != nil {
+			errc <- err
+			return
+		}
+		up <- o
+		stopping := false
+		o.AddHook(func() {
+			select {
+			case <-stop:
+				stopping = true
+			default:
+			}
+		}, func() bool { return stopping })
+		for !stopping {
+			if err := o.Turn(-1); err != nil {
+				t.Errorf("turn: %v", err)
+				break
+			}
+		}
+		o.Close()
+	}()
+	select {
+	case o := <-up:
+		return o, done
+	case err := <-errc:
+		t.Fatalf("owner: %v", err)
+	}
+	return nil, nil
+}
+
+// waitSleeping waits until o blocks in io_uring_enter (its sleeping flag
+// set and its thread asleep in the kernel for a while).
+func waitSleeping(t *testing.T, o *Owner) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !o.sleeping.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("owner never waited in its ring")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // into the system call
+	if !o.sleeping.Load() {
+		t.Fatal("owner woke by itself")
+	}
+}
+
+// TestOwnerDoorbellWakesBlockedOwner: an owner blocked in io_uring_enter
+// without a timeout runs work posted to it by another owner of its group,
+// woken by the MSG_RING doorbell that the poster's next turn submits (no
+// eventfd write), and by a goroutine that is no owner through the eventfd.
+func TestOwnerDoorbellWakesBlockedOwner(t *testing.T) {
+	if why := ProbeOwner(); why != "" {
+		t.Fatalf("io_uring owner unavailable: %s", why)
+	}
+	g := NewOwnerGroup()
+	stop := make(chan struct{})
+	target, targetDone := runOwner(t, g, stop)
+	sender, senderDone := runOwner(t, g, stop)
+	defer func() {
+		close(stop)
+		target.writeEventfd()
+		sender.writeEventfd()
+		<-targetDone
+		<-senderDone
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// From the sender's thread: the post finds the target sleeping and
+	// queues a doorbell on the sender's ring.
+	waitSleeping(t, target)
+	ran := make(chan int, 1)
+	if err := sender.Post(func() {
+		if err := target.Post(func() { ran <- unix.Gettid() }); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tid := <-ran:
+		if tid != target.tid {
+			t.Fatalf("posted work ran on thread %d, want the owner's %d", tid, target.tid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the doorbell did not wake the owner blocked in io_uring_enter")
+	}
+	if s := target.Stats(); s.EventfdWakes != 0 {
+		t.Fatalf("target woken by %d eventfd writes, want the doorbell alone", s.EventfdWakes)
+	}
+	if s := sender.Stats(); s.BellsSent != 1 {
+		t.Fatalf("sender rang %d doorbells, want 1", s.BellsSent)
+	}
+
+	// From a goroutine that is no owner: the eventfd.
+	waitSleeping(t, target)
+	var n atomic.Int32
+	if err := target.Post(func() { n.Add(1); ran <- 0 }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the eventfd did not wake the owner")
+	}
+	if s := target.Stats(); s.EventfdWakes != 1 {
+		t.Fatalf("%d eventfd wakes, want 1", s.EventfdWakes)
+	}
+}
+
+// TestOwnerTurnTimeout: a turn with a timeout returns once it passed
+// (IORING_ENTER_EXT_ARG), the owner's timers.
+func TestOwnerTurnTimeout(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := NewOwnerGroup()
+	o, err := g.NewOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := o.Turn(30 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 25*time.Millisecond {
+		t.Fatalf("turn returned after %v, before its 30ms timeout", d)
+	}
+	o.Close()
+	if err := o.Post(func() {}); err != ErrClosed {
+		t.Fatalf("post after close: %v, want ErrClosed", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOwnerDispatchByTag: completions reach the handler whose tag their
+// user data carries, with the tag stripped.
+func TestOwnerDispatchByTag(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := NewOwnerGroup()
+	o, err := g.NewOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	defer o.Close()
+	var got [3][]uint64
+	var tags [3]uint8
+	for i := range tags {
+		i := i
+		if tags[i], err = o.Register(func(c NetCQE) { got[i] = append(got[i], c.UserData) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	// Each handler polls the writable socket with user data of its own.
+	for i, tag := range tags {
+		if err := o.Ring().PollAdd(fds[1], unix.POLLOUT, UserData(tag, uint64(100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(got[0])+len(got[1])+len(got[2]) < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("completions: %v", got)
+		}
+		if err := o.Turn(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range got {
+		if len(got[i]) != 1 || got[i][0] != uint64(100+i) {
+			t.Fatalf("handler %d got %v, want [%d]", i, got[i], 100+i)
+		}
+	}
+}
