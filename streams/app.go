@@ -83,6 +83,7 @@ type App struct {
 
 	assignMu sync.Mutex
 	assigned map[string][]int32 // handed over by OnPartitionsAssigned
+	revoked  map[string][]int32 // handed over by the revoke callbacks, exactly once
 
 	produceErr   error
 	produceErrMu sync.Mutex
@@ -190,6 +191,14 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 		a.cl = a.sess.Client()
+		// InitProducerId now, before any restore: it fences this
+		// instance's previous life and aborts its open transaction, so
+		// the changelogs' ends are final before they are read.
+		if _, _, err := a.cl.ProducerID(ctx); err != nil {
+			a.sess.Close()
+			admc.Close()
+			return fmt.Errorf("streams: init transactional producer: %w", err)
+		}
 	} else {
 		// Callbacks run only between polls, never while polled records
 		// wait to be processed: a revoke commits exactly what was
@@ -285,6 +294,7 @@ func (a *App) loop(ctx context.Context) error {
 			a.log.Warn("streams: fetch", "topic", topic, "partition", p, "err", err)
 		})
 		a.mu.Lock()
+		a.takeRevokedLocked()
 		if err := a.takeAssignedLocked(ctx); err != nil {
 			a.mu.Unlock()
 			return err
@@ -474,6 +484,10 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 	if len(revoked) == 0 {
 		return
 	}
+	if a.sess != nil {
+		a.handOverRevoked(revoked)
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.dropAssignedLocked(revoked)
@@ -490,15 +504,54 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 // onLost drops the lost tasks' pending writes: another instance owns
 // them now and replays from the committed offsets.
 func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if a.sess != nil {
+		a.handOverRevoked(lost)
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.dropAssignedLocked(lost)
 	a.closeRevokedLocked(lost, false)
 }
 
+// handOverRevoked queues revoked (or lost) partitions for the processing
+// goroutine, exactly once: GroupTransactSession calls the callbacks with
+// its own lock held, which its End needs, so a callback waiting for the
+// processing goroutine (in End) would deadlock. The session aborts the
+// open transaction; the loop closes the tasks before it processes
+// anything more.
+func (a *App) handOverRevoked(gone map[string][]int32) {
+	a.assignMu.Lock()
+	defer a.assignMu.Unlock()
+	a.dropAssignedAssignLocked(gone)
+	if a.revoked == nil {
+		a.revoked = map[string][]int32{}
+	}
+	for t, ps := range gone {
+		a.revoked[t] = append(a.revoked[t], ps...)
+	}
+}
+
+// takeRevokedLocked closes the tasks of the partitions handOverRevoked
+// queued, dropping their writes (their transaction aborts).
+func (a *App) takeRevokedLocked() {
+	a.assignMu.Lock()
+	revoked := a.revoked
+	a.revoked = nil
+	a.assignMu.Unlock()
+	if len(revoked) > 0 {
+		a.closeRevokedLocked(revoked, false)
+	}
+}
+
 func (a *App) dropAssignedLocked(gone map[string][]int32) {
 	a.assignMu.Lock()
 	defer a.assignMu.Unlock()
+	a.dropAssignedAssignLocked(gone)
+}
+
+// dropAssignedAssignLocked needs assignMu held.
+func (a *App) dropAssignedAssignLocked(gone map[string][]int32) {
 	for topic, ps := range gone {
 		if a.assigned[topic] == nil {
 			continue

@@ -26,7 +26,10 @@ func TestExactlyOnceWordCount(t *testing.T) {
 		states := []string{t.TempDir(), t.TempDir()}
 		cfg := func(i int) Config {
 			return Config{ApplicationID: "eos", Brokers: []string{addr}, StateDir: states[i],
-				Guarantee: ExactlyOnce, InstanceID: []string{"a", "b"}[i]}
+				Guarantee: ExactlyOnce, InstanceID: []string{"a", "b"}[i],
+				// Long enough that a kill finds processed records not yet
+				// committed, which at least once would process again.
+				CommitInterval: 400 * time.Millisecond}
 		}
 		topo := wordCount("lines", "counts-out")
 		apps := []*App{startApp(t, topo, cfg(0)), startApp(t, topo, cfg(1))}
@@ -45,7 +48,7 @@ func TestExactlyOnceWordCount(t *testing.T) {
 			ls, rr := lines(int64(100+r), per)
 			produceLines(t, prod, "lines", ls)
 			addRef(ref, rr)
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 			if r%(rounds/kills) == 1 && killed < kills {
 				i := killed % 2
 				mu.Lock()

@@ -34,13 +34,13 @@ type restoreRange struct {
 	from, end int64
 }
 
-// endOffsets lists the end of each topic's partitions: the high
-// watermark, or exactly once the last stable offset (what a read_committed
-// reader reaches).
+// endOffsets lists the high watermark of each topic's partitions: where a
+// restore ends. Exactly once, the restore reads read_committed up to it,
+// so it waits for the transactions open there (a killed owner's) to end:
+// stopping at the last stable offset instead would miss what the task's
+// previous owner committed after a zombie's transaction began, and a
+// checkpoint past that LSO would look like a recreated changelog.
 func (a *App) endOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
-	if a.cfg.Guarantee == ExactlyOnce {
-		return a.adm.ListCommittedOffsets(ctx, topics...)
-	}
 	return a.adm.ListEndOffsets(ctx, topics...)
 }
 
@@ -158,6 +158,9 @@ func (a *App) restoreRanges(ctx context.Context, db *stateDB, ranges []restoreRa
 			next := r.from
 			for _, rec := range p.Records {
 				if rec.Offset >= r.end {
+					// A marker (or a record) past the end: the
+					// transactions open at the end have ended.
+					next = r.end
 					break
 				}
 				next = rec.Offset + 1
