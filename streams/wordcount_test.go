@@ -1,6 +1,9 @@
 package streams
 
 import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"testing"
 	"time"
 
@@ -34,6 +37,30 @@ func TestWordCount(t *testing.T) {
 		st := a.Stats()
 		if len(st.Tasks) != 8 { // 4 partitions of lines, 4 of the repartition topic
 			t.Errorf("tasks: %+v, want 8", st.Tasks)
+		}
+		// The Prometheus collector reports the same counters: every line
+		// processed once by the tasks of subtopology 0.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(a.Collector())
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines0 float64
+		for _, mf := range mfs {
+			if mf.GetName() != "ringlog_streams_task_processed_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "task" && strings.HasPrefix(l.GetValue(), "0_") {
+						lines0 += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		if int(lines0) != n {
+			t.Errorf("ringlog_streams_task_processed_total over tasks 0_*: %v, want %d", lines0, n)
 		}
 	})
 }
