@@ -92,7 +92,7 @@
 //	tables, global tables     group table, Lookup/View  Table, TableFrom, NewGlobalTable
 //	state store               LevelDB + group table     pebble + <app>-<store>-changelog
 //	exactly once              no                        yes (transactions, KIP-447)
-//	windows                   no                        next (tumbling, hopping, sliding, session)
+//	windows                   no                        tumbling, hopping (grace, late counted); sliding, session next
 //	stream-stream joins       no                        next (windowed inner/left/outer)
 //	interactive queries       View (a whole table)      Store(name).Get(key), per instance
 //	topology checked at start partly                    Build and Start, all mistakes at once
@@ -105,11 +105,20 @@
 // (BlockRebalanceOnPoll). App.Store, Query, Stats and Collector are safe
 // from any goroutine: they read committed state under App.tasksMu.
 //
-// # Extension points (windows and joins, next)
+// # Windows
 //
-//   - A windowed store appends the window start (u64 big endian) to the
-//     key bytes in the data key, so a key's windows are adjacent and in
-//     time order; the changelog key is the same bytes.
+// WindowedBy(GroupByKey(s), TimeWindows{Size, Advance, Grace}) and
+// WindowedCount / WindowedAggregate give a Table[Windowed[K], A]: Kafka's
+// TimeWindows (tumbling, hopping), aligned to the epoch, in event time
+// (the record timestamp). A record whose window ended before stream time
+// minus grace is dropped for that window and counted (TaskStats.Dropped).
+// A windowed store's key is the key bytes followed by the window start
+// (u64 big endian, WindowedSerde, Kafka's TimeWindowedSerde layout): one
+// key's windows are adjacent and in time order, and the changelog key is
+// the same bytes.
+//
+// # Extension points (sliding and session windows, suppression, joins: next)
+//
 //   - task.streamTime is the largest timestamp seen, the clock that closes
 //     windows (end + grace) and drops late records.
 //   - Change[V] carries old and new values: table-table joins and

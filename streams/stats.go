@@ -17,6 +17,7 @@ type TaskStats struct {
 	Lag       int64
 	Restored  int64
 	Restoring bool
+	Dropped   int64 // records of windows already closed (late)
 }
 
 // Stats is a snapshot of the instance's tasks, sorted by task id, with
@@ -46,7 +47,7 @@ func (a *App) Stats() Stats {
 	var total int64
 	for id, t := range a.tasks {
 		ts := TaskStats{Task: id.String(), Processed: t.processed.Load(), Lag: t.lag.Load(),
-			Restored: t.restored.Load(), Restoring: t.restoring.Load()}
+			Restored: t.restored.Load(), Restoring: t.restoring.Load(), Dropped: t.dropped.Load()}
 		total += ts.Processed
 		s.Tasks = append(s.Tasks, ts)
 	}
