@@ -67,7 +67,11 @@ func (s *StoreView) GetBytes(key []byte) ([]byte, bool, error) {
 	// The partition a key's changelog record goes to is the task's: the
 	// key's partition as the default partitioner computes it (the input
 	// was partitioned that way, by a Kafka producer or a repartition).
-	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(s.topic()).Partition(&kgo.Record{Key: key}, int(n)))
+	pk := key
+	if s.def.windowed && len(pk) >= 8 {
+		pk = pk[:len(pk)-8]
+	}
+	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(s.topic()).Partition(&kgo.Record{Key: pk}, int(n)))
 	a.tasksMu.RLock()
 	defer a.tasksMu.RUnlock()
 	t, ok := a.tasks[taskID{sub, p}]

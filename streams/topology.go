@@ -66,6 +66,9 @@ type storeDef struct {
 	node               *node
 	global             *globalDef
 	keySerde, valSerde any // Serde[K], Serde[V]
+	// windowed stores end their keys with the window start (8 bytes),
+	// which is not part of the key the input was partitioned by.
+	windowed bool
 	// serKey and deValue use them untyped, for App.Store's Get.
 	serKey  func(topic string, k any) ([]byte, error)
 	deValue func(topic string, b []byte) (any, error)

@@ -129,7 +129,9 @@ func WindowedAggregate[K, V, A any](wg *WindowedGrouped[K, V], init func() A, ag
 	}
 	wk := WindowedSerde(k, w.Size)
 	n := b.add(kindProcessor, name, s.n)
-	b.addStore(newStoreDef(storeName, wk, a), n)
+	def := newStoreDef(storeName, wk, a)
+	def.windowed = true
+	b.addStore(def, n)
 	size, grace := w.Size.Milliseconds(), w.Grace.Milliseconds()
 	n.inst = func(t *task) any {
 		st := t.store(storeName)
