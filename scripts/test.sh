@@ -144,6 +144,6 @@ fi
 step "go test -race"
 internal=$(go list ./internal/... | grep -v -e /internal/kafkaref -e /internal/difftest -e /internal/admincli -e /internal/pkgbuild)
 go test -count=1 -race -short -timeout 20m ./segment/... ./ioring/... ./netpoll/... ./engine/... ./kafka/... ./replication/... \
-	$internal ./broker/... ./mirror/... ./examples/...
+	$internal ./broker/... ./mirror/... ./streams/... ./examples/...
 
 step "ok"

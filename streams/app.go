@@ -1,0 +1,630 @@
+package streams
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Guarantee is the processing guarantee (Kafka's processing.guarantee).
+type Guarantee int
+
+const (
+	// AtLeastOnce commits input offsets after the outputs and changelog
+	// writes they caused are acknowledged: a crash replays records since
+	// the last commit.
+	AtLeastOnce Guarantee = iota
+	// ExactlyOnce writes outputs, changelog records and input offsets in
+	// one transaction (Kafka's exactly_once_v2, KIP-447).
+	ExactlyOnce
+)
+
+// Config configures an application.
+type Config struct {
+	// ApplicationID is the consumer group and the prefix of internal
+	// topics ("<id>-<name>-repartition", "<id>-<store>-changelog").
+	ApplicationID string
+	Brokers       []string
+	// StateDir holds the tasks' stores: <StateDir>/<ApplicationID>/<task>/.
+	StateDir  string
+	Guarantee Guarantee
+	// CommitInterval defaults to Kafka's: 30 s at least once, 100 ms
+	// exactly once.
+	CommitInterval time.Duration
+	// InstanceID names this instance: the transactional id is
+	// "<ApplicationID>-<InstanceID>", so that a restarted instance fences
+	// its previous incarnation. Random when empty.
+	InstanceID string
+	// ReplicationFactor of the internal topics; 0 or -1 is the broker's
+	// default.
+	ReplicationFactor int16
+	// MaxPollRecords bounds the records processed per poll (default 1000).
+	MaxPollRecords int
+	// OnRestore is called from the processing goroutine as stores are
+	// restored from their changelogs (and global stores bootstrapped).
+	OnRestore func(RestoreProgress)
+	// ClientOpts are added to every kgo client (TLS, SASL, timeouts).
+	ClientOpts []kgo.Opt
+	Logger     *slog.Logger
+}
+
+// App is a running stream-processing application instance.
+type App struct {
+	topo *Topology
+	cfg  Config
+	log  *slog.Logger
+
+	adm  *kadm.Client
+	admc *kgo.Client
+	cl   *kgo.Client
+	sess *kgo.GroupTransactSession // exactly once
+
+	// Resolved at Start.
+	sourceTopics map[*node][]string
+	topicSub     map[string]int
+	taskCount    map[int]int32 // subtopology -> partitions
+	changelogs   map[string]bool
+
+	// mu serializes processing and the rebalance callbacks that revoke.
+	mu sync.Mutex
+	// tasksMu guards tasks and byTopic for readers in other goroutines
+	// (queries, Stats); written only with mu held too.
+	tasksMu sync.RWMutex
+	tasks   map[taskID]*task
+
+	assignMu sync.Mutex
+	assigned map[string][]int32 // handed over by OnPartitionsAssigned
+	revoked  map[string][]int32 // handed over by the revoke callbacks, exactly once
+
+	produceErr   error
+	produceErrMu sync.Mutex
+
+	global *globalRunner
+
+	rateMu    sync.Mutex
+	rateAt    time.Time
+	rateTotal int64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	killed bool
+	inTxn  bool // exactly once: a transaction is open (processing goroutine, mu held)
+}
+
+// New checks cfg and returns an application of t, not started.
+func New(t *Topology, cfg Config) (*App, error) {
+	if cfg.ApplicationID == "" {
+		return nil, errors.New("streams: Config.ApplicationID is required")
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("streams: Config.Brokers is required")
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("streams: Config.StateDir is required")
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = 30 * time.Second
+		if cfg.Guarantee == ExactlyOnce {
+			cfg.CommitInterval = 100 * time.Millisecond
+		}
+	}
+	if cfg.InstanceID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.InstanceID = hex.EncodeToString(b[:])
+	}
+	if cfg.MaxPollRecords == 0 {
+		cfg.MaxPollRecords = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &App{topo: t, cfg: cfg, log: cfg.Logger.With("app", cfg.ApplicationID),
+		tasks: map[taskID]*task{}, done: make(chan struct{})}, nil
+}
+
+func (a *App) internalTopic(suffix string) string { return a.cfg.ApplicationID + "-" + suffix }
+func (a *App) changelogTopic(store string) string {
+	return a.cfg.ApplicationID + "-" + store + "-changelog"
+}
+
+func (a *App) isolation() kgo.IsolationLevel {
+	if a.cfg.Guarantee == ExactlyOnce {
+		return kgo.ReadCommitted()
+	}
+	return kgo.ReadUncommitted()
+}
+
+// Start resolves the topology against the cluster (source topics,
+// co-partitioning, internal topics created), bootstraps the global
+// stores, and starts processing in a goroutine of its own. Mistakes
+// found against the cluster are returned before anything runs.
+func (a *App) Start(ctx context.Context) error {
+	admc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.MetadataMinAge(100 * time.Millisecond)}, a.cfg.ClientOpts...)...)
+	if err != nil {
+		return err
+	}
+	a.admc, a.adm = admc, kadm.NewClient(admc)
+	if err := a.resolve(ctx); err != nil {
+		admc.Close()
+		return err
+	}
+	if len(a.topo.globals) > 0 {
+		if a.global, err = a.startGlobal(ctx); err != nil {
+			admc.Close()
+			return err
+		}
+	}
+	var topics []string
+	for t := range a.topicSub {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(a.cfg.Brokers...),
+		kgo.ConsumerGroup(a.cfg.ApplicationID),
+		kgo.ConsumeTopics(topics...),
+		kgo.Balancers(&taskBalancer{app: a}),
+		kgo.DisableAutoCommit(),
+		kgo.FetchIsolationLevel(a.isolation()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.RecordPartitioner(&partitioner{app: a, byKey: kgo.StickyKeyPartitioner(nil)}),
+		kgo.OnPartitionsAssigned(a.onAssigned),
+		kgo.OnPartitionsRevoked(a.onRevoked),
+		kgo.OnPartitionsLost(a.onLost),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}, a.cfg.ClientOpts...)
+	if a.cfg.Guarantee == ExactlyOnce {
+		opts = append(opts, kgo.TransactionalID(a.cfg.ApplicationID+"-"+a.cfg.InstanceID), kgo.RequireStableFetchOffsets())
+		if a.sess, err = kgo.NewGroupTransactSession(opts...); err != nil {
+			admc.Close()
+			return err
+		}
+		a.cl = a.sess.Client()
+		// InitProducerId now, before any restore: it fences this
+		// instance's previous life and aborts its open transaction, so
+		// the changelogs' ends are final before they are read.
+		if _, _, err := a.cl.ProducerID(ctx); err != nil {
+			a.sess.Close()
+			admc.Close()
+			return fmt.Errorf("streams: init transactional producer: %w", err)
+		}
+	} else {
+		// Callbacks run only between polls, never while polled records
+		// wait to be processed: a revoke commits exactly what was
+		// processed.
+		opts = append(opts, kgo.BlockRebalanceOnPoll())
+		if a.cl, err = kgo.NewClient(opts...); err != nil {
+			admc.Close()
+			return err
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go a.run(runCtx)
+	return nil
+}
+
+// Wait returns when processing stopped: nil after Close, the error that
+// stopped it otherwise.
+func (a *App) Wait() error {
+	<-a.done
+	return a.err
+}
+
+// Close commits what was processed, leaves the group and stops.
+func (a *App) Close() error {
+	if a.cancel == nil {
+		return nil
+	}
+	a.cancel()
+	<-a.done
+	return a.err
+}
+
+// kill stops the instance as a crash would, as far as a process can do it
+// to itself: nothing is committed or flushed, the open transaction stays
+// open, stores are closed as they are. Tests use it.
+func (a *App) kill() {
+	a.mu.Lock()
+	a.killed = true
+	a.mu.Unlock()
+	a.cancel()
+	<-a.done
+}
+
+func (a *App) run(ctx context.Context) {
+	defer close(a.done)
+	err := a.loop(ctx)
+	a.mu.Lock()
+	killed := a.killed
+	if err == nil && !killed {
+		err = a.commitLocked(context.Background())
+	}
+	a.closeTasksLocked(!killed && err == nil)
+	a.mu.Unlock()
+	if a.sess != nil {
+		if killed {
+			a.cl.Close()
+		} else {
+			a.sess.Close()
+		}
+	} else {
+		// A poll may hold rebalances back (BlockRebalanceOnPoll): the
+		// leave's revoke must not wait for an AllowRebalance that no
+		// loop will call.
+		a.cl.CloseAllowingRebalance()
+	}
+	if a.global != nil {
+		a.global.close()
+	}
+	a.admc.Close()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("streams: stopped", "err", err)
+		a.err = err
+	}
+}
+
+func (a *App) loop(ctx context.Context) error {
+	lastCommit := time.Now()
+	for {
+		// kgo returns from a poll only with records: a deadline makes an
+		// idle loop come round to commit what it holds.
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.CommitInterval)
+		fetches := a.cl.PollRecords(pctx, a.cfg.MaxPollRecords)
+		cancel()
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		var fatal error
+		fetches.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			a.log.Warn("streams: fetch", "topic", topic, "partition", p, "err", err)
+		})
+		a.mu.Lock()
+		a.takeRevokedLocked()
+		if err := a.takeAssignedLocked(ctx); err != nil {
+			a.mu.Unlock()
+			return err
+		}
+		if a.sess != nil && !a.inTxn && !fetches.Empty() {
+			if err := a.sess.Begin(); err != nil {
+				a.mu.Unlock()
+				return fmt.Errorf("streams: begin transaction: %w", err)
+			}
+			a.inTxn = true
+		}
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if fatal != nil || len(p.Records) == 0 {
+				return
+			}
+			t := a.taskOf(p.Topic, p.Partition)
+			if t == nil {
+				return // revoked since the poll: its new owner reads it again
+			}
+			for _, r := range p.Records {
+				if err := t.process(r); err != nil {
+					fatal = err
+					return
+				}
+			}
+			t.setLag(p.Topic, p.HighWatermark-p.Records[len(p.Records)-1].Offset-1)
+		})
+		if fatal != nil {
+			if a.sess != nil && a.inTxn {
+				_, _ = a.sess.End(ctx, kgo.TryAbort)
+				a.inTxn = false
+			}
+			a.mu.Unlock()
+			return fatal
+		}
+		if time.Since(lastCommit) >= a.cfg.CommitInterval {
+			if err := a.commitLocked(ctx); err != nil {
+				a.mu.Unlock()
+				return err
+			}
+			lastCommit = time.Now()
+		}
+		a.mu.Unlock()
+		if a.sess == nil {
+			a.cl.AllowRebalance()
+		}
+	}
+}
+
+// commitLocked makes what the tasks processed durable: at least once,
+// flush the producer (outputs and changelogs), write the stores, commit
+// the input offsets; exactly once, end the transaction, then write the
+// stores if it committed or drop their writes if it aborted (kgo then
+// rewinds the consumer to the committed offsets).
+func (a *App) commitLocked(ctx context.Context) error {
+	if a.sess != nil {
+		if !a.inTxn {
+			return nil
+		}
+		a.inTxn = false
+		commit := kgo.TryCommit
+		if err := a.takeProduceErr(); err != nil {
+			a.log.Warn("streams: aborting the transaction", "err", err)
+			commit = kgo.TryAbort
+		}
+		committed, err := a.sess.End(ctx, commit)
+		if err != nil {
+			return fmt.Errorf("streams: end transaction: %w", err)
+		}
+		for _, t := range a.tasks {
+			if committed {
+				if err := t.commitState(); err != nil {
+					return err
+				}
+			} else {
+				t.discardState()
+			}
+		}
+		return nil
+	}
+	if err := a.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("streams: flush: %w", err)
+	}
+	if err := a.takeProduceErr(); err != nil {
+		return fmt.Errorf("streams: produce: %w", err)
+	}
+	for _, t := range a.tasks {
+		if err := t.commitState(); err != nil {
+			return err
+		}
+	}
+	if err := a.cl.CommitUncommittedOffsets(ctx); err != nil {
+		return fmt.Errorf("streams: commit offsets: %w", err)
+	}
+	return nil
+}
+
+func (a *App) produce(r *kgo.Record, onOK func(*kgo.Record)) {
+	a.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil {
+			a.produceErrMu.Lock()
+			if a.produceErr == nil {
+				a.produceErr = fmt.Errorf("to %s/%d: %w", r.Topic, r.Partition, err)
+			}
+			a.produceErrMu.Unlock()
+			return
+		}
+		if onOK != nil {
+			onOK(r)
+		}
+	})
+}
+
+func (a *App) takeProduceErr() error {
+	a.produceErrMu.Lock()
+	defer a.produceErrMu.Unlock()
+	err := a.produceErr
+	a.produceErr = nil
+	return err
+}
+
+func (a *App) taskOf(topic string, p int32) *task {
+	sub, ok := a.topicSub[topic]
+	if !ok {
+		return nil
+	}
+	return a.tasks[taskID{sub, p}]
+}
+
+// onAssigned only hands the partitions over to the processing goroutine,
+// which creates and restores their tasks before it processes their
+// records: it must not wait for the processing goroutine, which may be in
+// GroupTransactSession.End waiting for this goroutine's heartbeat.
+func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	a.assignMu.Lock()
+	defer a.assignMu.Unlock()
+	if a.assigned == nil {
+		a.assigned = map[string][]int32{}
+	}
+	for t, ps := range assigned {
+		a.assigned[t] = append(a.assigned[t], ps...)
+	}
+}
+
+// takeAssignedLocked creates the tasks of newly assigned partitions and
+// restores their stores.
+func (a *App) takeAssignedLocked(ctx context.Context) error {
+	a.assignMu.Lock()
+	assigned := a.assigned
+	a.assigned = nil
+	a.assignMu.Unlock()
+	var fresh []*task
+	for topic, ps := range assigned {
+		sub, ok := a.topicSub[topic]
+		if !ok {
+			continue
+		}
+		for _, p := range ps {
+			id := taskID{sub, p}
+			if _, ok := a.tasks[id]; ok {
+				continue
+			}
+			t, err := a.newTask(id)
+			if err != nil {
+				return err
+			}
+			a.tasksMu.Lock()
+			a.tasks[id] = t
+			a.tasksMu.Unlock()
+			fresh = append(fresh, t)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	sort.Slice(fresh, func(i, j int) bool {
+		return fresh[i].id.sub < fresh[j].id.sub || fresh[i].id.sub == fresh[j].id.sub && fresh[i].id.partition < fresh[j].id.partition
+	})
+	return a.restoreTasks(ctx, fresh)
+}
+
+// onRevoked commits what the revoked tasks processed and closes them
+// (at least once: BlockRebalanceOnPoll runs it between polls). Exactly
+// once, the session has already marked the open transaction to abort;
+// the revoked tasks' pending writes go with it.
+func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if len(revoked) == 0 {
+		return
+	}
+	if a.sess != nil {
+		a.handOverRevoked(revoked)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dropAssignedLocked(revoked)
+	commit := a.sess == nil && !a.killed
+	if commit {
+		if err := a.commitLocked(ctx); err != nil {
+			a.log.Error("streams: commit on revoke", "err", err)
+			commit = false
+		}
+	}
+	a.closeRevokedLocked(revoked, commit)
+}
+
+// onLost drops the lost tasks' pending writes: another instance owns
+// them now and replays from the committed offsets.
+func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if a.sess != nil {
+		a.handOverRevoked(lost)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dropAssignedLocked(lost)
+	a.closeRevokedLocked(lost, false)
+}
+
+// handOverRevoked queues revoked (or lost) partitions for the processing
+// goroutine, exactly once: GroupTransactSession calls the callbacks with
+// its own lock held, which its End needs, so a callback waiting for the
+// processing goroutine (in End) would deadlock. The session aborts the
+// open transaction; the loop closes the tasks before it processes
+// anything more.
+func (a *App) handOverRevoked(gone map[string][]int32) {
+	a.assignMu.Lock()
+	defer a.assignMu.Unlock()
+	a.dropAssignedAssignLocked(gone)
+	if a.revoked == nil {
+		a.revoked = map[string][]int32{}
+	}
+	for t, ps := range gone {
+		a.revoked[t] = append(a.revoked[t], ps...)
+	}
+}
+
+// takeRevokedLocked closes the tasks of the partitions handOverRevoked
+// queued, dropping their writes (their transaction aborts).
+func (a *App) takeRevokedLocked() {
+	a.assignMu.Lock()
+	revoked := a.revoked
+	a.revoked = nil
+	a.assignMu.Unlock()
+	if len(revoked) > 0 {
+		a.closeRevokedLocked(revoked, false)
+	}
+}
+
+func (a *App) dropAssignedLocked(gone map[string][]int32) {
+	a.assignMu.Lock()
+	defer a.assignMu.Unlock()
+	a.dropAssignedAssignLocked(gone)
+}
+
+// dropAssignedAssignLocked needs assignMu held.
+func (a *App) dropAssignedAssignLocked(gone map[string][]int32) {
+	for topic, ps := range gone {
+		if a.assigned[topic] == nil {
+			continue
+		}
+		keep := a.assigned[topic][:0]
+		for _, p := range a.assigned[topic] {
+			if !contains(ps, p) {
+				keep = append(keep, p)
+			}
+		}
+		a.assigned[topic] = keep
+	}
+}
+
+func contains(ps []int32, p int32) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *App) closeRevokedLocked(gone map[string][]int32, committed bool) {
+	ids := map[taskID]bool{}
+	for topic, ps := range gone {
+		if sub, ok := a.topicSub[topic]; ok {
+			for _, p := range ps {
+				ids[taskID{sub, p}] = true
+			}
+		}
+	}
+	a.tasksMu.Lock()
+	defer a.tasksMu.Unlock()
+	for id := range ids {
+		t, ok := a.tasks[id]
+		if !ok {
+			continue
+		}
+		if !committed {
+			t.discardState()
+		}
+		if err := t.close(); err != nil {
+			a.log.Warn("streams: close task", "task", id, "err", err)
+		}
+		delete(a.tasks, id)
+	}
+}
+
+func (a *App) closeTasksLocked(committed bool) {
+	a.tasksMu.Lock()
+	defer a.tasksMu.Unlock()
+	for id, t := range a.tasks {
+		if !committed {
+			t.discardState()
+		}
+		_ = t.close()
+		delete(a.tasks, id)
+	}
+}
+
+// partitioner sends changelog records to the partition the task set
+// (its own), and everything else by key as Kafka's default partitioner
+// (murmur2), so that a repartition topic routes a key as a Java
+// producer would.
+type partitioner struct {
+	app   *App
+	byKey kgo.Partitioner
+}
+
+func (p *partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if p.app.changelogs[topic] {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return p.byKey.ForTopic(topic)
+}

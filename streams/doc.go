@@ -1,0 +1,148 @@
+// Package streams is a stream-processing library for Go with Kafka
+// Streams' semantics: typed topologies of streams and tables, state
+// stores local to each task and backed by changelog topics, tasks that
+// follow consumer-group assignment across instances, at-least-once and
+// exactly-once processing, and interactive queries. It is a Kafka client
+// (franz-go's kgo and kadm) that imports no broker package: it runs
+// against ringlog, Apache Kafka, Redpanda or kfake alike.
+//
+// # A topology
+//
+//	b := streams.NewBuilder()
+//	lines := streams.Source(b, []string{"lines"}, streams.String, streams.String)
+//	words := streams.FlatMapValues(lines, strings.Fields)
+//	byWord := streams.GroupBy(words, func(_, w string) string { return w },
+//		streams.KeySerde(streams.String), streams.ValueSerde(streams.String))
+//	streams.Count(byWord, streams.Named("counts")).ToStream().To("word-counts")
+//	topo, err := b.Build()          // topology mistakes, all of them
+//	app, err := streams.New(topo, streams.Config{ApplicationID: "wc", Brokers: ..., StateDir: ...})
+//	err = app.Start(ctx)            // mistakes only the cluster shows; then runs
+//	q, err := streams.Query[string, int64](app, "counts")
+//	n, ok, err := q.Get("kafka")    // read locally, committed state
+//
+// Go methods take no type parameters, so operations that change the key
+// or value type are functions (Map, MapValues, FlatMap, FlatMapValues,
+// SelectKey, GroupBy, GroupByKey, Count, Reduce, Aggregate) and those
+// that keep them are methods (Filter, Peek, Branch, Merge, To). Records
+// flow between processors as typed Record[K, V] values through direct
+// function calls built once per task: no interface boxing per record.
+//
+// # Names Kafka Streams users know
+//
+//	processor names      KSTREAM-MAP-0000000003 (generated) or Named("...")
+//	task ids             <subtopology>_<partition>, e.g. 1_3
+//	repartition topics   <application id>-<name>-repartition
+//	changelog topics     <application id>-<store>-changelog (compacted)
+//	consumer group       <application id>
+//	transactional id     <application id>-<instance id> (exactly once)
+//	state directory      <StateDir>/<application id>/<task id>/ (pebble)
+//
+// A key changed by Map, FlatMap or SelectKey marks the stream: a
+// stateful operation after it writes the records to a repartition topic
+// and reads them back keyed by the new key, so each key's records meet
+// in one task. The repartition topic has the partitions of the
+// subtopology that writes it; changelogs have one partition per task.
+//
+// # State
+//
+// Each task keeps its stores in one pebble database (store.go draws the
+// key layout). Writes between two commits stay in an indexed batch that
+// the task reads through; they reach the database only after the commit
+// made their changelog records durable (at least once: acknowledged;
+// exactly once: the transaction committed), together with the
+// changelog offset reached (the checkpoint). So the local state is
+// never ahead of the changelog, and a crashed instance's state needs no
+// wipe under exactly once (Kafka Streams wipes it; KIP-892 is the same
+// idea for RocksDB). A task assigned to an instance restores each store
+// from its checkpoint (or the start) to the changelog's high watermark
+// before it processes a record, reporting progress through
+// Config.OnRestore, Stats and Collector.
+//
+// # Tasks and instances
+//
+// Instances of one application join one consumer group with a balancer
+// of this package (assignor.go): it assigns whole tasks, all the
+// partitions of a task to one member, sticky and cooperative (KIP-429).
+// A partition-level balancer could split a task between members.
+//
+// # Guarantees
+//
+// At least once: each commit flushes the producer (outputs, repartition
+// records and changelogs), writes the stores, then commits the input
+// offsets. A crash replays what was processed since the last commit.
+//
+// Exactly once: kgo's GroupTransactSession; outputs, changelog records
+// and input offsets are one transaction per commit interval (KIP-447:
+// the group generation fences a zombie at TxnOffsetCommit; the
+// transactional id, kept across restarts by Config.InstanceID, fences the
+// previous life of this instance at InitProducerId, which Start calls
+// before restoring anything). An aborted transaction (a rebalance during
+// it) drops the tasks' pending writes and kgo rewinds to the committed
+// offsets.
+//
+// # Compared with goka
+//
+// goka (github.com/lovoo/goka) is the Go library most used for this
+// today; it could not be fetched here, so this comparison is on paper.
+//
+//	                          goka                      streams
+//	typed DSL                 codecs per group, any     generics: Stream[K,V], Table[K,V]
+//	stateless operators       in the callback           Map, Filter, FlatMap, Branch, Merge, ...
+//	repartition               explicit Loopback         automatic after a key change
+//	tables, global tables     group table, Lookup/View  Table, TableFrom, NewGlobalTable
+//	state store               LevelDB + group table     pebble + <app>-<store>-changelog
+//	exactly once              no                        yes (transactions, KIP-447)
+//	windows                   no                        tumbling, hopping (grace, late counted); sliding, session next
+//	stream-stream joins       no                        next (windowed inner/left/outer)
+//	interactive queries       View (a whole table)      Store(name).Get(key), per instance
+//	topology checked at start partly                    Build and Start, all mistakes at once
+//
+// # Concurrency
+//
+// One goroutine per instance processes records, commits and restores
+// (Kafka's one stream thread). Rebalance callbacks hand partitions to it;
+// at least once, the revoke callback commits under App.mu, between polls
+// (BlockRebalanceOnPoll). App.Store, Query, Stats and Collector are safe
+// from any goroutine: they read committed state under App.tasksMu.
+//
+// # Windows
+//
+// WindowedBy(GroupByKey(s), TimeWindows{Size, Advance, Grace}) and
+// WindowedCount / WindowedAggregate give a Table[Windowed[K], A]: Kafka's
+// TimeWindows (tumbling, hopping), aligned to the epoch, in event time
+// (the record timestamp). A record whose window ended before stream time
+// minus grace is dropped for that window and counted (TaskStats.Dropped).
+// A windowed store's key is the key bytes followed by the window start
+// (u64 big endian, WindowedSerde, Kafka's TimeWindowedSerde layout): one
+// key's windows are adjacent and in time order, and the changelog key is
+// the same bytes.
+//
+// # Extension points (sliding and session windows, suppression, joins: next)
+//
+//   - task.streamTime is the largest timestamp seen, the clock that closes
+//     windows (end + grace) and drops late records.
+//   - Change[V] carries old and new values: table-table joins and
+//     re-aggregation need the old one.
+//   - subtopologies with stores already check co-partitioning; joins add
+//     their two sources to the same check.
+//
+// # Non-obvious invariants
+//
+//   - kgo's GroupTransactSession calls the revoke and lost callbacks with
+//     its own lock held, and End needs that lock: a callback that waits
+//     for the processing goroutine (in End) deadlocks. Exactly once, the
+//     callbacks only queue the partitions; the loop closes the tasks.
+//   - OnPartitionsAssigned must not wait for the processing goroutine
+//     either: End waits for a heartbeat that the group goroutine sends
+//     only after the callback returns.
+//   - kgo's PollRecords returns only with records: the loop polls with a
+//     deadline of the commit interval, or an idle instance would never
+//     commit what it holds.
+//   - A restore under exactly once reads to the high watermark, not the
+//     last stable offset: a previous owner's commits after a zombie's open
+//     transaction lie past the LSO, and a checkpoint past the LSO is not
+//     a recreated changelog.
+//   - Close of a client with BlockRebalanceOnPoll waits for
+//     AllowRebalance: the at-least-once client closes with
+//     CloseAllowingRebalance.
+package streams

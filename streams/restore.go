@@ -1,0 +1,208 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// RestoreProgress reports a store's restore from its changelog (or a
+// global store's bootstrap from its topic): Restored of Total records
+// (offsets, so compacted-away records count as done), Done on the last
+// report of a partition.
+type RestoreProgress struct {
+	Task      string // "<sub>_<partition>", or "global"
+	Store     string
+	Topic     string
+	Partition int32
+	Restored  int64
+	Total     int64
+	Done      bool
+}
+
+// restoreRange is one changelog partition to read into a store, from the
+// checkpoint to the end offset taken when the restore began.
+type restoreRange struct {
+	task      string
+	store     string
+	topic     string
+	partition int32
+	from, end int64
+}
+
+// endOffsets lists the high watermark of each topic's partitions: where a
+// restore ends. Exactly once, the restore reads read_committed up to it,
+// so it waits for the transactions open there (a killed owner's) to end:
+// stopping at the last stable offset instead would miss what the task's
+// previous owner committed after a zombie's transaction began, and a
+// checkpoint past that LSO would look like a recreated changelog.
+func (a *App) endOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
+	return a.adm.ListEndOffsets(ctx, topics...)
+}
+
+// restoreTasks brings the stores of newly assigned tasks up to their
+// changelogs' ends, from each store's checkpoint.
+func (a *App) restoreTasks(ctx context.Context, tasks []*task) error {
+	var topics []string
+	for _, t := range tasks {
+		for _, s := range t.sub.stores {
+			topics = append(topics, a.changelogTopic(s.name))
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	ends, err := a.endOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("streams: changelog end offsets: %w", err)
+	}
+	for _, t := range tasks {
+		var ranges []restoreRange
+		for _, s := range t.sub.stores {
+			topic := a.changelogTopic(s.name)
+			lo, ok := ends.Lookup(topic, t.id.partition)
+			if !ok || lo.Err != nil {
+				return fmt.Errorf("streams: end offset of %s/%d: %v", topic, t.id.partition, lo.Err)
+			}
+			r, err := rangeFrom(t.db, t.id.String(), s.name, topic, t.id.partition, lo.Offset)
+			if err != nil {
+				return err
+			}
+			if r.from < r.end {
+				ranges = append(ranges, r)
+			}
+		}
+		if len(ranges) == 0 {
+			continue
+		}
+		t.restoring.Store(true)
+		err := a.restoreRanges(ctx, t.db, ranges, &t.restored)
+		t.restoring.Store(false)
+		if err != nil {
+			return err
+		}
+		// The pending batch was opened before the restore wrote to the
+		// database: a new one sees the restored state.
+		t.discardState()
+	}
+	return nil
+}
+
+// rangeFrom returns what to restore of one partition into store: from
+// the checkpoint (or the start) to end. A checkpoint past the end means
+// the changelog was recreated: the store is wiped and restored whole.
+func rangeFrom(db *stateDB, task, store, topic string, partition int32, end int64) (restoreRange, error) {
+	cp, err := db.checkpoint(store, partition)
+	if err != nil {
+		return restoreRange{}, err
+	}
+	if cp > end {
+		if err := db.wipe(store); err != nil {
+			return restoreRange{}, err
+		}
+		cp = -1
+	}
+	if cp < 0 {
+		cp = 0
+	}
+	return restoreRange{task: task, store: store, topic: topic, partition: partition, from: cp, end: end}, nil
+}
+
+// restoreRanges reads the ranges into db with a consumer of its own,
+// read_committed under exactly once, control records kept so that a
+// changelog ending in a transaction marker is seen to end.
+func (a *App) restoreRanges(ctx context.Context, db *stateDB, ranges []restoreRange, counter interface{ Add(int64) int64 }) error {
+	offsets := map[string]map[int32]kgo.Offset{}
+	left := map[string]map[int32]*restoreRange{}
+	for i := range ranges {
+		r := &ranges[i]
+		if offsets[r.topic] == nil {
+			offsets[r.topic] = map[int32]kgo.Offset{}
+			left[r.topic] = map[int32]*restoreRange{}
+		}
+		offsets[r.topic][r.partition] = kgo.NewOffset().At(r.from)
+		left[r.topic][r.partition] = r
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.ConsumePartitions(offsets),
+		kgo.KeepControlRecords(), kgo.FetchIsolationLevel(a.isolation()), kgo.FetchMaxWait(200 * time.Millisecond)}, a.cfg.ClientOpts...)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	remaining := len(ranges)
+	for remaining > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fetches.EachError(func(t string, p int32, err error) {
+			if ferr == nil {
+				ferr = fmt.Errorf("streams: restore %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		b := db.db.NewBatch()
+		var reports []RestoreProgress
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			r := left[p.Topic][p.Partition]
+			if r == nil || len(p.Records) == 0 {
+				return
+			}
+			next := r.from
+			for _, rec := range p.Records {
+				if rec.Offset >= r.end {
+					// A marker (or a record) past the end: the
+					// transactions open at the end have ended.
+					next = r.end
+					break
+				}
+				next = rec.Offset + 1
+				if rec.Attrs.IsControl() {
+					continue
+				}
+				k := dataKey(r.store, rec.Key)
+				if rec.Value == nil {
+					ferr = firstErr(ferr, b.Delete(k, nil))
+				} else {
+					ferr = firstErr(ferr, b.Set(k, rec.Value, nil))
+				}
+				counter.Add(1)
+			}
+			ferr = firstErr(ferr, putCheckpoint(b, r.store, r.partition, next))
+			r.from = next
+			done := next >= r.end
+			reports = append(reports, RestoreProgress{Task: r.task, Store: r.store, Topic: r.topic, Partition: r.partition, Restored: next, Total: r.end, Done: done})
+			if done {
+				delete(left[p.Topic], p.Partition)
+				remaining--
+				cl.PauseFetchPartitions(map[string][]int32{p.Topic: {p.Partition}})
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("streams: restore: %w", err)
+		}
+		if a.cfg.OnRestore != nil {
+			for _, rp := range reports {
+				a.cfg.OnRestore(rp)
+			}
+		}
+	}
+	return nil
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

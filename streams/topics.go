@@ -1,0 +1,196 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// resolve checks the topology against the cluster before anything runs:
+// source topics exist (patterns are matched now), no topic is read by two
+// sources, the sources of a subtopology with stores are co-partitioned;
+// it then sizes and creates the internal topics (repartition topics with
+// the partitions of the subtopology writing them, as Kafka's
+// RepartitionTopics does; changelogs compacted, one partition per task).
+func (a *App) resolve(ctx context.Context) error {
+	td, err := a.adm.ListTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("streams: list topics: %w", err)
+	}
+	if err := td.Error(); err != nil {
+		return fmt.Errorf("streams: list topics: %w", err)
+	}
+	parts := map[string]int32{}
+	for name, d := range td {
+		parts[name] = int32(len(d.Partitions))
+	}
+	internal := map[string]bool{}
+	writer := map[string]int{} // repartition suffix -> subtopology writing it
+	for _, n := range a.topo.nodes {
+		if n.sinkInternal != "" {
+			writer[n.sinkInternal] = n.sub
+			internal[a.internalTopic(n.sinkInternal)] = true
+		}
+	}
+	a.changelogs = map[string]bool{}
+	for name, s := range a.topo.stores {
+		if s.global == nil {
+			a.changelogs[a.changelogTopic(name)] = true
+			internal[a.changelogTopic(name)] = true
+		}
+	}
+	for _, g := range a.topo.globals {
+		if _, ok := parts[g.topic]; !ok {
+			return fmt.Errorf("%w: %q (global table %s)", ErrMissingTopic, g.topic, g.store.name)
+		}
+	}
+
+	a.sourceTopics = map[*node][]string{}
+	a.topicSub = map[string]int{}
+	var errs []error
+	for _, sub := range a.topo.subs {
+		for _, src := range sub.sources {
+			var topics []string
+			switch {
+			case src.internal != "":
+				topics = []string{a.internalTopic(src.internal)}
+			case src.pattern != nil:
+				for name := range parts {
+					if internal[name] || strings.HasPrefix(name, "__") {
+						continue
+					}
+					if loc := src.pattern.FindStringIndex(name); loc != nil && loc[0] == 0 && loc[1] == len(name) {
+						topics = append(topics, name)
+					}
+				}
+				sort.Strings(topics)
+			default:
+				for _, t := range src.topics {
+					if _, ok := parts[t]; !ok {
+						errs = append(errs, fmt.Errorf("%w: %q (source %s)", ErrMissingTopic, t, src.name))
+						continue
+					}
+					topics = append(topics, t)
+				}
+			}
+			for _, t := range topics {
+				if prev, dup := a.topicSub[t]; dup {
+					errs = append(errs, fmt.Errorf("%w: topic %q is read by two sources (subtopologies %d and %d)", ErrTopology, t, prev, sub.id))
+				}
+				a.topicSub[t] = sub.id
+			}
+			a.sourceTopics[src] = topics
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	// Size the subtopologies: a repartition topic has the partitions of
+	// the subtopology writing it, known once that one is sized.
+	a.taskCount = map[int]int32{}
+	repart := map[string]int32{}
+	for range a.topo.subs {
+		for _, sub := range a.topo.subs {
+			if _, done := a.taskCount[sub.id]; done {
+				continue
+			}
+			counts, ready := map[string]int32{}, true
+			for _, src := range sub.sources {
+				for _, t := range a.sourceTopics[src] {
+					if src.internal != "" {
+						n, ok := repart[src.internal]
+						if !ok {
+							ready = false
+						}
+						counts[t] = n
+					} else {
+						counts[t] = parts[t]
+					}
+				}
+			}
+			if !ready {
+				continue
+			}
+			var max int32
+			for _, n := range counts {
+				if n > max {
+					max = n
+				}
+			}
+			if len(sub.stores) > 0 {
+				for t, n := range counts {
+					if n != max {
+						errs = append(errs, fmt.Errorf("%w: subtopology %d keeps state (%s) but its source topics have different partition counts: %s", ErrCopartition, sub.id, sub.stores[0].name, describeCounts(counts)))
+						_ = t
+						break
+					}
+				}
+			}
+			a.taskCount[sub.id] = max
+			for suffix, w := range writer {
+				if w == sub.id {
+					repart[suffix] = max
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	// Create the internal topics, or check the existing ones' sizes.
+	type want struct {
+		partitions int32
+		compact    bool
+	}
+	wants := map[string]want{}
+	for suffix, n := range repart {
+		wants[a.internalTopic(suffix)] = want{n, false}
+	}
+	for _, sub := range a.topo.subs {
+		for _, s := range sub.stores {
+			wants[a.changelogTopic(s.name)] = want{a.taskCount[sub.id], true}
+		}
+	}
+	rf := a.cfg.ReplicationFactor
+	if rf == 0 {
+		rf = -1
+	}
+	for name, w := range wants {
+		if have, ok := parts[name]; ok {
+			if have != w.partitions {
+				errs = append(errs, fmt.Errorf("%w: internal topic %q has %d partitions, the topology needs %d", ErrCopartition, name, have, w.partitions))
+			}
+			continue
+		}
+		if w.partitions == 0 {
+			continue
+		}
+		policy := "delete"
+		if w.compact {
+			policy = "compact"
+		}
+		resp, err := a.adm.CreateTopic(ctx, w.partitions, rf, map[string]*string{"cleanup.policy": &policy}, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			errs = append(errs, fmt.Errorf("streams: create internal topic %q: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func describeCounts(counts map[string]int32) string {
+	var s []string
+	for t, n := range counts {
+		s = append(s, fmt.Sprintf("%s=%d", t, n))
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
