@@ -124,8 +124,8 @@ func (s *suite) mirrorRunOn(ctx context.Context, r *mirrorRun, src, dst *peer, r
 	est := s.cfg.duration + 5*time.Second
 	if r.mode != "" {
 		// The source is filled, then mirrored: at 20k records/s each
-		// on this machine at worst.
-		est = 2*time.Duration(s.mirrorRecords()/20_000)*time.Second + 10*time.Second
+		// on this machine at worst; the mirror starts in a second.
+		est = time.Duration(2*s.mirrorRecords()/20_000)*time.Second + 3*time.Second
 	}
 	for _, p := range []*peer{src, dst} {
 		if status, reason := s.precheck(ctx, p, est); status != "" {
