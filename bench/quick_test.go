@@ -556,6 +556,9 @@ func checkJSON(t *testing.T, path string, tables int) {
 			}
 			Failovers []map[string]any
 		}
+		Mirroring []struct {
+			ID, Status, Reason string
+		}
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("%s: %v", path, err)
@@ -568,6 +571,14 @@ func checkJSON(t *testing.T, path string, tables int) {
 	}
 	if len(doc.Replication.Runs) != len(newReplication().runs) {
 		t.Errorf("%s: %d replication runs, want %d", path, len(doc.Replication.Runs), len(newReplication().runs))
+	}
+	if len(doc.Mirroring) != len(newMirroring().runs) {
+		t.Errorf("%s: %d mirroring runs, want %d", path, len(doc.Mirroring), len(newMirroring().runs))
+	}
+	for _, r := range doc.Mirroring {
+		if r.Status != "measured" && r.Reason == "" {
+			t.Errorf("%s: mirroring run %s is %s without a reason", path, r.ID, r.Status)
+		}
 	}
 	for _, r := range doc.Replication.Runs {
 		if r.Status != "measured" && r.Reason == "" {
