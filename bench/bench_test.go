@@ -261,7 +261,66 @@ func fakeSuiteOf(t *testing.T, matrixName string) *suite {
 		s.repl.run("rf3-acksall").lag.hw.RecordValue(v / 2)
 	}
 	s.repl.failovers = []failoverResult{{victim: 2, quorumLeader: true, newLeader: 3, took: 2500 * time.Millisecond}}
+	// Mirroring: the plain producer at 2,000 records/s (median), exactly
+	// once at 1,800 (0.90x), at least once failed every run.
+	s.mirr = newMirroring()
+	s.mirr.ran = true
+	for i, n := range []int64{1000, 2000, 3000} {
+		s.mirr.run("kgo-producer").row.samples = append(s.mirr.run("kgo-producer").row.samples,
+			sample{round: i, records: n, bytes: n * 1024, elapsed: time.Second, cpu: time.Second, cpuOK: true})
+		eos := s.mirr.run("mirror-exactly-once")
+		eos.row.samples = append(eos.row.samples, sample{round: i, records: n * 9 / 10, bytes: n * 9 / 10 * 1024, elapsed: time.Second})
+		eos.mirrorCPU = append(eos.mirrorCPU, 4)
+	}
+	s.mirr.run("mirror-at-least-once").row.fails = []string{"ringlog mirror exited"}
 	return s
+}
+
+func TestMirroringReport(t *testing.T) {
+	s := fakeSuite(t)
+	var b bytes.Buffer
+	s.writeMirroring(&b)
+	rep := b.String()
+	for _, want := range []string{
+		"| plain kgo producer into the target (1 producer, acks=all, idempotent) | 2.00k<br><sub>1.00k–3.00k</sub> |",
+		"| ringlog mirror, exactly once (transactions on the target) | 1.80k<br><sub>900–2.70k</sub> |",
+		"| 4.00 | 0.90x |", // mirror CPU, then records/s over the plain producer's
+		"| ringlog mirror, at least once (-at-least-once) | *failed: ringlog mirror exited* |",
+		"Measured 0.90x (1.80k of 2.00k records/s): met.",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("Mirroring section lacks %q:\n%s", want, rep)
+		}
+	}
+	var tg bytes.Buffer
+	s.writeTargets(&tg)
+	if l := lineWith(tg.String(), "exactly-once mirroring"); !strings.Contains(l, "| 0.90x (1.80k against 2.00k records/s; Mirroring section) | met |") {
+		t.Errorf("targets: %q", l)
+	}
+	// Below 0.8x: not met, in the section and in the targets.
+	eos := s.mirr.run("mirror-exactly-once")
+	for i := range eos.row.samples {
+		eos.row.samples[i].records /= 2
+	}
+	b.Reset()
+	s.writeMirroring(&b)
+	tg.Reset()
+	s.writeTargets(&tg)
+	if !strings.Contains(b.String(), "Measured 0.45x (900 of 2.00k records/s): **not met**.") ||
+		!strings.Contains(lineWith(tg.String(), "exactly-once mirroring"), "| **not met** |") {
+		t.Errorf("0.45x judged met:\n%s\n%s", b.String(), lineWith(tg.String(), "exactly-once mirroring"))
+	}
+	// -only replication: the section says it did not run, the target is
+	// not measured.
+	s.cfg.only = onlyReplication
+	b.Reset()
+	s.writeMirroring(&b)
+	tg.Reset()
+	s.writeTargets(&tg)
+	if !strings.Contains(b.String(), "*Not run (-only replication).*") ||
+		!strings.Contains(lineWith(tg.String(), "exactly-once mirroring"), "| — | not measured in this matrix |") {
+		t.Errorf("-only replication:\n%s\n%s", b.String(), lineWith(tg.String(), "exactly-once mirroring"))
+	}
 }
 
 func TestReportTablesHaveEveryPeer(t *testing.T) {

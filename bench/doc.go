@@ -128,6 +128,26 @@
 // on the other runs. `ringlog bench -only replication` runs the section
 // alone (no matrix, no machine limits); `-only matrix` leaves it out.
 //
+// # Mirroring
+//
+// After the Replication section of every round comes the Mirroring
+// section (mirroring.go, issue 16): `ringlog mirror`, a process of the
+// benchmarked binary, copies a fresh topic of 16 partitions holding -fill
+// worth of 1 KiB records (written just before with kgo) from ringlog
+// io_uring to a second ringlog io_uring process (the peer "ringlog
+// io_uring (mirror target)", started for the section and stopped after
+// the last round), once exactly once and once at least once
+// (-at-least-once). A run is timed from the mirror's "flow running" line
+// to the moment its ringlog_mirror_records_total, read from its admin
+// /metrics every 20 ms, counts every record; the target's end offsets then
+// must hold them. The yardstick is one plain kgo producer (idempotent,
+// acks=all: the mirror's producer is one client with those settings)
+// sending 1 KiB records to 16 partitions of the same target for
+// -duration, in the same round. The target "exactly-once mirroring ≥
+// 0.8x a plain kgo producer's" is judged from the medians. `ringlog bench
+// -only mirror` runs the section alone; -only matrix and -only
+// replication leave it out.
+//
 // # A run
 //
 // Rounds (-runs) repeat everything: the machine's limits (fio or a

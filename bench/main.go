@@ -59,7 +59,7 @@ type config struct {
 	consumers  int
 	peers      []string // peer keys to run
 	kinds      []string // workload kinds to run; empty: all
-	only       string   // "", onlyMatrix or onlyReplication
+	only       string   // "", onlyMatrix, onlyReplication or onlyMirror
 	outDir     string
 	readme     string
 	workDir    string
@@ -73,7 +73,7 @@ const usageText = `ringlog bench: ringlog and its peers under the same workloads
 
   ringlog bench [-quick] [-matrix standard|produce|full] [-runs N] [-duration D]
                 [-records N] [-bytes N] [-fill N] [-producers N] [-consumers N]
-                [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication]
+                [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication|mirror]
                 [-out DIR] [-readme FILE] [-dir DIR] [-broker PATH] [-timeout D]
 
 Peers: %s.
@@ -100,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	rate := fs.Float64("rate", 0, "open-loop rate in records/s (default: half of ringlog io_uring's measured peak)")
 	peers := fs.String("peers", strings.Join(peerKeys(), ","), "peers to measure")
 	kinds := fs.String("workloads", "", "workload kinds to run: produce, consume, latency, e2e, produce+consume (default all; the base produce run always runs)")
-	only := fs.String("only", "", "run one part of the suite: matrix (the workloads on every peer) or replication (the cluster's Replication section)")
+	only := fs.String("only", "", "run one part of the suite: matrix (the workloads on every peer), replication (the cluster's Replication section) or mirror (the Mirroring section)")
 	out := fs.String("out", "", "results folder (default bench-results/<UTC time>)")
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
@@ -117,8 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		producers: *producers, consumers: *consumers, rate: *rate, outDir: *out, readme: *readme,
 		workDir: *workDir, broker: *broker, timeout: *timeout, args: args, only: *only,
 	}
-	if c.only != "" && c.only != onlyMatrix && c.only != onlyReplication {
-		return config{}, fmt.Errorf("bench: -only %q: want %s or %s", c.only, onlyMatrix, onlyReplication)
+	if c.only != "" && c.only != onlyMatrix && c.only != onlyReplication && c.only != onlyMirror {
+		return config{}, fmt.Errorf("bench: -only %q: want %s, %s or %s", c.only, onlyMatrix, onlyReplication, onlyMirror)
 	}
 	if c.quick {
 		c.matrix = "quick"
@@ -156,6 +156,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	quickTimeout := *timeout == 0 && c.quick
 	if c.timeout == 0 {
 		c.timeout = map[bool]time.Duration{true: 110 * time.Second, false: time.Hour}[c.quick]
+		if c.quick && (c.only == "" || c.only == onlyMirror) {
+			// The Mirroring section: a second broker, and three runs
+			// of a few seconds each.
+			c.timeout += 20 * time.Second
+		}
 		if c.matrix == "full" {
 			c.timeout = 4 * time.Hour
 		}
@@ -209,6 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 const (
 	onlyMatrix      = "matrix"
 	onlyReplication = "replication"
+	onlyMirror      = "mirror"
 )
 
 // parseBytes reads "512MiB", "2GiB", "64KiB" or a plain number of bytes.

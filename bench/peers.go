@@ -153,6 +153,9 @@ type peer struct {
 	spec  peerSpec
 	fsync bool
 	slots int // cluster: ringlog.replica.fetch.slots; 0 is the broker's default
+	// role, when set, makes this a second instance of the spec with a
+	// part of its own: the Mirroring section's target (mirroring.go).
+	role string
 
 	started bool
 	err     error // why it is unavailable
@@ -179,6 +182,9 @@ func (p *peer) id() string {
 	}
 	if p.slots > 0 {
 		id += fmt.Sprintf("+slots%d", p.slots)
+	}
+	if p.role != "" {
+		id += "+" + strings.ReplaceAll(p.role, " ", "-")
 	}
 	return id
 }

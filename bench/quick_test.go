@@ -189,7 +189,7 @@ func checkReport(t *testing.T, report string) {
 	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
 		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring",
 		"## Every peer against Apache Kafka", "## Results",
-		"## Replication", "## Zero-copy on loopback", "## Network paths: system calls and CPU split",
+		"## Replication", "## Mirroring", "## Zero-copy on loopback", "## Network paths: system calls and CPU split",
 		"## CPU profile of ringlog io_uring", "## Plots"} {
 		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
 			t.Errorf("report lacks section %q", sec)
@@ -256,6 +256,7 @@ func checkReport(t *testing.T, report string) {
 		}
 	}
 	checkReplication(t, section(report, "## Replication"))
+	checkMirroring(t, section(report, "## Mirroring"))
 	limits := section(report, "## This machine's limits")
 	for _, l := range []string{"sequential disk write", "fdatasync rate", "loopback TCP"} {
 		line := lineWith(limits, l)
@@ -341,6 +342,36 @@ func checkReplication(t *testing.T, sec string) {
 		if !strings.Contains(sec, want) {
 			t.Errorf("Replication does not state %q", want)
 		}
+	}
+}
+
+// checkMirroring checks the Mirroring section: its three rows were
+// attempted (figures, or failed with a reason: a shared CI machine may be
+// too slow for a run; never unavailable), and the exactly-once target is
+// judged or said not measured.
+func checkMirroring(t *testing.T, sec string) {
+	t.Helper()
+	if sec == "" {
+		return // reported missing above
+	}
+	for _, name := range []string{"plain kgo producer into the target", "ringlog mirror, exactly once", "ringlog mirror, at least once"} {
+		cs := cells(lineWith(sec, "| "+name))
+		if len(cs) != 6 {
+			t.Errorf("Mirroring: no row %q of 6 cells: %v", name, cs)
+			continue
+		}
+		switch m := rowStatus.FindStringSubmatch(cs[1]); {
+		case m != nil && (m[1] == statusUnavailable || strings.TrimSpace(m[2]) == ""):
+			t.Errorf("Mirroring: %s: %s", name, cs[1])
+		case m != nil:
+			t.Logf("Mirroring: %s %s: %s", name, m[1], m[2])
+		case !figure.MatchString(cs[1]):
+			t.Errorf("Mirroring: %s: %q is neither a figure nor a reason", name, cs[1])
+		}
+	}
+	if !strings.Contains(sec, "Target: exactly-once mirroring") || !(strings.Contains(sec, ": met.") ||
+		strings.Contains(sec, "**not met**") || strings.Contains(sec, "Not measured")) {
+		t.Errorf("Mirroring: the target is neither judged nor said not measured:\n%s", sec)
 	}
 }
 
@@ -525,6 +556,9 @@ func checkJSON(t *testing.T, path string, tables int) {
 			}
 			Failovers []map[string]any
 		}
+		Mirroring []struct {
+			ID, Status, Reason string
+		}
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("%s: %v", path, err)
@@ -537,6 +571,14 @@ func checkJSON(t *testing.T, path string, tables int) {
 	}
 	if len(doc.Replication.Runs) != len(newReplication().runs) {
 		t.Errorf("%s: %d replication runs, want %d", path, len(doc.Replication.Runs), len(newReplication().runs))
+	}
+	if len(doc.Mirroring) != len(newMirroring().runs) {
+		t.Errorf("%s: %d mirroring runs, want %d", path, len(doc.Mirroring), len(newMirroring().runs))
+	}
+	for _, r := range doc.Mirroring {
+		if r.Status != "measured" && r.Reason == "" {
+			t.Errorf("%s: mirroring run %s is %s without a reason", path, r.ID, r.Status)
+		}
 	}
 	for _, r := range doc.Replication.Runs {
 		if r.Status != "measured" && r.Reason == "" {

@@ -109,7 +109,7 @@ func (s *suite) replSteps() int {
 	return n*s.cfg.runs + s.failoverRepeats()
 }
 
-func (s *suite) replicationSelected() bool { return s.cfg.only != onlyMatrix }
+func (s *suite) replicationSelected() bool { return s.cfg.only == "" || s.cfg.only == onlyReplication }
 
 // replicationRound runs the section's throughput rows once, in an order
 // that rotates from round to round, then stops the peers that only this

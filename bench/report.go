@@ -194,6 +194,7 @@ func (s *suite) writeReport(w io.Writer) {
 		}
 	}
 	s.writeReplication(w)
+	s.writeMirroring(w)
 	if len(s.tables) > 0 {
 		s.writeSendfile(w)
 		s.writeNetPaths(w)
@@ -215,9 +216,11 @@ func (s *suite) modeText() string {
 	part := "Matrix " + s.cfg.matrix
 	switch s.cfg.only {
 	case onlyMatrix:
-		part += " (-only matrix: no Replication section)"
+		part += " (-only matrix: no Replication or Mirroring section)"
 	case onlyReplication:
 		part = "The Replication section alone (-only replication)"
+	case onlyMirror:
+		part = "The Mirroring section alone (-only mirror)"
 	}
 	return fmt.Sprintf("%s. %s. Each run is bounded by %v of sending and by %s records or %s of values; "+
 		"consume runs read %s written just before.", part, runs, s.cfg.duration,
@@ -291,7 +294,11 @@ func (s *suite) writePeers(w io.Writer) {
 		case p.settings == "":
 			settings = "*skipped: not started (no time left)*"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", p.spec.name, p.durability(), settings)
+		name := p.spec.name
+		if p.role != "" {
+			name += " (" + p.role + ")"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", name, p.durability(), settings)
 	}
 	fmt.Fprintf(w, "\nClients: %s. kcat: %s. NATS: %s.\n\n", kgoSettings+" (franz-go "+moduleVersion("github.com/twmb/franz-go")+")",
 		s.kcatText(), natsSettings)
@@ -497,6 +504,8 @@ func (s *suite) sortedPeers() []*peer {
 			return idx(a) - idx(b)
 		case a.fsync != b.fsync:
 			return map[bool]int{true: 1, false: -1}[a.fsync]
+		case a.role != b.role:
+			return strings.Compare(a.role, b.role)
 		}
 		return a.slots - b.slots
 	})

@@ -120,6 +120,7 @@ func (s *suite) writeTargets(w io.Writer) {
 		k.judge(judge, line)
 	}
 	s.writeNetPathsTargets(judge, line)
+	s.mirrorRatio().judge(judge, line)
 	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's, and the SASL_SSL rows, "+
 		"ringlog SASL_SSL's; the six naming Apache Kafka against it in the same run (its single node, or its 3-node "+
 		"cluster for RF=3); the SASL_SSL rows against ringlog io_uring's PLAINTEXT in the same run and table, kgo "+
@@ -129,7 +130,9 @@ func (s *suite) writeTargets(w io.Writer) {
 		"the \"io_uring net\" rows (issue 13's) ringlog io_uring net's, the broker with its disk and its network both on "+
 		"io_uring (-io uring -net uring: the path issue 13 means by io_uring), against ringlog portable and kfake in the "+
 		"same tables; the authorizer rows (issue 15's) ringlog ACLs 100's and ringlog ACLs 1,000's, ringlog io_uring with its "+
-		"authorizer on, against ringlog io_uring (the authorizer off) in the base produce table")
+		"authorizer on, against ringlog io_uring (the authorizer off) in the base produce table; the mirroring row (issue 16's) "+
+		"ringlog mirror from ringlog io_uring to a second ringlog io_uring process, exactly once, against one plain kgo "+
+		"producer into that target in the same round (Mirroring section)")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}

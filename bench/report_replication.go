@@ -34,7 +34,7 @@ func (s *suite) rf3TargetText() string {
 func (s *suite) writeReplication(w io.Writer) {
 	fmt.Fprintf(w, "## Replication\n\n")
 	if !s.replicationSelected() {
-		fmt.Fprint(w, "*Not run (-only matrix).*\n\n")
+		fmt.Fprintf(w, "*Not run (-only %s).*\n\n", s.cfg.only)
 		return
 	}
 	fmt.Fprintf(w, "The cluster is %d ringlog processes of the benchmarked binary on this machine's %d cores, which they "+

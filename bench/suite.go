@@ -33,6 +33,7 @@ type suite struct {
 	limits  []limitsSample // one per round
 	profile *profileResult
 	repl    *replication
+	mirr    *mirroring
 
 	rate       float64 // open-loop rate in records/s
 	rateSource string
@@ -60,10 +61,11 @@ func newSuite(cfg config, out, progressOut io.Writer) (*suite, error) {
 	s.kcat, s.noKcat = findKcat(s.workDir, s.vals)
 	s.machine = describeMachine(s.workDir)
 	s.repl = newReplication()
+	s.mirr = newMirroring()
 	for _, w := range matrix(cfg.matrix, cfg.producers, cfg.consumers) {
 		// The base produce run always runs with the matrix: it sets the
 		// open-loop rate and is where the broker's profile is taken.
-		if cfg.only != onlyReplication && (len(cfg.kinds) == 0 || w.base || slices.Contains(cfg.kinds, string(w.kind))) {
+		if (cfg.only == "" || cfg.only == onlyMatrix) && (len(cfg.kinds) == 0 || w.base || slices.Contains(cfg.kinds, string(w.kind))) {
 			s.workloads = append(s.workloads, w)
 		}
 	}
@@ -80,7 +82,7 @@ func newSuite(cfg config, out, progressOut io.Writer) (*suite, error) {
 	if s.measuresLimits() {
 		steps++
 	}
-	s.progress = newProgress(progressOut, cfg.runs*steps+s.replSteps(), s.deadline)
+	s.progress = newProgress(progressOut, cfg.runs*steps+s.replSteps()+s.mirrorSteps(), s.deadline)
 	return s, nil
 }
 
@@ -147,9 +149,10 @@ func (s *suite) stopPeer(p *peer) {
 	}
 }
 
-// measuresLimits is false when only the Replication section runs: its
-// figures are ratios between peers, not to the machine.
-func (s *suite) measuresLimits() bool { return s.cfg.only != onlyReplication }
+// measuresLimits is false when only the Replication or the Mirroring
+// section runs: their figures are ratios between peers, not to the
+// machine.
+func (s *suite) measuresLimits() bool { return s.cfg.only == "" || s.cfg.only == onlyMatrix }
 
 func (s *suite) selected(p *peer) bool { return slices.Contains(s.cfg.peers, p.spec.key) }
 
@@ -178,6 +181,9 @@ func (s *suite) run(ctx context.Context) error {
 		}
 		if s.replicationSelected() {
 			s.replicationRound(ctx, round)
+		}
+		if s.mirroringSelected() {
+			s.mirroringRound(ctx, round)
 		}
 	}
 	if s.replicationSelected() {

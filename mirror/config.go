@@ -68,7 +68,11 @@ func (f *Flow) OffsetsTopic() string { return "mm2-offsets." + f.SourceAlias + "
 
 // OffsetSyncsTopic is MM2's offset-syncs topic, here on the target
 // (offset-syncs.topic.location=target), written in the flow's transactions.
-func (f *Flow) OffsetSyncsTopic() string { return "mm2-offset-syncs." + f.TargetAlias + ".internal" }
+// MM2 names it after the cluster it does not live on
+// (MirrorSourceConfig.offsetSyncsTopic): on the target, after the source,
+// so that A->agg and B->agg, whose syncs both name a topic "t", each have
+// their own.
+func (f *Flow) OffsetSyncsTopic() string { return "mm2-offset-syncs." + f.SourceAlias + ".internal" }
 
 // props is a parsed properties file.
 type props map[string]string

@@ -45,7 +45,7 @@ exactly.once.source.support = disabled
 	if got := bc.Policy.RemoteTopic("B", "heartbeats"); got != "B.heartbeats" {
 		t.Errorf("identity policy, heartbeats: %s", got)
 	}
-	if ab.ExactlyOnce || ab.OffsetsTopic() != "mm2-offsets.A.internal" || ab.OffsetSyncsTopic() != "mm2-offset-syncs.B.internal" {
+	if ab.ExactlyOnce || ab.OffsetsTopic() != "mm2-offsets.A.internal" || ab.OffsetSyncsTopic() != "mm2-offset-syncs.A.internal" {
 		t.Errorf("A->B: exactly once %v, %s, %s", ab.ExactlyOnce, ab.OffsetsTopic(), ab.OffsetSyncsTopic())
 	}
 	for _, bad := range []string{

@@ -8,7 +8,7 @@
 //	source                      worker                          target
 //	topics (read_committed) --> poll <= 5000 records --> txn {  A.<topic>  (same partition, key,
 //	                                                            value, headers, timestamp)
-//	                                                         mm2-offset-syncs.<target>.internal
+//	                                                         mm2-offset-syncs.<source>.internal
 //	                                                         heartbeats
 //	                                                         mm2-offsets.<source>.internal }
 //
@@ -34,6 +34,10 @@
 //   - The source consumer runs with the Java consumer's fetch.max.wait
 //     (500 ms), not kgo's 5 s: partitions whose start offsets are still
 //     being listed join only the next fetch, after a whole wait.
+//   - The offset syncs topic on the target is named after the source
+//     (MM2's rule for offset-syncs.topic.location=target): named after
+//     the target, every flow into it shared one topic, and syncs of A's
+//     "t" and B's "t" (the same keys) translated each other's groups.
 //   - Offset syncs need the records' target offsets, known only once the
 //     records are acknowledged: a transaction flushes the records, then
 //     produces the syncs and offsets, then commits.

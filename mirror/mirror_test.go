@@ -159,7 +159,7 @@ func TestMirrorPreserves(t *testing.T) {
 
 	// Offset syncs: each maps a source offset to the offset of the same
 	// record on B.
-	syncs := readAll(t, b, "mm2-offset-syncs.B.internal", 1, 10*time.Second)
+	syncs := readAll(t, b, "mm2-offset-syncs.A.internal", 1, 10*time.Second)
 	for _, r := range syncs[0] {
 		s, err := DecodeOffsetSync(r.Key, r.Value)
 		if err != nil {
