@@ -25,7 +25,8 @@ const txnTimeout = 60 * time.Second
 // of the batch, a heartbeat when hb, and the flow's source offsets. With
 // exactly once it is one transaction on the target: the records and the
 // offsets that say they were mirrored are committed together or not at all.
-func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
+// prod is one of task t's producers; w.mu is held.
+func (w *worker) commit(t *task, prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), txnTimeout)
 	defer cancel()
 	if w.f.ExactlyOnce {
@@ -81,11 +82,11 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 	if err := firstErr(&mu, &perr); err != nil {
 		return w.abort(prod, fmt.Errorf("produce to the target: %w", err))
 	}
-	if w.pending == nil {
-		w.pending = map[tp]OffsetSync{}
+	if t.pending == nil {
+		t.pending = map[tp]OffsetSync{}
 	}
 	for k, out := range last {
-		w.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
+		t.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
 	}
 	// With exactly once the offsets go in every transaction. Without, they
 	// are flushed every offset.flush.interval.ms, as Kafka Connect flushes
@@ -99,15 +100,15 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 			}
 		}
 	}
-	if w.f.ExactlyOnce || time.Since(w.lastOffsetFlush) >= w.f.OffsetFlushInterval {
-		for k, s := range w.pending {
+	if w.f.ExactlyOnce || time.Since(t.lastOffsetFlush) >= w.f.OffsetFlushInterval {
+		for k, s := range t.pending {
 			if w.f.EmitOffsetSyncs {
 				prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
 			}
 			prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetsTopic(), Key: OffsetKey(w.f.SourceAlias, k.topic, k.partition), Value: OffsetValue(s.Upstream)}, done)
 		}
-		clear(w.pending)
-		w.lastOffsetFlush = time.Now()
+		clear(t.pending)
+		t.lastOffsetFlush = time.Now()
 	}
 	if err := prod.Flush(ctx); err != nil {
 		return w.abort(prod, fmt.Errorf("flush offsets: %w", err))

@@ -51,7 +51,17 @@ type Flow struct {
 	SyncGroupOffsets      bool
 	CheckpointInterval    time.Duration // emit.checkpoints.interval.seconds (and the group offsets' sync)
 	Groups, GroupsExclude patternList
-	TransactionalID       string
+	// TransactionalID is the flow's transactional id on the target, the
+	// base of each task's (tasks.go).
+	TransactionalID string
+	// Tasks is MM2's tasks.max: above 1, the flow's source partitions are
+	// split into that many tasks by a fixed map, each with transactional
+	// ids of its own, and the tasks are shared by every process running
+	// the flow through the consumer group GroupID on the source, whose
+	// members time out after SessionTimeout (tasks.go).
+	Tasks          int
+	GroupID        string
+	SessionTimeout time.Duration
 	// SourceSecurity and TargetSecurity are the clients' TLS and SASL
 	// options, from each cluster's Kafka client properties
 	// (A.security.protocol, A.sasl.mechanism, A.sasl.jaas.config,
@@ -265,6 +275,17 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	}
 	f.ReplicationFactor = int16(rf)
 	f.TransactionalID = p.get(name, "transactional.id", "ringlog-mirror."+name)
+	tasks, err := strconv.Atoi(p.get(name, "tasks.max", "1"))
+	if err != nil || tasks < 1 || tasks > tasksMax {
+		return nil, fmt.Errorf("mirror: %s.tasks.max: want a count from 1 to %d", name, tasksMax)
+	}
+	f.Tasks = tasks
+	f.GroupID = p.get(name, "group.id", "ringlog-mirror."+name)
+	ms, err = strconv.ParseInt(p.get(name, "consumer.session.timeout.ms", "10000"), 10, 64)
+	if err != nil || ms <= 0 {
+		return nil, fmt.Errorf("mirror: %s.consumer.session.timeout.ms: want milliseconds", name)
+	}
+	f.SessionTimeout = time.Duration(ms) * time.Millisecond
 	return f, nil
 }
 

@@ -12,6 +12,11 @@
 //	                                                         heartbeats
 //	                                                         mm2-offsets.<source>.internal }
 //
+// With tasks.max > 1 the flow's partitions are split into tasks with
+// transactional ids of their own, shared by several processes through a
+// consumer group on the source (tasks.go); a process fences a task's ids
+// before it resumes the task.
+//
 // A second goroutine per flow reads the offset syncs back and writes
 // checkpoints (checkpoint.go). The record formats are MM2's (format.go). Remote topic names come from
 // a Policy (DefaultReplicationPolicy or IdentityReplicationPolicy).
@@ -34,6 +39,13 @@
 //   - The source consumer runs with the Java consumer's fetch.max.wait
 //     (500 ms), not kgo's 5 s: partitions whose start offsets are still
 //     being listed join only the next fetch, after a whole wait.
+//   - A task's ids are fenced before its offsets are read, in the group's
+//     assignment callback (AdjustFetchOffsetsFn): returning the offsets
+//     unchanged on an error would consume from the group's offsets (none:
+//     the reset offset) and mirror the partition again from its start.
+//   - The group's callbacks and the poll loop share the worker's tasks and
+//     positions under worker.mu; rebalances wait for AllowRebalance,
+//     called only after a poll is committed.
 //   - Offset syncs need the records' target offsets, known only once the
 //     records are acknowledged: a transaction flushes the records, then
 //     produces the syncs and offsets, then commits.

@@ -36,6 +36,7 @@ func mirrorMain(args []string) error {
 	targetAlias := fs.String("target-alias", "target", "with -source: the target cluster's alias")
 	policy := fs.String("replication-policy", "", "with -source: replication.policy.class, DefaultReplicationPolicy (ALIAS.TOPIC) or IdentityReplicationPolicy")
 	refresh := fs.Duration("refresh", 0, "with -source: how often the source's topics and partitions are listed again (refresh.topics.interval.seconds; default MM2's 10m)")
+	tasks := fs.Int("tasks", 1, "with -source: tasks.max; above 1 the flow's partitions are split into that many tasks, shared by every process running the flow through a consumer group on the source")
 	atLeastOnce := fs.Bool("at-least-once", false, "no transactions on the target: an idempotent producer, the source offsets written after the records (for targets without transactions; a crash mirrors records again)")
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics); off when empty; loopback only unless -admin-public")
 	adminPublic := fs.Bool("admin-public", false, "let -admin listen on an address other than loopback")
@@ -72,6 +73,7 @@ func mirrorMain(args []string) error {
 			name + ".enabled":                   "true",
 			name + ".topics":                    *topics,
 			"replication.policy.class":          *policy,
+			"tasks.max":                         fmt.Sprint(*tasks),
 		}
 		if *refresh > 0 {
 			p["refresh.topics.interval.seconds"] = fmt.Sprint(refresh.Seconds())

@@ -1,0 +1,241 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/internal/testkit"
+	"ringlog/internal/testkit/testbroker"
+)
+
+// seqProducer writes "pP-N" to every partition of topic in turn until
+// stopped, keeping what the source acknowledged, in offset order per
+// partition.
+type seqProducer struct {
+	mu    sync.Mutex
+	acked map[int32][]string
+	err   error
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func produceSeq(t *testing.T, addr, topic string, partitions int32) *seqProducer {
+	t.Helper()
+	prod := client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
+	s := &seqProducer{acked: map[int32][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		ctx := context.Background()
+		for i := 0; ; i++ {
+			select {
+			case <-s.stop:
+				if err := prod.Flush(ctx); err != nil {
+					s.mu.Lock()
+					s.err = err
+					s.mu.Unlock()
+				}
+				return
+			default:
+			}
+			p := int32(i) % partitions
+			v := fmt.Sprintf("p%d-%d", p, int32(i)/partitions)
+			prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if err != nil {
+					s.err = err
+					return
+				}
+				s.acked[p] = append(s.acked[p], v)
+			})
+			if i%8 == 7 {
+				time.Sleep(2 * time.Millisecond) // a few thousand records a second
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops the producer and returns what the source acknowledged.
+func (s *seqProducer) finish(t *testing.T) (map[int32][]string, int) {
+	t.Helper()
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		t.Fatalf("produce to the source: %v", s.err)
+	}
+	total := 0
+	for _, vs := range s.acked {
+		total += len(vs)
+	}
+	return s.acked, total
+}
+
+// checkExactlyOnce fails t unless the remote topic on addr holds, read
+// committed, exactly the acknowledged records, in order per partition.
+func checkExactlyOnce(t *testing.T, addr, remote string, acked map[int32][]string, total int) {
+	t.Helper()
+	got := readAll(t, addr, remote, total, 30*time.Second)
+	for p, want := range acked {
+		var have []string
+		for _, r := range got[p] {
+			have = append(have, string(r.Value))
+		}
+		if len(have) != len(want) {
+			t.Errorf("%s/%d holds %d records, the source acknowledged %d", remote, p, len(have), len(want))
+		}
+		for i := range min(len(have), len(want)) {
+			if have[i] != want[i] {
+				t.Errorf("%s/%d at %d: %s, want %s (a duplicate or a gap)", remote, p, i, have[i], want[i])
+				break
+			}
+		}
+	}
+}
+
+// mirrorProc is one `ringlog mirror` process and its log.
+type mirrorProc struct {
+	name string
+	cmd  *exec.Cmd
+	out  testkit.Buffer
+}
+
+func startMirrorProc(t *testing.T, name string, args ...string) *mirrorProc {
+	t.Helper()
+	m := &mirrorProc{name: name}
+	m.cmd = exec.Command(testkit.Binary(t), append([]string{"mirror"}, args...)...)
+	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.cmd.Process.Signal(syscall.SIGCONT)
+		m.cmd.Process.Signal(syscall.SIGTERM)
+		m.cmd.Wait()
+	})
+	return m
+}
+
+// waitFor is testkit.WaitFor that shows the processes' logs on failure.
+func waitFor(t *testing.T, d time.Duration, what string, dump func(), cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			dump()
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var progressRecords = regexp.MustCompile(`mirror: progress" .*?records=(\d+)`)
+
+// records is what the process's last progress line says it mirrored.
+func (m *mirrorProc) records() int {
+	all := progressRecords.FindAllStringSubmatch(m.out.String(), -1)
+	if len(all) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(all[len(all)-1][1])
+	return n
+}
+
+// TestMirrorSharedFlow: two `ringlog mirror` processes run one flow with
+// tasks.max = 4 and share its partitions through the flow's group on the
+// source, each mirroring some of them, neither failing. Then one is
+// paused past its session (a zombie: the other takes its tasks and fences
+// them) and resumed, the other is SIGKILLed mid-run, and a third process
+// joins and takes work. A producer writes to the source all along: the
+// target holds, read committed, every acknowledged record exactly once and
+// in order per partition.
+func TestMirrorSharedFlow(t *testing.T) {
+	t.Parallel()
+	cfg := testbroker.Config(t.TempDir())
+	// A session short enough for the test to see a member expire.
+	cfg.Groups.MinSessionTimeout = 200 * time.Millisecond
+	a := testbroker.StartBroker(t, cfg).Addr
+	b := startBroker(t)
+	const partitions = 8
+	createTopic(t, kadm.NewClient(client(t, a)), "s", partitions, nil)
+	prod := produceSeq(t, a, "s", partitions)
+
+	conf := filepath.Join(t.TempDir(), "mm2.properties")
+	if err := os.WriteFile(conf, []byte(strings.Join([]string{
+		"clusters = A, B", "A.bootstrap.servers = " + a, "B.bootstrap.servers = " + b,
+		"A->B.enabled = true", "A->B.topics = s", "A->B.tasks.max = 4",
+		"A->B.consumer.session.timeout.ms = 1000", "emit.checkpoints.enabled = false",
+	}, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-config", conf, "-progress", "100ms"}
+	p1, p2 := startMirrorProc(t, "p1", args...), startMirrorProc(t, "p2", args...)
+	dump := func() {
+		for _, p := range []*mirrorProc{p1, p2} {
+			t.Logf("%s:\n%s", p.name, p.out.String())
+		}
+	}
+	waitFor(t, 15*time.Second, "both processes mirroring", dump, func() bool { return p1.records() > 0 && p2.records() > 0 })
+	// A second of steady sharing: a process that fenced the other would
+	// fail and start over.
+	time.Sleep(time.Second)
+	for _, p := range []*mirrorProc{p1, p2} {
+		if strings.Contains(p.out.String(), "flow failed") {
+			dump()
+			t.Fatalf("%s failed while sharing the flow", p.name)
+		}
+		if !strings.Contains(p.out.String(), "mirror: tasks assigned") {
+			dump()
+			t.Fatalf("%s was assigned no task", p.name)
+		}
+	}
+	t.Logf("shared: p1 mirrored %d records, p2 %d", p1.records(), p2.records())
+
+	// p1 is paused past its session: p2 takes every task, fencing p1's
+	// transactional ids. Resumed, p1 is a zombie until it rejoins.
+	if err := p1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if err := p1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+
+	// p2 is killed mid-run; p3 joins (with -short, p1 takes all).
+	if err := p2.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p2.cmd.Wait()
+	last := p1
+	if !testing.Short() {
+		last = startMirrorProc(t, "p3", args...)
+	}
+	before := last.records()
+	waitFor(t, 15*time.Second, "a process mirroring after the kill", func() { dump(); t.Logf("p3:\n%s", last.out.String()) },
+		func() bool { return last.records() > before })
+	acked, total := prod.finish(t)
+	checkExactlyOnce(t, b, "A.s", acked, total)
+	if t.Failed() || testing.Verbose() {
+		dump()
+		if last != p1 {
+			t.Logf("p3:\n%s", last.out.String())
+		}
+	}
+	t.Logf("%d records mirrored by three processes sharing one flow", total)
+}
