@@ -41,6 +41,8 @@ type Flow struct {
 	HeartbeatInterval   time.Duration // emit.heartbeats.interval.seconds; 0: off
 	EmitOffsetSyncs     bool          // emit.offset-syncs.enabled
 	SyncTopicConfigs    bool          // sync.topic.configs.enabled
+	SyncTopicACLs       bool          // sync.topic.acls.enabled
+	ACLSyncInterval     time.Duration // sync.topic.acls.interval.seconds
 	ConfigExclude       patternList   // config.properties.exclude
 	ReplicationFactor   int16         // replication.factor of created topics; -1: the target's default
 	// Checkpoints: the selected groups' offsets translated every
@@ -256,6 +258,15 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	}
 	if f.SyncTopicConfigs, err = boolean("sync.topic.configs.enabled", "true"); err != nil {
 		return nil, err
+	}
+	if f.SyncTopicACLs, err = boolean("sync.topic.acls.enabled", "true"); err != nil {
+		return nil, err
+	}
+	if f.ACLSyncInterval, err = secs("sync.topic.acls.interval.seconds", "600"); err != nil {
+		return nil, err
+	}
+	if f.ACLSyncInterval == 0 {
+		f.ACLSyncInterval = 600 * time.Second
 	}
 	switch v := p.get(name, "exactly.once.source.support", "enabled"); v {
 	case "enabled", "required":

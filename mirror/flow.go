@@ -64,9 +64,12 @@ type worker struct {
 	m   *flowMetrics
 
 	srcAdm, dstAdm *kadm.Client
-	dstCl          *kgo.Client      // dstAdm's client
-	plan           map[string]int32 // the source topics of this run, with their partition counts
-	lastHeartbeat  time.Time
+	srcCl, dstCl   *kgo.Client // srcAdm's and dstAdm's clients
+	// noSourceAuthorizer is set once the source said it has no ACL
+	// authorizer (logged once, as MM2 does).
+	noSourceAuthorizer bool
+	plan               map[string]int32 // the source topics of this run, with their partition counts
+	lastHeartbeat      time.Time
 
 	// mu guards the run's ownership and positions: the poll loop holds it
 	// while it mirrors a poll; the group's callbacks (other goroutines)
@@ -125,7 +128,7 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer srcAdmin.Close()
-	w.srcAdm = kadm.NewClient(srcAdmin)
+	w.srcAdm, w.srcCl = kadm.NewClient(srcAdmin), srcAdmin
 	// The plan's admin requests go through a client of their own, so
 	// that the producers learn the remote topics' partitions only after
 	// the plan has grown them.
@@ -147,6 +150,7 @@ func (w *worker) run(ctx context.Context) error {
 	if err := w.prepareTargets(ctx, src); err != nil {
 		return err
 	}
+	w.syncTopicACLs(ctx)
 	w.mu.Lock()
 	w.plan, w.tasks = src, map[int]*task{}
 	w.next, w.lag = map[string]map[int32]int64{}, map[string]map[int32]int64{}
@@ -176,7 +180,12 @@ func (w *worker) run(ctx context.Context) error {
 	}()
 
 	refresh := time.Now().Add(w.f.RefreshInterval)
+	aclSync := time.Now().Add(w.f.ACLSyncInterval)
 	for {
+		if time.Now().After(aclSync) {
+			w.syncTopicACLs(ctx)
+			aclSync = time.Now().Add(w.f.ACLSyncInterval)
+		}
 		if time.Now().After(refresh) {
 			now, err := w.sourceTopics(ctx)
 			if err != nil {
