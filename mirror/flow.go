@@ -287,14 +287,22 @@ func (w *worker) consumerOpts() []kgo.Opt {
 }
 
 // dropTasks gives up every task this process owns (their producers are
-// closed; no transaction is open between polls).
+// closed; no transaction is open between polls). Without exactly once the
+// offsets still waiting for offset.flush.interval.ms are written first, so
+// that an orderly handover mirrors nothing twice.
 func (w *worker) dropTasks() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, t := range w.tasks {
+		if err := w.flushTask(t); err != nil {
+			w.log.Warn("mirror: write the offsets of a task given up", "flow", w.f.Name(), "task", t.id, "err", err)
+		}
 		t.close()
 	}
 	w.tasks = map[int]*task{}
+	for _, m := range w.lag {
+		clear(m) // only the partitions of the tasks assigned next count
+	}
 }
 
 // mirrorPoll mirrors one poll: per task, per source codec, one
@@ -392,18 +400,23 @@ func (w *worker) flushPending(context.Context) error {
 	defer w.mu.Unlock()
 	var errs []error
 	for _, t := range w.tasks {
-		if len(t.pending) == 0 {
-			continue
-		}
-		t.lastOffsetFlush = time.Time{}
-		for _, p := range t.prods {
-			if p != nil { // any of the task's producers: no transaction here
-				errs = append(errs, w.commit(t, p, nil, false))
-				break
-			}
-		}
+		errs = append(errs, w.flushTask(t))
 	}
 	return errors.Join(errs...)
+}
+
+// flushTask writes task t's pending offsets now; w.mu is held.
+func (w *worker) flushTask(t *task) error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	t.lastOffsetFlush = time.Time{}
+	for _, p := range t.prods {
+		if p != nil { // any of the task's producers: no transaction here
+			return w.commit(t, p, nil, false)
+		}
+	}
+	return nil
 }
 
 // pollWait is how long a poll waits for records: no longer than the next
