@@ -235,14 +235,9 @@ func (w *worker) run(ctx context.Context) error {
 // directConsumer is the source consumer of a flow run by one process: it
 // owns the flow's one task and so every partition, assigned directly.
 func (w *worker) directConsumer(ctx context.Context, src map[string]int32) (*kgo.Client, error) {
-	t, err := w.startTask(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
 	w.mu.Lock()
-	w.tasks[0] = t
+	committed, err := w.takeTasks(ctx, []int{0})
 	w.mu.Unlock()
-	committed, err := w.readOffsets(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -239,3 +239,67 @@ func TestMirrorSharedFlow(t *testing.T) {
 	}
 	t.Logf("%d records mirrored by three processes sharing one flow", total)
 }
+
+// writeMirrorConfig writes an MM2 properties file of the flow A->B with
+// the given tasks.max and returns the binary's arguments for it.
+func writeMirrorConfig(t *testing.T, a, b string, tasks int) []string {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "mm2.properties")
+	if err := os.WriteFile(conf, []byte(strings.Join([]string{
+		"clusters = A, B", "A.bootstrap.servers = " + a, "B.bootstrap.servers = " + b,
+		"A->B.enabled = true", "A->B.topics = s", fmt.Sprintf("A->B.tasks.max = %d", tasks),
+		"A->B.consumer.session.timeout.ms = 1000", "emit.checkpoints.enabled = false",
+	}, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-config", conf, "-progress", "100ms"}
+}
+
+// TestMirrorTasksMaxChangeFencesZombie: a process running the flow with
+// tasks.max = 4 is paused (a zombie holding tasks 2 and 3, likely in the
+// middle of a transaction); a process with tasks.max = 2 takes the flow
+// over. Its own tasks' ids fence only tasks 0 and 1 of the old count: it
+// must fence every id of the recorded previous count too, or the zombie,
+// resumed, commits records the new owner mirrors again.
+func TestMirrorTasksMaxChangeFencesZombie(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: processes paused and resumed for seconds (the go test step runs it)")
+	}
+	t.Parallel()
+	cfg := testbroker.Config(t.TempDir())
+	cfg.Groups.MinSessionTimeout = 200 * time.Millisecond
+	a := testbroker.StartBroker(t, cfg).Addr
+	b := startBroker(t)
+	const partitions = 8
+	createTopic(t, kadm.NewClient(client(t, a)), "s", partitions, nil)
+	prod := produceSeq(t, a, "s", partitions)
+
+	old := startMirrorProc(t, "old", writeMirrorConfig(t, a, b, 4)...)
+	var neu *mirrorProc
+	dump := func() {
+		t.Logf("old:\n%s", old.out.String())
+		if neu != nil {
+			t.Logf("new:\n%s", neu.out.String())
+		}
+	}
+	waitFor(t, 15*time.Second, "the old process mirroring", dump, func() bool { return old.records() > 0 })
+	time.Sleep(500 * time.Millisecond)
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	neu = startMirrorProc(t, "new", writeMirrorConfig(t, a, b, 2)...)
+	waitFor(t, 15*time.Second, "the new process mirroring", dump, func() bool { return neu.records() > 0 })
+	time.Sleep(500 * time.Millisecond)
+	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	acked, total := prod.finish(t)
+	checkExactlyOnce(t, b, "A.s", acked, total)
+	if !strings.Contains(neu.out.String(), "tasks.max changed: fencing") {
+		t.Errorf("the new process did not fence the previous count's tasks")
+	}
+	if t.Failed() || testing.Verbose() {
+		dump()
+	}
+}

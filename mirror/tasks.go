@@ -1,8 +1,10 @@
 package mirror
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -78,23 +80,25 @@ func taskOf(topic string, partition int32, tasks int) int {
 	return int((h.Sum32() + uint32(partition)) % uint32(tasks))
 }
 
-// taskTxnID is task k's transactional id: the flow's own with one task
-// (so that a flow's id does not change with this feature), suffixed
-// with the task otherwise.
-func (f *Flow) taskTxnID(k int) string {
-	if f.Tasks <= 1 {
+// taskTxnID is task k's transactional id when the flow has tasks tasks:
+// the flow's own with one task (so that a flow's id did not change with
+// tasks.max), suffixed with the task otherwise.
+func (f *Flow) taskTxnID(tasks, k int) string {
+	if tasks <= 1 {
 		return f.TransactionalID
 	}
 	return f.TransactionalID + "-" + strconv.Itoa(k)
 }
 
-// txnID is the transactional id of the task's producer for codec c.
-func (t *task) txnIDFor(c int8) string {
+// codecTxnID is the transactional id of a task's producer for codec c.
+func codecTxnID(task string, c int8) string {
 	if c == 0 {
-		return t.txnID
+		return task
 	}
-	return t.txnID + "." + codecNames[c]
+	return task + "." + codecNames[c]
 }
+
+func (t *task) txnIDFor(c int8) string { return codecTxnID(t.txnID, c) }
 
 // startTask takes ownership of task k. With exactly once it first fences
 // every transactional id the task's previous owner may hold (one per
@@ -102,7 +106,7 @@ func (t *task) txnIDFor(c int8) string {
 // makes any later write or commit of the old owner fail with
 // PRODUCER_FENCED. Only then are the task's committed offsets final.
 func (w *worker) startTask(ctx context.Context, k int) (*task, error) {
-	t := &task{id: k, txnID: w.f.taskTxnID(k), lastOffsetFlush: time.Now()}
+	t := &task{id: k, txnID: w.f.taskTxnID(w.f.Tasks, k), lastOffsetFlush: time.Now()}
 	if !w.f.ExactlyOnce {
 		return t, nil
 	}
@@ -112,6 +116,95 @@ func (w *worker) startTask(ctx context.Context, k int) (*task, error) {
 		}
 	}
 	return t, nil
+}
+
+// takeTasks starts the tasks ids this process was given (fencing their
+// previous owners) and returns the committed source offsets, final once
+// they are. When the offsets topic records another task count for the
+// flow, tasks.max was changed: a task number then names other partitions
+// than before, and a zombie of the previous count could still commit
+// under ids this count's tasks do not fence. So every id of the previous
+// count is fenced, the new count recorded, and the offsets read again
+// (KIP-618 fences the previous generation's tasks the same way). A live
+// process of this count whose task shares an id fails once and starts
+// over, finding the count recorded. w.mu is held.
+func (w *worker) takeTasks(ctx context.Context, ids []int) (map[tp]int64, error) {
+	for _, k := range ids {
+		if w.tasks[k] != nil {
+			continue
+		}
+		t, err := w.startTask(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		w.tasks[k] = t
+	}
+	committed, recorded, err := w.readOffsets(ctx)
+	if err != nil || !w.f.ExactlyOnce || recorded == w.f.Tasks {
+		return committed, err
+	}
+	// No record: the flow ran with one task (before tasks.max, or never).
+	prev := max(recorded, 1)
+	if prev != w.f.Tasks {
+		what := "mirror: tasks.max changed: fencing the previous tasks' transactional ids"
+		if recorded == 0 {
+			what = "mirror: no task count recorded for the flow (new, or last run with one task): fencing the one task's transactional ids"
+		}
+		w.log.Info(what, "flow", w.f.Name(), "from", prev, "to", w.f.Tasks)
+		for k := range prev {
+			for c := range codecNames {
+				if err := fenceTxnID(ctx, w.dstCl, codecTxnID(w.f.taskTxnID(prev, k), int8(c))); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	rec := &kgo.Record{Topic: w.f.OffsetsTopic(), Key: taskCountKey(w.f.Name()), Value: taskCountValue(w.f.Tasks)}
+	if err := w.dstCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return nil, fmt.Errorf("record the flow's task count in %s: %w", w.f.OffsetsTopic(), err)
+	}
+	committed, _, err = w.readOffsets(ctx)
+	return committed, err
+}
+
+// taskCountConnector names the task-count records in the offsets topic:
+// Connect's key shape with a connector name of ringlog's own, so that
+// Connect's and MM2's readers skip them as another connector's.
+//
+//	key   ["ringlog-mirror-tasks",{"flow":"A->B"}]
+//	value {"tasks":4}
+const taskCountConnector = "ringlog-mirror-tasks"
+
+func taskCountKey(flow string) []byte {
+	b, _ := json.Marshal([]any{taskCountConnector, map[string]string{"flow": flow}})
+	return b
+}
+
+func taskCountValue(n int) []byte {
+	b, _ := json.Marshal(map[string]int{"tasks": n})
+	return b
+}
+
+// decodeTaskCount reads a task-count record; ok is false for any other
+// record (and for a tombstone).
+func decodeTaskCount(key, value []byte) (flow string, n int, ok bool, err error) {
+	if len(key) > maxOffsetRecord || len(value) > maxOffsetRecord || !bytes.HasPrefix(key, []byte(`["`+taskCountConnector+`"`)) || value == nil {
+		return "", 0, false, nil
+	}
+	var k []json.RawMessage
+	var f struct {
+		Flow string `json:"flow"`
+	}
+	if err := json.Unmarshal(key, &k); err != nil || len(k) != 2 || json.Unmarshal(k[1], &f) != nil || f.Flow == "" {
+		return "", 0, false, fmt.Errorf("task count key %q: %w", key, ErrFormat)
+	}
+	var v struct {
+		Tasks *int `json:"tasks"`
+	}
+	if err := json.Unmarshal(value, &v); err != nil || v.Tasks == nil || *v.Tasks < 1 || *v.Tasks > tasksMax {
+		return "", 0, false, fmt.Errorf("task count value %q: %w", value, ErrFormat)
+	}
+	return f.Flow, *v.Tasks, true, nil
 }
 
 // fenceTxnID sends InitProducerId for id, retrying while the coordinator
@@ -358,17 +451,7 @@ func (w *worker) assigned(ctx context.Context, offsets map[string]map[int32]kgo.
 		ids = append(ids, k)
 	}
 	sort.Ints(ids)
-	for _, k := range ids {
-		if w.tasks[k] != nil {
-			continue
-		}
-		t, err := w.startTask(ctx, k)
-		if err != nil {
-			return fail(err)
-		}
-		w.tasks[k] = t
-	}
-	committed, err := w.readOffsets(ctx)
+	committed, err := w.takeTasks(ctx, ids)
 	if err != nil {
 		return fail(err)
 	}
