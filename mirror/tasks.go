@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -100,22 +101,21 @@ func codecTxnID(task string, c int8) string {
 
 func (t *task) txnIDFor(c int8) string { return codecTxnID(t.txnID, c) }
 
-// startTask takes ownership of task k. With exactly once it first fences
-// every transactional id the task's previous owner may hold (one per
-// codec): InitProducerId bumps the epoch, aborts the open transaction and
-// makes any later write or commit of the old owner fail with
-// PRODUCER_FENCED. Only then are the task's committed offsets final.
-func (w *worker) startTask(ctx context.Context, k int) (*task, error) {
-	t := &task{id: k, txnID: w.f.taskTxnID(w.f.Tasks, k), lastOffsetFlush: time.Now()}
-	if !w.f.ExactlyOnce {
-		return t, nil
+// newTask is task k, not yet fenced (takeTasks).
+func (w *worker) newTask(k int) *task {
+	return &task{id: k, txnID: w.f.taskTxnID(w.f.Tasks, k), lastOffsetFlush: time.Now()}
+}
+
+// fenceTxnIDs fences ids at once (each is a round trip to its coordinator
+// and a write of the transaction log there).
+func fenceTxnIDs(ctx context.Context, cl *kgo.Client, ids []string) error {
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { errs[i] = fenceTxnID(ctx, cl, id) })
 	}
-	for c := range codecNames {
-		if err := fenceTxnID(ctx, w.dstCl, t.txnIDFor(int8(c))); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // takeTasks starts the tasks ids this process was given (fencing their
@@ -129,35 +129,45 @@ func (w *worker) startTask(ctx context.Context, k int) (*task, error) {
 // process of this count whose task shares an id fails once and starts
 // over, finding the count recorded. w.mu is held.
 func (w *worker) takeTasks(ctx context.Context, ids []int) (map[tp]int64, error) {
+	var started []*task
+	var fence []string
 	for _, k := range ids {
-		if w.tasks[k] != nil {
-			continue
-		}
-		t, err := w.startTask(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		w.tasks[k] = t
-	}
-	committed, recorded, err := w.readOffsets(ctx)
-	if err != nil || !w.f.ExactlyOnce || recorded == w.f.Tasks {
-		return committed, err
-	}
-	// No record: the flow ran with one task (before tasks.max, or never).
-	prev := max(recorded, 1)
-	if prev != w.f.Tasks {
-		what := "mirror: tasks.max changed: fencing the previous tasks' transactional ids"
-		if recorded == 0 {
-			what = "mirror: no task count recorded for the flow (new, or last run with one task): fencing the one task's transactional ids"
-		}
-		w.log.Info(what, "flow", w.f.Name(), "from", prev, "to", w.f.Tasks)
-		for k := range prev {
+		if w.tasks[k] == nil {
+			t := w.newTask(k)
+			started = append(started, t)
 			for c := range codecNames {
-				if err := fenceTxnID(ctx, w.dstCl, codecTxnID(w.f.taskTxnID(prev, k), int8(c))); err != nil {
-					return nil, err
-				}
+				fence = append(fence, t.txnIDFor(int8(c)))
 			}
 		}
+	}
+	// With exactly once, InitProducerId with every id the tasks' previous
+	// owners may hold (one per codec) bumps the epoch, aborts their open
+	// transactions and makes any later write or commit of theirs fail
+	// with PRODUCER_FENCED: only then are the committed offsets final.
+	if w.f.ExactlyOnce {
+		if err := fenceTxnIDs(ctx, w.dstCl, fence); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range started {
+		w.tasks[t.id] = t
+	}
+	committed, recorded, err := w.readOffsets(ctx)
+	// No record: the flow ran with one task (before tasks.max, or never),
+	// and a flow of one task records nothing.
+	prev := max(recorded, 1)
+	if err != nil || !w.f.ExactlyOnce || prev == w.f.Tasks {
+		return committed, err
+	}
+	w.log.Info("mirror: tasks.max changed: fencing the previous tasks' transactional ids", "flow", w.f.Name(), "from", prev, "to", w.f.Tasks)
+	var old []string
+	for k := range prev {
+		for c := range codecNames {
+			old = append(old, codecTxnID(w.f.taskTxnID(prev, k), int8(c)))
+		}
+	}
+	if err := fenceTxnIDs(ctx, w.dstCl, old); err != nil {
+		return nil, err
 	}
 	rec := &kgo.Record{Topic: w.f.OffsetsTopic(), Key: taskCountKey(w.f.Name()), Value: taskCountValue(w.f.Tasks)}
 	if err := w.dstCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
@@ -393,7 +403,7 @@ func (a taskAssignment) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignm
 // (BlockRebalanceOnPoll), so a task is never handed over with a
 // transaction of this process open; a process that lost its tasks without
 // knowing (paused past its session, cut off) is fenced by the new owner's
-// InitProducerId (startTask) and can commit nothing for them any more.
+// InitProducerId (takeTasks) and can commit nothing for them any more.
 func (w *worker) groupConsumer(src map[string]int32) (*kgo.Client, error) {
 	topics := make([]string, 0, len(src))
 	for t := range src {
