@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -301,5 +302,82 @@ func TestMirrorTasksMaxChangeFencesZombie(t *testing.T) {
 	}
 	if t.Failed() || testing.Verbose() {
 		dump()
+	}
+}
+
+// TestMirrorSharedFlowFollowsNewPartitions: two workers share a flow
+// (tasks.max = 3); the source topic grows from 2 to 5 partitions. The
+// group hands out the new partitions, whichever of the worker's refresh
+// and the group's leader sees them first, and the remote topic, grown
+// first, gets each record once.
+func TestMirrorSharedFlowFollowsNewPartitions(t *testing.T) {
+	t.Parallel()
+	a, b := startBroker(t), startBroker(t)
+	admA := kadm.NewClient(client(t, a))
+	createTopic(t, admA, "g", 2, nil)
+	ctx := context.Background()
+	produce := func(partitions int32, from, to int) {
+		// A new client: one that knew the topic with fewer partitions
+		// would fail the records of the new ones.
+		prod := client(t, a, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Topic: "g", Partition: int32(i) % partitions, Value: fmt.Appendf(nil, "%d", i)})
+		}
+		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(2, 0, 100)
+	p := map[string]string{
+		"clusters": "A, B", "A.bootstrap.servers": a, "B.bootstrap.servers": b,
+		"A->B.enabled": "true", "A->B.topics": "g", "A->B.tasks.max": "3", "emit.checkpoints.enabled": "false",
+		"refresh.topics.interval.seconds": "0.3", "emit.heartbeats.interval.seconds": "0.2",
+	}
+	var logs [2]testkit.Buffer
+	for i := range logs {
+		flows, err := LoadProperties(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Run(ctx, flows, Options{Logger: slog.New(slog.NewTextHandler(&logs[i], nil))})
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	defer func() {
+		for i := range logs {
+			if t.Failed() {
+				t.Logf("worker %d:\n%s", i, logs[i].String())
+			}
+		}
+	}()
+	readAll(t, b, "A.g", 100, 15*time.Second)
+	if _, err := admA.UpdatePartitions(ctx, 5, "g"); err != nil {
+		t.Fatal(err)
+	}
+	produce(5, 100, 200)
+	got := readAll(t, b, "A.g", 200, 20*time.Second)
+	seen := map[string]bool{}
+	total := 0
+	for part, rs := range got {
+		for _, r := range rs {
+			if seen[string(r.Value)] {
+				t.Fatalf("A.g/%d: %s twice", part, r.Value)
+			}
+			seen[string(r.Value)] = true
+			total++
+		}
+	}
+	if len(got[4]) == 0 || total != 200 {
+		t.Fatalf("A.g: %d records, %d in partition 4: want 200, some in the new partitions", total, len(got[4]))
+	}
+	for i := range logs {
+		if l := logs[i].String(); strings.Contains(l, "flow failed") || !strings.Contains(l, "tasks assigned") {
+			t.Fatalf("worker %d failed or was never assigned a task", i)
+		}
 	}
 }
