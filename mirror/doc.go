@@ -46,6 +46,12 @@
 //   - The group's callbacks and the poll loop share the worker's tasks and
 //     positions under worker.mu; rebalances wait for AllowRebalance,
 //     called only after a poll is committed.
+//   - Several processes of a flow grow a remote topic at once: the
+//     loser's CreatePartitions answers INVALID_PARTITIONS ("already has
+//     N"), which is not a failure of its run.
+//   - A flow's processes must not pass the codec or task of a partition
+//     through anything but taskOf and codecOf: an id that two owners of
+//     one partition do not share does not fence.
 //   - Offset syncs need the records' target offsets, known only once the
 //     records are acknowledged: a transaction flushes the records, then
 //     produces the syncs and offsets, then commits.
