@@ -223,7 +223,7 @@ func (w *worker) checkpoint(ctx context.Context, src, dst *kadm.Client, dstCl *k
 	}
 	var groups []string
 	for g := range listed {
-		if w.f.Groups.match(g) && !w.f.GroupsExclude.match(g) {
+		if w.f.Groups.match(g) && !w.f.GroupsExclude.match(g) && g != w.f.GroupID { // never the mirror's own group
 			groups = append(groups, g)
 		}
 	}

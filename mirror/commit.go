@@ -25,7 +25,8 @@ const txnTimeout = 60 * time.Second
 // of the batch, a heartbeat when hb, and the flow's source offsets. With
 // exactly once it is one transaction on the target: the records and the
 // offsets that say they were mirrored are committed together or not at all.
-func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
+// prod is one of task t's producers; w.mu is held.
+func (w *worker) commit(t *task, prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), txnTimeout)
 	defer cancel()
 	if w.f.ExactlyOnce {
@@ -81,11 +82,11 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 	if err := firstErr(&mu, &perr); err != nil {
 		return w.abort(prod, fmt.Errorf("produce to the target: %w", err))
 	}
-	if w.pending == nil {
-		w.pending = map[tp]OffsetSync{}
+	if t.pending == nil {
+		t.pending = map[tp]OffsetSync{}
 	}
 	for k, out := range last {
-		w.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
+		t.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
 	}
 	// With exactly once the offsets go in every transaction. Without, they
 	// are flushed every offset.flush.interval.ms, as Kafka Connect flushes
@@ -99,15 +100,15 @@ func (w *worker) commit(prod *kgo.Client, recs []*kgo.Record, hb bool) error {
 			}
 		}
 	}
-	if w.f.ExactlyOnce || time.Since(w.lastOffsetFlush) >= w.f.OffsetFlushInterval {
-		for k, s := range w.pending {
+	if w.f.ExactlyOnce || time.Since(t.lastOffsetFlush) >= w.f.OffsetFlushInterval {
+		for k, s := range t.pending {
 			if w.f.EmitOffsetSyncs {
 				prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
 			}
 			prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetsTopic(), Key: OffsetKey(w.f.SourceAlias, k.topic, k.partition), Value: OffsetValue(s.Upstream)}, done)
 		}
-		clear(w.pending)
-		w.lastOffsetFlush = time.Now()
+		clear(t.pending)
+		t.lastOffsetFlush = time.Now()
 	}
 	if err := prod.Flush(ctx); err != nil {
 		return w.abort(prod, fmt.Errorf("flush offsets: %w", err))
@@ -149,14 +150,15 @@ func (w *worker) abort(prod *kgo.Client, cause error) error {
 
 // readOffsets reads the flow's committed source offsets from the target's
 // offsets topic, read_committed, up to its last stable offset: the last
-// source offset mirrored per source partition. Control records are kept
+// source offset mirrored per source partition; and the flow's task count
+// recorded there (tasks.go), 0 when none is. Control records are kept
 // so that the reader sees the end of the log even when its last entry is
 // a transaction marker.
-func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
+func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
 	topic := w.f.OffsetsTopic()
 	ends, err := w.dstAdm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("list %s's end: %w", topic, err)
+		return nil, 0, fmt.Errorf("list %s's end: %w", topic, err)
 	}
 	want := map[int32]int64{}
 	ends.Each(func(o kadmListed) {
@@ -165,11 +167,12 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
 		}
 	})
 	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("list %s's end: %w", topic, err)
+		return nil, 0, fmt.Errorf("list %s's end: %w", topic, err)
 	}
 	out := map[tp]int64{}
+	tasks := 0 // the flow's recorded tasks.max, 0 if none is
 	if len(want) == 0 {
-		return out, nil
+		return out, tasks, nil
 	}
 	start := map[int32]kgo.Offset{}
 	for p := range want {
@@ -179,7 +182,7 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer cl.Close()
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -187,10 +190,10 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
 	for len(want) > 0 {
 		fs := cl.PollFetches(rctx)
 		if rctx.Err() != nil {
-			return nil, fmt.Errorf("read %s: %w", topic, rctx.Err())
+			return nil, 0, fmt.Errorf("read %s: %w", topic, rctx.Err())
 		}
 		if err := fs.Err(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", topic, err)
+			return nil, 0, fmt.Errorf("read %s: %w", topic, err)
 		}
 		for _, r := range fs.Records() {
 			if r.Offset+1 >= want[r.Partition] {
@@ -199,9 +202,17 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
 			if r.Attrs.IsControl() {
 				continue
 			}
+			if flow, n, ok, err := decodeTaskCount(r.Key, r.Value); err != nil {
+				return nil, 0, fmt.Errorf("read %s at %d/%d: %w", topic, r.Partition, r.Offset, err)
+			} else if ok {
+				if flow == w.f.Name() {
+					tasks = n
+				}
+				continue
+			}
 			sp, off, ok, err := DecodeOffset(r.Key, r.Value)
 			if err != nil {
-				return nil, fmt.Errorf("read %s at %d/%d: %w", topic, r.Partition, r.Offset, err)
+				return nil, 0, fmt.Errorf("read %s at %d/%d: %w", topic, r.Partition, r.Offset, err)
 			}
 			k := tp{sp.Topic, sp.Partition}
 			switch {
@@ -213,7 +224,7 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, tasks, nil
 }
 
 type kadmListed = kadm.ListedOffset

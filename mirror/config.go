@@ -41,6 +41,8 @@ type Flow struct {
 	HeartbeatInterval   time.Duration // emit.heartbeats.interval.seconds; 0: off
 	EmitOffsetSyncs     bool          // emit.offset-syncs.enabled
 	SyncTopicConfigs    bool          // sync.topic.configs.enabled
+	SyncTopicACLs       bool          // sync.topic.acls.enabled
+	ACLSyncInterval     time.Duration // sync.topic.acls.interval.seconds
 	ConfigExclude       patternList   // config.properties.exclude
 	ReplicationFactor   int16         // replication.factor of created topics; -1: the target's default
 	// Checkpoints: the selected groups' offsets translated every
@@ -51,7 +53,17 @@ type Flow struct {
 	SyncGroupOffsets      bool
 	CheckpointInterval    time.Duration // emit.checkpoints.interval.seconds (and the group offsets' sync)
 	Groups, GroupsExclude patternList
-	TransactionalID       string
+	// TransactionalID is the flow's transactional id on the target, the
+	// base of each task's (tasks.go).
+	TransactionalID string
+	// Tasks is MM2's tasks.max: above 1, the flow's source partitions are
+	// split into that many tasks by a fixed map, each with transactional
+	// ids of its own, and the tasks are shared by every process running
+	// the flow through the consumer group GroupID on the source, whose
+	// members time out after SessionTimeout (tasks.go).
+	Tasks          int
+	GroupID        string
+	SessionTimeout time.Duration
 	// SourceSecurity and TargetSecurity are the clients' TLS and SASL
 	// options, from each cluster's Kafka client properties
 	// (A.security.protocol, A.sasl.mechanism, A.sasl.jaas.config,
@@ -251,6 +263,15 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	if f.SyncTopicConfigs, err = boolean("sync.topic.configs.enabled", "true"); err != nil {
 		return nil, err
 	}
+	if f.SyncTopicACLs, err = boolean("sync.topic.acls.enabled", "true"); err != nil {
+		return nil, err
+	}
+	if f.ACLSyncInterval, err = secs("sync.topic.acls.interval.seconds", "600"); err != nil {
+		return nil, err
+	}
+	if f.ACLSyncInterval == 0 {
+		f.ACLSyncInterval = 600 * time.Second
+	}
 	switch v := p.get(name, "exactly.once.source.support", "enabled"); v {
 	case "enabled", "required":
 		f.ExactlyOnce = true
@@ -269,6 +290,17 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 	}
 	f.ReplicationFactor = int16(rf)
 	f.TransactionalID = p.get(name, "transactional.id", "ringlog-mirror."+name)
+	tasks, err := strconv.Atoi(p.get(name, "tasks.max", "1"))
+	if err != nil || tasks < 1 || tasks > tasksMax {
+		return nil, fmt.Errorf("mirror: %s.tasks.max: want a count from 1 to %d", name, tasksMax)
+	}
+	f.Tasks = tasks
+	f.GroupID = p.get(name, "group.id", "ringlog-mirror."+name)
+	ms, err = strconv.ParseInt(p.get(name, "consumer.session.timeout.ms", "10000"), 10, 64)
+	if err != nil || ms <= 0 {
+		return nil, fmt.Errorf("mirror: %s.consumer.session.timeout.ms: want milliseconds", name)
+	}
+	f.SessionTimeout = time.Duration(ms) * time.Millisecond
 	return f, nil
 }
 

@@ -12,6 +12,11 @@
 //	                                                         heartbeats
 //	                                                         mm2-offsets.<source>.internal }
 //
+// With tasks.max > 1 the flow's partitions are split into tasks with
+// transactional ids of their own, shared by several processes through a
+// consumer group on the source (tasks.go); a process fences a task's ids
+// before it resumes the task.
+//
 // A second goroutine per flow reads the offset syncs back and writes
 // checkpoints (checkpoint.go). The record formats are MM2's (format.go). Remote topic names come from
 // a Policy (DefaultReplicationPolicy or IdentityReplicationPolicy).
@@ -38,6 +43,19 @@
 //     (MM2's rule for offset-syncs.topic.location=target): named after
 //     the target, every flow into it shared one topic, and syncs of A's
 //     "t" and B's "t" (the same keys) translated each other's groups.
+//   - A task's ids are fenced before its offsets are read, in the group's
+//     assignment callback (AdjustFetchOffsetsFn): returning the offsets
+//     unchanged on an error would consume from the group's offsets (none:
+//     the reset offset) and mirror the partition again from its start.
+//   - The group's callbacks and the poll loop share the worker's tasks and
+//     positions under worker.mu; rebalances wait for AllowRebalance,
+//     called only after a poll is committed.
+//   - Several processes of a flow grow a remote topic at once: the
+//     loser's CreatePartitions answers INVALID_PARTITIONS ("already has
+//     N"), which is not a failure of its run.
+//   - A flow's processes must not pass the codec or task of a partition
+//     through anything but taskOf and codecOf: an id that two owners of
+//     one partition do not share does not fence.
 //   - Offset syncs need the records' target offsets, known only once the
 //     records are acknowledged: a transaction flushes the records, then
 //     produces the syncs and offsets, then commits.

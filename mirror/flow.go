@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -62,14 +64,25 @@ type worker struct {
 	m   *flowMetrics
 
 	srcAdm, dstAdm *kadm.Client
-	next           map[string]map[int32]int64 // source topic -> partition -> next offset to mirror
-	lag            map[string]map[int32]int64
-	lastHeartbeat  time.Time
-	// pending are the offset syncs (and so the source offsets) mirrored
-	// but not yet written, lastOffsetFlush when they last were: only
-	// without exactly once do they wait (offset.flush.interval.ms).
-	pending         map[tp]OffsetSync
-	lastOffsetFlush time.Time
+	srcCl, dstCl   *kgo.Client // srcAdm's and dstAdm's clients
+	// noSourceAuthorizer is set once the source said it has no ACL
+	// authorizer (logged once, as MM2 does).
+	noSourceAuthorizer bool
+	plan               map[string]int32 // the source topics of this run, with their partition counts
+	lastHeartbeat      time.Time
+
+	// mu guards the run's ownership and positions: the poll loop holds it
+	// while it mirrors a poll; the group's callbacks (other goroutines)
+	// while they start or drop tasks.
+	mu    sync.Mutex
+	tasks map[int]*task              // the tasks this process owns, by number
+	next  map[string]map[int32]int64 // source topic -> partition -> next offset to mirror
+	lag   map[string]map[int32]int64 // source topic -> partition -> records behind, as of the last fetch
+	// replan is set when the group assigned a partition this run's plan
+	// lacks (another member saw the source grow first); groupErr when a
+	// task could not be started.
+	replan   atomic.Bool
+	groupErr atomic.Pointer[error]
 }
 
 func (w *worker) loop(ctx context.Context) {
@@ -77,7 +90,11 @@ func (w *worker) loop(ctx context.Context) {
 	if !w.f.ExactlyOnce {
 		mode = "at least once (idempotent producer, offsets after the records: a crash mirrors records again)"
 	}
-	w.log.Info("mirror: flow starting", "flow", w.f.Name(), "mode", mode, "offsets", w.f.OffsetsTopic())
+	sharing := "one process: every partition in one task"
+	if w.f.Tasks > 1 {
+		sharing = fmt.Sprintf("%d tasks shared by the processes of group %s on the source", w.f.Tasks, w.f.GroupID)
+	}
+	w.log.Info("mirror: flow starting", "flow", w.f.Name(), "mode", mode, "offsets", w.f.OffsetsTopic(), "tasks", sharing)
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := w.run(ctx)
@@ -99,8 +116,9 @@ func (w *worker) loop(ctx context.Context) {
 	}
 }
 
-// run is one life of the worker: plan, fence, read the committed offsets,
-// mirror until an error or a change of the source's topics.
+// run is one life of the worker: plan, take its tasks (fencing their
+// previous owners), read the committed offsets, mirror until an error or
+// a change of the source's topics.
 func (w *worker) run(ctx context.Context) error {
 	// kgo answers a Metadata request from its cache when younger than
 	// MetadataMinAge: the refresh must see the source as it is now.
@@ -110,22 +128,9 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer srcAdmin.Close()
-	w.srcAdm = kadm.NewClient(srcAdmin)
-	popts := []kgo.Opt{
-		kgo.ClientID("ringlog-mirror-" + w.f.Name()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(8 << 20), kgo.ProducerLinger(0),
-	}
-	if w.f.ExactlyOnce {
-		popts = append(popts, kgo.TransactionalID(w.f.TransactionalID), kgo.TransactionTimeout(60*time.Second))
-	}
-	prod, err := w.f.targetClient(popts...)
-	if err != nil {
-		return err
-	}
-	defer prod.Close()
+	w.srcAdm, w.srcCl = kadm.NewClient(srcAdmin), srcAdmin
 	// The plan's admin requests go through a client of their own, so
-	// that the producer learns the remote topics' partitions only after
+	// that the producers learn the remote topics' partitions only after
 	// the plan has grown them.
 	dstAdmin, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.MetadataMinAge(250*time.Millisecond))
@@ -133,7 +138,7 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer dstAdmin.Close()
-	w.dstAdm = kadm.NewClient(dstAdmin)
+	w.dstAdm, w.dstCl = kadm.NewClient(dstAdmin), dstAdmin
 
 	src, err := w.sourceTopics(ctx)
 	if err != nil {
@@ -145,53 +150,42 @@ func (w *worker) run(ctx context.Context) error {
 	if err := w.prepareTargets(ctx, src); err != nil {
 		return err
 	}
-	if w.f.ExactlyOnce {
-		// InitProducerId with our transactional id fences the previous
-		// life of this flow (a killed process) and aborts its open
-		// transaction: what the target committed is now final.
-		if _, _, err := prod.ProducerID(ctx); err != nil {
-			return fmt.Errorf("init transactional producer %q on the target: %w", w.f.TransactionalID, err)
-		}
+	w.syncTopicACLs(ctx)
+	w.mu.Lock()
+	w.plan, w.tasks = src, map[int]*task{}
+	w.next, w.lag = map[string]map[int32]int64{}, map[string]map[int32]int64{}
+	for t := range src {
+		w.next[t], w.lag[t] = map[int32]int64{}, map[int32]int64{}
 	}
-	committed, err := w.readOffsets(ctx)
-	if err != nil {
-		return err
-	}
-	w.next, w.lag, w.pending = map[string]map[int32]int64{}, map[string]map[int32]int64{}, nil
-	w.lastOffsetFlush = time.Now()
-	start := map[string]map[int32]kgo.Offset{}
-	for t, n := range src {
-		start[t], w.next[t], w.lag[t] = map[int32]kgo.Offset{}, map[int32]int64{}, map[int32]int64{}
-		for p := range n {
-			if o, ok := committed[tp{t, p}]; ok {
-				start[t][p] = kgo.NewOffset().At(o + 1)
-				w.next[t][p] = o + 1
-			} else {
-				// MM2's consumers start at the earliest offset.
-				start[t][p] = kgo.NewOffset().AtStart()
-			}
-		}
-	}
+	w.mu.Unlock()
+	w.replan.Store(false)
+	w.groupErr.Store(nil)
+	defer w.dropTasks()
 	if len(src) == 0 {
 		// Nothing to mirror yet: heartbeat and wait for topics.
-		return w.idle(ctx, prod)
+		return w.idle(ctx)
 	}
-	cons, err := w.f.sourceClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
-		kgo.ConsumePartitions(start), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16<<20),
-		// The Java consumer's fetch.max.wait.ms, which MM2 runs with, not
-		// kgo's 5 s: a fetch in flight is not cut short when partitions
-		// whose start offsets were still being listed become ready, so
-		// a partition waits out one whole fetch of the others.
-		kgo.FetchMaxWait(500*time.Millisecond))
+	var cons *kgo.Client
+	if w.f.Tasks > 1 {
+		cons, err = w.groupConsumer(src)
+	} else {
+		cons, err = w.directConsumer(ctx, src)
+	}
 	if err != nil {
 		return err
 	}
-	defer cons.Close()
-	w.log.Info("mirror: flow running", "flow", w.f.Name(), "topics", len(src), "resumed_partitions", len(committed))
+	defer func() {
+		cons.AllowRebalance()
+		cons.Close()
+	}()
 
 	refresh := time.Now().Add(w.f.RefreshInterval)
+	aclSync := time.Now().Add(w.f.ACLSyncInterval)
 	for {
+		if time.Now().After(aclSync) {
+			w.syncTopicACLs(ctx)
+			aclSync = time.Now().Add(w.f.ACLSyncInterval)
+		}
 		if time.Now().After(refresh) {
 			now, err := w.sourceTopics(ctx)
 			if err != nil {
@@ -205,6 +199,12 @@ func (w *worker) run(ctx context.Context) error {
 			}
 			refresh = time.Now().Add(w.f.RefreshInterval)
 		}
+		if w.replan.Load() {
+			return errTopologyChanged
+		}
+		if err := w.groupErr.Load(); err != nil {
+			return *err
+		}
 		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
 		fs := cons.PollRecords(pollCtx, w.opt.PollRecordsMax)
 		cancel()
@@ -212,13 +212,7 @@ func (w *worker) run(ctx context.Context) error {
 			// Stopping (SIGTERM): without exactly once, write the
 			// offsets still waiting for offset.flush.interval.ms, so a
 			// clean stop mirrors nothing twice.
-			if len(w.pending) > 0 {
-				w.lastOffsetFlush = time.Time{}
-				if err := w.commit(prod, nil, false); err != nil {
-					return errors.Join(ctx.Err(), err)
-				}
-			}
-			return ctx.Err()
+			return errors.Join(ctx.Err(), w.flushPending(ctx))
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -229,24 +223,195 @@ func (w *worker) run(ctx context.Context) error {
 		if ferr != nil {
 			return ferr
 		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if m := w.lag[fp.Topic]; m != nil {
-				next := w.next[fp.Topic][fp.Partition]
-				if n := len(fp.Records); n > 0 {
-					next = fp.Records[n-1].Offset + 1
-				}
-				m[fp.Partition] = max(0, fp.HighWatermark-next)
-			}
-		})
-		recs := fs.Records()
-		hb := w.f.HeartbeatInterval > 0 && time.Since(w.lastHeartbeat) >= w.f.HeartbeatInterval
-		if len(recs) == 0 && !hb {
-			continue
-		}
-		if err := w.commit(prod, recs, hb); err != nil {
+		if err := w.mirrorPoll(ctx, fs); err != nil {
 			return err
 		}
+		// The group may rebalance only between polls: a task is handed
+		// over with no transaction open.
+		cons.AllowRebalance()
 	}
+}
+
+// directConsumer is the source consumer of a flow run by one process: it
+// owns the flow's one task and so every partition, assigned directly.
+func (w *worker) directConsumer(ctx context.Context, src map[string]int32) (*kgo.Client, error) {
+	w.mu.Lock()
+	committed, err := w.takeTasks(ctx, []int{0})
+	w.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	start := map[string]map[int32]kgo.Offset{}
+	w.mu.Lock()
+	for t, n := range src {
+		start[t] = map[int32]kgo.Offset{}
+		for p := range n {
+			start[t][p] = w.resumeAt(committed, t, p)
+		}
+	}
+	w.mu.Unlock()
+	cons, err := w.f.sourceClient(append(w.consumerOpts(), kgo.ConsumePartitions(start))...)
+	if err != nil {
+		return nil, err
+	}
+	w.log.Info("mirror: flow running", "flow", w.f.Name(), "topics", len(src), "resumed_partitions", len(committed))
+	return cons, nil
+}
+
+// resumeAt is where partition t/p resumes: just after its committed
+// offset, else (MM2's consumers) at the earliest offset. w.mu is held.
+func (w *worker) resumeAt(committed map[tp]int64, t string, p int32) kgo.Offset {
+	if o, ok := committed[tp{t, p}]; ok {
+		if w.next[t] != nil {
+			w.next[t][p] = o + 1
+		}
+		return kgo.NewOffset().At(o + 1).WithEpoch(-1)
+	}
+	return kgo.NewOffset().AtStart()
+}
+
+func (w *worker) consumerOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.ClientID("ringlog-mirror-" + w.f.Name()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16 << 20),
+		// The Java consumer's fetch.max.wait.ms, which MM2 runs with, not
+		// kgo's 5 s: a fetch in flight is not cut short when partitions
+		// whose start offsets were still being listed become ready, so
+		// a partition waits out one whole fetch of the others.
+		kgo.FetchMaxWait(500 * time.Millisecond)}
+}
+
+// dropTasks gives up every task this process owns (their producers are
+// closed; no transaction is open between polls). Without exactly once the
+// offsets still waiting for offset.flush.interval.ms are written first, so
+// that an orderly handover mirrors nothing twice.
+func (w *worker) dropTasks() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.tasks {
+		if err := w.flushTask(t); err != nil {
+			w.log.Warn("mirror: write the offsets of a task given up", "flow", w.f.Name(), "task", t.id, "err", err)
+		}
+		t.close()
+	}
+	w.tasks = map[int]*task{}
+	for _, m := range w.lag {
+		clear(m) // only the partitions of the tasks assigned next count
+	}
+}
+
+// mirrorPoll mirrors one poll: per task, per source codec, one
+// transaction each; the heartbeat goes in the process's lowest task's.
+func (w *worker) mirrorPoll(ctx context.Context, fs kgo.Fetches) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if m := w.lag[fp.Topic]; m != nil {
+			next := w.next[fp.Topic][fp.Partition]
+			if n := len(fp.Records); n > 0 {
+				next = fp.Records[n-1].Offset + 1
+			}
+			m[fp.Partition] = max(0, fp.HighWatermark-next)
+		}
+	})
+	recs := fs.Records()
+	hb := w.f.HeartbeatInterval > 0 && time.Since(w.lastHeartbeat) >= w.f.HeartbeatInterval
+	if len(recs) == 0 && (!hb || len(w.tasks) == 0) {
+		return nil
+	}
+	byTask := map[int][]*kgo.Record{}
+	for _, r := range recs {
+		if n, ok := w.plan[r.Topic]; !ok || r.Partition >= n {
+			return errTopologyChanged
+		}
+		k := taskOf(r.Topic, r.Partition, w.f.Tasks)
+		if w.tasks[k] == nil {
+			return fmt.Errorf("mirror: a record of %s/%d, in task %d, which this process does not own", r.Topic, r.Partition, k)
+		}
+		byTask[k] = append(byTask[k], r)
+	}
+	lowest := -1
+	for k := range w.tasks {
+		if lowest < 0 || k < lowest {
+			lowest = k
+		}
+	}
+	if hb {
+		if _, ok := byTask[lowest]; !ok {
+			byTask[lowest] = nil
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(byTask)) {
+		t := w.tasks[k]
+		runs := codecRuns(byTask[k])
+		if len(runs) == 0 {
+			runs = []codecRun{{}}
+		}
+		for i, run := range runs {
+			prod, err := w.producer(ctx, t, run.codec)
+			if err != nil {
+				return err
+			}
+			if err := w.commit(t, prod, run.recs, hb && k == lowest && i == 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// codecRun is records of one source codec, committed together.
+type codecRun struct {
+	codec int8
+	recs  []*kgo.Record
+}
+
+// codecRuns splits a task's records by the codec of their source batches,
+// keeping each partition's records in order across the runs: a record
+// goes in the first run of its codec at or after its partition's previous
+// record's run, since runs are committed one after another.
+func codecRuns(recs []*kgo.Record) []codecRun {
+	var runs []codecRun
+	at := map[tp]int{}
+	for _, r := range recs {
+		c, k := codecOf(r), tp{r.Topic, r.Partition}
+		j := at[k]
+		for j < len(runs) && runs[j].codec != c {
+			j++
+		}
+		if j == len(runs) {
+			runs = append(runs, codecRun{codec: c})
+		}
+		runs[j].recs = append(runs[j].recs, r)
+		at[k] = j
+	}
+	return runs
+}
+
+// flushPending writes, without exactly once, the offsets still waiting for
+// offset.flush.interval.ms (a clean stop).
+func (w *worker) flushPending(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for _, t := range w.tasks {
+		errs = append(errs, w.flushTask(t))
+	}
+	return errors.Join(errs...)
+}
+
+// flushTask writes task t's pending offsets now; w.mu is held.
+func (w *worker) flushTask(t *task) error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	t.lastOffsetFlush = time.Time{}
+	for _, p := range t.prods {
+		if p != nil { // any of the task's producers: no transaction here
+			return w.commit(t, p, nil, false)
+		}
+	}
+	return nil
 }
 
 // pollWait is how long a poll waits for records: no longer than the next
@@ -258,8 +423,15 @@ func (w *worker) pollWait() time.Duration {
 	return time.Second
 }
 
-// idle heartbeats until the refresh finds topics to mirror.
-func (w *worker) idle(ctx context.Context, prod *kgo.Client) error {
+// idle heartbeats until the refresh finds topics to mirror. The
+// heartbeats are not in a transaction: with no task, there is nothing to
+// fence, and several processes of a flow may idle at once.
+func (w *worker) idle(ctx context.Context) error {
+	prod, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-" + w.f.Name()))
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
 	t := time.NewTicker(max(10*time.Millisecond, min(w.f.RefreshInterval, w.f.HeartbeatInterval)))
 	defer t.Stop()
 	refresh := time.Now().Add(w.f.RefreshInterval)
@@ -270,9 +442,14 @@ func (w *worker) idle(ctx context.Context, prod *kgo.Client) error {
 		case <-t.C:
 		}
 		if w.f.HeartbeatInterval > 0 && time.Since(w.lastHeartbeat) >= w.f.HeartbeatInterval {
-			if err := w.commit(prod, nil, true); err != nil {
-				return err
+			h := Heartbeat{SourceAlias: w.f.SourceAlias, TargetAlias: w.f.TargetAlias, TimestampMs: time.Now().UnixMilli()}
+			hctx, cancel := context.WithTimeout(ctx, txnTimeout)
+			err := prod.ProduceSync(hctx, &kgo.Record{Topic: heartbeatsTopic, Key: h.Key(), Value: h.Value()}).FirstErr()
+			cancel()
+			if err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
 			}
+			w.lastHeartbeat = time.Now()
 		}
 		if time.Now().After(refresh) {
 			src, err := w.sourceTopics(ctx)

@@ -93,6 +93,13 @@ func (w *worker) prepareTargets(ctx context.Context, src map[string]int32) error
 			if err == nil {
 				err = rs.Error()
 			}
+			if errors.Is(err, kerr.InvalidPartitions) {
+				// "Topic already has N partitions": another process of the
+				// flow (or another flow from the same source) grew it
+				// since it was listed. Were it still short, producing to
+				// the new partitions fails the run, which starts over.
+				err = nil
+			}
 			if err != nil {
 				return fmt.Errorf("grow remote topic %s to %d partitions: %w", r, src[t], err)
 			}

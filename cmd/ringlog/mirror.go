@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ringlog/internal/admincli"
 	"ringlog/mirror"
 )
 
@@ -36,6 +37,9 @@ func mirrorMain(args []string) error {
 	targetAlias := fs.String("target-alias", "target", "with -source: the target cluster's alias")
 	policy := fs.String("replication-policy", "", "with -source: replication.policy.class, DefaultReplicationPolicy (ALIAS.TOPIC) or IdentityReplicationPolicy")
 	refresh := fs.Duration("refresh", 0, "with -source: how often the source's topics and partitions are listed again (refresh.topics.interval.seconds; default MM2's 10m)")
+	tasks := fs.Int("tasks", 1, "with -source: tasks.max; above 1 the flow's partitions are split into that many tasks, shared by every process running the flow through a consumer group on the source")
+	sourceConfig := fs.String("source-config", "", "with -source: the source's Kafka client properties (security.protocol, ssl.*, sasl.*), as --command-config takes them")
+	targetConfig := fs.String("target-config", "", "with -source: the target's Kafka client properties (security.protocol, ssl.*, sasl.*)")
 	atLeastOnce := fs.Bool("at-least-once", false, "no transactions on the target: an idempotent producer, the source offsets written after the records (for targets without transactions; a crash mirrors records again)")
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics); off when empty; loopback only unless -admin-public")
 	adminPublic := fs.Bool("admin-public", false, "let -admin listen on an address other than loopback")
@@ -53,6 +57,8 @@ func mirrorMain(args []string) error {
 	switch {
 	case *config != "" && (*source != "" || *target != ""):
 		return errors.New("mirror: -config or -source and -target, not both")
+	case *config != "" && (*sourceConfig != "" || *targetConfig != ""):
+		return errors.New("mirror: -source-config and -target-config go with -source and -target; in -config, set ALIAS.security.protocol, ALIAS.sasl.* and ALIAS.ssl.*")
 	case *config != "":
 		f, err := os.Open(*config)
 		if err != nil {
@@ -72,6 +78,24 @@ func mirrorMain(args []string) error {
 			name + ".enabled":                   "true",
 			name + ".topics":                    *topics,
 			"replication.policy.class":          *policy,
+			"tasks.max":                         fmt.Sprint(*tasks),
+		}
+		for _, c := range []struct{ path, alias string }{{*sourceConfig, *alias}, {*targetConfig, *targetAlias}} {
+			if c.path == "" {
+				continue
+			}
+			m, err := admincli.ReadProperties(c.path)
+			if err != nil {
+				return fmt.Errorf("mirror: %s: %w", c.path, err)
+			}
+			// Refuse by name what the client reader does not know,
+			// rather than drop it.
+			if _, err := admincli.SecurityOptions(m); err != nil {
+				return fmt.Errorf("mirror: %s: %w", c.path, err)
+			}
+			for k, v := range m {
+				p[c.alias+"."+k] = v
+			}
 		}
 		if *refresh > 0 {
 			p["refresh.topics.interval.seconds"] = fmt.Sprint(refresh.Seconds())

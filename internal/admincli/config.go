@@ -36,6 +36,10 @@ var knownKeys = map[string]bool{
 	"client.id":                             true,
 }
 
+// ReadProperties is readProperties, for `ringlog mirror`'s -source-config
+// and -target-config.
+func ReadProperties(path string) (map[string]string, error) { return readProperties(path) }
+
 // readProperties reads a Java properties file: key=value, key:value or
 // key value lines, # and ! comments, a trailing backslash continuing the
 // line (sasl.jaas.config is often written over several lines).
