@@ -248,8 +248,13 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	for i := range cfg.Shards {
 		s, err := newShard(e, i)
 		if err != nil {
-			e.stopShards()
-			return nil, err
+			// The shards made so far never ran: stopping them would wait
+			// for loops that are not there. Their I/O paths are all they
+			// hold.
+			for _, s := range e.shards {
+				s.io.Close()
+			}
+			return nil, fmt.Errorf("engine: shard %d: %w", i, err)
 		}
 		if i == 0 {
 			e.choice = s.choice

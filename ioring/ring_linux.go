@@ -70,9 +70,23 @@ func setupRing(entries uint32) (*ring, error) {
 		}
 	}
 	if errno != 0 {
-		return nil, fmt.Errorf("io_uring_setup: %w", errno)
+		return nil, setupError("io_uring_setup", errno)
 	}
 	return newRing(int(fd), &p)
+}
+
+// setupError is io_uring_setup's errno as an error; ENOMEM says which
+// limit ran out: without CAP_IPC_LOCK each ring's memory counts against
+// RLIMIT_MEMLOCK, and a broker of several shards (or many rings) can pass
+// a low limit with its first rings and fail on a later one.
+func setupError(call string, errno unix.Errno) error {
+	if errno == unix.ENOMEM {
+		var lim unix.Rlimit
+		if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil && lim.Cur != unix.RLIM_INFINITY {
+			return fmt.Errorf("%s: %w (the locked-memory limit, RLIMIT_MEMLOCK, is %d KiB and every ring counts against it: raise it with ulimit -l, or LimitMEMLOCK= in the service unit)", call, errno, lim.Cur>>10)
+		}
+	}
+	return fmt.Errorf("%s: %w", call, errno)
 }
 
 // setupRingWith creates a ring with exactly the setup flags given (and a
@@ -85,7 +99,7 @@ func setupRingWith(entries, cqEntries, flags uint32) (*ring, error) {
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
-		return nil, fmt.Errorf("io_uring_setup(flags %#x): %w", p.flags, errno)
+		return nil, setupError(fmt.Sprintf("io_uring_setup(flags %#x)", p.flags), errno)
 	}
 	return newRing(int(fd), &p)
 }

@@ -143,3 +143,39 @@ func TestStartLogsBindingLimit(t *testing.T) {
 		t.Errorf("the line does not say what vm.max_map_count leaves room for: %s", attrs)
 	}
 }
+
+// TestStartFailsWhenALaterShardHasNoRing: the broker of four io_uring
+// shards under a locked-memory limit that holds the first ring but not
+// all four (CAP_IPC_LOCK dropped, so the limit applies to root too) must
+// exit with an error naming the shard and the limit. It used to hang for
+// ever: the shards made before the failing one were stopped through
+// loops that had not started.
+func TestStartFailsWhenALaterShardHasNoRing(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("setpriv", "--bounding-set=-ipc_lock", "prlimit", "--memlock=65536:65536", "--",
+		testkit.Binary(t), "-data-dir", t.TempDir(), "-listen", "127.0.0.1:0", "-io", "uring", "-shards", "4")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("setpriv and prlimit (util-linux): %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the broker exited 0 under a 64 KiB locked-memory limit:\n%s", out.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the broker neither started nor exited in 20 s:\n%s", out.String())
+	}
+	log := out.String()
+	if strings.Contains(log, "shard 0:") {
+		t.Fatalf("the first ring did not fit in 64 KiB, so a later shard's failure is not what ran:\n%s", log)
+	}
+	if !regexp.MustCompile(`engine: shard [1-3]: .*RLIMIT_MEMLOCK`).MatchString(log) {
+		t.Fatalf("the error names neither the shard nor the limit:\n%s", log)
+	}
+}
