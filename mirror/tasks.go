@@ -252,7 +252,13 @@ func (w *worker) producer(ctx context.Context, t *task, c int8) (*kgo.Client, er
 	opts := []kgo.Opt{
 		kgo.ClientID("ringlog-mirror-" + w.f.Name()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(8 << 20), kgo.ProducerLinger(0),
+		// kgo's default batch bound (1,000,012 bytes), below Kafka's
+		// default max.message.bytes (1,048,588): a larger bound let
+		// batches of small records grow past what a default topic
+		// accepts (MESSAGE_TOO_LARGE on every retry). A single record
+		// above it is refused, as MM2's producer refuses one above its
+		// max.request.size.
+		kgo.ProducerBatchMaxBytes(1_000_012), kgo.ProducerLinger(0),
 		kgo.ProducerBatchCompression(codecOpt(c)),
 	}
 	if w.f.ExactlyOnce {
