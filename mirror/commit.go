@@ -149,14 +149,20 @@ func (w *worker) abort(prod *kgo.Client, cause error) error {
 }
 
 // readOffsets reads the flow's committed source offsets from the target's
-// offsets topic, read_committed, up to its last stable offset: the last
+// offsets topic, read_committed, up to its high watermark: the last
 // source offset mirrored per source partition; and the flow's task count
 // recorded there (tasks.go), 0 when none is. Control records are kept
 // so that the reader sees the end of the log even when its last entry is
-// a transaction marker.
+// a transaction marker. Not up to the last stable offset: an open
+// transaction of another task (a process killed mid-transaction, whose
+// tasks are not yet fenced by their next owner) holds it below offsets
+// this task committed later, and resuming from the older ones mirrored
+// records twice (TestMirrorSharedFlow saw it). Reading committed up to the
+// high watermark waits for that transaction to end instead: its task's
+// next owner fences it, or the coordinator aborts it at its timeout.
 func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
 	topic := w.f.OffsetsTopic()
-	ends, err := w.dstAdm.ListCommittedOffsets(ctx, topic)
+	ends, err := w.dstAdm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list %s's end: %w", topic, err)
 	}
@@ -185,7 +191,7 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
 		return nil, 0, err
 	}
 	defer cl.Close()
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, txnTimeout+30*time.Second)
 	defer cancel()
 	for len(want) > 0 {
 		fs := cl.PollFetches(rctx)
