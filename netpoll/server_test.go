@@ -75,35 +75,34 @@ func TestPipelinedOutOfOrder(t *testing.T) {
 		const n = 300
 		rng := rand.New(rand.NewPCG(7, 7))
 		var want []string
-		go func() {
-			var wire []byte
-			for i := range n {
-				payload := fmt.Sprintf("req-%03d", i)
-				switch rng.IntN(4) {
-				case 0:
-					wire = append(wire, frame(echoReq(payload))...)
-					want = append(want, "e"+payload)
-				case 1:
-					wire = append(wire, frame([]byte{cmdNone})...)
-				default:
-					wire = append(wire, frame(delayReq(rng.IntN(8), payload))...)
-					want = append(want, payload)
-				}
+		var wire []byte
+		for i := range n {
+			payload := fmt.Sprintf("req-%03d", i)
+			switch rng.IntN(4) {
+			case 0:
+				wire = append(wire, frame(echoReq(payload))...)
+				want = append(want, "e"+payload)
+			case 1:
+				wire = append(wire, frame([]byte{cmdNone})...)
+			default:
+				wire = append(wire, frame(delayReq(rng.IntN(8), payload))...)
+				want = append(want, payload)
 			}
-			_, _ = c.nc.Write(wire)
-		}()
-		time.Sleep(10 * time.Millisecond) // want is filled before the first reply can arrive
-		for i := 0; ; i++ {
-			b, err := c.tryRecv(300 * time.Millisecond)
+		}
+		go func() { _, _ = c.nc.Write(wire) }()
+		// Every expected response, however loaded the machine (a short
+		// timeout here failed under a load of 15), then none more.
+		for i := range want {
+			b, err := c.tryRecv(10 * time.Second)
 			if err != nil {
-				if i != len(want) {
-					t.Fatalf("got %d responses, want %d: %v", i, len(want), err)
-				}
-				break
+				t.Fatalf("got %d responses, want %d: %v", i, len(want), err)
 			}
-			if i >= len(want) || string(b) != want[i] {
+			if string(b) != want[i] {
 				t.Fatalf("response %d: %q, want %q", i, b, want[i])
 			}
+		}
+		if b, err := c.tryRecv(300 * time.Millisecond); err == nil {
+			t.Fatalf("a response more than the %d expected: %q", len(want), b)
 		}
 		testkit.WaitFor(t, 5*time.Second, "in-flight to drain", func() bool { return s.Stats().InFlight == 0 })
 	})
