@@ -68,16 +68,20 @@ func TestScaleOut(t *testing.T) {
 		b := startApp(t, wordCount("lines", "counts-out"), cfg)
 		<-done
 
-		// b took half the tasks, a kept the other half: every task once.
+		// b took half the tasks, a kept the other half, and b restored
+		// the stores of those it took. A task shows in Stats as soon as
+		// it is created, before its restore begins: wait for the
+		// restores' last reports.
 		var ta, tb []TaskStats
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			ta, tb = a.Stats().Tasks, b.Stats().Tasks
-			if len(ta) == 4 && len(tb) == 4 && !restoring(tb) {
+			if len(ta) == 4 && len(tb) == 4 && restoresDone(tb, &restoreMu, restored) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("tasks not shared half and half: a %v, b %v", ta, tb)
+				restoreMu.Lock()
+				t.Fatalf("tasks not shared half and half, or b's stores not restored: a %v, b %v, b's restores %+v", ta, tb, restored)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -124,11 +128,15 @@ func TestScaleOut(t *testing.T) {
 	})
 }
 
-func restoring(ts []TaskStats) bool {
+// restoresDone says whether every task with a store (subtopology 1) of
+// ts has reported the end of its restore.
+func restoresDone(ts []TaskStats, mu *sync.Mutex, reports map[string]RestoreProgress) bool {
+	mu.Lock()
+	defer mu.Unlock()
 	for _, x := range ts {
-		if x.Restoring {
-			return true
+		if strings.HasPrefix(x.Task, "1_") && !reports[x.Task].Done {
+			return false
 		}
 	}
-	return false
+	return true
 }
