@@ -273,7 +273,56 @@ func fakeSuiteOf(t *testing.T, matrixName string) *suite {
 		eos.mirrorCPU = append(eos.mirrorCPU, 4)
 	}
 	s.mirr.run("mirror-at-least-once").row.fails = []string{"ringlog mirror exited"}
+	// Streams: the hand-written loop at 30,000 lines/s, at least once at
+	// 20,000 (0.67x), exactly once at 16,000 (0.80x of at least once).
+	s.strm = newStreamsSection()
+	s.strm.ran = true
+	for i := range 3 {
+		for id, n := range map[string]int64{"kgo-hand-written": 30_000, "streams-at-least-once": 20_000, "streams-exactly-once": 16_000} {
+			r := s.strm.run(id)
+			r.row.samples = append(r.row.samples, sample{round: i, records: n, bytes: n * 11, elapsed: time.Second, cpu: time.Second, cpuOK: true})
+		}
+	}
 	return s
+}
+
+func TestStreamsReport(t *testing.T) {
+	s := fakeSuite(t)
+	var b bytes.Buffer
+	s.writeStreams(&b)
+	rep := b.String()
+	for _, want := range []string{
+		"| hand-written kgo loop (consume, count in a map, produce, commit; at least once) | 30.0k |",
+		"| streams word count, at least once | 20.0k |",
+		"| 0.67x | 1.00x |",
+		"| streams word count, exactly once (transactions, KIP-447) | 16.0k |",
+		"| 0.53x | 0.80x |",
+		"Measured 0.67x (20.0k of 30.0k lines/s): **not met**.",
+		"Measured 0.80x (16.0k of 20.0k lines/s): met.",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("Streams section lacks %q:\n%s", want, rep)
+		}
+	}
+	var tg bytes.Buffer
+	s.writeTargets(&tg)
+	if l := lineWith(tg.String(), "at least once records/s ≥ 0.8x the same job hand-written"); !strings.Contains(l, "| 0.67x (20.0k against 30.0k lines/s; Streams section) | **not met** |") {
+		t.Errorf("targets: %q", l)
+	}
+	if l := lineWith(tg.String(), "exactly once records/s ≥ 0.7x at least once"); !strings.Contains(l, "| 0.80x (16.0k against 20.0k lines/s; Streams section) | met |") {
+		t.Errorf("targets: %q", l)
+	}
+	// -only mirror: the section says it did not run, the targets are
+	// not measured.
+	s.cfg.only = onlyMirror
+	b.Reset()
+	s.writeStreams(&b)
+	tg.Reset()
+	s.writeTargets(&tg)
+	if !strings.Contains(b.String(), "*Not run (-only mirror).*") ||
+		!strings.Contains(lineWith(tg.String(), "exactly once records/s ≥ 0.7x at least once"), "| — | not measured in this matrix |") {
+		t.Errorf("-only mirror:\n%s\n%s", b.String(), lineWith(tg.String(), "exactly once records/s"))
+	}
 }
 
 func TestMirroringReport(t *testing.T) {

@@ -59,7 +59,7 @@ type config struct {
 	consumers  int
 	peers      []string // peer keys to run
 	kinds      []string // workload kinds to run; empty: all
-	only       string   // "", onlyMatrix, onlyReplication or onlyMirror
+	only       string   // "", onlyMatrix, onlyReplication, onlyMirror or onlyStreams
 	outDir     string
 	readme     string
 	workDir    string
@@ -73,7 +73,7 @@ const usageText = `ringlog bench: ringlog and its peers under the same workloads
 
   ringlog bench [-quick] [-matrix standard|produce|full] [-runs N] [-duration D]
                 [-records N] [-bytes N] [-fill N] [-producers N] [-consumers N]
-                [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication|mirror]
+                [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication|mirror|streams]
                 [-out DIR] [-readme FILE] [-dir DIR] [-broker PATH] [-timeout D]
 
 Peers: %s.
@@ -100,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	rate := fs.Float64("rate", 0, "open-loop rate in records/s (default: half of ringlog io_uring's measured peak)")
 	peers := fs.String("peers", strings.Join(peerKeys(), ","), "peers to measure")
 	kinds := fs.String("workloads", "", "workload kinds to run: produce, consume, latency, e2e, produce+consume (default all; the base produce run always runs)")
-	only := fs.String("only", "", "run one part of the suite: matrix (the workloads on every peer), replication (the cluster's Replication section) or mirror (the Mirroring section)")
+	only := fs.String("only", "", "run one part of the suite: matrix (the workloads on every peer), replication (the cluster's Replication section), mirror (the Mirroring section) or streams (the Streams section)")
 	out := fs.String("out", "", "results folder (default bench-results/<UTC time>)")
 	readme := fs.String("readme", "", "a README.md whose Performance section is replaced by this run's")
 	workDir := fs.String("dir", "", "where brokers keep their data (default: a temporary folder, removed)")
@@ -117,8 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		producers: *producers, consumers: *consumers, rate: *rate, outDir: *out, readme: *readme,
 		workDir: *workDir, broker: *broker, timeout: *timeout, args: args, only: *only,
 	}
-	if c.only != "" && c.only != onlyMatrix && c.only != onlyReplication && c.only != onlyMirror {
-		return config{}, fmt.Errorf("bench: -only %q: want %s, %s or %s", c.only, onlyMatrix, onlyReplication, onlyMirror)
+	if c.only != "" && c.only != onlyMatrix && c.only != onlyReplication && c.only != onlyMirror && c.only != onlyStreams {
+		return config{}, fmt.Errorf("bench: -only %q: want %s, %s, %s or %s", c.only, onlyMatrix, onlyReplication, onlyMirror, onlyStreams)
 	}
 	if c.quick {
 		c.matrix = "quick"
@@ -160,6 +160,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			// The Mirroring section: a second broker, and three runs
 			// of a few seconds each.
 			c.timeout += 20 * time.Second
+		}
+		if c.quick && (c.only == "" || c.only == onlyStreams) {
+			// The Streams section: three word counts of 100,000 lines,
+			// each joining a fresh group (3 s of initial rebalance delay).
+			c.timeout += 30 * time.Second
+		}
+		if !c.quick && (c.only == "" || c.only == onlyStreams) {
+			// The Streams section: three word counts of 10 million
+			// lines per round, a few minutes each on this machine.
+			c.timeout += 45 * time.Minute
 		}
 		if c.matrix == "full" {
 			c.timeout = 4 * time.Hour
@@ -215,6 +225,7 @@ const (
 	onlyMatrix      = "matrix"
 	onlyReplication = "replication"
 	onlyMirror      = "mirror"
+	onlyStreams     = "streams"
 )
 
 // parseBytes reads "512MiB", "2GiB", "64KiB" or a plain number of bytes.

@@ -53,6 +53,9 @@ func (s *suite) write() error {
 	if s.mirroringSelected() {
 		s.writeMirroring(s.out)
 	}
+	if s.streamsSelected() {
+		s.writeStreams(s.out)
+	}
 	if s.profile != nil && s.profile.err == "" {
 		fmt.Fprintf(s.out, "CPU profile of %s during the main produce run (top %d by flat time):\n\n%s\n",
 			s.profile.peer, profileTopN, profileText(s.profile))
@@ -137,7 +140,7 @@ func (s *suite) writeJSON(w io.Writer) error {
 		"command": s.commandLine(), "matrix": s.cfg.matrix, "runs": s.cfg.runs,
 		"run_duration_s": s.cfg.duration.Seconds(), "open_loop_rate": s.rate, "open_loop_rate_source": s.rateSource,
 		"limits": limits, "tables": tables, "replication": s.replicationJSON(),
-		"mirroring": s.mirroringJSON(),
+		"mirroring": s.mirroringJSON(), "streams": s.streamsJSON(),
 	}
 	if p := s.profile; p != nil {
 		var top []map[string]any

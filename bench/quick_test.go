@@ -189,7 +189,7 @@ func checkReport(t *testing.T, report string) {
 	for _, sec := range []string{"# ringlog benchmark report", "## How to read this", "## Peers",
 		"## This machine's limits", "## Targets", "## Every peer against ringlog io_uring",
 		"## Every peer against Apache Kafka", "## Results",
-		"## Replication", "## Mirroring", "## Zero-copy on loopback", "## Network paths: system calls and CPU split",
+		"## Replication", "## Mirroring", "## Streams", "## Zero-copy on loopback", "## Network paths: system calls and CPU split",
 		"## CPU profile of ringlog io_uring", "## Plots"} {
 		if !strings.Contains(report, "\n"+sec) && !strings.HasPrefix(report, sec) {
 			t.Errorf("report lacks section %q", sec)
@@ -257,6 +257,7 @@ func checkReport(t *testing.T, report string) {
 	}
 	checkReplication(t, section(report, "## Replication"))
 	checkMirroring(t, section(report, "## Mirroring"))
+	checkStreams(t, section(report, "## Streams"))
 	limits := section(report, "## This machine's limits")
 	for _, l := range []string{"sequential disk write", "fdatasync rate", "loopback TCP"} {
 		line := lineWith(limits, l)
@@ -372,6 +373,37 @@ func checkMirroring(t *testing.T, sec string) {
 	if !strings.Contains(sec, "Target: exactly-once mirroring") || !(strings.Contains(sec, ": met.") ||
 		strings.Contains(sec, "**not met**") || strings.Contains(sec, "Not measured")) {
 		t.Errorf("Mirroring: the target is neither judged nor said not measured:\n%s", sec)
+	}
+}
+
+// checkStreams checks the Streams section as checkMirroring does the
+// Mirroring one: three rows attempted, both targets judged or said not
+// measured.
+func checkStreams(t *testing.T, sec string) {
+	t.Helper()
+	if sec == "" {
+		return // reported missing above
+	}
+	for _, name := range []string{"hand-written kgo loop", "streams word count, at least once", "streams word count, exactly once"} {
+		cs := cells(lineWith(sec, "| "+name))
+		if len(cs) != 6 {
+			t.Errorf("Streams: no row %q of 6 cells: %v", name, cs)
+			continue
+		}
+		switch m := rowStatus.FindStringSubmatch(cs[1]); {
+		case m != nil && (m[1] == statusUnavailable || strings.TrimSpace(m[2]) == ""):
+			t.Errorf("Streams: %s: %s", name, cs[1])
+		case m != nil:
+			t.Logf("Streams: %s %s: %s", name, m[1], m[2])
+		case !figure.MatchString(cs[1]):
+			t.Errorf("Streams: %s: %q is neither a figure nor a reason", name, cs[1])
+		}
+	}
+	for _, target := range []string{"Target: streams word count at least once", "Target: streams word count exactly once"} {
+		l := lineWith(sec, target)
+		if l == "" || !(strings.Contains(l, ": met.") || strings.Contains(l, "**not met**") || strings.Contains(l, "Not measured")) {
+			t.Errorf("Streams: %q is neither judged nor said not measured:\n%s", target, sec)
+		}
 	}
 }
 

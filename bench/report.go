@@ -195,6 +195,7 @@ func (s *suite) writeReport(w io.Writer) {
 	}
 	s.writeReplication(w)
 	s.writeMirroring(w)
+	s.writeStreams(w)
 	if len(s.tables) > 0 {
 		s.writeSendfile(w)
 		s.writeNetPaths(w)
@@ -216,11 +217,13 @@ func (s *suite) modeText() string {
 	part := "Matrix " + s.cfg.matrix
 	switch s.cfg.only {
 	case onlyMatrix:
-		part += " (-only matrix: no Replication or Mirroring section)"
+		part += " (-only matrix: no Replication, Mirroring or Streams section)"
 	case onlyReplication:
 		part = "The Replication section alone (-only replication)"
 	case onlyMirror:
 		part = "The Mirroring section alone (-only mirror)"
+	case onlyStreams:
+		part = "The Streams section alone (-only streams)"
 	}
 	return fmt.Sprintf("%s. %s. Each run is bounded by %v of sending and by %s records or %s of values; "+
 		"consume runs read %s written just before.", part, runs, s.cfg.duration,

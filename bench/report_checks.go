@@ -121,6 +121,9 @@ func (s *suite) writeTargets(w io.Writer) {
 	}
 	s.writeNetPathsTargets(judge, line)
 	s.mirrorRatio().judge(judge, line)
+	for _, k := range s.streamsTargets() {
+		k.judge(judge, line)
+	}
 	fmt.Fprint(w, "\nAll for ringlog io_uring but the RF=3 rows, which are the 3-broker cluster's, and the SASL_SSL rows, "+
 		"ringlog SASL_SSL's; the six naming Apache Kafka against it in the same run (its single node, or its 3-node "+
 		"cluster for RF=3); the SASL_SSL rows against ringlog io_uring's PLAINTEXT in the same run and table, kgo "+
@@ -132,7 +135,9 @@ func (s *suite) writeTargets(w io.Writer) {
 		"same tables; the authorizer rows (issue 15's) ringlog ACLs 100's and ringlog ACLs 1,000's, ringlog io_uring with its "+
 		"authorizer on, against ringlog io_uring (the authorizer off) in the base produce table; the mirroring row (issue 16's) "+
 		"ringlog mirror from ringlog io_uring to a second ringlog io_uring process, exactly once, against one plain kgo "+
-		"producer into that target in the same round (Mirroring section)")
+		"producer into that target in the same round (Mirroring section); the streams rows (issue 17's) the streams library's "+
+		"word count on ringlog io_uring against the same job hand-written with kgo, and exactly once against at least once, "+
+		"in the same rounds (Streams section)")
 	if s.rate > 0 {
 		fmt.Fprintf(w, "; \"half of peak load\" is %s records/s (%s)", fmtCount(s.rate), s.rateSource)
 	}

@@ -34,6 +34,7 @@ type suite struct {
 	profile *profileResult
 	repl    *replication
 	mirr    *mirroring
+	strm    *streamsSection
 
 	rate       float64 // open-loop rate in records/s
 	rateSource string
@@ -62,6 +63,7 @@ func newSuite(cfg config, out, progressOut io.Writer) (*suite, error) {
 	s.machine = describeMachine(s.workDir)
 	s.repl = newReplication()
 	s.mirr = newMirroring()
+	s.strm = newStreamsSection()
 	for _, w := range matrix(cfg.matrix, cfg.producers, cfg.consumers) {
 		// The base produce run always runs with the matrix: it sets the
 		// open-loop rate and is where the broker's profile is taken.
@@ -82,7 +84,7 @@ func newSuite(cfg config, out, progressOut io.Writer) (*suite, error) {
 	if s.measuresLimits() {
 		steps++
 	}
-	s.progress = newProgress(progressOut, cfg.runs*steps+s.replSteps()+s.mirrorSteps(), s.deadline)
+	s.progress = newProgress(progressOut, cfg.runs*steps+s.replSteps()+s.mirrorSteps()+s.streamsSteps(), s.deadline)
 	return s, nil
 }
 
@@ -184,6 +186,9 @@ func (s *suite) run(ctx context.Context) error {
 		}
 		if s.mirroringSelected() {
 			s.mirroringRound(ctx, round)
+		}
+		if s.streamsSelected() {
+			s.streamsRound(ctx, round)
 		}
 	}
 	if s.replicationSelected() {

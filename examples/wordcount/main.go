@@ -5,6 +5,12 @@
 // -app to share the work; kill one and the others take its tasks over.
 //
 //	wordcount -brokers 127.0.0.1:9092 -in lines -out word-counts -state /tmp/wc [-eos]
+//
+// -session-timeout and -commit-interval shorten Kafka's defaults (45 s,
+// and 30 s at least once or 100 ms exactly once): streams' kill test
+// SIGKILLs instances of this program and wants the group to notice in a
+// second or two, which needs the broker's group.min.session.timeout.ms
+// lowered as well.
 package main
 
 import (
@@ -17,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"ringlog/streams"
 )
@@ -41,12 +49,15 @@ func main() {
 	state := flag.String("state", "wordcount-state", "state directory")
 	instance := flag.String("instance", "", "instance id (exactly once: keep it across restarts)")
 	eos := flag.Bool("eos", false, "exactly once")
+	session := flag.Duration("session-timeout", 0, "consumer group session timeout (default kgo's, 45s); heartbeats go at a tenth of it")
+	commit := flag.Duration("commit-interval", 0, "commit interval (default 30s at least once, 100ms exactly once)")
 	flag.Parse()
 	topo, err := topology(*in, *out)
 	if err != nil {
 		log.Fatal(err)
 	}
 	cfg := streams.Config{ApplicationID: *app, Brokers: strings.Split(*brokers, ","), StateDir: *state, InstanceID: *instance,
+		CommitInterval: *commit,
 		OnRestore: func(p streams.RestoreProgress) {
 			if p.Done {
 				log.Printf("restored %s %s/%d to %d", p.Store, p.Topic, p.Partition, p.Total)
@@ -54,6 +65,9 @@ func main() {
 		}}
 	if *eos {
 		cfg.Guarantee = streams.ExactlyOnce
+	}
+	if *session > 0 {
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.SessionTimeout(*session), kgo.HeartbeatInterval(*session/10))
 	}
 	a, err := streams.New(topo, cfg)
 	if err != nil {
@@ -65,10 +79,16 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Print(topo.Describe())
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Wait() }()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
+		case err := <-stopped:
+			// Processing stopped by itself (fenced, a broker error):
+			// exit, so that a supervisor restarts the instance.
+			log.Fatalf("stopped: %v", err)
 		case <-ctx.Done():
 			if err := a.Close(); err != nil {
 				log.Fatal(err)
