@@ -71,6 +71,9 @@ func (s *StoreView) GetBytes(key []byte) ([]byte, bool, error) {
 	if s.def.windowed && len(pk) >= 8 {
 		pk = pk[:len(pk)-8]
 	}
+	if s.def.session && len(pk) >= 16 {
+		pk = pk[:len(pk)-16]
+	}
 	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(s.topic()).Partition(&kgo.Record{Key: pk}, int(n)))
 	a.tasksMu.RLock()
 	defer a.tasksMu.RUnlock()

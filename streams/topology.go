@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Errors a topology or an application reports. Build and Start wrap them
@@ -52,6 +53,10 @@ type node struct {
 
 	stores []*storeDef // stores this node reads and writes
 
+	// windowFinal is set on windowed aggregations: the stream time at
+	// which a window ending at end (ms) can no longer change (Suppress).
+	windowFinal func(end int64) int64
+
 	// inst returns, for task t, func(Record[K,V]) for the node's input
 	// type, or func(*kgo.Record) for a source. Called once per node per
 	// task (task.instance memoizes).
@@ -69,6 +74,9 @@ type storeDef struct {
 	// windowed stores end their keys with the window start (8 bytes),
 	// which is not part of the key the input was partitioned by.
 	windowed bool
+	// session stores end their keys with the session end and start (16
+	// bytes, Kafka's SessionKeySchema).
+	session bool
 	// serKey and deValue use them untyped, for App.Store's Get.
 	serKey  func(topic string, k any) ([]byte, error)
 	deValue func(topic string, b []byte) (any, error)
@@ -145,8 +153,9 @@ func (b *Builder) addStore(s *storeDef, n *node) *storeDef {
 type Opt func(*opConf)
 
 type opConf struct {
-	name     string
-	key, val any
+	name      string
+	key, val  any
+	retention time.Duration // windowed stores (Retention)
 }
 
 // Named names an operation: its processor, and for a stateful one its

@@ -80,19 +80,49 @@ func (s windowedSerde[K]) Deserialize(topic string, b []byte) (Windowed[K], erro
 	return Windowed[K]{Key: k, Window: Window{Start: start, End: start.Add(s.size)}}, nil
 }
 
-// WindowedGrouped is a TimeWindowedKStream: grouped records in windows.
-type WindowedGrouped[K, V any] struct {
-	g *Grouped[K, V]
-	w TimeWindows
+// Windows are the windows WindowedBy accepts: TimeWindows (tumbling,
+// hopping) or SlidingWindows. Session windows, whose aggregations need a
+// merger, have SessionWindowedBy.
+type Windows interface {
+	check() error
+	retention() time.Duration // Kafka's default store retention
 }
 
-// WindowedBy puts g's records in windows w.
-func WindowedBy[K, V any](g *Grouped[K, V], w TimeWindows) *WindowedGrouped[K, V] {
+func (w TimeWindows) check() error {
 	if w.Size <= 0 || w.Advance < 0 || w.Advance > w.Size || w.Grace < 0 || w.Size%time.Millisecond != 0 || w.Advance%time.Millisecond != 0 {
-		g.s.b.errorf("windows %+v: want 0 < Advance <= Size (or Advance 0: tumbling), Grace >= 0, whole milliseconds", w)
+		return fmt.Errorf("windows %+v: want 0 < Advance <= Size (or Advance 0: tumbling), Grace >= 0, whole milliseconds", w)
+	}
+	return nil
+}
+
+// retention is Kafka's default for a TimeWindows store: size + grace,
+// so a window is purged once it has closed.
+func (w TimeWindows) retention() time.Duration { return w.Size + w.Grace }
+
+// WindowedGrouped is a TimeWindowedKStream (or SlidingWindowedKStream):
+// grouped records in windows.
+type WindowedGrouped[K, V any] struct {
+	g *Grouped[K, V]
+	w Windows
+}
+
+// WindowedBy puts g's records in windows w (TimeWindows or
+// SlidingWindows).
+func WindowedBy[K, V any](g *Grouped[K, V], w Windows) *WindowedGrouped[K, V] {
+	if err := w.check(); err != nil {
+		g.s.b.errorf("%v", err)
 	}
 	return &WindowedGrouped[K, V]{g: g, w: w}
 }
+
+// Retention keeps a windowed store's windows for d of stream time (by
+// the window start; a session by its end), as Kafka's
+// Materialized.withRetention; older ones are deleted from the store and
+// tombstoned in its changelog. The default is Kafka's: size + grace
+// (TimeWindows), 2 x time difference + grace (SlidingWindows), gap +
+// grace (SessionWindows); a shorter retention is a topology error, since
+// windows still open would be purged.
+func Retention(d time.Duration) Opt { return func(c *opConf) { c.retention = d } }
 
 // WindowedCount counts each key's records per window.
 func WindowedCount[K, V any](wg *WindowedGrouped[K, V], opts ...Opt) *Table[Windowed[K], int64] {
@@ -100,18 +130,28 @@ func WindowedCount[K, V any](wg *WindowedGrouped[K, V], opts ...Opt) *Table[Wind
 		append([]Opt{ValueSerde(Int64)}, opts...)...)
 }
 
-// WindowedAggregate folds each key's records per window into an A.
-func WindowedAggregate[K, V, A any](wg *WindowedGrouped[K, V], init func() A, agg func(K, V, A) A, opts ...Opt) *Table[Windowed[K], A] {
-	g, w := wg.g, wg.w
+// windowedSetup is what every windowed aggregation starts with: names,
+// the records repartitioned if their key may have changed, serdes
+// checked, the retention chosen.
+type windowedSetup[K, V, A any] struct {
+	b         *Builder
+	name      string
+	storeName string
+	s         *Stream[K, V]
+	k         Serde[K]
+	a         Serde[A]
+	retention int64 // ms
+}
+
+func setupWindowed[K, V, A any](g *Grouped[K, V], kind string, opts []Opt, def Serde[A], minRetention time.Duration) windowedSetup[K, V, A] {
 	b := g.s.b
 	c := conf(opts)
-	name := b.name("KSTREAM-WINDOWED-AGGREGATE", c.name)
+	name := b.name(kind, c.name)
 	storeName := name
 	if c.name == "" {
-		storeName = fmt.Sprintf("KSTREAM-WINDOWED-AGGREGATE-STATE-STORE-%010d", b.seq)
+		storeName = fmt.Sprintf("%s-STATE-STORE-%010d", kind, b.seq)
 	}
-	_, a := serdesOf[K, A](b, opts2conf(c), "windowedAggregate", g.key, nil)
-	k := g.key
+	_, a := serdesOf[K, A](b, opts2conf(c), kind, g.key, def)
 	repName := g.name
 	if repName == "" {
 		repName = storeName
@@ -124,19 +164,48 @@ func WindowedAggregate[K, V, A any](wg *WindowedGrouped[K, V], init func() A, ag
 			s = repartitioned(s, repName, g.key, g.val)
 		}
 	}
-	if k == nil || a == nil {
+	if g.key == nil || a == nil {
 		b.errorf("%s: store %q needs a key and a value serde", name, storeName)
 	}
+	ret := c.retention
+	if ret == 0 {
+		ret = minRetention
+	} else if ret < minRetention || ret%time.Millisecond != 0 {
+		b.errorf("%s: retention %v: want whole milliseconds, at least %v (the windows' size or time difference and grace), or windows still open would be purged", name, ret, minRetention)
+	}
+	return windowedSetup[K, V, A]{b: b, name: name, storeName: storeName, s: s, k: g.key, a: a, retention: ret.Milliseconds()}
+}
+
+// WindowedAggregate folds each key's records per window into an A.
+func WindowedAggregate[K, V, A any](wg *WindowedGrouped[K, V], init func() A, agg func(K, V, A) A, opts ...Opt) *Table[Windowed[K], A] {
+	switch w := wg.w.(type) {
+	case SlidingWindows:
+		return slidingAggregate(wg.g, w, init, agg, opts)
+	case TimeWindows:
+		return timeAggregate(wg.g, w, init, agg, opts)
+	}
+	wg.g.s.b.errorf("windows of type %T", wg.w)
+	return &Table[Windowed[K], A]{b: wg.g.s.b, n: wg.g.s.n}
+}
+
+func timeAggregate[K, V, A any](g *Grouped[K, V], w TimeWindows, init func() A, agg func(K, V, A) A, opts []Opt) *Table[Windowed[K], A] {
+	ws := setupWindowed[K, V, A](g, "KSTREAM-WINDOWED-AGGREGATE", opts, nil, w.retention())
+	b, k, a, storeName := ws.b, ws.k, ws.a, ws.storeName
 	wk := WindowedSerde(k, w.Size)
-	n := b.add(kindProcessor, name, s.n)
+	n := b.add(kindProcessor, ws.name, ws.s.n)
 	def := newStoreDef(storeName, wk, a)
 	def.windowed = true
 	b.addStore(def, n)
 	size, grace := w.Size.Milliseconds(), w.Grace.Milliseconds()
+	// A window [start, end) closes once stream time - grace reaches its
+	// end (Kafka's KStreamWindowAggregate drops at end <= close time).
+	n.windowFinal = func(end int64) int64 { return end + grace }
 	n.inst = func(t *task) any {
 		st := t.store(storeName)
 		next := fanout[Windowed[K], Change[A]](t, n)
+		purge := newPurger(st, ws.retention, windowStartOf)
 		return func(r Record[K, V]) {
+			defer purge.maybe()
 			kb, err := k.Serialize(st.changelog, r.Key)
 			if err != nil {
 				t.fail(fmt.Errorf("%s: key: %w", storeName, err))

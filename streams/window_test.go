@@ -59,7 +59,9 @@ func TestHoppingWindowCount(t *testing.T) {
 		}
 		b := NewBuilder()
 		clicks := Source(b, []string{"clicks"}, String, String)
-		WindowedCount(WindowedBy(GroupByKey(clicks), w), Named("clicks-per-window"))
+		// Every window is read at the end: kept past Kafka's default
+		// retention (size + grace), which purges closed windows.
+		WindowedCount(WindowedBy(GroupByKey(clicks), w), Named("clicks-per-window"), Retention(time.Hour))
 		topo, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
