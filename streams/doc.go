@@ -92,7 +92,7 @@
 //	tables, global tables     group table, Lookup/View  Table, TableFrom, NewGlobalTable
 //	state store               LevelDB + group table     pebble + <app>-<store>-changelog
 //	exactly once              no                        yes (transactions, KIP-447)
-//	windows                   no                        tumbling, hopping (grace, late counted); sliding, session next
+//	windows                   no                        tumbling, hopping, sliding, session (grace, late counted), suppression
 //	stream-stream joins       no                        next (windowed inner/left/outer)
 //	interactive queries       View (a whole table)      Store(name).Get(key), per instance
 //	topology checked at start partly                    Build and Start, all mistakes at once
@@ -107,17 +107,44 @@
 //
 // # Windows
 //
-// WindowedBy(GroupByKey(s), TimeWindows{Size, Advance, Grace}) and
-// WindowedCount / WindowedAggregate give a Table[Windowed[K], A]: Kafka's
-// TimeWindows (tumbling, hopping), aligned to the epoch, in event time
-// (the record timestamp). A record whose window ended before stream time
-// minus grace is dropped for that window and counted (TaskStats.Dropped).
-// A windowed store's key is the key bytes followed by the window start
-// (u64 big endian, WindowedSerde, Kafka's TimeWindowedSerde layout): one
-// key's windows are adjacent and in time order, and the changelog key is
-// the same bytes.
+// WindowedBy(GroupByKey(s), w) and WindowedCount / WindowedAggregate give
+// a Table[Windowed[K], A], in event time (the record timestamp), for
 //
-// # Extension points (sliding and session windows, suppression, joins: next)
+//   - TimeWindows{Size, Advance, Grace}: Kafka's tumbling and hopping
+//     windows, aligned to the epoch, [start, end). A record is dropped
+//     from each window that closed (end <= stream time - grace).
+//   - SlidingWindows{TimeDifference, Grace}: windows defined by the
+//     records, [start, end] inclusive: each record's left window
+//     [t-d, t] and, when it holds records, its right window [t+1, t+1+d].
+//     A new window's aggregate is a copy of an existing window holding
+//     the same records (sliding.go, slidingPlan), never a subtraction.
+//
+// SessionWindowedBy(g, SessionWindows{Gap, Grace}) with SessionCount,
+// SessionReduce or SessionAggregate (with a merger) gives sessions: a
+// record within Gap of sessions of its key merges them into one.
+// Late records (past grace; for sessions grace + gap) are dropped and
+// counted (TaskStats.Dropped).
+//
+// Store keys, shared by the changelog and the output's serdes:
+//
+//	time and sliding windows  key bytes | start u64 BE           (WindowedSerde, Kafka's TimeWindowedSerde)
+//	sessions                  key bytes | end u64 BE | start u64 BE (SessionWindowedSerde, SessionKeySchema)
+//	suppression buffer        final time u64 BE | windowed key    -> record ts u64 BE | value
+//
+// A sliding window's value is its largest record timestamp (u64 BE) then
+// the aggregate. Windows older than the store's retention (Retention;
+// Kafka's defaults: size + grace, 2d + grace, gap + grace) are deleted
+// and tombstoned in the changelog, checked every max(retention/2, 1 s) of
+// stream time (Kafka drops time segments; pebble has none here).
+//
+// Suppress(table, UntilWindowCloses()) emits each window's final result
+// once stream time passes the time it can no longer change (end + grace;
+// sliding and sessions, whose ends are inclusive, one millisecond later,
+// sessions also + gap). Its buffer is a store with a changelog, written in
+// the commit (the transaction, exactly once) that emits: after a crash a
+// window is emitted once.
+//
+// # Extension points (joins: next)
 //
 //   - task.streamTime is the largest timestamp seen, the clock that closes
 //     windows (end + grace) and drops late records.
@@ -145,4 +172,13 @@
 //   - Close of a client with BlockRebalanceOnPoll waits for
 //     AllowRebalance: the at-least-once client closes with
 //     CloseAllowingRebalance.
+//   - A store scan (suppression's eviction, the retention purge) collects
+//     what it found before forwarding or deleting: a processor downstream
+//     may write to the indexed batch the iterator reads.
+//   - A sliding window is created as a copy of a window up to 2d older
+//     than the record: the retention must keep those (>= 2d + grace).
+//   - Stream time is the task's and starts again from the first record
+//     after a restart (Kafka keeps partition time in the committed
+//     offsets' metadata): a record that was late before a crash may be
+//     accepted when replayed after it.
 package streams
