@@ -60,8 +60,14 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 		// minDue is the earliest time a buffered window becomes final,
 		// MaxInt64 when the buffer is empty, -1 until read from the
 		// store (it may hold a restored buffer).
+		// It is read again whenever the task's batch changed (a commit,
+		// or an aborted transaction that brings evicted entries back).
 		minDue := int64(-1)
+		batch := t.batch
 		evict := func() {
+			if t.batch != batch {
+				minDue, batch = -1, t.batch
+			}
 			if minDue >= 0 && minDue > t.streamTime {
 				return
 			}
@@ -128,7 +134,7 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 					return
 				}
 				st.put(key, append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(vb)), uint64(r.Timestamp.UnixMilli())), vb...), r.Timestamp)
-				if minDue >= 0 {
+				if minDue >= 0 && t.batch == batch {
 					minDue = min(minDue, at)
 				}
 			}
