@@ -406,6 +406,17 @@ func (o *Owner) Current() bool {
 	return ok && v.(*Owner) == o
 }
 
+// Current returns the owner of g that runs on the calling thread, or nil
+// when the caller is no owner of g. It costs a gettid system call. Any
+// goroutine.
+func (g *OwnerGroup) Current() *Owner {
+	v, ok := owners.Load(unix.Gettid())
+	if !ok || v.(*Owner).g != g {
+		return nil
+	}
+	return v.(*Owner)
+}
+
 // writeEventfd wakes the owner through its eventfd. The write is made
 // under the inbox's lock, which Close takes to close the descriptor: a
 // late wake must never write into whatever file reused its number.
@@ -478,6 +489,7 @@ func (o *Owner) Turn(timeout time.Duration) error {
 		}
 	}
 	if err := o.ringBells(); err != nil {
+		o.sleeping.Store(false)
 		o.failed(err)
 		return err
 	}
