@@ -342,6 +342,7 @@ func (s *shard) run() {
 	// an owner's ring is SINGLE_ISSUER: this thread alone may submit).
 	runtime.LockOSThread()
 	defer s.drain()
+	ready := false
 	if s.e.owners != nil {
 		o, err := s.e.owners.NewOwner()
 		if err != nil {
@@ -349,11 +350,20 @@ func (s *shard) run() {
 		} else {
 			s.owner.Store(o)
 			close(s.ownerReady)
-			s.runOwner(o)
-			return
+			ready = true
+			if stopped := s.runOwner(o); stopped {
+				return
+			}
+			// The owner's ring failed and is closed (what was registered
+			// on it was told and gave up): the shard's own work goes on,
+			// its disk I/O being on a ring of its own, waiting on its
+			// inbox from now on.
+			s.owner.Store(nil)
 		}
 	}
-	close(s.ownerReady)
+	if !ready {
+		close(s.ownerReady)
+	}
 	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
 	defer retention.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
@@ -402,8 +412,12 @@ func (s *shard) run() {
 // it (netpoll's connections), for the doorbell of its inbox, and for its
 // timers (the wait's timeout), instead of on the inbox. A thread waiting
 // in a system call keeps its P, so the shard counts one of its own
-// (internal/procs), as netpoll's loops do.
-func (s *shard) runOwner(o *ioring.Owner) {
+// (internal/procs), as netpoll's loops do. It returns true when the shard
+// stopped, false when the ring failed: the owner is then closed, which
+// tells whoever registered on it (netpoll's loops close their
+// connections and stop their server, as on a loop of their own whose
+// ring fails).
+func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 	procs.Add()
 	defer procs.Release()
 	defer o.Close()
@@ -417,14 +431,13 @@ func (s *shard) runOwner(o *ioring.Owner) {
 			wait = min(wait, 5*time.Millisecond)
 		}
 		if err := o.Turn(max(wait, time.Microsecond)); err != nil {
-			// The ring that carries the doorbell broke: the shard
-			// cannot be woken any more. Its appends fail from now on.
-			s.e.log.Error("shard's ring owner failed", "shard", s.id, "err", err)
-			if s.broken == nil {
-				s.broken = err
-			}
-			s.ringFailed()
-			time.Sleep(time.Millisecond)
+			// The ring that carries the connections and the doorbell
+			// broke: nothing on it can be served or woken any more. Its
+			// connections are closed (o.Close runs the owner's closers)
+			// and the shard waits on its inbox. Writes are on the disk
+			// path's ring, which did not fail, so the partitions stay.
+			s.e.log.Error("shard's ring owner failed; its connections are closed and the shard waits on its inbox", "shard", s.id, "err", err)
+			return false
 		}
 		now := time.Now()
 		if !now.Before(retentionAt) {
@@ -443,7 +456,7 @@ func (s *shard) runOwner(o *ioring.Owner) {
 		if m, ok := s.next(); ok {
 			if stop := s.handle(m); stop != nil {
 				stop <- s.shutdown()
-				return
+				return true
 			}
 		}
 	}

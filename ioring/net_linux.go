@@ -88,8 +88,11 @@ func (n *NetRing) Close() error {
 }
 
 // sqe returns a zeroed SQE, first submitting what is queued if the SQ is
-// full.
+// full. ErrClosed once the ring is closed: its queues are unmapped.
 func (n *NetRing) sqe() (*sqe, error) {
+	if n.closed {
+		return nil, ErrClosed
+	}
 	if n.r.sqFree() == 0 {
 		if err := n.Enter(false); err != nil {
 			return nil, err
@@ -249,6 +252,9 @@ func (n *NetRing) enter(min uint32, timeout time.Duration) error {
 // Reap calls fn for every completion posted, in order, and frees their
 // slots. fn may queue new requests.
 func (n *NetRing) Reap(fn func(NetCQE)) int {
+	if n.closed {
+		return 0 // the CQ is unmapped
+	}
 	r := n.r
 	total := 0
 	for {
