@@ -204,8 +204,10 @@ func (s *shard) handOff(m shardMsg) bool {
 		default:
 		}
 	}
-	if s.e.owners == nil || s.e.owners.Current() == nil {
-		return false // not a shard's thread: wait for room (back-pressure)
+	if s.e == nil || s.e.owners == nil || s.e.owners.Current() == nil {
+		// Not a shard's thread (or a shard without an engine, in a
+		// test): wait for room, which is back-pressure.
+		return false
 	}
 	s.ovMu.Lock()
 	s.overflow = append(s.overflow, m)
