@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,7 +133,8 @@ func TestShardHandOffsNeverWait(t *testing.T) {
 			for i := range n {
 				for to := range 2 {
 					wg.Add(2)
-					e.Append(tps[from][to], rec, AppendOptions{}, func(r AppendResult, err error) {
+					// A batch of its own: the shard writes its offsets.
+					e.Append(tps[from][to], slices.Clone(rec), AppendOptions{}, func(r AppendResult, err error) {
 						if err != nil {
 							bad.Add(1)
 						}
