@@ -192,7 +192,9 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 // send queues appends (m.append or m.appends) for the shard. A full inbox
 // waits rather than fails: the network layer bounds the requests in flight
 // per connection, so this blocks only under a flood, which is
-// back-pressure working. A stopped shard fails them with ErrClosed.
+// back-pressure working. On a shard's thread (a connection on its ring
+// producing) it never waits: handOff. A stopped shard fails them with
+// ErrClosed.
 func (s *shard) send(m shardMsg) {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
@@ -200,22 +202,7 @@ func (s *shard) send(m shardMsg) {
 		m.fail()
 		return
 	}
-	select {
-	case s.inbox <- m:
-		s.wake()
-		return
-	default:
-	}
-	if o := s.owner.Load(); o != nil && o.Current() {
-		// The shard's own thread (a connection on its ring produced to
-		// one of its partitions) with its inbox full: waiting would be
-		// waiting for itself. The appends join its next round directly.
-		if m.append != nil {
-			s.enqueue(m.append)
-		}
-		for _, r := range m.appends {
-			s.enqueue(r)
-		}
+	if s.handOff(m) {
 		return
 	}
 	select {

@@ -130,8 +130,12 @@
 // done callback, OnAppended, an OnShard function): that would deadlock.
 // OnShard does not wait for its function but waits for room in the
 // shard's bounded inbox, so it must not be called from a shard goroutine
-// either; code already on the shard appends with AppendOnShard, which
-// bypasses the inbox. Inside the package, work reaches a shard through
+// either, except on the thread of a shard that owns its ring
+// (RingOwners), where connections' handlers run: there Append, OnShard and
+// the other hand-offs never wait, what a full inbox cannot take going to
+// the target's overflow, behind what the inbox holds (shard.handOff).
+// Code already on the shard appends with AppendOnShard, which bypasses
+// the inbox. Inside the package, work reaches a shard through
 // typed calls (shard.go): post queues a function, do runs one and waits
 // for its error, start and wait do the same for several shards at once;
 // all of them answer ErrClosed once the shard has stopped.
@@ -228,6 +232,15 @@
 //   - A producer's record without a key is refused on a compacted topic
 //     (the cleaner would drop it); AppendOnShard is not checked: services
 //     inside the broker key what they write.
+//   - A shard's thread never waits for room in an inbox, its own or
+//     another's: two ring-owning shards whose connections produced to each
+//     other's partitions deadlocked once both inboxes were full. The
+//     overflow that takes such messages is read after the inbox messages
+//     counted when it is swapped out, so one sender's messages keep their
+//     order (a produce's appends to a partition, and their offsets).
+//   - A shard whose ring owner fails closes the owner, so that what was
+//     registered on it (netpoll's connections) gives up, and goes on
+//     waiting on its inbox: the disk path has a ring of its own.
 //   - cleanup.policy=compact alone turns retention off: retention.ms and
 //     retention.bytes only apply with delete in the policy.
 //   - A partition's folder may already be 255 bytes long (a 249-character

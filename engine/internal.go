@@ -18,7 +18,9 @@ import (
 // when tp does not exist or the engine stopped; fn then does not run. A
 // shard that stops after OnShard returned may drop fn. OnShard waits while
 // the shard's inbox is full, so it must not be called from a shard
-// goroutine (inside fn, a done callback, OnAppended).
+// goroutine (inside fn, a done callback, OnAppended), but on the thread of
+// a shard that owns its ring (Config.RingOwners: a handler of a connection
+// on it), where it never waits (the overflow, shard.handOff).
 func (e *Core) OnShard(tp TP, fn func()) error {
 	p, err := e.partition(tp)
 	if err != nil {

@@ -3,6 +3,9 @@
 package engine
 
 import (
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,5 +56,132 @@ func TestShardDoorbellWakesOwner(t *testing.T) {
 	// (no owners) may post to the shard meanwhile, and rightly use it.
 	if owners[0].Stats().BellsSent == 0 {
 		t.Fatal("the sending shard rang no doorbell")
+	}
+}
+
+// TestShardHandOffsNeverWait: two shards that own their rings, each on
+// its own thread handing more than two inboxes' worth of appends and calls
+// to the other shard and to itself at the same moment (as connections on
+// their rings producing to each other's partitions would, under load):
+// the inboxes fill, and a shard's thread that waited for room in the
+// other's inbox while the other waited for room in its own would hold
+// both for ever. Every append and call must arrive, each sender's in the
+// order it sent them (appends from one sender get increasing offsets).
+func TestShardHandOffsNeverWait(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	e, err := OpenCore(Config{Dir: t.TempDir(), Shards: 2, IO: ioring.ModeUring, RingOwners: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := false
+	defer func() {
+		if !stuck { // shards that hold each other would never stop
+			e.Close()
+		}
+	}()
+	if len(e.RingOwners()) != 2 {
+		t.Fatalf("no ring owners: %s", e.RingOwnersWhy())
+	}
+	if _, err := e.CreateTopic("h", 4, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	// One partition of each sender's per target shard.
+	var tps [2][2]TP // [sender][target]
+	for pt := range int32(4) {
+		tp := TP{"h", pt}
+		p, err := e.partition(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := p.shard.id
+		for from := range 2 {
+			if tps[from][to].Topic == "" {
+				tps[from][to] = tp
+				break
+			}
+		}
+	}
+	for from := range 2 {
+		for to := range 2 {
+			if tps[from][to].Topic == "" {
+				t.Fatalf("partitions by shard: %v", tps)
+			}
+		}
+	}
+	const n = 2*inboxSize + 1000 // per sender and target, appends and calls each
+	rec := mkBatch(t, 1, "v", 1, -1, 0, 0)
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	var offsets [2][2][]int64 // [from][to]: by send order
+	var calls [2][2]int       // [from][to]: calls run, on the target's thread
+	for from := range 2 {
+		for to := range 2 {
+			offsets[from][to] = make([]int64, n)
+		}
+	}
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	for from := range 2 {
+		wg.Add(1)
+		s := e.shards[from]
+		if err := s.post(func() {
+			defer wg.Done()
+			barrier.Done()
+			barrier.Wait() // both shards busy here: neither drains its inbox
+			for i := range n {
+				for to := range 2 {
+					wg.Add(2)
+					// A batch of its own: the shard writes its offsets.
+					e.Append(tps[from][to], slices.Clone(rec), AppendOptions{}, func(r AppendResult, err error) {
+						if err != nil {
+							bad.Add(1)
+						}
+						offsets[from][to][i] = r.BaseOffset
+						wg.Done()
+					})
+					if err := e.shards[to].post(func() {
+						if calls[from][to] != i {
+							bad.Add(1)
+						}
+						calls[from][to]++
+						wg.Done()
+					}); err != nil {
+						t.Error(err)
+						wg.Done()
+					}
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		stuck = true
+		t.Fatalf("shards handing off to each other's full inboxes never finished (inboxes %d and %d of %d)",
+			len(e.shards[0].inbox), len(e.shards[1].inbox), inboxSize)
+	}
+	if bad.Load() != 0 {
+		t.Fatalf("%d appends failed or calls out of order", bad.Load())
+	}
+	for from := range 2 {
+		for to := range 2 {
+			o := offsets[from][to]
+			for i := 1; i < n; i++ {
+				if o[i] <= o[i-1] {
+					t.Fatalf("appends from shard %d to shard %d out of order: #%d at offset %d after #%d at %d", from, to, i, o[i], i-1, o[i-1])
+				}
+			}
+		}
+	}
+	for to := range 2 {
+		if ov := e.shards[to].ovLen.Load(); ov != 0 {
+			t.Fatalf("shard %d overflow still holds %d", to, ov)
+		}
 	}
 }

@@ -52,6 +52,17 @@ type shard struct {
 	// broken was set (ringFailed).
 	brokenHandled bool
 
+	// overflow holds, in order, the messages that shards' own threads
+	// could not put in this shard's full inbox (handOff): a shard's thread
+	// never waits for another shard (two doing so on each other's full
+	// inboxes would deadlock), nor for itself. ovLen is its length, read
+	// without ovMu. backlog (shard only) is what takeOverflow moved out of
+	// the inbox and the overflow, taken before the inbox again.
+	ovMu     sync.Mutex
+	overflow []shardMsg
+	ovLen    atomic.Int32
+	backlog  []shardMsg
+
 	// Partitions whose pending acks=all appends the high watermark
 	// reached (SetHW, any goroutine).
 	dueMu sync.Mutex
@@ -66,7 +77,8 @@ type shard struct {
 // inboxSize bounds the requests waiting for a shard. A full inbox makes
 // the sender wait for room (send, post), holding the network loop or the
 // goroutine that sent it: back-pressure rather than growing memory, and
-// never an error.
+// never an error. A shard's own thread never waits: what it cannot put
+// in a full inbox goes to the target's overflow (handOff).
 const inboxSize = 8192
 
 // maxRound bounds the requests one round takes, so that control work and
@@ -144,23 +156,117 @@ func newShard(e *Core, id int) (*shard, error) {
 // post queues fn to run on the shard goroutine between two rounds and
 // returns without waiting for it. It fails with ErrClosed, and fn does not
 // run, when the shard has stopped. A full inbox makes it wait for room
-// (back-pressure), so it must not be called from a shard goroutine, which
-// may be the one that would make room. A shard that stops with fn still in
-// its inbox drops fn: whoever waits for fn's effect must also watch the
-// shard stop (do does).
+// (back-pressure), except on the thread of a shard that owns its ring
+// (handOff), which never waits; a shard that waits on its inbox must not
+// call it. A shard that stops with fn still queued drops fn: whoever
+// waits for fn's effect must also watch the shard stop (do does).
 func (s *shard) post(fn func()) error {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	if s.stopped {
 		return ErrClosed
 	}
+	m := shardMsg{call: fn}
+	if s.handOff(m) {
+		return nil
+	}
 	select {
-	case s.inbox <- shardMsg{call: fn}:
+	case s.inbox <- m:
 		s.wake()
 		return nil
 	case <-s.done:
 		return ErrClosed
 	}
+}
+
+// handOff queues m for the shard without waiting, and reports whether it
+// did; false tells the caller to wait for room in the inbox. The caller
+// holds the gate shared and found the shard running.
+//
+// On a shard's thread (the engine's shards own their rings: connections'
+// requests and the replies of other shards run there) it never fails: a
+// full inbox, or messages already in the overflow, send m to the
+// overflow. Waiting there could deadlock two shards posting to each
+// other's full inboxes, or a shard posting to its own.
+//
+// Order: the messages of one sender reach the shard in the order sent. A
+// sender puts m in the inbox only when the overflow is empty, and the
+// shard takes the overflow together with the number of messages the inbox
+// holds at that instant (takeOverflow), which it takes first: every
+// message a sender put in the inbox before one of its own went to the
+// overflow is among them, and every one after the swap comes after.
+func (s *shard) handOff(m shardMsg) bool {
+	if s.ovLen.Load() == 0 {
+		select {
+		case s.inbox <- m:
+			s.wake()
+			return true
+		default:
+		}
+	}
+	if s.e == nil || s.e.owners == nil || s.e.owners.Current() == nil {
+		// Not a shard's thread (or a shard without an engine, in a
+		// test): wait for room, which is back-pressure.
+		return false
+	}
+	s.ovMu.Lock()
+	s.overflow = append(s.overflow, m)
+	s.ovLen.Store(int32(len(s.overflow)))
+	s.ovMu.Unlock()
+	s.wake()
+	// A shard that waits on its inbox (it could not become an owner, or
+	// its ring failed) is woken by an empty message; a full inbox will be
+	// read anyway.
+	select {
+	case s.inbox <- shardMsg{}:
+	default:
+	}
+	return true
+}
+
+// next takes the shard's next message without waiting (shard only): the
+// backlog first, then, if messages wait in the overflow, those the inbox
+// holds and the overflow after them, else the inbox's head.
+func (s *shard) next() (shardMsg, bool) {
+	if len(s.backlog) == 0 && s.ovLen.Load() > 0 {
+		s.takeOverflow()
+	}
+	if len(s.backlog) > 0 {
+		m := s.backlog[0]
+		s.backlog[0] = shardMsg{}
+		s.backlog = s.backlog[1:]
+		return m, true
+	}
+	select {
+	case m := <-s.inbox:
+		return m, true
+	default:
+		return shardMsg{}, false
+	}
+}
+
+// takeOverflow moves to the backlog the messages the inbox holds, then
+// the overflow's (shard only; see handOff for why in that order). The
+// count of the inbox is read with the overflow swapped out, under ovMu,
+// before ovLen says it is empty: a sender that then finds it empty puts
+// its next message in the inbox behind them.
+func (s *shard) takeOverflow() {
+	s.ovMu.Lock()
+	ov := s.overflow
+	s.overflow = nil
+	n := len(s.inbox)
+	s.ovLen.Store(0)
+	s.ovMu.Unlock()
+	for range n {
+		s.backlog = append(s.backlog, <-s.inbox)
+	}
+	s.backlog = append(s.backlog, ov...)
+}
+
+// waiting reports whether messages wait for the shard (its owner's busy
+// hook: it must not block in its ring then). Shard only.
+func (s *shard) waiting() bool {
+	return len(s.inbox) > 0 || s.ovLen.Load() > 0 || len(s.backlog) > 0
 }
 
 // wake rings the shard's doorbell after a message went into its inbox,
@@ -238,6 +344,7 @@ func (s *shard) run() {
 	// an owner's ring is SINGLE_ISSUER: this thread alone may submit).
 	runtime.LockOSThread()
 	defer s.drain()
+	ready := false
 	if s.e.owners != nil {
 		o, err := s.e.owners.NewOwner()
 		if err != nil {
@@ -245,11 +352,20 @@ func (s *shard) run() {
 		} else {
 			s.owner.Store(o)
 			close(s.ownerReady)
-			s.runOwner(o)
-			return
+			ready = true
+			if stopped := s.runOwner(o); stopped {
+				return
+			}
+			// The owner's ring failed and is closed (what was registered
+			// on it was told and gave up): the shard's own work goes on,
+			// its disk I/O being on a ring of its own, waiting on its
+			// inbox from now on.
+			s.owner.Store(nil)
 		}
 	}
-	close(s.ownerReady)
+	if !ready {
+		close(s.ownerReady)
+	}
 	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
 	defer retention.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
@@ -261,6 +377,15 @@ func (s *shard) run() {
 		idle = nil
 		if s.io.InFlight() > 0 {
 			idle = time.After(5 * time.Millisecond)
+		}
+		if len(s.backlog) > 0 || s.ovLen.Load() > 0 {
+			// Messages of other shards' threads wait beside the inbox.
+			m, _ := s.next()
+			if stop := s.handle(m); stop != nil {
+				stop <- s.shutdown()
+				return
+			}
+			continue
 		}
 		var m shardMsg
 		select {
@@ -289,12 +414,16 @@ func (s *shard) run() {
 // it (netpoll's connections), for the doorbell of its inbox, and for its
 // timers (the wait's timeout), instead of on the inbox. A thread waiting
 // in a system call keeps its P, so the shard counts one of its own
-// (internal/procs), as netpoll's loops do.
-func (s *shard) runOwner(o *ioring.Owner) {
+// (internal/procs), as netpoll's loops do. It returns true when the shard
+// stopped, false when the ring failed: the owner is then closed, which
+// tells whoever registered on it (netpoll's loops close their
+// connections and stop their server, as on a loop of their own whose
+// ring fails).
+func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 	procs.Add()
 	defer procs.Release()
 	defer o.Close()
-	o.AddHook(func() {}, func() bool { return len(s.inbox) > 0 })
+	o.AddHook(func() {}, s.waiting)
 	now := time.Now()
 	retentionAt := now.Add(s.e.cfg.RetentionCheckInterval)
 	flushAt := now.Add(100 * time.Millisecond)
@@ -304,14 +433,13 @@ func (s *shard) runOwner(o *ioring.Owner) {
 			wait = min(wait, 5*time.Millisecond)
 		}
 		if err := o.Turn(max(wait, time.Microsecond)); err != nil {
-			// The ring that carries the doorbell broke: the shard
-			// cannot be woken any more. Its appends fail from now on.
-			s.e.log.Error("shard's ring owner failed", "shard", s.id, "err", err)
-			if s.broken == nil {
-				s.broken = err
-			}
-			s.ringFailed()
-			time.Sleep(time.Millisecond)
+			// The ring that carries the connections and the doorbell
+			// broke: nothing on it can be served or woken any more. Its
+			// connections are closed (o.Close runs the owner's closers)
+			// and the shard waits on its inbox. Writes are on the disk
+			// path's ring, which did not fail, so the partitions stay.
+			s.e.log.Error("shard's ring owner failed; its connections are closed and the shard waits on its inbox", "shard", s.id, "err", err)
+			return false
 		}
 		now := time.Now()
 		if !now.Before(retentionAt) {
@@ -327,13 +455,11 @@ func (s *shard) runOwner(o *ioring.Owner) {
 			s.reap(0)
 			s.ringFailed()
 		}
-		select {
-		case m := <-s.inbox:
+		if m, ok := s.next(); ok {
 			if stop := s.handle(m); stop != nil {
 				stop <- s.shutdown()
-				return
+				return true
 			}
-		default:
 		}
 	}
 }
@@ -359,10 +485,9 @@ func (s *shard) handle(m shardMsg) (stop chan error) {
 		if stop != nil || n >= maxRound {
 			break
 		}
-		select {
-		case m = <-s.inbox:
+		var ok bool
+		if m, ok = s.next(); ok {
 			continue
-		default:
 		}
 		break
 	}
@@ -382,13 +507,27 @@ func (s *shard) handle(m shardMsg) (stop chan error) {
 
 // drain ends the shard: senders waiting for room in the inbox give up
 // (done), senders in the middle of a send finish it (gate), later ones
-// are refused (stopped), and what reached the inbox is answered: appends
-// fail with ErrClosed, calls are dropped (do and start watch done).
+// are refused (stopped), and what reached the inbox, the overflow or the
+// backlog is answered: appends fail with ErrClosed, calls are dropped (do
+// and start watch done).
 func (s *shard) drain() {
 	close(s.done)
 	s.gate.Lock()
 	s.stopped = true
 	s.gate.Unlock()
+	// No sender is in the middle of a hand-off now (they hold the gate).
+	for _, m := range s.backlog {
+		m.fail()
+	}
+	s.backlog = nil
+	s.ovMu.Lock()
+	ov := s.overflow
+	s.overflow = nil
+	s.ovLen.Store(0)
+	s.ovMu.Unlock()
+	for _, m := range ov {
+		m.fail()
+	}
 	for {
 		select {
 		case m := <-s.inbox:

@@ -91,4 +91,16 @@
 //   - The wait timeout (struct io_uring_getevents_arg and its timespec) lives
 //     on the heap: the kernel dereferences a pointer hidden in a uint64 that
 //     Go's stack copying would not update.
+//   - A doorbell (MSG_RING) is sent only by the poster that took its
+//     target's sleeping flag, so its failure must not be dropped: the
+//     sender's failure completion carries the target's place in the group
+//     and the sender writes the target's eventfd. On Linux 6.18 a full CQ
+//     does not fail a MSG_RING to a DEFER_TASKRUN ring (the completion
+//     goes to the target's overflow list: 120 doorbells into a 2-entry CQ
+//     all arrived); ENOMEM and EOWNERDEAD can, and older kernels' EOVERFLOW.
+//   - A closed NetRing queues and reaps nothing (ErrClosed, 0): its queues
+//     are unmapped, and a hook may still run in the turn that closed it.
+//   - An owner whose turn fails records the error (Err) before its caller
+//     closes it, so that its closers (OnClose) tell a failed ring from a
+//     stop.
 package ioring

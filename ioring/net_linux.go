@@ -88,8 +88,11 @@ func (n *NetRing) Close() error {
 }
 
 // sqe returns a zeroed SQE, first submitting what is queued if the SQ is
-// full.
+// full. ErrClosed once the ring is closed: its queues are unmapped.
 func (n *NetRing) sqe() (*sqe, error) {
+	if n.closed {
+		return nil, ErrClosed
+	}
 	if n.r.sqFree() == 0 {
 		if err := n.Enter(false); err != nil {
 			return nil, err
@@ -249,6 +252,9 @@ func (n *NetRing) enter(min uint32, timeout time.Duration) error {
 // Reap calls fn for every completion posted, in order, and frees their
 // slots. fn may queue new requests.
 func (n *NetRing) Reap(fn func(NetCQE)) int {
+	if n.closed {
+		return 0 // the CQ is unmapped
+	}
 	r := n.r
 	total := 0
 	for {
@@ -382,10 +388,17 @@ func atomicStoreUint16(p *uint16, v uint16) {
 }
 
 // MsgRing queues an IORING_OP_MSG_RING that posts a completion with res
-// and userData into the ring whose descriptor is ringFd: it wakes that
-// ring's owner if it waits in io_uring_enter. This ring gets a completion
-// only if the message fails (IOSQE_CQE_SKIP_SUCCESS), with userData.
-func (n *NetRing) MsgRing(ringFd int, res int32, userData uint64) error {
+// and data into the ring whose descriptor is ringFd: it wakes that ring's
+// owner if it waits in io_uring_enter. This ring gets a completion only if
+// the message fails (IOSQE_CQE_SKIP_SUCCESS), with userData and the error
+// in Res: the sender must then wake the target another way, or the wake
+// is lost.
+func (n *NetRing) MsgRing(ringFd int, res int32, data, userData uint64) error {
+	return n.msgRing(ringFd, res, data, userData, 0)
+}
+
+// msgRing is MsgRing with msg_ring_flags.
+func (n *NetRing) msgRing(ringFd int, res int32, data, userData uint64, flags uint32) error {
 	s, err := n.sqe()
 	if err != nil {
 		return err
@@ -394,7 +407,8 @@ func (n *NetRing) MsgRing(ringFd int, res int32, userData uint64) error {
 	s.fd = int32(ringFd)
 	s.addr = msgData
 	s.len = uint32(res)
-	s.off = userData
+	s.off = data
+	s.opFlags = flags
 	s.flags = sqeCQESkipOK
 	s.userData = userData
 	return nil

@@ -31,9 +31,13 @@ import (
 // system call of its own); any other goroutine writes an eventfd that the
 // owner always has a read of in its ring. Either is made only by the
 // poster that takes the owner's sleeping flag from true to false, so a
-// burst of posts costs one wake and a busy owner none.
+// burst of posts costs one wake and a busy owner none. A MSG_RING that
+// fails comes back to its sender as a completion, which then writes the
+// target's eventfd: the poster took the flag, so no one else would wake
+// the target, and a lost doorbell is an owner asleep with work posted.
 type Owner struct {
 	g    *OwnerGroup
+	idx  int // the owner's place in its group, in its doorbells' user data
 	ring *NetRing
 	tid  int // the owner's thread
 
@@ -55,6 +59,10 @@ type Owner struct {
 	// skipWait: the turn under way does not block (SkipWait).
 	skipWait bool
 
+	// err is the ring's failure (a Turn's io_uring_enter that failed);
+	// nil while it works. Any goroutine (Err).
+	err atomic.Pointer[error]
+
 	// sleeping is set while the owner may block in the ring. Any goroutine.
 	sleeping atomic.Bool
 
@@ -72,12 +80,14 @@ type OwnerStats struct {
 	Turns, Waits int64
 	// BellsSent are the MSG_RING doorbells this owner queued for others,
 	// BellsReceived those that reached it; EventfdWakes the eventfd
-	// writes that woke it.
-	BellsSent, BellsReceived, EventfdWakes int64
+	// writes that woke it. BellsFailed are this owner's doorbells that
+	// the kernel refused (each followed by an eventfd write to the
+	// target).
+	BellsSent, BellsReceived, EventfdWakes, BellsFailed int64
 }
 
 type ownerStats struct {
-	turns, waits, bells, bellsIn, efdWakes atomic.Int64
+	turns, waits, bells, bellsIn, efdWakes, bellsFailed atomic.Int64
 }
 
 // Handler gets a completion whose user data carries its tag; UserData in
@@ -95,7 +105,10 @@ const (
 	ownWake = 1 // the eventfd read
 	ownBell = 2 // a MSG_RING doorbell: posted into this ring by another
 	ownStop = 3 // the cancellation of the eventfd read at Close
-	tagBits = 56
+	// ownBellSent | target's idx << 8: a doorbell this owner sent, whose
+	// completion comes back only if it failed.
+	ownBellSent = 4
+	tagBits     = 56
 )
 
 // Owner ring sizes: as netpoll's loops (a turn's sends and receives in
@@ -114,6 +127,13 @@ type OwnerGroup struct {
 	mu      sync.Mutex
 	members []*Owner
 	closed  bool
+
+	// For tests: cqEntries, when set, sizes the owners' completion
+	// queues (a tiny CQ); bellFlags are put in every doorbell's
+	// msg_ring_flags, where an unknown flag makes the kernel fail it
+	// (EINVAL), a real failed MSG_RING through the real path.
+	cqEntries uint32
+	bellFlags atomic.Uint32
 }
 
 // NewOwnerGroup returns an empty group.
@@ -146,7 +166,11 @@ func (g *OwnerGroup) NewOwner() (*Owner, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	ring, err := NewNetRing(ownerEntries, ownerCQEntries)
+	cq := uint32(ownerCQEntries)
+	if g.cqEntries != 0 {
+		cq = g.cqEntries
+	}
+	ring, err := NewNetRing(min(ownerEntries, cq), cq)
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +187,21 @@ func (g *OwnerGroup) NewOwner() (*Owner, error) {
 		return nil, err
 	}
 	g.mu.Lock()
+	o.idx = len(g.members)
 	g.members = append(g.members, o)
 	g.mu.Unlock()
 	owners.Store(o.tid, o)
 	return o, nil
+}
+
+// member is the owner at idx, or nil once the group closed. Any goroutine.
+func (g *OwnerGroup) member(idx int) *Owner {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if idx < 0 || idx >= len(g.members) {
+		return nil
+	}
+	return g.members[idx]
 }
 
 // Close stops the owner (owner's goroutine): later posts fail with
@@ -233,7 +268,18 @@ func (o *Owner) Ring() *NetRing { return o.ring }
 // Stats returns the owner's counters. Any goroutine.
 func (o *Owner) Stats() OwnerStats {
 	return OwnerStats{Turns: o.stats.turns.Load(), Waits: o.stats.waits.Load(),
-		BellsSent: o.stats.bells.Load(), BellsReceived: o.stats.bellsIn.Load(), EventfdWakes: o.stats.efdWakes.Load()}
+		BellsSent: o.stats.bells.Load(), BellsReceived: o.stats.bellsIn.Load(), EventfdWakes: o.stats.efdWakes.Load(),
+		BellsFailed: o.stats.bellsFailed.Load()}
+}
+
+// Err is the failure of the owner's ring (a turn whose io_uring_enter
+// failed), nil while it works. A closer (OnClose) reads it to tell a
+// failed ring from an owner that stopped. Any goroutine.
+func (o *Owner) Err() error {
+	if p := o.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Register adds h and returns its tag (owner's goroutine).
@@ -360,6 +406,17 @@ func (o *Owner) Current() bool {
 	return ok && v.(*Owner) == o
 }
 
+// Current returns the owner of g that runs on the calling thread, or nil
+// when the caller is no owner of g. It costs a gettid system call. Any
+// goroutine.
+func (g *OwnerGroup) Current() *Owner {
+	v, ok := owners.Load(unix.Gettid())
+	if !ok || v.(*Owner).g != g {
+		return nil
+	}
+	return v.(*Owner)
+}
+
 // writeEventfd wakes the owner through its eventfd. The write is made
 // under the inbox's lock, which Close takes to close the descriptor: a
 // late wake must never write into whatever file reused its number.
@@ -432,6 +489,8 @@ func (o *Owner) Turn(timeout time.Duration) error {
 		}
 	}
 	if err := o.ringBells(); err != nil {
+		o.sleeping.Store(false)
+		o.failed(err)
 		return err
 	}
 	var err error
@@ -447,10 +506,16 @@ func (o *Owner) Turn(timeout time.Duration) error {
 	}
 	o.sleeping.Store(false)
 	if err != nil {
+		o.failed(err)
 		return err
 	}
 	o.ring.Reap(o.dispatch)
 	return nil
+}
+
+// failed records the ring's failure (Err); the first one stays.
+func (o *Owner) failed(err error) {
+	o.err.CompareAndSwap(nil, &err)
 }
 
 func (o *Owner) anyBusy() bool {
@@ -464,10 +529,19 @@ func (o *Owner) anyBusy() bool {
 
 // ringBells queues a MSG_RING for each owner of the group that a post
 // from this one found sleeping. The target's CQE (tag 0, ownBell) only
-// wakes it; the message itself is in the target's inbox.
+// wakes it; the message itself is in the target's inbox. A doorbell the
+// kernel refuses comes back with the target's place in the group
+// (bellFailed).
 func (o *Owner) ringBells() error {
 	for _, t := range o.bells {
-		if err := o.ring.MsgRing(t.ring.r.fd, 0, ownBell); err != nil {
+		if err := o.ring.msgRing(t.ring.r.fd, 0, ownBell, ownBellSent|uint64(t.idx)<<8, o.g.bellFlags.Load()); err != nil {
+			// The SQ was full and submitting it failed: the ring is
+			// broken, and the targets still need their wake.
+			for _, t := range o.bells {
+				t.writeEventfd()
+			}
+			clear(o.bells)
+			o.bells = o.bells[:0]
 			return err
 		}
 		o.stats.bells.Add(1)
@@ -475,6 +549,19 @@ func (o *Owner) ringBells() error {
 	clear(o.bells)
 	o.bells = o.bells[:0]
 	return nil
+}
+
+// bellFailed wakes through its eventfd the owner at idx, whose doorbell
+// the kernel refused: a MSG_RING may fail (ENOMEM,
+// EOWNERDEAD; and on kernels before the remote posting of 6.x, EOVERFLOW
+// or EAGAIN when the target's CQ is full), and the poster that took the
+// target's sleeping flag was the only one to wake it. The eventfd is
+// always armed, so the wake is not lost; a spurious one costs a turn.
+func (o *Owner) bellFailed(idx int) {
+	o.stats.bellsFailed.Add(1)
+	if t := o.g.member(idx); t != nil {
+		t.writeEventfd()
+	}
 }
 
 // dispatch hands a completion to the handler of its tag.
@@ -500,7 +587,10 @@ func (o *Owner) dispatch(c NetCQE) {
 		if c.UserData == ownBell && c.Res >= 0 {
 			o.stats.bellsIn.Add(1)
 		}
-		return // a doorbell, or our own doorbell's failure
+		if c.UserData&0xff == ownBellSent && c.Res < 0 {
+			o.bellFailed(int(c.UserData >> 8))
+		}
+		return
 	}
 	if h := o.handlers[tag]; h != nil {
 		h(c)

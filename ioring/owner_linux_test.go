@@ -208,3 +208,74 @@ func TestOwnerDispatchByTag(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerFailedDoorbellFallsBackToEventfd: a doorbell the kernel
+// refuses comes back to its sender, which wakes the target through its
+// eventfd; the target, blocked in io_uring_enter without a timeout, runs
+// the work posted to it. The owners have a CQ of 2 entries, and the
+// target is rung while its CQ holds completions it has not reaped. On
+// Linux 6.18 a full CQ alone does not fail a MSG_RING to a DEFER_TASKRUN
+// ring (the completion waits in the overflow list), so the failure is an
+// unknown msg_ring_flags bit, which the kernel answers with EINVAL.
+// Ignoring the failed completion (the wake lost) fails the test.
+func TestOwnerFailedDoorbellFallsBackToEventfd(t *testing.T) {
+	if why := ProbeOwner(); why != "" {
+		t.Fatalf("io_uring owner unavailable: %s", why)
+	}
+	g := NewOwnerGroup()
+	g.cqEntries = 2
+	stop := make(chan struct{})
+	target, targetDone := runOwner(t, g, stop)
+	sender, senderDone := runOwner(t, g, stop)
+	defer func() {
+		close(stop)
+		target.writeEventfd()
+		sender.writeEventfd()
+		<-targetDone
+		<-senderDone
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	ran := make(chan int, 64)
+	postFromSender := func(n int) {
+		t.Helper()
+		waitSleeping(t, target)
+		if err := sender.Post(func() {
+			for i := range n {
+				if err := target.Post(func() { ran <- i }); err != nil {
+					t.Error(err)
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d of %d posts ran: a wake of the owner blocked in io_uring_enter was lost (target %+v, sender %+v)",
+					i, n, target.Stats(), sender.Stats())
+			}
+		}
+	}
+	// Doorbells that work, into a tiny CQ.
+	for range 5 {
+		postFromSender(8)
+	}
+	if s := sender.Stats(); s.BellsSent == 0 || s.BellsFailed != 0 {
+		t.Fatalf("sender %+v: want doorbells sent, none failed", s)
+	}
+	// Doorbells the kernel refuses.
+	g.bellFlags.Store(1 << 7)
+	wakes := target.Stats().EventfdWakes
+	for range 3 {
+		postFromSender(8)
+	}
+	if s := sender.Stats(); s.BellsFailed == 0 {
+		t.Fatalf("sender %+v: no doorbell failed", s)
+	}
+	if s := target.Stats(); s.EventfdWakes == wakes {
+		t.Fatalf("target %+v: not woken by its eventfd after failed doorbells", s)
+	}
+}

@@ -379,6 +379,12 @@
 //     provided buffers) at Close once its last connection's requests have
 //     completed; the owners must outlive the server (the broker closes its
 //     network before its engine).
+//   - uring-shards: an owner that closes under a loop (OnClose) ends it
+//     as a ring failure ends a loop of netpoll's own: the server stops
+//     (ErrEngineStopped) and the connections go. When the owner's ring
+//     failed (Owner.Err), nothing more is submitted or reaped on it: the
+//     connections are given up at once, with that error as their reason,
+//     and their buffers are left to the ring.
 //   - uring: a multishot receive that ends (no IORING_CQE_F_MORE: ENOBUFS
 //     when the loop's buffers ran out, a cancellation, an error) is armed
 //     again by the connection's next turn, unless the connection is

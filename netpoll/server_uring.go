@@ -371,14 +371,36 @@ func (l *uloop) ownerClosed() {
 		return
 	}
 	err := fmt.Errorf("%w: the ring owner of a loop of connections closed", ErrEngineStopped)
+	failed := l.o.Err()
+	if failed != nil {
+		err = fmt.Errorf("%w: the ring of a loop of connections failed: %w", ErrEngineStopped, failed)
+	}
 	l.s.log.Error("netpoll: a uring loop's ring owner closed under it", "err", err)
 	l.s.stopped(err)
-	// Close the connections as Close would, turning the ring here (still
-	// on the owner's thread) until their requests completed: a receive
-	// in the ring holds its socket open.
 	l.mu.Lock()
 	l.stopReq = true
 	l.mu.Unlock()
+	if failed != nil {
+		// A broken ring submits and reaps nothing: the connections are
+		// given up at once, with the ring's failure as their reason, as
+		// a netpoll loop whose ring fails does (run).
+		for _, uc := range l.conns {
+			if uc != nil && uc.reason == nil {
+				uc.reason = err
+			}
+		}
+		l.abandon()
+		l.detached = true
+		l.unhook()
+		l.o.Unregister(l.tag)
+		if l.e.shards {
+			l.e.wg.Done()
+		}
+		return
+	}
+	// Close the connections as Close would, turning the ring here (still
+	// on the owner's thread) until their requests completed: a receive
+	// in the ring holds its socket open.
 	l.takeInbox()
 	for deadline := time.Now().Add(time.Second); l.live > 0 && time.Now().Before(deadline); {
 		if l.o.Poll(10*time.Millisecond) != nil {

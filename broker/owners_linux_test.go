@@ -1,0 +1,120 @@
+//go:build linux
+
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/ioring"
+	"ringlog/netpoll"
+)
+
+// TestUringShardsRingFailureStopsListener: connections on the shards'
+// rings (-net uring-shards), and one shard's ring fails under them (closed
+// on its thread, so that its io_uring_enter fails as a broken ring's
+// would). As on netpoll's own loops (-net uring), the connections on it
+// are closed, the listener stops and Failed reports it, so that the
+// binary exits; the broker closes without waiting for that ring. Before,
+// the shard logged the failure on every turn and its connections hung.
+func TestUringShardsRingFailureStopsListener(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.IO, cfg.Network = ioring.ModeUring, netpoll.IOUringShards
+	b := start(t, cfg)
+	closeAtEnd := false // a broker whose loop hangs would hang its Close
+	defer func() {
+		if closeAtEnd {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.Close(ctx); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		}
+	}()
+	if got := b.Network().IO(); got != netpoll.IOUringShards {
+		t.Fatalf("serving on %s, want %s", got, netpoll.IOUringShards)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("t"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("before")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Idle connections, served once: spread over both shards' rings.
+	var conns []net.Conn
+	for range 6 {
+		nc, err := net.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		apiVersionsV0(t, nc)
+		conns = append(conns, nc)
+	}
+	failed := b.Failed()
+	owners := b.Engine().RingOwners()
+	if len(owners) != 2 {
+		t.Fatalf("%d ring owners", len(owners))
+	}
+	o := owners[0]
+	if err := o.Post(func() { _ = o.Ring().Close() }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, netpoll.ErrEngineStopped) {
+			t.Fatalf("Failed: %v, want ErrEngineStopped", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a shard's ring failed and the listener still looks alive")
+	}
+	closeAtEnd = true
+	closed := 0
+	for _, nc := range conns {
+		_ = nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := nc.Read(make([]byte, 1))
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			closed++ // EOF or reset: closed by the broker, not idle
+		}
+	}
+	if closed == 0 {
+		t.Fatal("no connection was closed after the ring that served it failed")
+	}
+	if nc, err := net.DialTimeout("tcp", b.Addr(), time.Second); err == nil {
+		nc.Close()
+		t.Fatal("the listener still accepts after a shard's ring failed")
+	}
+}
+
+// apiVersionsV0 sends ApiVersions v0 on nc and reads the answer whole.
+func apiVersionsV0(t *testing.T, nc net.Conn) {
+	t.Helper()
+	// size, api key 18, version 0, correlation id 1, null client id
+	req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(nc, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
+		t.Fatal(err)
+	}
+}
