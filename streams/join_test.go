@@ -1,0 +1,468 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// producePhased writes rs in runs of one topic, waiting after each run
+// until the application has processed every record so far: a task then
+// sees the records of its two input topics in the order of rs, which is
+// what a reference computed from rs assumes.
+func producePhased(t *testing.T, cl *kgo.Client, a *App, rs []*kgo.Record) {
+	t.Helper()
+	for i := 0; i < len(rs); {
+		j := i
+		for j < len(rs) && rs[j].Topic == rs[i].Topic {
+			j++
+		}
+		if err := cl.ProduceSync(context.Background(), rs[i:j]...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		waitProcessed(t, a, int64(j))
+		i = j
+	}
+}
+
+func waitProcessed(t *testing.T, a *App, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var got int64
+		for _, ts := range a.Stats().Tasks {
+			got += ts.Processed
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processed %d records, want %d", got, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// joined is an output record as the tests compare them.
+type joined struct {
+	Key, Value string
+	TS         int64
+}
+
+// readAll reads topic from its start to its end offsets (taken now).
+func readAll(t *testing.T, addr, topic string) []joined {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	var out []joined
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d partitions not read to their end", topic, len(left))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, joined{string(r.Key), string(r.Value), r.Timestamp.UnixMilli()})
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+func sortJoined(s []joined) []joined {
+	slices.SortFunc(s, func(a, b joined) int {
+		return strings.Compare(fmt.Sprintf("%s|%020d|%s", a.Key, a.TS, a.Value), fmt.Sprintf("%s|%020d|%s", b.Key, b.TS, b.Value))
+	})
+	return s
+}
+
+func checkJoined(t *testing.T, what string, got, want []joined) {
+	t.Helper()
+	got, want = sortJoined(got), sortJoined(want)
+	if slices.Equal(got, want) {
+		return
+	}
+	t.Errorf("%s: %d records, want %d", what, len(got), len(want))
+	g, w := map[joined]int{}, map[joined]int{}
+	for _, j := range got {
+		g[j]++
+	}
+	for _, j := range want {
+		w[j]++
+	}
+	n := 0
+	for j, c := range g {
+		if c != w[j] && n < 10 {
+			t.Errorf("%s: %+v %d times, want %d", what, j, c, w[j])
+			n++
+		}
+	}
+	for j, c := range w {
+		if g[j] == 0 && n < 20 {
+			t.Errorf("%s: %+v missing (want %d)", what, j, c)
+			n++
+		}
+	}
+}
+
+// joinEvent is a record of the left or right stream.
+type joinEvent struct {
+	left  bool
+	key   string
+	ts    int64
+	value string
+}
+
+// joinRefStats counts what the input exercised in a reference run.
+type joinRefStats struct {
+	outOfOrderJoins int // joins found by a record older than the one it joined
+	closedEmits     int // unmatched records emitted when their window closed
+	lateEmits       int // unmatched records emitted at once (window already closed)
+	expired         int // records too old to enter their window store
+}
+
+// refStreamJoin computes a stream-stream join from the events in the
+// order a task processes them, by the rules Kafka Streams applies
+// (KStreamKStreamJoin with the spurious-result fix, InMemoryWindowStore's
+// retention), over plain slices: per partition, stream time is the
+// largest timestamp seen by the join; a record joins the other side's
+// retained records of its key within the window; an unmatched record of
+// an outer side is emitted at once if its window ended before stream
+// time, else held until stream time passes its time + After (left) or
+// Before (right) + Grace, checked when a record in order arrives; a
+// record enters its own store unless it is at or before that store's
+// largest timestamp minus retention.
+func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, leftOuter, rightOuter bool) ([]joined, joinRefStats) {
+	before, after, grace := w.Before.Milliseconds(), w.After.Milliseconds(), w.Grace.Milliseconds()
+	ret := before + after + grace
+	type rec struct {
+		key   string
+		ts    int64
+		value string
+	}
+	type held struct {
+		side int
+		rec
+	}
+	type state struct {
+		time  int64
+		obs   [2]int64
+		store [2][]rec
+		held  []held
+	}
+	states := map[int]*state{}
+	var out []joined
+	var st joinRefStats
+	val := func(side int, this, other string) string {
+		if side == 0 {
+			return this + "+" + other
+		}
+		return other + "+" + this
+	}
+	for _, e := range evs {
+		s := states[partOf(e.key)]
+		if s == nil {
+			s = &state{time: -1, obs: [2]int64{-1, -1}}
+			states[partOf(e.key)] = s
+		}
+		side := 1
+		if e.left {
+			side = 0
+		}
+		s.time = max(s.time, e.ts)
+		if leftOuter && e.ts == s.time {
+			var keep []held
+			for _, h := range s.held {
+				lb := after
+				if h.side == 1 {
+					lb = before
+				}
+				if h.ts+lb+grace < s.time {
+					out = append(out, joined{h.key, val(h.side, h.value, "-"), h.ts})
+					st.closedEmits++
+				} else {
+					keep = append(keep, h)
+				}
+			}
+			s.held = keep
+		}
+		b, a := before, after
+		if side == 1 {
+			b, a = after, before
+		}
+		from, to := max(0, e.ts-b), max(0, e.ts+a)
+		lo := max(from, s.obs[1-side]-ret+1)
+		matched := false
+		for _, r := range s.store[1-side] {
+			if r.key != e.key || r.ts < lo || r.ts > to {
+				continue
+			}
+			matched = true
+			if r.ts > e.ts {
+				st.outOfOrderJoins++
+			}
+			s.held = slices.DeleteFunc(s.held, func(h held) bool { return h.side == 1-side && h.key == e.key && h.ts == r.ts })
+			out = append(out, joined{e.key, val(side, e.value, r.value), max(e.ts, r.ts)})
+		}
+		if !matched && (side == 0 && leftOuter || side == 1 && rightOuter) {
+			if to < s.time {
+				out = append(out, joined{e.key, val(side, e.value, "-"), e.ts})
+				st.lateEmits++
+			} else {
+				s.held = append(s.held, held{side, rec{e.key, e.ts, e.value}})
+			}
+		}
+		s.obs[side] = max(s.obs[side], e.ts)
+		if e.ts <= s.obs[side]-ret {
+			st.expired++
+		} else {
+			s.store[side] = append(s.store[side], rec{e.key, e.ts, e.value})
+		}
+	}
+	return out, st
+}
+
+// TestStreamStreamJoin: inner, left and outer windowed joins of two
+// streams (Before 2 s, After 3 s, Grace 1 s) in one application, over
+// records out of order within the windows and late past them, each
+// output equal to a reference computed from the same input by
+// refStreamJoin. The input must exercise joins found by the older record
+// of a pair, unmatched records emitted when their window closed and at
+// once when late, and records too old for their store.
+func TestStreamStreamJoin(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for _, tp := range []string{"clicks", "views", "inner", "left", "outer"} {
+			createTopic(t, addr, tp, 2, nil)
+		}
+		w := JoinWindows{Before: 2 * time.Second, After: 3 * time.Second, Grace: time.Second}
+		rng := rand.New(rand.NewSource(17))
+		base := int64(1_700_000_000_000)
+		cursor := base
+		var evs []joinEvent
+		var rs []*kgo.Record
+		for i := 0; len(evs) < 90; i++ {
+			left := rng.Intn(2) == 0
+			for range 1 + rng.Intn(3) {
+				cursor += int64(rng.Intn(1200))
+				ts := cursor + int64(rng.Intn(400))
+				switch x := rng.Intn(100); {
+				case x < 10: // late: behind the windows and the grace
+					ts = cursor - 5000 - int64(rng.Intn(9000))
+				case x < 30: // out of order, inside the windows
+					ts = cursor - int64(rng.Intn(3500))
+				}
+				e := joinEvent{left: left, key: fmt.Sprintf("k%d", rng.Intn(4)), ts: ts, value: fmt.Sprintf("%c%d", "RL"[b2i(left)], len(evs))}
+				evs = append(evs, e)
+				topic := "views"
+				if left {
+					topic = "clicks"
+				}
+				rs = append(rs, &kgo.Record{Topic: topic, Key: []byte(e.key), Value: []byte(e.value), Timestamp: time.UnixMilli(ts)})
+			}
+		}
+		part := kgo.StickyKeyPartitioner(nil).ForTopic("clicks")
+		partOf := func(k string) int { return part.Partition(&kgo.Record{Key: []byte(k)}, 2) }
+
+		b := NewBuilder()
+		clicks := Source(b, []string{"clicks"}, String, String)
+		views := Source(b, []string{"views"}, String, String)
+		show := func(v string, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return v
+		}
+		Join(clicks, views, w, func(_ string, l, r string) string { return l + "+" + r }, ValueSerde(String), Named("ij")).To("inner")
+		LeftJoin(clicks, views, w, func(_ string, l, r string, ok bool) string { return l + "+" + show(r, ok) }, ValueSerde(String), Named("lj")).To("left")
+		OuterJoin(clicks, views, w, func(_ string, l string, okL bool, r string, okR bool) string {
+			return show(l, okL) + "+" + show(r, okR)
+		}, ValueSerde(String), Named("oj")).To("outer")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "ssj", Brokers: []string{addr}, StateDir: t.TempDir()})
+		producePhased(t, newClient(t, addr), a, rs)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		for _, c := range []struct {
+			topic             string
+			leftOuter, rOuter bool
+		}{{"inner", false, false}, {"left", true, false}, {"outer", true, true}} {
+			want, st := refStreamJoin(evs, partOf, w, c.leftOuter, c.rOuter)
+			if st.outOfOrderJoins == 0 || st.expired == 0 || c.leftOuter && (st.closedEmits == 0 || st.lateEmits == 0) {
+				t.Fatalf("%s: the input does not exercise the join: %+v", c.topic, st)
+			}
+			t.Logf("%s: %d results, %+v", c.topic, len(want), st)
+			checkJoined(t, c.topic, readAll(t, addr, c.topic), want)
+		}
+	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestStreamTableJoin: a stream of orders joined with a table of prices
+// (inner and left), the table updated and deleted between orders; each
+// order sees the price of its key as the table held it when the order
+// was processed, as a reference replaying the input says.
+func TestStreamTableJoin(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for _, tp := range []string{"orders", "prices", "priced", "priced-left"} {
+			createTopic(t, addr, tp, 2, nil)
+		}
+		rng := rand.New(rand.NewSource(7))
+		var rs []*kgo.Record
+		var inner, left []joined
+		price := map[string]string{}
+		ts := int64(1_700_000_000_000)
+		for len(rs) < 80 {
+			table := rng.Intn(3) == 0
+			for range 1 + rng.Intn(3) {
+				ts += 10
+				key := fmt.Sprintf("p%d", rng.Intn(5))
+				if table {
+					r := &kgo.Record{Topic: "prices", Key: []byte(key), Timestamp: time.UnixMilli(ts)}
+					if rng.Intn(4) == 0 {
+						delete(price, key) // a tombstone
+					} else {
+						price[key] = fmt.Sprint(rng.Intn(1000))
+						r.Value = []byte(price[key])
+					}
+					rs = append(rs, r)
+					continue
+				}
+				order := fmt.Sprintf("o%d", len(rs))
+				rs = append(rs, &kgo.Record{Topic: "orders", Key: []byte(key), Value: []byte(order), Timestamp: time.UnixMilli(ts)})
+				if p, ok := price[key]; ok {
+					inner = append(inner, joined{key, order + "@" + p, ts})
+					left = append(left, joined{key, order + "@" + p, ts})
+				} else {
+					left = append(left, joined{key, order + "@-", ts})
+				}
+			}
+		}
+		if len(inner) == 0 || len(inner) == len(left) {
+			t.Fatalf("the input does not exercise the joins: %d inner, %d left", len(inner), len(left))
+		}
+
+		b := NewBuilder()
+		orders := Source(b, []string{"orders"}, String, String)
+		prices := TableFrom(b, "prices", String, String, Named("prices-store"))
+		JoinWithTable(orders, prices, func(_, o, p string) string { return o + "@" + p }, ValueSerde(String)).To("priced")
+		LeftJoinWithTable(orders, prices, func(_, o, p string, ok bool) string {
+			if !ok {
+				p = "-"
+			}
+			return o + "@" + p
+		}, ValueSerde(String)).To("priced-left")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "stj", Brokers: []string{addr}, StateDir: t.TempDir()})
+		producePhased(t, newClient(t, addr), a, rs)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkJoined(t, "inner", readAll(t, addr, "priced"), inner)
+		checkJoined(t, "left", readAll(t, addr, "priced-left"), left)
+	})
+}
+
+// TestJoinCopartition: the two sides of a join over topics with
+// different partition counts stop Start with ErrCopartition naming the
+// join and each side's topics; a side repartitioned after a key change
+// is given the other side's count (here 2, though its writer reads 3
+// partitions), so that join starts and joins.
+func TestJoinCopartition(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "two", 2, nil)
+		createTopic(t, addr, "three", 3, nil)
+		createTopic(t, addr, "cp-out", 1, nil)
+		b := NewBuilder()
+		l := Source(b, []string{"two"}, String, String)
+		JoinWithTable(l, TableFrom(b, "three", String, String), func(_, a, b string) string { return a + b }, Named("bad-join"))
+		topo, err := b.Build()
+		if err == nil {
+			var a *App
+			a, err = New(topo, Config{ApplicationID: "cp", Brokers: []string{addr}, StateDir: t.TempDir()})
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err = a.Start(ctx)
+				cancel()
+				if err == nil {
+					a.Close()
+				}
+			}
+		}
+		if !errors.Is(err, ErrCopartition) || !strings.Contains(err.Error(), "bad-join") || !strings.Contains(err.Error(), "two=2") || !strings.Contains(err.Error(), "three=3") {
+			t.Errorf("join over 2 and 3 partitions: %v", err)
+		}
+
+		b = NewBuilder()
+		rekeyed := SelectKey(Source(b, []string{"three"}, String, String), func(_, v string) string { return v })
+		tbl := TableFrom(b, "two", String, String)
+		JoinWithTable(rekeyed, tbl, func(k, v, tv string) string { return v + "@" + tv }, ValueSerde(String), Named("rk")).To("cp-out")
+		topo, err = b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "cp2", Brokers: []string{addr}, StateDir: t.TempDir()})
+		cl := newClient(t, addr)
+		var rs []*kgo.Record
+		for i := range 6 {
+			rs = append(rs, &kgo.Record{Topic: "two", Key: []byte(fmt.Sprintf("x%d", i)), Value: []byte(fmt.Sprint(i))})
+		}
+		producePhased(t, cl, a, rs)
+		rs = rs[:0]
+		var want []joined
+		for i := range 6 {
+			ts := time.UnixMilli(1_700_000_000_000 + int64(i))
+			rs = append(rs, &kgo.Record{Topic: "three", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("x%d", i)), Timestamp: ts})
+			want = append(want, joined{fmt.Sprintf("x%d", i), fmt.Sprintf("x%d@%d", i, i), ts.UnixMilli()})
+		}
+		if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		waitProcessed(t, a, 18) // 6 table records, 6 read from "three", 6 from the repartition topic
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkJoined(t, "rekeyed join", readAll(t, addr, "cp-out"), want)
+		td, err := kadm.NewClient(cl).ListTopics(context.Background(), "cp2-rk-repartition")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(td["cp2-rk-repartition"].Partitions); n != 2 {
+			t.Errorf("cp2-rk-repartition has %d partitions, want 2 (the table's)", n)
+		}
+	})
+}
