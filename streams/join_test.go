@@ -51,10 +51,18 @@ func waitProcessed(t *testing.T, a *App, n int64) {
 	}
 }
 
-// joined is an output record as the tests compare them.
+// joined is an output record as the tests compare them: its partition,
+// key, value and timestamp.
 type joined struct {
+	P          int32
 	Key, Value string
 	TS         int64
+}
+
+// partOf is the partition of a key among n, as Kafka's default
+// partitioner (and the application's sinks) place it.
+func partOf(key string, n int) int32 {
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: []byte(key)}, n))
 }
 
 // readAll reads topic from its start to its end offsets (taken now).
@@ -81,7 +89,7 @@ func readAll(t *testing.T, addr, topic string) []joined {
 			t.Fatalf("%s: %d partitions not read to their end", topic, len(left))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, joined{string(r.Key), string(r.Value), r.Timestamp.UnixMilli()})
+			out = append(out, joined{r.Partition, string(r.Key), string(r.Value), r.Timestamp.UnixMilli()})
 			if r.Offset+1 >= left[r.Partition] {
 				delete(left, r.Partition)
 			}
@@ -90,18 +98,22 @@ func readAll(t *testing.T, addr, topic string) []joined {
 	return out
 }
 
-func sortJoined(s []joined) []joined {
-	slices.SortFunc(s, func(a, b joined) int {
-		return strings.Compare(fmt.Sprintf("%s|%020d|%s", a.Key, a.TS, a.Value), fmt.Sprintf("%s|%020d|%s", b.Key, b.TS, b.Value))
-	})
-	return s
-}
-
+// checkJoined compares the records of each partition in order: a task's
+// outputs follow the order it processed its inputs in, which the
+// references replay.
 func checkJoined(t *testing.T, what string, got, want []joined) {
 	t.Helper()
-	got, want = sortJoined(got), sortJoined(want)
+	byP := func(a, b joined) int { return int(a.P - b.P) }
+	slices.SortStableFunc(got, byP)
+	slices.SortStableFunc(want, byP)
 	if slices.Equal(got, want) {
 		return
+	}
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			t.Errorf("%s: record %d is %+v, want %+v", what, i, got[i], want[i])
+			break
+		}
 	}
 	t.Errorf("%s: %d records, want %d", what, len(got), len(want))
 	g, w := map[joined]int{}, map[joined]int{}
@@ -153,7 +165,7 @@ type joinRefStats struct {
 // Before (right) + Grace, checked when a record in order arrives; a
 // record enters its own store unless it is at or before that store's
 // largest timestamp minus retention.
-func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, leftOuter, rightOuter bool) ([]joined, joinRefStats) {
+func refStreamJoin(evs []joinEvent, w JoinWindows, leftOuter, rightOuter bool) ([]joined, joinRefStats) {
 	before, after, grace := w.Before.Milliseconds(), w.After.Milliseconds(), w.Grace.Milliseconds()
 	ret := before + after + grace
 	type rec struct {
@@ -171,7 +183,7 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 		store [2][]rec
 		held  []held
 	}
-	states := map[int]*state{}
+	states := map[int32]*state{}
 	var out []joined
 	var st joinRefStats
 	val := func(side int, this, other string) string {
@@ -181,10 +193,11 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 		return other + "+" + this
 	}
 	for _, e := range evs {
-		s := states[partOf(e.key)]
+		p := partOf(e.key, 2)
+		s := states[p]
 		if s == nil {
 			s = &state{time: -1, obs: [2]int64{-1, -1}}
-			states[partOf(e.key)] = s
+			states[p] = s
 		}
 		side := 1
 		if e.left {
@@ -192,6 +205,17 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 		}
 		s.time = max(s.time, e.ts)
 		if leftOuter && e.ts == s.time {
+			// Due records go out in the outer store's order: time,
+			// side, key, then arrival.
+			slices.SortStableFunc(s.held, func(a, b held) int {
+				if a.ts != b.ts {
+					return int(a.ts - b.ts)
+				}
+				if a.side != b.side {
+					return a.side - b.side
+				}
+				return strings.Compare(a.key, b.key)
+			})
 			var keep []held
 			for _, h := range s.held {
 				lb := after
@@ -199,7 +223,7 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 					lb = before
 				}
 				if h.ts+lb+grace < s.time {
-					out = append(out, joined{h.key, val(h.side, h.value, "-"), h.ts})
+					out = append(out, joined{p, h.key, val(h.side, h.value, "-"), h.ts})
 					st.closedEmits++
 				} else {
 					keep = append(keep, h)
@@ -214,7 +238,11 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 		from, to := max(0, e.ts-b), max(0, e.ts+a)
 		lo := max(from, s.obs[1-side]-ret+1)
 		matched := false
-		for _, r := range s.store[1-side] {
+		// The window store returns a key's records in time order, then
+		// arrival.
+		other := slices.Clone(s.store[1-side])
+		slices.SortStableFunc(other, func(a, b rec) int { return int(a.ts - b.ts) })
+		for _, r := range other {
 			if r.key != e.key || r.ts < lo || r.ts > to {
 				continue
 			}
@@ -223,11 +251,11 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 				st.outOfOrderJoins++
 			}
 			s.held = slices.DeleteFunc(s.held, func(h held) bool { return h.side == 1-side && h.key == e.key && h.ts == r.ts })
-			out = append(out, joined{e.key, val(side, e.value, r.value), max(e.ts, r.ts)})
+			out = append(out, joined{p, e.key, val(side, e.value, r.value), max(e.ts, r.ts)})
 		}
 		if !matched && (side == 0 && leftOuter || side == 1 && rightOuter) {
 			if to < s.time {
-				out = append(out, joined{e.key, val(side, e.value, "-"), e.ts})
+				out = append(out, joined{p, e.key, val(side, e.value, "-"), e.ts})
 				st.lateEmits++
 			} else {
 				s.held = append(s.held, held{side, rec{e.key, e.ts, e.value}})
@@ -249,7 +277,9 @@ func refStreamJoin(evs []joinEvent, partOf func(string) int, w JoinWindows, left
 // output equal to a reference computed from the same input by
 // refStreamJoin. The input must exercise joins found by the older record
 // of a pair, unmatched records emitted when their window closed and at
-// once when late, and records too old for their store.
+// once when late, and records too old for their store. Half way, the
+// instance is replaced by one with an empty state directory, which
+// restores the join's stores from their changelogs.
 func TestStreamStreamJoin(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
 		for _, tp := range []string{"clicks", "views", "inner", "left", "outer"} {
@@ -281,8 +311,6 @@ func TestStreamStreamJoin(t *testing.T) {
 				rs = append(rs, &kgo.Record{Topic: topic, Key: []byte(e.key), Value: []byte(e.value), Timestamp: time.UnixMilli(ts)})
 			}
 		}
-		part := kgo.StickyKeyPartitioner(nil).ForTopic("clicks")
-		partOf := func(k string) int { return part.Partition(&kgo.Record{Key: []byte(k)}, 2) }
 
 		b := NewBuilder()
 		clicks := Source(b, []string{"clicks"}, String, String)
@@ -302,8 +330,25 @@ func TestStreamStreamJoin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Half the input, then a new instance with an empty state
+		// directory: its window and outer stores come back from their
+		// changelogs, and the rest of the input finds them.
+		cl := newClient(t, addr)
+		half := len(rs) / 2
 		a := startApp(t, topo, Config{ApplicationID: "ssj", Brokers: []string{addr}, StateDir: t.TempDir()})
-		producePhased(t, newClient(t, addr), a, rs)
+		producePhased(t, cl, a, rs[:half])
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		a = startApp(t, topo, Config{ApplicationID: "ssj", Brokers: []string{addr}, StateDir: t.TempDir()})
+		producePhased(t, cl, a, rs[half:])
+		var restored int64
+		for _, ts := range a.Stats().Tasks {
+			restored += ts.Restored
+		}
+		if restored == 0 {
+			t.Error("the second instance restored nothing from the changelogs")
+		}
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +357,7 @@ func TestStreamStreamJoin(t *testing.T) {
 			topic             string
 			leftOuter, rOuter bool
 		}{{"inner", false, false}, {"left", true, false}, {"outer", true, true}} {
-			want, st := refStreamJoin(evs, partOf, w, c.leftOuter, c.rOuter)
+			want, st := refStreamJoin(evs, w, c.leftOuter, c.rOuter)
 			if st.outOfOrderJoins == 0 || st.expired == 0 || c.leftOuter && (st.closedEmits == 0 || st.lateEmits == 0) {
 				t.Fatalf("%s: the input does not exercise the join: %+v", c.topic, st)
 			}
@@ -362,10 +407,10 @@ func TestStreamTableJoin(t *testing.T) {
 				order := fmt.Sprintf("o%d", len(rs))
 				rs = append(rs, &kgo.Record{Topic: "orders", Key: []byte(key), Value: []byte(order), Timestamp: time.UnixMilli(ts)})
 				if p, ok := price[key]; ok {
-					inner = append(inner, joined{key, order + "@" + p, ts})
-					left = append(left, joined{key, order + "@" + p, ts})
+					inner = append(inner, joined{partOf(key, 2), key, order + "@" + p, ts})
+					left = append(left, joined{partOf(key, 2), key, order + "@" + p, ts})
 				} else {
-					left = append(left, joined{key, order + "@-", ts})
+					left = append(left, joined{partOf(key, 2), key, order + "@-", ts})
 				}
 			}
 		}
@@ -447,7 +492,7 @@ func TestJoinCopartition(t *testing.T) {
 		for i := range 6 {
 			ts := time.UnixMilli(1_700_000_000_000 + int64(i))
 			rs = append(rs, &kgo.Record{Topic: "three", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("x%d", i)), Timestamp: ts})
-			want = append(want, joined{fmt.Sprintf("x%d", i), fmt.Sprintf("x%d@%d", i, i), ts.UnixMilli()})
+			want = append(want, joined{0, fmt.Sprintf("x%d", i), fmt.Sprintf("x%d@%d", i, i), ts.UnixMilli()})
 		}
 		if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -456,13 +501,127 @@ func TestJoinCopartition(t *testing.T) {
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
-		checkJoined(t, "rekeyed join", readAll(t, addr, "cp-out"), want)
+		// Two tasks write to the one partition of cp-out: compare in key
+		// order.
+		got := readAll(t, addr, "cp-out")
+		byKey := func(a, b joined) int { return strings.Compare(a.Key, b.Key) }
+		slices.SortFunc(got, byKey)
+		slices.SortFunc(want, byKey)
+		checkJoined(t, "rekeyed join", got, want)
 		td, err := kadm.NewClient(cl).ListTopics(context.Background(), "cp2-rk-repartition")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n := len(td["cp2-rk-repartition"].Partitions); n != 2 {
 			t.Errorf("cp2-rk-repartition has %d partitions, want 2 (the table's)", n)
+		}
+	})
+}
+
+// TestTableTableJoin: inner, left and outer joins of two tables updated
+// (and deleted from) in turn; every update of either side is forwarded
+// as the change of the joined row, old and new, as a reference replaying
+// the updates on two maps computes it (Kafka's KTableKTable*Join: a row
+// exists when both sides do, the left does, or either does).
+func TestTableTableJoin(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for _, tp := range []string{"tl", "tr", "tt-inner", "tt-left", "tt-outer"} {
+			createTopic(t, addr, tp, 2, nil)
+		}
+		rng := rand.New(rand.NewSource(3))
+		var rs []*kgo.Record
+		side := [2]map[string]string{{}, {}}
+		want := map[string][]joined{}
+		row := func(kind string, l, r string, hasL, hasR bool) (string, bool) {
+			show := func(v string, ok bool) string {
+				if !ok {
+					return "-"
+				}
+				return v
+			}
+			switch kind {
+			case "tt-outer":
+				return show(l, hasL) + "+" + show(r, hasR), hasL || hasR
+			case "tt-left":
+				return l + "+" + show(r, hasR), hasL
+			}
+			return l + "+" + r, hasL && hasR
+		}
+		ts := int64(1_700_000_000_000)
+		for len(rs) < 80 {
+			s := rng.Intn(2)
+			for range 1 + rng.Intn(3) {
+				ts += 10
+				key := fmt.Sprintf("k%d", rng.Intn(5))
+				r := &kgo.Record{Topic: []string{"tl", "tr"}[s], Key: []byte(key), Timestamp: time.UnixMilli(ts)}
+				old, hadOld := side[s][key]
+				if rng.Intn(4) == 0 {
+					if !hadOld {
+						continue // a tombstone for nothing changes nothing
+					}
+					delete(side[s], key)
+				} else {
+					r.Value = []byte(fmt.Sprintf("%c%d", "LR"[s], len(rs)))
+					side[s][key] = string(r.Value)
+				}
+				rs = append(rs, r)
+				nv, hasNew := side[s][key]
+				for _, kind := range []string{"tt-inner", "tt-left", "tt-outer"} {
+					o, n := [2]string{}, [2]string{}
+					oh, nh := [2]bool{}, [2]bool{}
+					o[s], oh[s], n[s], nh[s] = old, hadOld, nv, hasNew
+					o[1-s], oh[1-s] = side[1-s][key]
+					n[1-s], nh[1-s] = o[1-s], oh[1-s]
+					before, okB := row(kind, o[0], o[1], oh[0], oh[1])
+					after, okA := row(kind, n[0], n[1], nh[0], nh[1])
+					if !okB && !okA {
+						continue
+					}
+					if !okB {
+						before = "none"
+					}
+					if !okA {
+						after = "none"
+					}
+					want[kind] = append(want[kind], joined{partOf(key, 2), key, before + ">" + after, ts})
+				}
+			}
+		}
+		b := NewBuilder()
+		tl := TableFrom(b, "tl", String, String)
+		tr := TableFrom(b, "tr", String, String)
+		show := func(v string, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return v
+		}
+		out := func(tbl *Table[string, string], topic string) {
+			MapValues(tbl.Changes(), func(c Change[string]) string {
+				o, n := c.Old, c.New
+				if !c.HasOld {
+					o = "none"
+				}
+				if !c.HasNew {
+					n = "none"
+				}
+				return o + ">" + n
+			}, ValueSerde(String)).To(topic)
+		}
+		out(JoinTables(tl, tr, func(_, l, r string) string { return l + "+" + r }), "tt-inner")
+		out(LeftJoinTables(tl, tr, func(_, l, r string, ok bool) string { return l + "+" + show(r, ok) }), "tt-left")
+		out(OuterJoinTables(tl, tr, func(_, l string, okL bool, r string, okR bool) string { return show(l, okL) + "+" + show(r, okR) }), "tt-outer")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "ttj", Brokers: []string{addr}, StateDir: t.TempDir()})
+		producePhased(t, newClient(t, addr), a, rs)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []string{"tt-inner", "tt-left", "tt-outer"} {
+			checkJoined(t, kind, readAll(t, addr, kind), want[kind])
 		}
 	})
 }
