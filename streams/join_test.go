@@ -377,15 +377,26 @@ func b2i(b bool) int {
 // TestStreamTableJoin: a stream of orders joined with a table of prices
 // (inner and left), the table updated and deleted between orders; each
 // order sees the price of its key as the table held it when the order
-// was processed, as a reference replaying the input says.
+// was processed, as a reference replaying the input says. The orders are
+// also joined with a global table of product names (inner: orders of
+// products without a name are dropped).
 func TestStreamTableJoin(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
-		for _, tp := range []string{"orders", "prices", "priced", "priced-left"} {
+		for _, tp := range []string{"orders", "prices", "priced", "priced-left", "names", "named"} {
 			createTopic(t, addr, tp, 2, nil)
+		}
+		// A global table of names for p0..p2, written before the start
+		// (so bootstrapped before any order is processed).
+		var names []*kgo.Record
+		for i := range 3 {
+			names = append(names, &kgo.Record{Topic: "names", Key: []byte(fmt.Sprintf("p%d", i)), Value: []byte(fmt.Sprintf("product %d", i))})
+		}
+		if err := newClient(t, addr).ProduceSync(context.Background(), names...).FirstErr(); err != nil {
+			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewSource(7))
 		var rs []*kgo.Record
-		var inner, left []joined
+		var inner, left, named []joined
 		price := map[string]string{}
 		ts := int64(1_700_000_000_000)
 		for len(rs) < 80 {
@@ -405,6 +416,9 @@ func TestStreamTableJoin(t *testing.T) {
 					continue
 				}
 				order := fmt.Sprintf("o%d", len(rs))
+				if i := key[1] - '0'; i < 3 {
+					named = append(named, joined{partOf(key, 2), key, fmt.Sprintf("%s of product %d", order, i), ts})
+				}
 				rs = append(rs, &kgo.Record{Topic: "orders", Key: []byte(key), Value: []byte(order), Timestamp: time.UnixMilli(ts)})
 				if p, ok := price[key]; ok {
 					inner = append(inner, joined{partOf(key, 2), key, order + "@" + p, ts})
@@ -428,6 +442,8 @@ func TestStreamTableJoin(t *testing.T) {
 			}
 			return o + "@" + p
 		}, ValueSerde(String)).To("priced-left")
+		g := NewGlobalTable(b, "names", String, String)
+		JoinWithGlobalTable(orders, g, func(k, _ string) string { return k }, func(_, o, n string) string { return o + " of " + n }, ValueSerde(String)).To("named")
 		topo, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -439,6 +455,7 @@ func TestStreamTableJoin(t *testing.T) {
 		}
 		checkJoined(t, "inner", readAll(t, addr, "priced"), inner)
 		checkJoined(t, "left", readAll(t, addr, "priced-left"), left)
+		checkJoined(t, "global", readAll(t, addr, "named"), named)
 	})
 }
 
