@@ -274,7 +274,11 @@ type joinState struct {
 	this, other joinSide
 	outer       *taskStore
 
-	loaded bool
+	// loaded is false until the state is read from the stores, and again
+	// after the task dropped its pending writes (an aborted transaction):
+	// the in-memory times may be ahead of the stores then.
+	loaded   bool
+	discards int
 	// streamTime is the largest timestamp either side has seen (Kafka's
 	// shared TimeTracker): it closes windows. -1 before any.
 	streamTime int64
@@ -296,7 +300,7 @@ type joinSide struct {
 }
 
 func (js *joinState) load(t *task) {
-	js.loaded = true
+	js.loaded, js.discards = true, t.discards
 	js.streamTime = -1
 	js.minHeld = math.MaxInt64
 	ret := js.w.retentionMs()
@@ -341,7 +345,7 @@ func (js *joinState) side(s byte) (this, other *joinSide) {
 // otherwise; finally the record enters its own window store (Kafka's
 // KStreamJoinWindow forwards before it puts).
 func (js *joinState) process(t *task, s byte, kb, vb []byte, ts int64, outer bool, emitHeld func(byte, []byte, []byte, int64), onMatch func(ob []byte, ots int64), onUnmatched func()) {
-	if !js.loaded {
+	if !js.loaded || js.discards != t.discards {
 		js.load(t)
 	}
 	js.streamTime = max(js.streamTime, ts)

@@ -65,7 +65,8 @@ func partOf(key string, n int) int32 {
 	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: []byte(key)}, n))
 }
 
-// readAll reads topic from its start to its end offsets (taken now).
+// readAll reads topic's committed records from its start to its end
+// offsets (taken now).
 func readAll(t *testing.T, addr, topic string) []joined {
 	t.Helper()
 	adm := kadm.NewClient(newClient(t, addr))
@@ -81,7 +82,10 @@ func readAll(t *testing.T, addr, topic string) []joined {
 			left[o.Partition] = o.Offset
 		}
 	})
-	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	// Read committed, control records kept: a transaction's marker may
+	// be the last offset.
+	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	var out []joined
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
@@ -89,7 +93,9 @@ func readAll(t *testing.T, addr, topic string) []joined {
 			t.Fatalf("%s: %d partitions not read to their end", topic, len(left))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, joined{r.Partition, string(r.Key), string(r.Value), r.Timestamp.UnixMilli()})
+			if !r.Attrs.IsControl() {
+				out = append(out, joined{r.Partition, string(r.Key), string(r.Value), r.Timestamp.UnixMilli()})
+			}
 			if r.Offset+1 >= left[r.Partition] {
 				delete(left, r.Partition)
 			}
@@ -639,6 +645,74 @@ func TestTableTableJoin(t *testing.T) {
 		}
 		for _, kind := range []string{"tt-inner", "tt-left", "tt-outer"} {
 			checkJoined(t, kind, readAll(t, addr, kind), want[kind])
+		}
+	})
+}
+
+// TestStreamJoinAfterAbort: exactly once, a transaction aborted after
+// the join processed records drops their store writes and kgo rewinds
+// the input, so they are processed again; the join's stream time must be
+// read again from its stores, or the replay sees the time of records it
+// has not processed yet. Here L1 at t and L2 at t+3.5 s are processed,
+// the transaction aborted, then R1 at t+1 s arrives: replayed in order,
+// L1 is held (its window, t+3 s plus 1 s of grace, is still open at
+// t+3.5 s) and R1 joins it; with the stale stream time, L1 would be
+// emitted at once as unmatched, then joined as well.
+func TestStreamJoinAfterAbort(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for _, tp := range []string{"ab-l", "ab-r", "ab-out"} {
+			createTopic(t, addr, tp, 1, nil)
+		}
+		w := JoinWindows{Before: 2 * time.Second, After: 3 * time.Second, Grace: time.Second}
+		b := NewBuilder()
+		LeftJoin(Source(b, []string{"ab-l"}, String, String), Source(b, []string{"ab-r"}, String, String), w,
+			func(_, l, r string, ok bool) string {
+				if !ok {
+					r = "-"
+				}
+				return l + "+" + r
+			}, ValueSerde(String)).To("ab-out")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "ab", Brokers: []string{addr}, StateDir: t.TempDir(),
+			Guarantee: ExactlyOnce, CommitInterval: time.Minute})
+		base := int64(1_700_000_000_000)
+		rec := func(topic, v string, at int64) *kgo.Record {
+			return &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(base + at)}
+		}
+		cl := newClient(t, addr)
+		producePhased(t, cl, a, []*kgo.Record{rec("ab-l", "L1", 0), rec("ab-l", "L2", 3500)})
+		// Abort as commitLocked does when its transaction fails.
+		a.mu.Lock()
+		if !a.inTxn {
+			a.mu.Unlock()
+			t.Fatal("no transaction open")
+		}
+		a.inTxn = false
+		if _, err := a.sess.End(context.Background(), kgo.TryAbort); err != nil {
+			a.mu.Unlock()
+			t.Fatal(err)
+		}
+		// The records the abort failed belong to the aborted
+		// transaction (commitLocked leaves their errors to fail the next
+		// one, which is where this test would otherwise stop).
+		_ = a.takeProduceErr()
+		for _, tk := range a.tasks {
+			tk.discardState()
+		}
+		a.mu.Unlock()
+		waitProcessed(t, a, 4) // L1 and L2 again
+		producePhased(t, cl, a, []*kgo.Record{rec("ab-r", "R1", 1000)})
+		waitProcessed(t, a, 5)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, addr, "ab-out")
+		checkJoined(t, "after abort", got[:min(len(got), 1)], []joined{{0, "k", "L1+R1", base + 1000}})
+		if len(got) != 1 {
+			t.Errorf("after abort: %+v, want only L1+R1", got)
 		}
 	})
 }
