@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -297,7 +298,7 @@ func TestStreamStreamJoin(t *testing.T) {
 		cursor := base
 		var evs []joinEvent
 		var rs []*kgo.Record
-		for i := 0; len(evs) < 90; i++ {
+		for i := 0; len(evs) < 180; i++ {
 			left := rng.Intn(2) == 0
 			for range 1 + rng.Intn(3) {
 				cursor += int64(rng.Intn(1200))
@@ -713,6 +714,116 @@ func TestStreamJoinAfterAbort(t *testing.T) {
 		checkJoined(t, "after abort", got[:min(len(got), 1)], []joined{{0, "k", "L1+R1", base + 1000}})
 		if len(got) != 1 {
 			t.Errorf("after abort: %+v, want only L1+R1", got)
+		}
+	})
+}
+
+// TestJoinBuildErrors: join mistakes Build reports before anything runs:
+// windows that cannot hold a record, a side without a value serde for
+// its window store, a repartitioned side without serdes.
+func TestJoinBuildErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		build func(b *Builder)
+		want  []string
+	}{
+		{"negative window", func(b *Builder) {
+			l, r := Source(b, []string{"a"}, String, String), Source(b, []string{"b"}, String, String)
+			Join(l, r, JoinWindows{Before: -2 * time.Second, After: time.Second}, func(_, a, b string) string { return a + b })
+		}, []string{"join windows", "Before+After >= 0"}},
+		{"no value serde", func(b *Builder) {
+			l, r := Source(b, []string{"a"}, String, String), Source(b, []string{"b"}, String, String)
+			lens := MapValues(l, func(v string) int { return len(v) })
+			Join(lens, r, JoinTimeDifference(time.Second, 0), func(_ string, n int, s string) string { return s })
+		}, []string{"window stores need", "value serdes"}},
+		{"repartition without serdes", func(b *Builder) {
+			l := Map(Source(b, []string{"a"}, String, String), func(k, v string) (int64, string) { return int64(len(k)), v })
+			JoinWithTable(l, TableFrom(b, "t", Int64, String), func(_ int64, a, b string) string { return a + b }, Named("j"))
+		}, []string{"j", "repartition", "serdes"}},
+	}
+	for _, c := range cases {
+		b := NewBuilder()
+		c.build(b)
+		_, err := b.Build()
+		if !errors.Is(err, ErrTopology) {
+			t.Errorf("%s: Build() = %v, want ErrTopology", c.name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// TestJoinWindowStoreRetention: a join's window store deletes what its
+// retention (Before+After+Grace) no longer covers, within a purge
+// interval (a minute here, Kafka's smallest segment interval), logging
+// the deletions to its changelog: after records 10 s apart over 150 s
+// with a retention of 2 s, the store keeps the newest and nothing a
+// minute past expiry, and the changelog holds a tombstone per record
+// deleted.
+func TestJoinWindowStoreRetention(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for _, tp := range []string{"rt-l", "rt-r"} {
+			createTopic(t, addr, tp, 1, nil)
+		}
+		b := NewBuilder()
+		Join(Source(b, []string{"rt-l"}, String, String), Source(b, []string{"rt-r"}, String, String),
+			JoinTimeDifference(time.Second, 0), func(_, l, r string) string { return l + r }, Named("rt"))
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "rt", Brokers: []string{addr}, StateDir: t.TempDir()})
+		base := int64(1_700_000_000_000)
+		var rs []*kgo.Record
+		for i := range 16 {
+			rs = append(rs, &kgo.Record{Topic: "rt-l", Key: []byte("k"), Value: []byte(fmt.Sprint(i)), Timestamp: time.UnixMilli(base + int64(i)*10_000)})
+		}
+		producePhased(t, newClient(t, addr), a, rs)
+		last := base + 150_000
+		var held []int64
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			held = held[:0]
+			a.tasksMu.RLock()
+			for _, tk := range a.tasks {
+				err := rangeStore(tk.db.db, "rt-this-join-store", func(k, _ []byte) bool {
+					held = append(held, int64(binary.BigEndian.Uint64(k[len(k)-12:])))
+					return true
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			a.tasksMu.RUnlock()
+			if slices.Contains(held, last) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // until the commit wrote the store
+		}
+		if !slices.Contains(held, last) {
+			t.Fatalf("the store holds %v, not the newest record", held)
+		}
+		for _, ts := range held {
+			if ts <= last-2_000-60_000 {
+				t.Errorf("the store still holds %d s, expired at %d s", (ts-base)/1000, (ts-base)/1000+2)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tombstones := 0
+		for _, r := range readAll(t, addr, "rt-rt-this-join-store-changelog") {
+			if r.Value == "" {
+				tombstones++
+			}
+		}
+		if tombstones != 16-len(held) {
+			t.Errorf("%d tombstones in the changelog, want %d (16 records, %d held)", tombstones, 16-len(held), len(held))
 		}
 	})
 }
