@@ -93,7 +93,10 @@
 //	state store               LevelDB + group table     pebble + <app>-<store>-changelog
 //	exactly once              no                        yes (transactions, KIP-447)
 //	windows                   no                        tumbling, hopping, sliding, session (grace, late counted), suppression
-//	stream-stream joins       no                        next (windowed inner/left/outer)
+//	stream-stream joins       no                        windowed inner, left, outer (grace, KIP-633)
+//	stream-table joins        Join, Lookup              JoinWithTable, LeftJoinWithTable, JoinWithGlobalTable
+//	table-table joins         no                        JoinTables, LeftJoinTables, OuterJoinTables
+//	co-partitioning           checked at start          checked at Start, per join; repartition topics sized to match
 //	interactive queries       View (a whole table)      Store(name).Get(key), per instance
 //	topology checked at start partly                    Build and Start, all mistakes at once
 //
@@ -144,14 +147,37 @@
 // the commit (the transaction, exactly once) that emits: after a crash a
 // window is emitted once.
 //
-// # Extension points (joins: next)
+// # Joins
+//
+// Join, LeftJoin and OuterJoin join two streams within JoinWindows
+// {Before, After, Grace}, as Kafka's KStreamKStreamJoin (3.1+): each side
+// is buffered in a window store (retention Before+After+Grace, duplicates
+// kept, Kafka's key layout; join.go draws it), and a left or outer join
+// holds each record nothing joined in an outer store until stream time
+// (the largest timestamp either side has seen) passes its window's end
+// plus Grace, then emits it with the other side missing; a record whose
+// window had already ended is emitted at once, Kafka's rule. Kafka scans
+// the outer store at most once a second of wall time; here every in-order
+// record that may find one due does, so results do not depend on the
+// clock. JoinWithTable and LeftJoinWithTable look the table up for each
+// stream record (table updates emit nothing); JoinWithGlobalTable looks
+// up the instance's global store by a key computed from the record.
+// JoinTables, LeftJoinTables and OuterJoinTables forward each update as
+// the change of the joined row, old value included (Change.Old); the
+// result is not materialized (no store to query) and is timestamped with
+// the update, where Kafka takes the later of the two sides' timestamps
+// (stores here keep no timestamps). Start checks that the input topics
+// of a join's two sides have one partition count (ErrCopartition, naming
+// the join and both sides' topics) and sizes a repartition topic feeding
+// a join to the other side's count, as Kafka's
+// CopartitionedTopicsEnforcer. Foreign-key joins are not built.
+//
+// # Extension points (foreign-key joins: next)
 //
 //   - task.streamTime is the largest timestamp seen, the clock that closes
 //     windows (end + grace) and drops late records.
 //   - Change[V] carries old and new values: table-table joins and
 //     re-aggregation need the old one.
-//   - subtopologies with stores already check co-partitioning; joins add
-//     their two sources to the same check.
 //
 // # Non-obvious invariants
 //

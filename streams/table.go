@@ -24,6 +24,9 @@ type Table[K, V any] struct {
 	key   Serde[K]
 	val   Serde[V]
 	store string
+	// lookup reads a row of a table without a store (a join's result,
+	// join.go); nil: read the store.
+	lookup func(t *task) func(K) (V, bool, error)
 }
 
 // StoreName is the name to query the table's store by (App.Store).

@@ -40,6 +40,9 @@ type task struct {
 	// streamTime is the largest record timestamp the task has seen (ms):
 	// windows (next) close when it passes their end plus grace.
 	streamTime int64
+	// discards counts discardState calls: state a processor keeps in
+	// memory beside its stores (a join's stream time) is stale after one.
+	discards int
 
 	clMu   sync.Mutex
 	clNext map[string]int64 // store -> next changelog offset written since the last commit
@@ -193,6 +196,7 @@ func (t *task) discardState() {
 	_ = t.batch.Close()
 	t.batch = t.db.db.NewIndexedBatch()
 	t.err = nil
+	t.discards++
 }
 
 func (t *task) close() error {

@@ -90,10 +90,20 @@ func (a *App) resolve(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 
+	// The two sides of each join must be co-partitioned; a repartition
+	// topic feeding a join takes the count of the join's other topics.
+	forced, err := a.copartitionJoins(parts)
+	if err != nil {
+		return err
+	}
+
 	// Size the subtopologies: a repartition topic has the partitions of
 	// the subtopology writing it, known once that one is sized.
 	a.taskCount = map[int]int32{}
 	repart := map[string]int32{}
+	for suffix, n := range forced {
+		repart[suffix] = n
+	}
 	for range a.topo.subs {
 		for _, sub := range a.topo.subs {
 			if _, done := a.taskCount[sub.id]; done {
@@ -133,7 +143,7 @@ func (a *App) resolve(ctx context.Context) error {
 			}
 			a.taskCount[sub.id] = max
 			for suffix, w := range writer {
-				if w == sub.id {
+				if _, f := forced[suffix]; w == sub.id && !f {
 					repart[suffix] = max
 				}
 			}

@@ -102,6 +102,7 @@ type Builder struct {
 	nodes   []*node
 	stores  map[string]*storeDef
 	globals []*globalDef
+	copart  []copartGroup // the two sides of each join (join.go)
 	names   map[string]int
 	seq     int
 	errs    []error
@@ -209,6 +210,7 @@ type Topology struct {
 	subs    []*subtopology
 	stores  map[string]*storeDef
 	globals []*globalDef
+	copart  []copartGroup
 }
 
 type subtopology struct {
@@ -231,7 +233,7 @@ func (b *Builder) Build() (*Topology, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	t := &Topology{nodes: b.nodes, stores: b.stores, globals: b.globals}
+	t := &Topology{nodes: b.nodes, stores: b.stores, globals: b.globals, copart: b.copart}
 	// Subtopologies: union-find over the graph's edges. Repartition
 	// topics are a sink in one part and a source in another, with no
 	// edge between them, so they cut the graph as Kafka's do.
