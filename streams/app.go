@@ -354,26 +354,12 @@ func (a *App) commitLocked(ctx context.Context) error {
 		if !a.inTxn {
 			return nil
 		}
-		a.inTxn = false
 		commit := kgo.TryCommit
 		if err := a.takeProduceErr(); err != nil {
 			a.log.Warn("streams: aborting the transaction", "err", err)
 			commit = kgo.TryAbort
 		}
-		committed, err := a.sess.End(ctx, commit)
-		if err != nil {
-			return fmt.Errorf("streams: end transaction: %w", err)
-		}
-		for _, t := range a.tasks {
-			if committed {
-				if err := t.commitState(); err != nil {
-					return err
-				}
-			} else {
-				t.discardState()
-			}
-		}
-		return nil
+		return a.endTxnLocked(ctx, commit)
 	}
 	if err := a.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("streams: flush: %w", err)
@@ -388,6 +374,34 @@ func (a *App) commitLocked(ctx context.Context) error {
 	}
 	if err := a.cl.CommitUncommittedOffsets(ctx); err != nil {
 		return fmt.Errorf("streams: commit offsets: %w", err)
+	}
+	return nil
+}
+
+// endTxnLocked ends the open transaction (commit or abort, as kgo's
+// session decides), then writes the stores if it committed or drops
+// their writes if it aborted. The errors of records the end failed (an
+// abort fails the records still buffered, and their promises have run
+// when End returns) belonged to that transaction: they are dropped, or
+// the next, healthy transaction would be aborted for them.
+func (a *App) endTxnLocked(ctx context.Context, commit kgo.TransactionEndTry) error {
+	a.inTxn = false
+	committed, err := a.sess.End(ctx, commit)
+	if err != nil {
+		return fmt.Errorf("streams: end transaction: %w", err)
+	}
+	if stale := a.takeProduceErr(); stale != nil && committed {
+		// A committed transaction had every record acknowledged.
+		return fmt.Errorf("streams: a record failed in a committed transaction: %w", stale)
+	}
+	for _, t := range a.tasks {
+		if committed {
+			if err := t.commitState(); err != nil {
+				return err
+			}
+		} else {
+			t.discardState()
+		}
 	}
 	return nil
 }
