@@ -22,10 +22,11 @@ type Options struct {
 	Progress time.Duration // the progress line's period; 0: none
 	// TxnRecordsMax bounds the records of one transaction (with exactly
 	// once; without, of one flush of the producer): the offset syncs'
-	// translation granularity (0: 100,000). TxnBytesMax bounds its key and
-	// value bytes (0: 64 MiB) and TxnInterval how long it stays open
-	// (0: 200 ms); a transaction also ends as soon as the source has no
-	// more records to give. A poll asks for at most pollRecordsMax.
+	// translation granularity (0: 100,000). A transaction ends once its
+	// key and value bytes reach TxnBytesMax (0: 64 MiB; with the last
+	// poll's records, this bounds what is in flight to the target) or it
+	// has been open TxnInterval (0: 200 ms), and as soon as the source has
+	// no more records to give. A poll asks for at most pollRecordsMax.
 	TxnRecordsMax int
 	TxnBytesMax   int64
 	TxnInterval   time.Duration
