@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringlog/internal/testkit"
 )
 
 // TestMirrorTransactionSpansPolls: a backlog larger than one poll
@@ -31,10 +34,12 @@ func TestMirrorTransactionSpansPolls(t *testing.T) {
 	if err := prod.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
+	start := time.Now()
 	runMirrorOpt(t, map[string]string{
 		"clusters": "A, B", "A.bootstrap.servers": a, "B.bootstrap.servers": b,
 		"A->B.enabled": "true", "A->B.topics": "t", "emit.checkpoints.enabled": "false",
-	}, Options{TxnInterval: 10 * time.Second})
+	}, Options{TxnInterval: 10 * time.Second, Metrics: NewMetrics(reg)})
 	got := readAll(t, b, "A.t", n, 15*time.Second)
 	for i, r := range got[0] {
 		if string(r.Value) != fmt.Sprint(i) {
@@ -50,5 +55,28 @@ func TestMirrorTransactionSpansPolls(t *testing.T) {
 	// source be caught up with for a moment: two transactions at most.
 	if txns := end.Offset - n; txns < 1 || txns > 2 {
 		t.Fatalf("%d records of %d polls' worth mirrored in %d transactions (A.t/0 ends at %d), want 1 or 2", n, n/pollRecordsMax, txns, end.Offset)
+	}
+	// The records are counted once committed, and the commit's time set
+	// just after: read_committed consumers may see them a moment before.
+	var records, last float64
+	testkit.WaitFor(t, 5*time.Second, "the flow's metrics to count every record", func() bool {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				switch mf.GetName() {
+				case "ringlog_mirror_records_total":
+					records = m.GetCounter().GetValue()
+				case "ringlog_mirror_last_commit_timestamp_seconds":
+					last = m.GetGauge().GetValue()
+				}
+			}
+		}
+		return records == n && last > 0
+	})
+	if at := time.Unix(0, int64(last*1e9)); at.Before(start) || at.After(time.Now()) {
+		t.Fatalf("ringlog_mirror_last_commit_timestamp_seconds is %v, outside the run (%v to now)", at, start)
 	}
 }
