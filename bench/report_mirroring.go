@@ -17,16 +17,23 @@ func (s *suite) writeMirroring(w io.Writer) {
 	fmt.Fprintf(w, "`ringlog mirror` (issue 16; docs/mirror.md) copies a topic of 16 partitions from ringlog io_uring "+
 		"(the matrix's broker) to a second ringlog io_uring process (the mirror target in Peers), as a process of the "+
 		"benchmarked binary, in the same rounds as the rest of the suite. Each run fills a fresh topic of the source with "+
-		"%s records of 1 KiB (-fill; kgo, acks=1), then starts the mirror and times it from its \"flow running\" log "+
-		"line (remote topic created, producer initialised, committed offsets read) to the moment its "+
-		"ringlog_mirror_records_total (records committed on the target, read every %v) counts them all. Exactly once "+
-		"writes each poll of the source (up to 5,000 records) and its source offsets in one transaction on the target; "+
-		"at least once (-at-least-once) uses an idempotent producer and writes the offsets every 10 s. The plain kgo "+
-		"producer row is the yardstick: one idempotent acks=all kgo producer (the mirror writes through one client) "+
-		"sending 1 KiB records to 16 partitions of the same target, closed loop, for %v. Broker CPU is the target's; "+
-		"mirror CPU the mirror process's. The brokers, the mirror and the suite's clients share this machine's %d cores: "+
-		"a shared machine's figures are noisy, read the ratios of one run. `ringlog bench -only mirror` runs this "+
-		"section alone.\n\n", fmtCount(float64(s.mirrorRecords())), mirrorScrapeEvery, s.cfg.duration, runtime.NumCPU())
+		"%s records of 1 KiB (-fill, at least 128 MiB; kgo, acks=1, no compression), then starts the mirror. What each row measures:\n\n"+
+		"- *plain kgo producer*: the yardstick. One kgo producer, idempotent with acks=all (as the mirror's producers are), "+
+		"1 KiB records to 16 partitions of a fresh topic of the same target, closed loop for %v; timed from its first "+
+		"record sent to its last acknowledged.\n"+
+		"- *exactly once*: the mirror's records and its source offsets committed in transactions on the target "+
+		"(the producer idempotent, acks=all); a transaction spans several polls of the source, up to 100,000 records, "+
+		"64 MiB or 200 ms, and ends early once the source has nothing more. Timed from its first commit to the one "+
+		"that completes the count, by the mirror's own ringlog_mirror_last_commit_timestamp_seconds read with its "+
+		"ringlog_mirror_records_total (records committed on the target; both read every %v); the rate counts the "+
+		"records committed after the first commit. Left out: the mirror's start (offsets read, producers initialised) "+
+		"and its first transaction; the producer's start-up (metadata, producer id) is in its time.\n"+
+		"- *at least once* (-at-least-once): the same, with an idempotent acks=all producer and no transactions; the "+
+		"source offsets written every 10 s.\n\n"+
+		"Broker CPU is the target's and mirror CPU the mirror process's, both over the timed window, per million records "+
+		"counted. The brokers, the mirror and the suite's clients share this machine's %d cores: a shared machine's figures "+
+		"are noisy, read the ratios of one run. `ringlog bench -only mirror` runs this section alone.\n\n",
+		fmtCount(float64(s.mirrorRecords())), s.cfg.duration, mirrorScrapeEvery, runtime.NumCPU())
 	cols := []column{colRate, colMBs, colCPUPerM}
 	fmt.Fprint(w, "| setup |")
 	for _, c := range cols {

@@ -16,7 +16,7 @@ import (
 // through the offset syncs into checkpoints on B and committed for the
 // same group on B (sync.group.offsets.enabled), so the group can move to
 // B and reprocess no more than one transaction's records (the
-// translation granularity, at most PollRecordsMax).
+// translation granularity, at most TxnRecordsMax).
 func TestMirrorGroupFailover(t *testing.T) {
 	a, b := startBroker(t), startBroker(t)
 	admA, admB := kadm.NewClient(client(t, a)), kadm.NewClient(client(t, b))
@@ -40,7 +40,7 @@ func TestMirrorGroupFailover(t *testing.T) {
 	runMirrorOpt(t, map[string]string{
 		"clusters": "A, B", "A.bootstrap.servers": a, "B.bootstrap.servers": b,
 		"A->B.enabled": "true", "emit.checkpoints.interval.seconds": "0.2", "sync.group.offsets.enabled": "true",
-	}, Options{PollRecordsMax: granularity})
+	}, Options{TxnRecordsMax: granularity})
 	mirrored := readAll(t, b, "A.t", 100, 15*time.Second)
 	// Record i went to t/(i%2) at source offset i/2; on B its offset is
 	// larger (transaction markers take offsets too). From g's offset on

@@ -20,115 +20,216 @@ type tp struct {
 // context is not used, so that a SIGTERM lets the open transaction finish.
 const txnTimeout = 60 * time.Second
 
-// commit writes recs to their remote topics, in their source partitions,
-// with their keys, values, headers and timestamps; then the offset syncs
-// of the batch, a heartbeat when hb, and the flow's source offsets. With
-// exactly once it is one transaction on the target: the records and the
-// offsets that say they were mirrored are committed together or not at all.
-// prod is one of task t's producers; w.mu is held.
-func (w *worker) commit(t *task, prod *kgo.Client, recs []*kgo.Record, hb bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), txnTimeout)
-	defer cancel()
-	if w.f.ExactlyOnce {
-		if err := prod.BeginTransaction(); err != nil {
-			return fmt.Errorf("begin transaction: %w", err)
+// batch is what one of a task's producers has produced since it last
+// committed: with exactly once, its open transaction. A batch spans polls
+// (the next poll's records are produced while the previous poll's are
+// still in flight, and the producer's pipeline stays full) until it holds
+// Options.TxnRecordsMax records or TxnBytesMax bytes, has been open
+// TxnInterval, or the source has nothing more to give: a transaction's
+// fixed costs (AddPartitionsToTxn, draining the pipeline, the offsets'
+// produce, EndTxn and its markers: five round trips to the target) are
+// paid once per batch rather than once per poll.
+type batch struct {
+	ctx    context.Context // bounds the batch's produce, flush and end (txnTimeout)
+	cancel context.CancelFunc
+	began  time.Time
+	recs   int
+	bytes  int64
+	// Per source partition, its first and last record's copy on the
+	// target (their offsets there are known once acknowledged) and their
+	// source offsets: the offset syncs and the source offsets committed.
+	first, last     map[tp]*kgo.Record
+	firstUp, lastUp map[tp]int64
+	hb              bool // holds a heartbeat
+
+	mu   sync.Mutex
+	perr error // the first produce error
+	done func(*kgo.Record, error)
+}
+
+func newBatch() *batch {
+	b := &batch{began: time.Now(), first: map[tp]*kgo.Record{}, last: map[tp]*kgo.Record{},
+		firstUp: map[tp]int64{}, lastUp: map[tp]int64{}}
+	b.ctx, b.cancel = context.WithTimeout(context.Background(), txnTimeout)
+	b.done = func(_ *kgo.Record, err error) {
+		if err != nil {
+			b.mu.Lock()
+			if b.perr == nil {
+				b.perr = err
+			}
+			b.mu.Unlock()
 		}
 	}
-	var (
-		perr  error
-		bytes int64
-		last  = map[tp]*kgo.Record{} // per source partition, its last record's copy on the target
-		up    = map[tp]int64{}       // and that record's source offset
-		// The first record of each partition too: a sync at each end of
-		// the transaction's range lets a group's offset inside it
-		// translate to at most the range's length before it.
-		first   = map[tp]*kgo.Record{}
-		firstUp = map[tp]int64{}
-		mu      sync.Mutex
-		done    = func(_ *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && perr == nil {
-				perr = err
+	return b
+}
+
+func (b *batch) err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.perr
+}
+
+// holdsAny says whether the batch holds a record of any of recs' source
+// partitions.
+func (b *batch) holdsAny(recs []*kgo.Record) bool {
+	for _, r := range recs {
+		if _, ok := b.last[tp{r.Topic, r.Partition}]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteTopic is the target topic of source topic t, computed once per
+// topic and run (not once per record). w.mu is held.
+func (w *worker) remoteTopic(t string) string {
+	if r, ok := w.remote[t]; ok {
+		return r
+	}
+	if w.remote == nil {
+		w.remote = map[string]string{}
+	}
+	r := w.f.Policy.RemoteTopic(w.f.SourceAlias, t)
+	w.remote[t] = r
+	return r
+}
+
+// produce adds recs (all of source codec c) and, when hb, a heartbeat to
+// task t's open batch for codec c, opening it (and with exactly once, a
+// transaction) when there is none. The records are produced, not waited
+// for: commitBatch waits. w.mu is held.
+func (w *worker) produce(ctx context.Context, t *task, c int8, recs []*kgo.Record, hb bool) error {
+	prod, err := w.producer(ctx, t, c)
+	if err != nil {
+		return err
+	}
+	b := t.open[c]
+	if b == nil {
+		if w.f.ExactlyOnce {
+			if err := prod.BeginTransaction(); err != nil {
+				return fmt.Errorf("begin transaction: %w", err)
 			}
 		}
-	)
+		b = newBatch()
+		t.open[c] = b
+	}
 	for _, r := range recs {
 		out := &kgo.Record{
-			Topic:     w.f.Policy.RemoteTopic(w.f.SourceAlias, r.Topic),
+			Topic:     w.remoteTopic(r.Topic),
 			Partition: r.Partition,
 			Key:       r.Key,
 			Value:     r.Value,
 			Headers:   r.Headers,
 			Timestamp: r.Timestamp,
 		}
-		bytes += int64(len(r.Key) + len(r.Value))
+		b.bytes += int64(len(r.Key) + len(r.Value))
 		k := tp{r.Topic, r.Partition}
-		if _, ok := last[k]; !ok {
-			first[k], firstUp[k] = out, r.Offset
+		if _, ok := b.last[k]; !ok {
+			b.first[k], b.firstUp[k] = out, r.Offset
 		}
-		last[k], up[k] = out, r.Offset
-		prod.Produce(ctx, out, done)
+		b.last[k], b.lastUp[k] = out, r.Offset
+		prod.Produce(b.ctx, out, b.done)
 	}
+	b.recs += len(recs)
 	if hb {
 		h := Heartbeat{SourceAlias: w.f.SourceAlias, TargetAlias: w.f.TargetAlias, TimestampMs: time.Now().UnixMilli()}
-		prod.Produce(ctx, &kgo.Record{Topic: heartbeatsTopic, Key: h.Key(), Value: h.Value()}, done)
+		prod.Produce(b.ctx, &kgo.Record{Topic: heartbeatsTopic, Key: h.Key(), Value: h.Value()}, b.done)
+		b.hb = true
+		w.lastHeartbeat = time.Now()
 	}
+	return nil
+}
+
+// commitBatch ends task t's open batch for codec c: it waits for the
+// batch's records, then writes the offset syncs of the batch and the
+// flow's source offsets. With exactly once it is one transaction on the
+// target: the records and the offsets that say they were mirrored are
+// committed together or not at all. w.mu is held.
+func (w *worker) commitBatch(t *task, c int8) error {
+	b := t.open[c]
+	if b == nil {
+		return nil
+	}
+	t.open[c] = nil
+	defer b.cancel()
+	prod := t.prods[c]
 	// The records' target offsets are known once they are acknowledged:
 	// the offset syncs need them.
-	if err := prod.Flush(ctx); err != nil {
+	if err := prod.Flush(b.ctx); err != nil {
 		return w.abort(prod, fmt.Errorf("flush records: %w", err))
 	}
-	if err := firstErr(&mu, &perr); err != nil {
+	if err := b.err(); err != nil {
 		return w.abort(prod, fmt.Errorf("produce to the target: %w", err))
 	}
 	if t.pending == nil {
 		t.pending = map[tp]OffsetSync{}
 	}
-	for k, out := range last {
-		t.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up[k], Downstream: out.Offset}
+	for k, out := range b.last {
+		t.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: b.lastUp[k], Downstream: out.Offset}
 	}
-	// With exactly once the offsets go in every transaction. Without, they
-	// are flushed every offset.flush.interval.ms, as Kafka Connect flushes
-	// a source task's offsets: a crash mirrors again what was produced
-	// since the last flush.
+	// With exactly once the offsets go in every transaction, with a sync
+	// at each end of each partition's range in it: a group's offset
+	// inside the range translates to at most the range's length before
+	// it. Without, they are flushed every offset.flush.interval.ms, as
+	// Kafka Connect flushes a source task's offsets: a crash mirrors
+	// again what was produced since the last flush.
 	if w.f.ExactlyOnce && w.f.EmitOffsetSyncs {
-		for k, out := range first {
-			if out != last[k] {
-				s := OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: firstUp[k], Downstream: out.Offset}
-				prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
+		for k, out := range b.first {
+			if out != b.last[k] {
+				s := OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: b.firstUp[k], Downstream: out.Offset}
+				prod.Produce(b.ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, b.done)
 			}
 		}
 	}
 	if w.f.ExactlyOnce || time.Since(t.lastOffsetFlush) >= w.f.OffsetFlushInterval {
-		for k, s := range t.pending {
-			if w.f.EmitOffsetSyncs {
-				prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
-			}
-			prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetsTopic(), Key: OffsetKey(w.f.SourceAlias, k.topic, k.partition), Value: OffsetValue(s.Upstream)}, done)
-		}
-		clear(t.pending)
-		t.lastOffsetFlush = time.Now()
+		w.produceOffsets(b.ctx, t, prod, b.done)
 	}
-	if err := prod.Flush(ctx); err != nil {
+	if err := prod.Flush(b.ctx); err != nil {
 		return w.abort(prod, fmt.Errorf("flush offsets: %w", err))
 	}
-	if err := firstErr(&mu, &perr); err != nil {
+	if err := b.err(); err != nil {
 		return w.abort(prod, fmt.Errorf("produce offsets to the target: %w", err))
 	}
 	if w.f.ExactlyOnce {
-		if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if err := prod.EndTransaction(b.ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("commit transaction: %w", err)
 		}
 	}
-	for k := range last {
-		w.next[k.topic][k.partition] = up[k] + 1
+	for k := range b.last {
+		w.next[k.topic][k.partition] = b.lastUp[k] + 1
 	}
-	if hb {
-		w.lastHeartbeat = time.Now()
-	}
-	w.m.add(len(recs), bytes, w.lag)
+	w.m.add(b.recs, b.bytes, w.lag)
 	return nil
+}
+
+// produceOffsets produces task t's pending offset syncs and source
+// offsets, and forgets them. w.mu is held.
+func (w *worker) produceOffsets(ctx context.Context, t *task, prod *kgo.Client, done func(*kgo.Record, error)) {
+	for k, s := range t.pending {
+		if w.f.EmitOffsetSyncs {
+			prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, done)
+		}
+		prod.Produce(ctx, &kgo.Record{Topic: w.f.OffsetsTopic(), Key: OffsetKey(w.f.SourceAlias, k.topic, k.partition), Value: OffsetValue(s.Upstream)}, done)
+	}
+	clear(t.pending)
+	t.lastOffsetFlush = time.Now()
+}
+
+// abortBatch gives up task t's open batch for codec c: with exactly once
+// its transaction is aborted (the next owner resumes from the target's
+// committed offsets); without, its records are waited for and their
+// offsets kept pending, as a commit would. w.mu is held.
+func (w *worker) abortBatch(t *task, c int8) error {
+	if !w.f.ExactlyOnce {
+		return w.commitBatch(t, c)
+	}
+	b := t.open[c]
+	if b == nil {
+		return nil
+	}
+	t.open[c] = nil
+	defer b.cancel()
+	return w.abort(t.prods[c], nil)
 }
 
 // abort ends a failed transaction; the caller starts over from the
@@ -234,9 +335,3 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
 }
 
 type kadmListed = kadm.ListedOffset
-
-func firstErr(mu *sync.Mutex, err *error) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return *err
-}

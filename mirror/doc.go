@@ -6,11 +6,17 @@
 // A Flow (source alias -> target alias) is run by one worker goroutine:
 //
 //	source                      worker                          target
-//	topics (read_committed) --> poll <= 5000 records --> txn {  A.<topic>  (same partition, key,
-//	                                                            value, headers, timestamp)
-//	                                                         mm2-offset-syncs.<source>.internal
-//	                                                         heartbeats
-//	                                                         mm2-offsets.<source>.internal }
+//	topics (read_committed) --> polls <= 5000 records --> txn { A.<topic>  (same partition, key,
+//	                            (several per txn)               value, headers, timestamp)
+//	                                                          mm2-offset-syncs.<source>.internal
+//	                                                          heartbeats
+//	                                                          mm2-offsets.<source>.internal }
+//
+// A transaction (commit.go's batch) stays open across polls: each poll's
+// records are produced while the previous ones are in flight, and the
+// transaction is committed once it holds Options.TxnRecordsMax records or
+// TxnBytesMax bytes, has been open TxnInterval, or the source has nothing
+// more (every partition fetched up to its high watermark).
 //
 // With tasks.max > 1 the flow's partitions are split into tasks with
 // transactional ids of their own, shared by several processes through a
@@ -49,7 +55,8 @@
 //     the reset offset) and mirror the partition again from its start.
 //   - The group's callbacks and the poll loop share the worker's tasks and
 //     positions under worker.mu; rebalances wait for AllowRebalance,
-//     called only after a poll is committed.
+//     called only once no transaction is open (a transaction stays open
+//     at most TxnInterval, so a rebalance waits no longer).
 //   - Several processes of a flow grow a remote topic at once: the
 //     loser's CreatePartitions answers INVALID_PARTITIONS ("already has
 //     N"), which is not a failure of its run.
@@ -59,4 +66,12 @@
 //   - Offset syncs need the records' target offsets, known only once the
 //     records are acknowledged: a transaction flushes the records, then
 //     produces the syncs and offsets, then commits.
+//   - A source partition is in at most one open batch (one producer's
+//     transaction) at a time: records of another codec wait for the
+//     batch holding its earlier records to commit. Two open transactions
+//     holding one partition wrote its records out of order
+//     (TestMirrorKeepsCompression's codec switch).
+//   - A poll asks for no more records than the fullest open batch has
+//     room for, and the first poll of a batch no more than TxnRecordsMax:
+//     the syncs' translation granularity is TxnRecordsMax.
 package mirror

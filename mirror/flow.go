@@ -20,9 +20,21 @@ type Options struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics      // nil: none
 	Progress time.Duration // the progress line's period; 0: none
-	// PollRecordsMax bounds the records of one transaction (0: 5000).
-	PollRecordsMax int
+	// TxnRecordsMax bounds the records of one transaction (with exactly
+	// once; without, of one flush of the producer): the offset syncs'
+	// translation granularity (0: 100,000). A transaction ends once its
+	// key and value bytes reach TxnBytesMax (0: 64 MiB; with the last
+	// poll's records, this bounds what is in flight to the target) or it
+	// has been open TxnInterval (0: 200 ms), and as soon as the source has
+	// no more records to give. A poll asks for at most pollRecordsMax.
+	TxnRecordsMax int
+	TxnBytesMax   int64
+	TxnInterval   time.Duration
 }
+
+// pollRecordsMax bounds one poll of the source: a transaction is usually
+// several polls.
+const pollRecordsMax = 5000
 
 // errTopologyChanged ends a worker's run when the source gained topics
 // or partitions: the next run starts over from what the target committed,
@@ -35,8 +47,14 @@ func Run(ctx context.Context, flows []*Flow, opt Options) error {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	if opt.PollRecordsMax <= 0 {
-		opt.PollRecordsMax = 5000
+	if opt.TxnRecordsMax <= 0 {
+		opt.TxnRecordsMax = 100_000
+	}
+	if opt.TxnBytesMax <= 0 {
+		opt.TxnBytesMax = 64 << 20
+	}
+	if opt.TxnInterval <= 0 {
+		opt.TxnInterval = 200 * time.Millisecond
 	}
 	var wg sync.WaitGroup
 	workers := make([]*worker, 0, len(flows))
@@ -78,6 +96,8 @@ type worker struct {
 	tasks map[int]*task              // the tasks this process owns, by number
 	next  map[string]map[int32]int64 // source topic -> partition -> next offset to mirror
 	lag   map[string]map[int32]int64 // source topic -> partition -> records behind, as of the last fetch
+	// remote caches the remote topic name of each source topic.
+	remote map[string]string
 	// replan is set when the group assigned a partition this run's plan
 	// lacks (another member saw the source grow first); groupErr when a
 	// task could not be started.
@@ -152,7 +172,7 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	w.syncTopicACLs(ctx)
 	w.mu.Lock()
-	w.plan, w.tasks = src, map[int]*task{}
+	w.plan, w.tasks, w.remote = src, map[int]*task{}, nil
 	w.next, w.lag = map[string]map[int32]int64{}, map[string]map[int32]int64{}
 	for t := range src {
 		w.next[t], w.lag[t] = map[int32]int64{}, map[int32]int64{}
@@ -205,14 +225,16 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.groupErr.Load(); err != nil {
 			return *err
 		}
-		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
-		fs := cons.PollRecords(pollCtx, w.opt.PollRecordsMax)
+		wait, n := w.pollBounds()
+		pollCtx, cancel := context.WithTimeout(ctx, wait)
+		fs := cons.PollRecords(pollCtx, n)
 		cancel()
 		if ctx.Err() != nil {
-			// Stopping (SIGTERM): without exactly once, write the
-			// offsets still waiting for offset.flush.interval.ms, so a
-			// clean stop mirrors nothing twice.
-			return errors.Join(ctx.Err(), w.flushPending(ctx))
+			// Stopping (SIGTERM): commit what was produced, and without
+			// exactly once write the offsets still waiting for
+			// offset.flush.interval.ms, so a clean stop mirrors nothing
+			// twice.
+			return errors.Join(ctx.Err(), w.commitOpen(), w.flushPending(ctx))
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -226,10 +248,59 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.mirrorPoll(ctx, fs); err != nil {
 			return err
 		}
-		// The group may rebalance only between polls: a task is handed
-		// over with no transaction open.
-		cons.AllowRebalance()
+		// The group may rebalance only between transactions: a task is
+		// handed over with none open. A transaction stays open at most
+		// TxnInterval, so a rebalance waits no longer.
+		if !w.anyOpen() {
+			cons.AllowRebalance()
+		}
 	}
+}
+
+// pollBounds are the next poll's wait and records: it waits no longer
+// than the oldest open batch may stay open (or the next heartbeat is due),
+// and asks for no more records than the fullest batch has room for.
+func (w *worker) pollBounds() (time.Duration, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wait, n := w.pollWait(), min(pollRecordsMax, w.opt.TxnRecordsMax)
+	for _, t := range w.tasks {
+		for _, b := range t.open {
+			if b != nil {
+				wait = min(wait, max(time.Millisecond, w.opt.TxnInterval-time.Since(b.began)))
+				n = min(n, max(1, w.opt.TxnRecordsMax-b.recs))
+			}
+		}
+	}
+	return wait, n
+}
+
+// anyOpen says whether a batch is open.
+func (w *worker) anyOpen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.tasks {
+		for _, b := range t.open {
+			if b != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// commitOpen commits every open batch (a clean stop).
+func (w *worker) commitOpen() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(w.tasks)) {
+		for c := range w.tasks[k].open {
+			if err := w.commitBatch(w.tasks[k], int8(c)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // directConsumer is the source consumer of a flow run by one process: it
@@ -282,13 +353,19 @@ func (w *worker) consumerOpts() []kgo.Opt {
 }
 
 // dropTasks gives up every task this process owns (their producers are
-// closed; no transaction is open between polls). Without exactly once the
+// closed). A rebalance comes only with no batch open; a run that failed
+// may leave one, whose transaction is aborted. Without exactly once the
 // offsets still waiting for offset.flush.interval.ms are written first, so
 // that an orderly handover mirrors nothing twice.
 func (w *worker) dropTasks() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, t := range w.tasks {
+		for c := range t.open {
+			if err := w.abortBatch(t, int8(c)); err != nil {
+				w.log.Warn("mirror: end the open batch of a task given up", "flow", w.f.Name(), "task", t.id, "err", err)
+			}
+		}
 		if err := w.flushTask(t); err != nil {
 			w.log.Warn("mirror: write the offsets of a task given up", "flow", w.f.Name(), "task", t.id, "err", err)
 		}
@@ -300,8 +377,9 @@ func (w *worker) dropTasks() {
 	}
 }
 
-// mirrorPoll mirrors one poll: per task, per source codec, one
-// transaction each; the heartbeat goes in the process's lowest task's.
+// mirrorPoll mirrors one poll: per task, per source codec, into that
+// producer's open batch; then it commits the batches that are due. The
+// heartbeat goes in the process's lowest task's.
 func (w *worker) mirrorPoll(ctx context.Context, fs kgo.Fetches) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -315,10 +393,7 @@ func (w *worker) mirrorPoll(ctx context.Context, fs kgo.Fetches) error {
 		}
 	})
 	recs := fs.Records()
-	hb := w.f.HeartbeatInterval > 0 && time.Since(w.lastHeartbeat) >= w.f.HeartbeatInterval
-	if len(recs) == 0 && (!hb || len(w.tasks) == 0) {
-		return nil
-	}
+	hb := w.f.HeartbeatInterval > 0 && time.Since(w.lastHeartbeat) >= w.f.HeartbeatInterval && len(w.tasks) > 0
 	byTask := map[int][]*kgo.Record{}
 	for _, r := range recs {
 		if n, ok := w.plan[r.Topic]; !ok || r.Partition >= n {
@@ -345,15 +420,58 @@ func (w *worker) mirrorPoll(ctx context.Context, fs kgo.Fetches) error {
 		t := w.tasks[k]
 		runs := codecRuns(byTask[k])
 		if len(runs) == 0 {
-			runs = []codecRun{{}}
+			runs = []codecRun{{codec: t.openCodec()}}
 		}
 		for i, run := range runs {
-			prod, err := w.producer(ctx, t, run.codec)
-			if err != nil {
+			// A partition is in one open batch at a time: records of
+			// another codec wait for the batch that holds its earlier
+			// ones to commit, so that they land, and are committed,
+			// after them.
+			for c, b := range t.open {
+				if b != nil && int8(c) != run.codec && b.holdsAny(run.recs) {
+					if err := w.commitBatch(t, int8(c)); err != nil {
+						return err
+					}
+				}
+			}
+			if err := w.produce(ctx, t, run.codec, run.recs, hb && k == lowest && i == 0); err != nil {
 				return err
 			}
-			if err := w.commit(t, prod, run.recs, hb && k == lowest && i == 0); err != nil {
-				return err
+		}
+	}
+	return w.commitDue()
+}
+
+// openCodec is the codec of one of t's open batches, 0 if none is open:
+// where a heartbeat alone goes.
+func (t *task) openCodec() int8 {
+	for c, b := range t.open {
+		if b != nil {
+			return int8(c)
+		}
+	}
+	return 0
+}
+
+// commitDue commits the open batches that are full or old enough, or all
+// of them when the source had nothing more: no partition is behind its
+// high watermark as of its last fetch. w.mu is held.
+func (w *worker) commitDue() error {
+	caughtUp := true
+	for _, m := range w.lag {
+		for _, l := range m {
+			if l > 0 {
+				caughtUp = false
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(w.tasks)) {
+		t := w.tasks[k]
+		for c, b := range t.open {
+			if b != nil && (caughtUp || b.recs >= w.opt.TxnRecordsMax || b.bytes >= w.opt.TxnBytesMax || time.Since(b.began) >= w.opt.TxnInterval) {
+				if err := w.commitBatch(t, int8(c)); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -400,15 +518,24 @@ func (w *worker) flushPending(context.Context) error {
 	return errors.Join(errs...)
 }
 
-// flushTask writes task t's pending offsets now; w.mu is held.
+// flushTask writes task t's pending offsets now (without exactly once;
+// with it, none are pending between transactions); w.mu is held.
 func (w *worker) flushTask(t *task) error {
 	if len(t.pending) == 0 {
 		return nil
 	}
-	t.lastOffsetFlush = time.Time{}
 	for _, p := range t.prods {
 		if p != nil { // any of the task's producers: no transaction here
-			return w.commit(t, p, nil, false)
+			b := newBatch()
+			defer b.cancel()
+			w.produceOffsets(b.ctx, t, p, b.done)
+			if err := p.Flush(b.ctx); err != nil {
+				return fmt.Errorf("flush offsets: %w", err)
+			}
+			if err := b.err(); err != nil {
+				return fmt.Errorf("produce offsets to the target: %w", err)
+			}
+			return nil
 		}
 	}
 	return nil

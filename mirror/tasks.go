@@ -67,6 +67,10 @@ type task struct {
 	// without exactly once do they wait (offset.flush.interval.ms).
 	pending         map[tp]OffsetSync
 	lastOffsetFlush time.Time
+	// open are the producers' batches not yet committed, by codec (nil:
+	// none). A source partition is in at most one of them at a time, so
+	// that its records reach the target, and are committed, in order.
+	open [len(codecNames)]*batch
 }
 
 // taskOf is the fixed map of source partitions to tasks: a hash of the
@@ -258,7 +262,14 @@ func (w *worker) producer(ctx context.Context, t *task, c int8) (*kgo.Client, er
 		// accepts (MESSAGE_TOO_LARGE on every retry). A single record
 		// above it is refused, as MM2's producer refuses one above its
 		// max.request.size.
-		kgo.ProducerBatchMaxBytes(1_000_012), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(1_000_012),
+		// kgo's default linger (10 ms), as the yardstick producer of the
+		// bench runs with: a transaction spans polls, and with no linger
+		// the records of each poll left in many small produce requests
+		// (a quarter of the records per request, and more target CPU
+		// per record). A commit does not wait for it: Flush sends what
+		// lingers at once.
+		kgo.ProducerLinger(10 * time.Millisecond),
 		kgo.ProducerBatchCompression(codecOpt(c)),
 	}
 	if w.f.ExactlyOnce {

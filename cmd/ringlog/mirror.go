@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,7 +42,7 @@ func mirrorMain(args []string) error {
 	sourceConfig := fs.String("source-config", "", "with -source: the source's Kafka client properties (security.protocol, ssl.*, sasl.*), as --command-config takes them")
 	targetConfig := fs.String("target-config", "", "with -source: the target's Kafka client properties (security.protocol, ssl.*, sasl.*)")
 	atLeastOnce := fs.Bool("at-least-once", false, "no transactions on the target: an idempotent producer, the source offsets written after the records (for targets without transactions; a crash mirrors records again)")
-	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics); off when empty; loopback only unless -admin-public")
+	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty; loopback only unless -admin-public")
 	adminPublic := fs.Bool("admin-public", false, "let -admin listen on an address other than loopback")
 	progress := fs.Duration("progress", 10*time.Second, "period of the progress line in the log; 0: none")
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +123,14 @@ func mirrorMain(args []string) error {
 	if *admin != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// The broker's profiles, for the same reason: a mirror's CPU is
+		// found where it goes under load (-admin is loopback only unless
+		// -admin-public, as the broker's).
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		ln, err := net.Listen("tcp", *admin)
 		if err != nil {
 			return fmt.Errorf("admin listener: %w", err)
