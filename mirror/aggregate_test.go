@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,7 +63,8 @@ func TestMirrorGroupFailoverAggregate(t *testing.T) {
 		"clusters": "A, B, agg", "A.bootstrap.servers": a, "B.bootstrap.servers": b, "agg.bootstrap.servers": agg,
 		"A->agg.enabled": "true", "B->agg.enabled": "true", "groups": "g",
 		"emit.checkpoints.interval.seconds": "0.2", "sync.group.offsets.enabled": "true",
-	}, Options{TxnRecordsMax: granularity})
+		"offset.lag.max": strconv.Itoa(granularity),
+	}, Options{})
 	mirrored := readAll(t, agg, "A.t", 100, 15*time.Second)
 	readAll(t, agg, "B.t", 900, 15*time.Second)
 	// Record i went to t/(i%2) at source offset i/2. From g's offset on

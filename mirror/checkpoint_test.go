@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // TestMirrorGroupFailover: a consumer group's offsets on A are translated
 // through the offset syncs into checkpoints on B and committed for the
 // same group on B (sync.group.offsets.enabled), so the group can move to
-// B and reprocess no more than one transaction's records (the
-// translation granularity, at most TxnRecordsMax).
+// B and reprocess no more than offset.lag.max records (the translation
+// granularity: syncs are written every offset.lag.max records, inside
+// transactions of any size).
 func TestMirrorGroupFailover(t *testing.T) {
 	a, b := startBroker(t), startBroker(t)
 	admA, admB := kadm.NewClient(client(t, a)), kadm.NewClient(client(t, b))
@@ -40,7 +42,8 @@ func TestMirrorGroupFailover(t *testing.T) {
 	runMirrorOpt(t, map[string]string{
 		"clusters": "A, B", "A.bootstrap.servers": a, "B.bootstrap.servers": b,
 		"A->B.enabled": "true", "emit.checkpoints.interval.seconds": "0.2", "sync.group.offsets.enabled": "true",
-	}, Options{TxnRecordsMax: granularity})
+		"offset.lag.max": strconv.Itoa(granularity),
+	}, Options{})
 	mirrored := readAll(t, b, "A.t", 100, 15*time.Second)
 	// Record i went to t/(i%2) at source offset i/2; on B its offset is
 	// larger (transaction markers take offsets too). From g's offset on

@@ -29,6 +29,13 @@ const txnTimeout = 60 * time.Second
 // fixed costs (AddPartitionsToTxn, draining the pipeline, the offsets'
 // produce, EndTxn and its markers: five round trips to the target) are
 // paid once per batch rather than once per poll.
+// syncPoint is a record of a batch whose target offset, once known,
+// makes an offset sync.
+type syncPoint struct {
+	out *kgo.Record
+	up  int64
+}
+
 type batch struct {
 	ctx    context.Context // bounds the batch's produce, flush and end (txnTimeout)
 	cancel context.CancelFunc
@@ -40,7 +47,13 @@ type batch struct {
 	// source offsets: the offset syncs and the source offsets committed.
 	first, last     map[tp]*kgo.Record
 	firstUp, lastUp map[tp]int64
-	hb              bool // holds a heartbeat
+	// Per source partition, the records between its first and last
+	// that get an offset sync of their own (every Flow.OffsetLagMax
+	// records), with their source offsets, in order; and the records
+	// since the last sync point.
+	syncs map[tp][]syncPoint
+	since map[tp]int
+	hb    bool // holds a heartbeat
 
 	mu   sync.Mutex
 	perr error // the first produce error
@@ -49,7 +62,7 @@ type batch struct {
 
 func newBatch() *batch {
 	b := &batch{began: time.Now(), first: map[tp]*kgo.Record{}, last: map[tp]*kgo.Record{},
-		firstUp: map[tp]int64{}, lastUp: map[tp]int64{}}
+		firstUp: map[tp]int64{}, lastUp: map[tp]int64{}, syncs: map[tp][]syncPoint{}, since: map[tp]int{}}
 	b.ctx, b.cancel = context.WithTimeout(context.Background(), txnTimeout)
 	b.done = func(_ *kgo.Record, err error) {
 		if err != nil {
@@ -126,6 +139,9 @@ func (w *worker) produce(ctx context.Context, t *task, c int8, recs []*kgo.Recor
 		k := tp{r.Topic, r.Partition}
 		if _, ok := b.last[k]; !ok {
 			b.first[k], b.firstUp[k] = out, r.Offset
+		} else if b.since[k]++; b.since[k] >= w.f.OffsetLagMax {
+			b.syncs[k] = append(b.syncs[k], syncPoint{out, r.Offset})
+			b.since[k] = 0
 		}
 		b.last[k], b.lastUp[k] = out, r.Offset
 		prod.Produce(b.ctx, out, b.done)
@@ -168,16 +184,26 @@ func (w *worker) commitBatch(t *task, c int8) error {
 		t.pending[k] = OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: b.lastUp[k], Downstream: out.Offset}
 	}
 	// With exactly once the offsets go in every transaction, with a sync
-	// at each end of each partition's range in it: a group's offset
-	// inside the range translates to at most the range's length before
-	// it. Without, they are flushed every offset.flush.interval.ms, as
-	// Kafka Connect flushes a source task's offsets: a crash mirrors
-	// again what was produced since the last flush.
+	// at each end of each partition's range in it and every
+	// offset.lag.max records between (in order, the last one from
+	// produceOffsets): a group's offset translates to at most
+	// offset.lag.max records before it, however large the transaction.
+	// Without, they are flushed every offset.flush.interval.ms, as Kafka
+	// Connect flushes a source task's offsets: a crash mirrors again what
+	// was produced since the last flush.
 	if w.f.ExactlyOnce && w.f.EmitOffsetSyncs {
+		sync := func(k tp, up int64, out *kgo.Record) {
+			s := OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: up, Downstream: out.Offset}
+			prod.Produce(b.ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, b.done)
+		}
 		for k, out := range b.first {
 			if out != b.last[k] {
-				s := OffsetSync{Topic: k.topic, Partition: k.partition, Upstream: b.firstUp[k], Downstream: out.Offset}
-				prod.Produce(b.ctx, &kgo.Record{Topic: w.f.OffsetSyncsTopic(), Key: s.Key(), Value: s.Value()}, b.done)
+				sync(k, b.firstUp[k], out)
+			}
+			for _, p := range b.syncs[k] {
+				if p.out != b.last[k] {
+					sync(k, p.up, p.out)
+				}
 			}
 		}
 	}

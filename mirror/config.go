@@ -40,11 +40,16 @@ type Flow struct {
 	RefreshInterval     time.Duration // refresh.topics.interval.seconds
 	HeartbeatInterval   time.Duration // emit.heartbeats.interval.seconds; 0: off
 	EmitOffsetSyncs     bool          // emit.offset-syncs.enabled
-	SyncTopicConfigs    bool          // sync.topic.configs.enabled
-	SyncTopicACLs       bool          // sync.topic.acls.enabled
-	ACLSyncInterval     time.Duration // sync.topic.acls.interval.seconds
-	ConfigExclude       patternList   // config.properties.exclude
-	ReplicationFactor   int16         // replication.factor of created topics; -1: the target's default
+	// OffsetLagMax is MM2's offset.lag.max: with exactly once, an offset
+	// sync is written (in the records' transaction) at least every
+	// OffsetLagMax records of a partition, which bounds what a group
+	// moved to the target with translated offsets reads again.
+	OffsetLagMax      int
+	SyncTopicConfigs  bool          // sync.topic.configs.enabled
+	SyncTopicACLs     bool          // sync.topic.acls.enabled
+	ACLSyncInterval   time.Duration // sync.topic.acls.interval.seconds
+	ConfigExclude     patternList   // config.properties.exclude
+	ReplicationFactor int16         // replication.factor of created topics; -1: the target's default
 	// Checkpoints: the selected groups' offsets translated every
 	// CheckpointInterval into <source>.checkpoints.internal on the target
 	// (emit.checkpoints.enabled), and committed there for the same group
@@ -284,6 +289,11 @@ func flowFrom(p props, src, dst string) (*Flow, error) {
 		return nil, fmt.Errorf("mirror: %s.offset.flush.interval.ms: want milliseconds", name)
 	}
 	f.OffsetFlushInterval = time.Duration(ms) * time.Millisecond
+	lag, err := strconv.ParseInt(p.get(name, "offset.lag.max", "100"), 10, 32)
+	if err != nil || lag < 1 {
+		return nil, fmt.Errorf("mirror: %s.offset.lag.max: want a positive record count", name)
+	}
+	f.OffsetLagMax = int(lag)
 	rf, err := strconv.ParseInt(p.get(name, "replication.factor", "-1"), 10, 16)
 	if err != nil || rf == 0 || rf < -1 {
 		return nil, fmt.Errorf("mirror: %s.replication.factor: want -1 or a positive count", name)

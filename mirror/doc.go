@@ -72,6 +72,9 @@
 //     holding one partition wrote its records out of order
 //     (TestMirrorKeepsCompression's codec switch).
 //   - A poll asks for no more records than the fullest open batch has
-//     room for, and the first poll of a batch no more than TxnRecordsMax:
-//     the syncs' translation granularity is TxnRecordsMax.
+//     room for, and the first poll of a batch no more than TxnRecordsMax.
+//     The syncs' translation granularity is offset.lag.max, not the
+//     transaction's size: a batch marks every offset.lag.max-th record of
+//     a partition, and its commit writes a sync for each once the
+//     records are acknowledged (their target offsets known), in order.
 package mirror
