@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -159,6 +160,22 @@ type ratioTarget struct {
 	// missing says which figure is missing when the measurement ran
 	// but a peer has no figure; "" when it is not in the matrix.
 	missing string
+}
+
+// writeTargetLine prints a section's line for target k: measured (the
+// ratio of ours to theirs, in unit, and the verdict), missing a figure,
+// or not measured in this run.
+func writeTargetLine(w io.Writer, k ratioTarget, unit string) {
+	switch {
+	case k.known:
+		verdict := map[bool]string{true: "met", false: "**not met**"}[k.met()]
+		fmt.Fprintf(w, "Target: %s. Measured %s (%s of %s %s): %s.\n\n", k.target, fmtRatio(k.ratio),
+			fmtCount(k.ours), fmtCount(k.theirs), unit, verdict)
+	case k.missing != "":
+		fmt.Fprintf(w, "Target: %s. %s.\n\n", k.target, strings.ToUpper(k.missing[:1])+k.missing[1:])
+	default:
+		fmt.Fprintf(w, "Target: %s. Not measured in this run.\n\n", k.target)
+	}
 }
 
 func (k ratioTarget) met() bool {

@@ -68,17 +68,7 @@ func (s *suite) writeMirroring(w io.Writer) {
 	if n > 0 {
 		fmt.Fprintln(w)
 	}
-	k := s.mirrorRatio()
-	switch {
-	case k.known:
-		verdict := map[bool]string{true: "met", false: "**not met**"}[k.met()]
-		fmt.Fprintf(w, "Target: %s. Measured %s (%s of %s records/s): %s.\n\n", k.target, fmtRatio(k.ratio),
-			fmtCount(k.ours), fmtCount(k.theirs), verdict)
-	case k.missing != "":
-		fmt.Fprintf(w, "Target: %s. %s.\n\n", k.target, strings.ToUpper(k.missing[:1])+k.missing[1:])
-	default:
-		fmt.Fprintf(w, "Target: %s. Not measured in this run.\n\n", k.target)
-	}
+	writeTargetLine(w, s.mirrorRatio(), "records/s")
 }
 
 // mirroringJSON is the section's runs for results.json.

@@ -59,16 +59,7 @@ func (s *suite) writeStreams(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	for _, k := range s.streamsTargets() {
-		switch {
-		case k.known:
-			verdict := map[bool]string{true: "met", false: "**not met**"}[k.met()]
-			fmt.Fprintf(w, "Target: %s. Measured %s (%s of %s lines/s): %s.\n\n", k.target, fmtRatio(k.ratio),
-				fmtCount(k.ours), fmtCount(k.theirs), verdict)
-		case k.missing != "":
-			fmt.Fprintf(w, "Target: %s. %s.\n\n", k.target, strings.ToUpper(k.missing[:1])+k.missing[1:])
-		default:
-			fmt.Fprintf(w, "Target: %s. Not measured in this run.\n\n", k.target)
-		}
+		writeTargetLine(w, k, "lines/s")
 	}
 }
 
