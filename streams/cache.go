@@ -38,7 +38,7 @@ type recordCache struct {
 type namedCache struct {
 	c       *recordCache
 	entries map[string]*cacheEntry
-	dirty   []*cacheEntry // in the order keys were first updated since their last flush
+	dirty   list.List // of *cacheEntry, in the order keys were first updated since their last flush
 	// flush writes one key's latest value to the store and its changelog
 	// and forwards it downstream.
 	flush func(key, value []byte, ts time.Time, headers []kgo.RecordHeader)
@@ -51,7 +51,8 @@ type cacheEntry struct {
 	ts      time.Time
 	headers []kgo.RecordHeader
 	dirty   bool
-	elem    *list.Element
+	elem    *list.Element // in recordCache.lru
+	dirtyAt *list.Element // in namedCache.dirty while dirty
 }
 
 func (e *cacheEntry) bytes() int64 { return int64(len(e.key)+len(e.value)) + cacheEntryOverhead }
@@ -86,7 +87,7 @@ func (nc *namedCache) put(key, value []byte, ts time.Time, headers []kgo.RecordH
 	e.value, e.ts, e.headers = value, ts, headers
 	if !e.dirty {
 		e.dirty = true
-		nc.dirty = append(nc.dirty, e)
+		e.dirtyAt = nc.dirty.PushBack(e)
 	}
 	c.evict()
 }
@@ -101,9 +102,9 @@ func (c *recordCache) evict() {
 	c.flushing = true
 	for c.size > c.max && c.lru.Len() > 0 {
 		e := c.lru.Front().Value.(*cacheEntry)
+		dirty := e.dirty
 		c.remove(e)
-		if e.dirty {
-			e.dirty = false
+		if dirty {
 			e.nc.flush([]byte(e.key), e.value, e.ts, e.headers)
 		}
 	}
@@ -114,21 +115,22 @@ func (c *recordCache) remove(e *cacheEntry) {
 	c.lru.Remove(e.elem)
 	delete(e.nc.entries, e.key)
 	c.size -= e.bytes()
+	if e.dirty {
+		e.dirty = false
+		e.nc.dirty.Remove(e.dirtyAt)
+		e.dirtyAt = nil
+	}
 }
 
 // flushDirty writes and forwards every dirty key of the store, in the
 // order they were first updated; it reports whether there were any.
 func (nc *namedCache) flushDirty() bool {
-	if len(nc.dirty) == 0 {
+	if nc.dirty.Len() == 0 {
 		return false
 	}
-	dirty := nc.dirty
-	nc.dirty = nil
-	for _, e := range dirty {
-		if !e.dirty { // evicted (flushed) since
-			continue
-		}
-		e.dirty = false
+	for el := nc.dirty.Front(); el != nil; el = nc.dirty.Front() {
+		e := nc.dirty.Remove(el).(*cacheEntry)
+		e.dirty, e.dirtyAt = false, nil
 		nc.flush([]byte(e.key), e.value, e.ts, e.headers)
 	}
 	return true
@@ -139,9 +141,7 @@ func (nc *namedCache) flushDirty() bool {
 func (nc *namedCache) drop() {
 	for _, e := range nc.entries {
 		nc.c.remove(e)
-		e.dirty = false
 	}
-	nc.dirty = nil
 }
 
 // flushCaches writes and forwards what the task's caches hold: a flush
