@@ -17,12 +17,12 @@ func (s *suite) writeStreams(w io.Writer) {
 	fmt.Fprintf(w, "A word count (issue 17) over %s lines of %d words (drawn from %s words; a topic of %d partitions "+
 		"on ringlog io_uring, written once for the section), in this process, three ways in the same rounds: the streams "+
 		"library (examples/wordcount's topology: split, repartition by word, count in a pebble store with its changelog, "+
-		"every count update to an output topic) at least once (commit each %v) and exactly once (one transaction each %v, "+
+		"the count updates to an output topic, with Kafka's 10 MiB record cache, so one update per word per commit) at least once (commit each %v) and exactly once (one transaction each %v, "+
 		"Kafka Streams' default), and the same job written by hand with kgo: one consumer-group client that counts in a map, "+
 		"produces every update and each %v flushes and commits its offsets (its counts are not recoverable; the "+
 		"application's are). Each run reads the input from the start into a fresh output topic and is timed from the "+
 		"first line processed (a fresh group's first rebalance waits group.initial.rebalance.delay.ms) to the commit after the last line's last update; its output must then hold one update per "+
-		"word. records/s counts input lines; broker CPU is ringlog io_uring's. The broker, the applications and the "+
+		"word (the application's: at most that). records/s counts input lines; broker CPU is ringlog io_uring's. The broker, the applications and the "+
 		"suite share this machine's %d cores: a shared machine's figures are noisy, read the ratios of one run. "+
 		"`ringlog bench -only streams` runs this section alone.\n\n",
 		fmtCount(float64(s.streamsRecords())), streamsWordsPerLine, fmtCount(streamsVocabulary), streamsPartitions,

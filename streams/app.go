@@ -47,6 +47,16 @@ type Config struct {
 	// ReplicationFactor of the internal topics; 0 or -1 is the broker's
 	// default.
 	ReplicationFactor int16
+	// CacheMaxBytes bounds the record cache (Kafka's
+	// statestore.cache.max.bytes, KIP-63) of this instance, shared by the
+	// count, reduce and aggregate stores of all its tasks: updates of a
+	// key are merged in memory and written to the store and its
+	// changelog, and forwarded downstream, once per commit (or when the
+	// key is evicted, least recently used first, to stay under the
+	// bound). 0 disables the cache: every update is written and
+	// forwarded. DefaultCacheMaxBytes is Kafka's default (10 MiB); the
+	// zero Config has no cache.
+	CacheMaxBytes int64
 	// MaxPollRecords bounds the records processed per poll (default 1000).
 	MaxPollRecords int
 	// OnRestore is called from the processing goroutine as stores are
@@ -89,6 +99,7 @@ type App struct {
 	produceErrMu sync.Mutex
 
 	global *globalRunner
+	cache  *recordCache // nil: Config.CacheMaxBytes is 0
 
 	rateMu    sync.Mutex
 	rateAt    time.Time
@@ -129,8 +140,15 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &App{topo: t, cfg: cfg, log: cfg.Logger.With("app", cfg.ApplicationID),
-		tasks: map[taskID]*task{}, done: make(chan struct{})}, nil
+	if cfg.CacheMaxBytes < 0 {
+		return nil, errors.New("streams: Config.CacheMaxBytes is negative")
+	}
+	a := &App{topo: t, cfg: cfg, log: cfg.Logger.With("app", cfg.ApplicationID),
+		tasks: map[taskID]*task{}, done: make(chan struct{})}
+	if cfg.CacheMaxBytes > 0 {
+		a.cache = &recordCache{max: cfg.CacheMaxBytes}
+	}
+	return a, nil
 }
 
 func (a *App) internalTopic(suffix string) string { return a.cfg.ApplicationID + "-" + suffix }
@@ -354,12 +372,18 @@ func (a *App) commitLocked(ctx context.Context) error {
 		if !a.inTxn {
 			return nil
 		}
+		if err := a.flushCachesLocked(); err != nil {
+			return err
+		}
 		commit := kgo.TryCommit
 		if err := a.takeProduceErr(); err != nil {
 			a.log.Warn("streams: aborting the transaction", "err", err)
 			commit = kgo.TryAbort
 		}
 		return a.endTxnLocked(ctx, commit)
+	}
+	if err := a.flushCachesLocked(); err != nil {
+		return err
 	}
 	if err := a.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("streams: flush: %w", err)
@@ -374,6 +398,22 @@ func (a *App) commitLocked(ctx context.Context) error {
 	}
 	if err := a.cl.CommitUncommittedOffsets(ctx); err != nil {
 		return fmt.Errorf("streams: commit offsets: %w", err)
+	}
+	return nil
+}
+
+// flushCachesLocked writes and forwards what the record cache holds,
+// before the producer flush or the transaction's end that makes it
+// durable.
+func (a *App) flushCachesLocked() error {
+	if a.cache == nil {
+		return nil
+	}
+	for _, t := range a.tasks {
+		t.flushCaches()
+		if t.err != nil {
+			return t.err
+		}
 	}
 	return nil
 }

@@ -58,6 +58,15 @@
 // before it processes a record, reporting progress through
 // Config.OnRestore, Stats and Collector.
 //
+// Count, Reduce and Aggregate stores have Kafka's record cache (KIP-63;
+// cache.go) when Config.CacheMaxBytes > 0 (DefaultCacheMaxBytes is
+// Kafka's 10 MiB; the zero Config has none): a key's updates are merged
+// in memory and written to the store and the changelog, and forwarded
+// downstream, once per commit or when the key is evicted (least
+// recently used first, the instance's cache over its bound). Exactly
+// once, the cache is flushed into the transaction before it commits and
+// dropped with an abort. Without the cache every update is forwarded.
+//
 // # Tasks and instances
 //
 // Instances of one application join one consumer group with a balancer

@@ -92,12 +92,13 @@ func (p *wcProc) sigkill() {
 // lines; every so often one of them is SIGKILLed and started again with
 // the same instance id (every third time with its state directory
 // deleted), 10 times in all (4 under -short). A read_committed consumer
-// of the output then sees, for each word, the updates 1, 2, ..., n, n the
-// count of the word in the reference computed here: the final counts are
-// exact and no update is repeated (each update of a word is one more than
-// the one before it, one per occurrence: the topology has no record cache
-// that would merge updates). At least once, the replays after the kills
-// repeat updates (TestExactlyOnceKill9 with -eos removed fails so).
+// of the output then sees, for each word, strictly increasing counts
+// ending at n, the count of the word in the reference computed here: the
+// final counts are exact and no update is repeated. The example runs
+// with the record cache on (Kafka's 10 MiB), so a word's updates between
+// two commits are merged and the counts skip values; with -cache 0 they
+// are 1, 2, ..., n. At least once, the replays after the kills count
+// words twice (TestExactlyOnceKill9 with -eos removed fails so).
 func TestExactlyOnceKill9(t *testing.T) {
 	t.Parallel()
 	built := time.Now()
@@ -187,13 +188,13 @@ func TestExactlyOnceKill9(t *testing.T) {
 	for w, n := range ref {
 		u := got[w]
 		for i, v := range u {
-			if v != int64(i+1) {
-				t.Errorf("%s: update %d of %d is %d after %v: want 1..%d, each once", w, i, len(u), v, u[max(0, i-3):i], n)
+			if v <= 0 || i > 0 && v <= u[i-1] {
+				t.Errorf("%s: update %d of %d is %d after %v: want strictly increasing counts up to %d, each once", w, i, len(u), v, u[max(0, i-3):i], n)
 				bad++
 				break
 			}
 		}
-		if len(u) != int(n) && bad < 5 {
+		if (len(u) == 0 || u[len(u)-1] != n) && bad < 5 {
 			t.Errorf("%s: %d updates, the last %v: want the last %d", w, len(u), u[max(0, len(u)-3):], n)
 			bad++
 		}

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -154,6 +155,37 @@ func aggregateWith[K, V, A any](g *Grouped[K, V], kind string, _ func() A, agg f
 	n.inst = func(t *task) any {
 		st := t.store(storeName)
 		next := fanout[K, Change[A]](t, n)
+		if t.app.cache != nil {
+			// The cache forwards a key's latest value once per flush,
+			// the store's value (the last one forwarded) as the old.
+			st.cache = t.app.cache.named(func(kb, nb []byte, ts time.Time, headers []kgo.RecordHeader) {
+				key, err := k.Deserialize(st.changelog, kb)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: cached key: %w", storeName, err))
+					return
+				}
+				nv, err := a.Deserialize(st.changelog, nb)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: cached value: %w", storeName, err))
+					return
+				}
+				ob, hasOld, err := get(t.batch, storeName, kb)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: get: %w", storeName, err))
+					return
+				}
+				var old A
+				if hasOld {
+					if old, err = a.Deserialize(st.changelog, ob); err != nil {
+						t.fail(fmt.Errorf("%s: stored value: %w", storeName, err))
+						return
+					}
+				}
+				st.put(kb, nb, ts)
+				next(Record[K, Change[A]]{Key: key, Value: Change[A]{Old: old, New: nv, HasOld: hasOld, HasNew: true}, Timestamp: ts, Headers: headers})
+			})
+			t.caches = append(t.caches, st.cache)
+		}
 		return func(r Record[K, V]) {
 			kb, err := k.Serialize(st.changelog, r.Key)
 			if err != nil {
@@ -176,6 +208,10 @@ func aggregateWith[K, V, A any](g *Grouped[K, V], kind string, _ func() A, agg f
 			nb, err := a.Serialize(st.changelog, nv)
 			if err != nil {
 				t.fail(fmt.Errorf("%s: value: %w", storeName, err))
+				return
+			}
+			if st.cache != nil {
+				st.cache.put(kb, nb, r.Timestamp, r.Headers)
 				return
 			}
 			st.put(kb, nb, r.Timestamp)

@@ -33,6 +33,7 @@ type task struct {
 	db     *stateDB
 	batch  *pebble.Batch // writes since the last commit; reads see them
 	stores map[string]*taskStore
+	caches []*namedCache // of the caching stores, in creation order
 	insts  map[*node]any
 	srcs   map[string]sourceFn // by topic
 	err    error               // sticky: the first processing failure
@@ -120,6 +121,7 @@ type taskStore struct {
 	t         *task
 	name      string
 	changelog string
+	cache     *namedCache // count, reduce, aggregate with Config.CacheMaxBytes > 0
 }
 
 func (t *task) store(name string) *taskStore {
@@ -131,7 +133,15 @@ func (t *task) store(name string) *taskStore {
 	return s
 }
 
-func (s *taskStore) get(k []byte) ([]byte, bool, error) { return get(s.t.batch, s.name, k) }
+// get reads through the store's cache, if it has one.
+func (s *taskStore) get(k []byte) ([]byte, bool, error) {
+	if s.cache != nil {
+		if v, ok := s.cache.get(k); ok {
+			return v, true, nil
+		}
+	}
+	return get(s.t.batch, s.name, k)
+}
 
 func (s *taskStore) put(k, v []byte, ts time.Time) {
 	if err := s.t.batch.Set(dataKey(s.name, k), v, nil); err != nil {
@@ -187,6 +197,9 @@ func (t *task) commitState() error {
 // discardState drops the writes since the last commit (an aborted
 // transaction, or partitions lost).
 func (t *task) discardState() {
+	for _, nc := range t.caches {
+		nc.drop()
+	}
 	if t.db == nil {
 		return
 	}
@@ -200,6 +213,9 @@ func (t *task) discardState() {
 }
 
 func (t *task) close() error {
+	for _, nc := range t.caches { // clean after a commit; dirty if discarded
+		nc.drop()
+	}
 	if t.db == nil {
 		return nil
 	}

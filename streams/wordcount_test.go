@@ -27,7 +27,8 @@ func TestWordCount(t *testing.T) {
 		a := startApp(t, wordCount("lines", "counts-out"), Config{ApplicationID: "wc", Brokers: []string{addr}, StateDir: t.TempDir()})
 		got := readCounts(t, addr, "counts-out", ref, kgo.ReadUncommitted(), 20*time.Second)
 		checkFinal(t, got, ref)
-		// Updates are emitted per record (no cache): 1, 2, ... per word.
+		// Updates are emitted per record (the zero Config has no record
+		// cache): 1, 2, ... per word.
 		for w, u := range got {
 			if int64(len(u)) < ref[w] {
 				t.Errorf("%s: %d updates for %d occurrences", w, len(u), ref[w])

@@ -1,7 +1,9 @@
 // Command wordcount is Kafka Streams' WordCountDemo on ringlog/streams:
-// it counts the words of the lines in one topic and writes every count
-// update to another, keyed by word (int64 values, Kafka's LongSerde), with
-// at-least-once or exactly-once processing. Run several with the same
+// it counts the words of the lines in one topic and writes the count
+// updates to another, keyed by word (int64 values, Kafka's LongSerde), with
+// at-least-once or exactly-once processing. A record cache of -cache bytes
+// (Kafka's default, 10 MiB) merges a word's updates between commits;
+// -cache 0 writes every update. Run several with the same
 // -app to share the work; kill one and the others take its tasks over.
 //
 //	wordcount -brokers 127.0.0.1:9092 -in lines -out word-counts -state /tmp/wc [-eos]
@@ -50,6 +52,7 @@ func main() {
 	instance := flag.String("instance", "", "instance id (exactly once: keep it across restarts)")
 	eos := flag.Bool("eos", false, "exactly once")
 	session := flag.Duration("session-timeout", 0, "consumer group session timeout (default kgo's, 45s); heartbeats go at a tenth of it")
+	cache := flag.Int64("cache", streams.DefaultCacheMaxBytes, "record cache bytes (statestore.cache.max.bytes); 0 forwards every count update")
 	commit := flag.Duration("commit-interval", 0, "commit interval (default 30s at least once, 100ms exactly once)")
 	flag.Parse()
 	topo, err := topology(*in, *out)
@@ -57,7 +60,7 @@ func main() {
 		log.Fatal(err)
 	}
 	cfg := streams.Config{ApplicationID: *app, Brokers: strings.Split(*brokers, ","), StateDir: *state, InstanceID: *instance,
-		CommitInterval: *commit,
+		CommitInterval: *commit, CacheMaxBytes: *cache,
 		OnRestore: func(p streams.RestoreProgress) {
 			if p.Done {
 				log.Printf("restored %s %s/%d to %d", p.Store, p.Topic, p.Partition, p.Total)
