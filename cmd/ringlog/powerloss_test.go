@@ -108,13 +108,33 @@ func (r *powerRun) powerLoss(p *proc, mode powerfs.Mode) {
 // leaderNotAvailable reports whether err is LEADER_NOT_AVAILABLE, alone
 // or from every broker kadm sent the request to (a *kadm.ShardErrors,
 // which errors.Is does not look into).
+// shardErrors renders every error of a kadm request's shards (kadm's
+// message names only the first).
+func shardErrors(err error) string {
+	var se *kadm.ShardErrors
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d shard errors:", se.Name, len(se.Errs))
+	for _, e := range se.Errs {
+		fmt.Fprintf(&b, " [broker %d: %v]", e.Broker.NodeID, e.Err)
+	}
+	return b.String()
+}
+
 func leaderNotAvailable(err error) bool {
 	var se *kadm.ShardErrors
 	if !errors.As(err, &se) {
 		return errors.Is(err, kerr.LeaderNotAvailable)
 	}
 	for _, e := range se.Errs {
-		if !errors.Is(e.Err, kerr.LeaderNotAvailable) {
+		// LEADER_NOT_AVAILABLE until the quorum's image shows the
+		// broker's new registration; any other error a client retries
+		// (NOT_LEADER_OR_FOLLOWER while leadership settles) too: a
+		// lasting one fails at the caller's deadline, with every shard's
+		// error said.
+		if !errors.Is(e.Err, kerr.LeaderNotAvailable) && !kerr.IsRetriable(e.Err) {
 			return false
 		}
 	}
@@ -254,7 +274,7 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 			}
 		}
 		if !leaderNotAvailable(err) || ctx.Err() != nil {
-			t.Fatal(err)
+			t.Fatal(shardErrors(err)) // kadm's message names the first shard's error only
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
