@@ -162,6 +162,16 @@ type ratioTarget struct {
 	missing string
 }
 
+// writeSectionStart prints a section's heading and, when -only left the
+// section out, says so; it reports whether the section ran.
+func (s *suite) writeSectionStart(w io.Writer, title string, selected bool) bool {
+	fmt.Fprintf(w, "## %s\n\n", title)
+	if !selected {
+		fmt.Fprintf(w, "*Not run (-only %s).*\n\n", s.cfg.only)
+	}
+	return selected
+}
+
 // writeTargetLine prints a section's line for target k: measured (the
 // ratio of ours to theirs, in unit, and the verdict), missing a figure,
 // or not measured in this run.

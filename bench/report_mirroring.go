@@ -9,9 +9,7 @@ import (
 
 // writeMirroring prints the Mirroring section.
 func (s *suite) writeMirroring(w io.Writer) {
-	fmt.Fprintf(w, "## Mirroring\n\n")
-	if !s.mirroringSelected() {
-		fmt.Fprintf(w, "*Not run (-only %s).*\n\n", s.cfg.only)
+	if !s.writeSectionStart(w, "Mirroring", s.mirroringSelected()) {
 		return
 	}
 	fmt.Fprintf(w, "`ringlog mirror` (issue 16; docs/mirror.md) copies a topic of 16 partitions from ringlog io_uring "+

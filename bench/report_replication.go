@@ -32,9 +32,7 @@ func (s *suite) rf3TargetText() string {
 
 // writeReplication prints the Replication section.
 func (s *suite) writeReplication(w io.Writer) {
-	fmt.Fprintf(w, "## Replication\n\n")
-	if !s.replicationSelected() {
-		fmt.Fprintf(w, "*Not run (-only %s).*\n\n", s.cfg.only)
+	if !s.writeSectionStart(w, "Replication", s.replicationSelected()) {
 		return
 	}
 	fmt.Fprintf(w, "The cluster is %d ringlog processes of the benchmarked binary on this machine's %d cores, which they "+

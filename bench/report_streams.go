@@ -9,9 +9,7 @@ import (
 
 // writeStreams prints the Streams section.
 func (s *suite) writeStreams(w io.Writer) {
-	fmt.Fprintf(w, "## Streams\n\n")
-	if !s.streamsSelected() {
-		fmt.Fprintf(w, "*Not run (-only %s).*\n\n", s.cfg.only)
+	if !s.writeSectionStart(w, "Streams", s.streamsSelected()) {
 		return
 	}
 	fmt.Fprintf(w, "A word count (issue 17) over %s lines of %d words (drawn from %s words; a topic of %d partitions "+
