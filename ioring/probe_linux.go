@@ -67,7 +67,7 @@ func setupFailure(err error) string {
 		}
 		return "io_uring_setup: EPERM"
 	case errors.Is(err, unix.ENOMEM):
-		return "io_uring_setup: ENOMEM (locked-memory limit too low; raise RLIMIT_MEMLOCK)"
+		return setupError("io_uring_setup", unix.ENOMEM).Error() // names the limit and its value
 	}
 	return err.Error()
 }
