@@ -25,6 +25,7 @@ import (
 // leader: once the follower resumes it is committed and read back, and the
 // next acks=all produce succeeds.
 func TestClusterAcksAllTimeout(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts two broker processes")
 	}
@@ -95,6 +96,7 @@ func TestClusterAcksAllTimeout(t *testing.T) {
 // timeout, which here is a minute: without the hand-over the partition
 // would stay on the stopped broker that long.
 func TestClusterControlledShutdown(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

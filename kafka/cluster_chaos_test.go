@@ -70,6 +70,7 @@ const (
 )
 
 func TestClusterChaos(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes and kills them for 30 s")
 	}

@@ -19,6 +19,7 @@ import (
 // learns producers from the batches it copies); the broker that hosts no
 // replica answers NOT_LEADER_OR_FOLLOWER.
 func TestClusterDescribeProducers(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -355,6 +355,7 @@ broker.heartbeat.interval.ms=300
 // restarted. Every acknowledged record is read back once, in order, and
 // after a clean stop the three replicas' logs are byte for byte the same.
 func TestClusterReplication(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -40,6 +40,7 @@ group.consumer.session.timeout.ms=10000
 // again; every acknowledged record is consumed at least once; and once the
 // producer stops, the group commits the end of every partition.
 func TestClusterGroupCoordinatorFailover(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -64,6 +64,7 @@ super.users=User:broker
 // who is not in super.users, is refused a replica fetch there with
 // TOPIC_AUTHORIZATION_FAILED, and replication goes on.
 func TestClusterInterBrokerSASLSSL(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts two broker processes")
 	}

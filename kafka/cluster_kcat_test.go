@@ -74,6 +74,7 @@ type kcatMetadata struct {
 // partition 0 is killed and kcat produces again and consumes everything
 // while it is down; after its restart kcat reads everything from it.
 func TestClusterKcat(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
@@ -162,6 +163,7 @@ func TestClusterKcat(t *testing.T) {
 // its own meta.properties; the id is cluster.id now, or without one the id
 // derived from -controller-voters, recorded in the data directory.
 func TestClusterOneClusterID(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -30,6 +30,7 @@ import (
 // acknowledged before is read back. The restarted broker answers
 // KAFKA_STORAGE_ERROR for partition 0 and rejoins the ISR of partition 1.
 func TestClusterCorruptReplicaMovesLeadership(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

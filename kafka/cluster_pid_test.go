@@ -76,6 +76,7 @@ func controllerOf(t *testing.T, c *testCluster) int {
 // restarts, the controller leader's included, and for kgo's own
 // idempotent producers.
 func TestClusterProducerIDsDistinct(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -32,6 +32,7 @@ func (f *fetchedFrom) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int3
 // leader (preferred_read_replica) and reads everything from it, below its
 // high watermark. A consumer without a rack reads from the leader.
 func TestClusterFollowerFetching(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -33,6 +33,7 @@ import (
 // stays in progress (ListPartitionReassignments shows it), is cancelled
 // half way, and leaves a consistent assignment that takes writes.
 func TestClusterReassignment(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	c := startCluster(t, 3, clusterProps)
 	adm := kadm.NewClient(c.client())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

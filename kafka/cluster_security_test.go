@@ -21,6 +21,7 @@ import (
 // stale) is STALE_BROKER_EPOCH and changes nothing: the real follower
 // keeps replicating and acks=all produces go on being acknowledged.
 func TestClusterForgedReplicaFetch(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts two broker processes")
 	}

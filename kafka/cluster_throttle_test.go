@@ -25,6 +25,7 @@ import (
 // middle of the copy, is within 20% of the throttle; unthrottled, loopback
 // copies it many times faster.
 func TestClusterReplicationThrottle(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	const (
 		throttle = 2_000_000 // bytes/s
 		total    = 8 << 20

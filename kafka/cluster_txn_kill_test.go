@@ -261,6 +261,7 @@ func testTxnPartitionLeaderKilled(t *testing.T, c *testCluster, topic string) {
 // read_committed never shows the aborted records and read_uncommitted
 // does. (TestTxnStateSurvivesRestart restarts after a clean stop.)
 func TestTxnBrokerKilledMidTransaction(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts a broker process and waits for a transaction timeout")
 	}

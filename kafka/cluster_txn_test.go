@@ -38,6 +38,7 @@ transaction.state.log.num.partitions=4
 // read_committed shows every committed transaction whole and nothing of
 // the others.
 func TestClusterTxn(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}

@@ -461,6 +461,7 @@ func countLogDirs(t *testing.T, dir string) int {
 // SIGTERM stops it cleanly, and the next start opens every log without a
 // recovery scan.
 func TestDurabilityAcrossKill(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	p := &ringlogProc{t: t, bin: testkit.Binary(t), dir: t.TempDir()}
 	p.start("-flush", "always")
 	const topic, parts = "durable", 4

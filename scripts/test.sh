@@ -116,7 +116,14 @@ RINGLOG_TEST_NET=uring go test -count=1 -timeout 15m \
 	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ >"$uring_log" 2>&1 &
 uring_pid=$!
 all_rc=0
-go test -count=1 -timeout 20m ./... || all_rc=$?
+# Three packages at once and four parallel tests in each (go test's
+# defaults are the core count, two here): the long packages wait on
+# processes, timers and clients far more than they compute. Measured
+# with /usr/bin/time (load 2 to 5): kafka 279 s of wall time for 59 s
+# of CPU, cmd/ringlog 257 s for 142 s, bench 222 s for 219 s (its quick
+# benchmark is the one that computes). The tests marked parallel are
+# those that start broker processes and wait on them.
+go test -count=1 -p 3 -parallel 4 -timeout 20m ./... || all_rc=$?
 uring_rc=0
 wait "$uring_pid" || uring_rc=$?
 echo "uring:"; cat "$uring_log"; rm -f "$uring_log"

@@ -14,6 +14,7 @@ import (
 // success (partition reassign --list: nothing in progress); 1 with the
 // broker's error code name on stderr otherwise.
 func TestAdminSubcommand(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	addr := testkit.FreeAddr(t)
 	p := start(t, "-listen", addr, "-data-dir", t.TempDir())
 	p.waitFor(t, "ringlog started")

@@ -23,6 +23,7 @@ import (
 // leader, every acknowledged record reads back, and the broker's other
 // partitions keep their leader.
 func TestClusterDiskFailureMovesLeadership(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	c := newPowerCluster(t, "always")
 	c.startAll()
 	c.createTopic()

@@ -178,6 +178,7 @@ func (o *boundedOutput) String() string {
 // certificate and key; with -franzgo.full (scripts/franzgo.sh), the whole
 // suite but franzGoExcluded does.
 func TestFranzGoSecurity(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	bin, kgoDir := buildFranzKgoTests(t)
 
 	ca := testkit.NewCA(t, "ringlog test CA")
@@ -279,6 +280,7 @@ ssl.client.auth=required
 // often on another broker. 20,000 records, as TestFranzGoSecurity's run
 // on one broker.
 func TestFranzGoTxnEtlCluster(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	bin, kgoDir := buildFranzKgoTests(t)
 	began := time.Now()
 	c := startCluster(t, 3, `group.initial.rebalance.delay.ms=0
@@ -335,6 +337,7 @@ var franzGoCluster = flag.Bool("franzgo.cluster", false, "run franz-go's whole p
 // 14), every topic with 3 replicas (KGO_TEST_RF): by default a produce
 // and a group test, with -franzgo.cluster the whole suite.
 func TestFranzGoRolesCluster(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	bin, kgoDir := buildFranzKgoTests(t)
 	began := time.Now()
 	c := newRolesCluster(t, 3, "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=8\ntransaction.state.log.num.partitions=8\n")

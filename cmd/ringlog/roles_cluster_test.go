@@ -309,6 +309,7 @@ func (p *ackedProducer) finish(t *testing.T, seeds []string, topic string) {
 // acknowledged record reads back once, in order, where it was
 // acknowledged.
 func TestRolesControllersAndBrokers(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	c := newRolesCluster(t, 3, "broker.heartbeat.interval.ms=300\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2\n")
 	for _, id := range []int{1, 2, 3} {
 		if out := c.procs[id].out.String(); !strings.Contains(out, "ringlog controller started") || strings.Contains(out, "ringlog started") {

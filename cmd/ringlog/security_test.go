@@ -31,6 +31,7 @@ import (
 // kcat and a kgo client produce to and consume one topic, and both are
 // refused another with TOPIC_AUTHORIZATION_FAILED.
 func TestKcatSASLSSL(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatal("kcat not installed (scripts/test.sh installs it: apt-get install kcat)")
@@ -146,6 +147,7 @@ except Exception as e:
 // (ssl.client.auth=required, a PEM truststore): a certificate of the CA
 // produces and reads back; one of another CA gets nothing served.
 func TestPythonSSLClientCertificate(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatal("python3 not installed")

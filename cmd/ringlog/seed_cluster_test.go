@@ -123,6 +123,7 @@ func exitsWith(t *testing.T, want string, args ...string) {
 // with its own quorum joining another cluster, a seed naming voters its
 // quorum does not have, and a cluster member's directory started alone.
 func TestSingleNodeSeedsCluster(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	dir1 := t.TempDir()
 	addr1 := testkit.FreeAddr(t)
 	p := start(t, "-node-id", "1", "-listen", addr1, "-data-dir", dir1)

@@ -104,6 +104,7 @@ func etlMain(addr string) int {
 // next one fences it, and its offsets were committed only with what it
 // produced.
 func TestTxnETLKilled(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	const records, kills = 40000, 10
 	addr := testkit.FreeAddr(t)
 	b := start(t, "-listen", addr, "-data-dir", t.TempDir())

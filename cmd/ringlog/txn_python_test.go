@@ -82,6 +82,7 @@ print(json.dumps(out))
 // and the fenced records too, and a zombie producer's commit fails with
 // PRODUCER_FENCED (librdkafka's _FENCED).
 func TestPythonTransactions(t *testing.T) {
+	t.Parallel() // broker processes: the test waits on them far more than it computes
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatal("python3 not installed")
