@@ -252,7 +252,10 @@ func (r *powerRun) produce(addr string, stop <-chan struct{}) {
 func (r *powerRun) verify(addr string, partitions int, out string) {
 	t := r.t
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// The bound of the whole check, reads through powerfs included: a run
+	// at load 38 (the suite's packages three at a time beside other
+	// builds) took more than a minute for one partition's read.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(powerClient(t, addr))
 	defer adm.Close()
