@@ -20,8 +20,10 @@ import (
 
 // TestForeignKeyJoin: orders (3 partitions, o<n> written to partition
 // n%3, not where the key's hash would put it) joined with customers (2
-// partitions) on the customer an order names, inner and left, at least
-// once and exactly once. Orders change customer (some three times in one
+// partitions) on the customer an order names, inner and left, and
+// customers joined with themselves (c<n> with c<n+1 mod 6>: one
+// subtopology reading both internal topics), at least once and exactly
+// once. Orders change customer (some three times in one
 // batch, so that the answers for the older customers come back after the
 // newer value is in the table), lose it ("-": no foreign key) and are
 // deleted; customers are updated and deleted. Checked against a
@@ -53,8 +55,10 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 	orders, customers := app+"-orders", app+"-customers"
 	createTopic(t, addr, orders, 3, nil)
 	createTopic(t, addr, customers, 2, nil)
-	createTopic(t, addr, app+"-inner-out", 2, nil)
-	createTopic(t, addr, app+"-left-out", 2, nil)
+	kinds := []string{"inner", "left", "self"}
+	for _, kind := range kinds {
+		createTopic(t, addr, app+"-"+kind+"-out", 2, nil)
+	}
 
 	// The input, in batches, and the final tables it leaves.
 	rng := rand.New(rand.NewSource(17))
@@ -114,16 +118,31 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 		}
 		batches = append(batches, batch)
 	}
+	// An order names its customer after its last ':' ("-": none); a
+	// customer c<n> names c<n+1 mod 6> (the self-join).
 	fkOf := func(v string) string { return v[strings.LastIndexByte(v, ':')+1:] }
-	wantInner, wantLeft := map[string]string{}, map[string]string{}
+	nextOf := func(v string) string {
+		n, _ := strconv.Atoi(v[1:strings.IndexByte(v, '#')])
+		return fmt.Sprintf("c%d", (n+1)%6)
+	}
+	// The reference: each join of the final tables, and the left
+	// table and foreign key of each join.
+	want := map[string]map[string]string{"inner": {}, "left": {}, "self": {}}
+	lefts := map[string]map[string]string{"inner": lm, "left": lm, "self": rm}
+	fks := map[string]func(string) string{"inner": fkOf, "left": fkOf, "self": nextOf}
 	for k, v := range lm {
 		rv, ok := rm[fkOf(v)]
 		if ok {
-			wantInner[k] = v + "+" + rv
+			want["inner"][k] = v + "+" + rv
 		} else {
 			rv = "-"
 		}
-		wantLeft[k] = v + "+" + rv
+		want["left"][k] = v + "+" + rv
+	}
+	for k, v := range rm {
+		if rv, ok := rm[nextOf(v)]; ok {
+			want["self"][k] = v + "+" + rv
+		}
 	}
 
 	b := NewBuilder()
@@ -149,6 +168,8 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 		}
 		return lv + "+" + rv
 	}, Named("left"), ValueSerde(String)), app+"-left-out")
+	out(JoinTablesByForeignKey(ct, ct, func(v string) (string, bool) { return nextOf(v), true },
+		func(_, lv, rv string) string { return lv + "+" + rv }, Named("self"), ValueSerde(String)), app+"-self-out")
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -173,19 +194,19 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 	}
 
 	// The outputs reach the reference (the last update of each key).
-	got := map[string]map[string]string{"inner": {}, "left": {}}
+	got := map[string]map[string]string{"inner": {}, "left": {}, "self": {}}
 	iso := kgo.ReadUncommitted()
 	if g == ExactlyOnce {
 		iso = kgo.ReadCommitted()
 	}
-	outs := newClient(t, addr, kgo.ConsumeTopics(app+"-inner-out", app+"-left-out"), kgo.FetchIsolationLevel(iso),
+	outs := newClient(t, addr, kgo.ConsumeTopics(app+"-inner-out", app+"-left-out", app+"-self-out"), kgo.FetchIsolationLevel(iso),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for !maps.Equal(got["inner"], wantInner) || !maps.Equal(got["left"], wantLeft) {
+	for !maps.EqualFunc(got, want, maps.Equal) {
 		fs := outs.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("outputs: inner %v, left %v; want %v and %v", got["inner"], got["left"], wantInner, wantLeft)
+			t.Fatalf("outputs %v, want %v", got, want)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			m := got[strings.TrimSuffix(strings.TrimPrefix(r.Topic, app+"-"), "-out")]
@@ -208,8 +229,8 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 		t.Fatal(err)
 	}
 
-	for _, kind := range []string{"inner", "left"} {
-		want := map[string]map[string]string{"inner": wantInner, "left": wantLeft}[kind]
+	for _, kind := range kinds {
+		want, fkOf := want[kind], fks[kind]
 		last := map[string]string{}
 		for _, r := range readAll(t, addr, app+"-"+kind+"-out") {
 			if r.P != partOf(r.Key, 2) {
@@ -228,7 +249,7 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 			case rv == "-" && kind == "inner":
 				t.Errorf("inner: %s emitted without a customer: %s", r.Key, r.Value)
 			case rv != "-" && !strings.HasPrefix(rv, fk+"#"):
-				t.Errorf("%s: %s joined with another customer than its own (a stale response): %s", kind, r.Key, r.Value)
+				t.Errorf("%s: %s joined with another row than its foreign key's (a stale response): %s", kind, r.Key, r.Value)
 			}
 		}
 		if !maps.Equal(last, want) {
@@ -260,7 +281,7 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 			}
 		}
 		wantSubs := map[string]bool{}
-		for k, v := range lm {
+		for k, v := range lefts[kind] {
 			if fk := fkOf(v); fk != "-" {
 				wantSubs[fk+"/"+k] = true
 			}
@@ -271,13 +292,17 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 	}
 
 	// The subscription topics have the customers' partitions, the
-	// response topics the orders'.
+	// response topics the left table's.
 	td, err := kadm.NewClient(newClient(t, addr)).ListTopics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"inner", "left"} {
-		for suffix, n := range map[string]int{"-subscription-registration-topic": 2, "-subscription-response-topic": 3} {
+	for _, kind := range kinds {
+		leftN := 3
+		if kind == "self" {
+			leftN = 2
+		}
+		for suffix, n := range map[string]int{"-subscription-registration-topic": 2, "-subscription-response-topic": leftN} {
 			name := app + "-" + kind + suffix
 			if d, ok := td[name]; !ok || len(d.Partitions) != n {
 				t.Errorf("%s: %d partitions (exists: %v), want %d", name, len(d.Partitions), ok, n)
