@@ -37,6 +37,9 @@ import (
 //     one subscription per order with a customer, to that customer: a
 //     changed or deleted foreign key removed the old one;
 //   - the internal topics have the partitions of the side reading them.
+//
+// Exactly once, the instance is killed half way and restarted with an
+// empty state directory.
 func TestForeignKeyJoin(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
 		for _, g := range []struct {
@@ -174,12 +177,21 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := startApp(t, topo, Config{ApplicationID: app, Brokers: []string{addr}, StateDir: t.TempDir(), Guarantee: g})
+	cfg := Config{ApplicationID: app, Brokers: []string{addr}, StateDir: t.TempDir(), Guarantee: g, InstanceID: "a"}
+	a := startApp(t, topo, cfg)
 
 	// Each batch is flushed at once, so that one partition's records
 	// share a produce request and a fetch.
 	prod := newClient(t, addr, kgo.ManualFlushing(), kgo.RecordPartitioner(&ordersPartitioner{orders}))
-	for _, batch := range batches {
+	for i, batch := range batches {
+		if g == ExactlyOnce && i == len(batches)/2 {
+			// Crash half way, and come back with no local state: the
+			// subscription and result stores are restored from their
+			// changelogs, the open transaction is aborted.
+			a.kill()
+			cfg.StateDir = t.TempDir()
+			a = startApp(t, topo, cfg)
+		}
 		for _, r := range batch {
 			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 				if err != nil {
@@ -217,11 +229,15 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 			}
 		})
 	}
-	var dropped int64
+	var dropped, restored int64
 	for _, ts := range a.Stats().Tasks {
 		dropped += ts.Dropped
+		restored += ts.Restored
 	}
-	t.Logf("%d responses dropped as stale", dropped)
+	t.Logf("%d responses dropped as stale, %d changelog records restored", dropped, restored)
+	if g == ExactlyOnce && restored == 0 {
+		t.Errorf("the restarted instance restored nothing")
+	}
 	if dropped == 0 {
 		t.Errorf("no stale response was dropped: the bursts should have made some")
 	}
