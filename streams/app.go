@@ -83,6 +83,7 @@ type App struct {
 	topicSub     map[string]int
 	taskCount    map[int]int32 // subtopology -> partitions
 	changelogs   map[string]bool
+	partitioned  map[string]bool // internal topics whose records carry their partition (fkjoin.go)
 
 	// mu serializes processing and the rebalance callbacks that revoke.
 	mu sync.Mutex
@@ -668,7 +669,8 @@ func (a *App) closeTasksLocked(committed bool) {
 }
 
 // partitioner sends changelog records to the partition the task set
-// (its own), and everything else by key as Kafka's default partitioner
+// (its own), a foreign-key join's responses to the partition of the left
+// row's task, and everything else by key as Kafka's default partitioner
 // (murmur2), so that a repartition topic routes a key as a Java
 // producer would.
 type partitioner struct {
@@ -677,7 +679,7 @@ type partitioner struct {
 }
 
 func (p *partitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	if p.app.changelogs[topic] {
+	if p.app.changelogs[topic] || p.app.partitioned[topic] {
 		return kgo.ManualPartitioner().ForTopic(topic)
 	}
 	return p.byKey.ForTopic(topic)

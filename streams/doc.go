@@ -32,6 +32,8 @@
 //	processor names      KSTREAM-MAP-0000000003 (generated) or Named("...")
 //	task ids             <subtopology>_<partition>, e.g. 1_3
 //	repartition topics   <application id>-<name>-repartition
+//	foreign-key joins    <application id>-<name>-subscription-registration-topic,
+//	                     <application id>-<name>-subscription-response-topic
 //	changelog topics     <application id>-<store>-changelog (compacted)
 //	consumer group       <application id>
 //	transactional id     <application id>-<instance id> (exactly once)
@@ -105,6 +107,7 @@
 //	stream-stream joins       no                        windowed inner, left, outer (grace, KIP-633)
 //	stream-table joins        Join, Lookup              JoinWithTable, LeftJoinWithTable, JoinWithGlobalTable
 //	table-table joins         no                        JoinTables, LeftJoinTables, OuterJoinTables
+//	foreign-key table joins   no                        JoinTablesByForeignKey, LeftJoinTablesByForeignKey (KIP-213)
 //	co-partitioning           checked at start          checked at Start, per join; repartition topics sized to match
 //	interactive queries       View (a whole table)      Store(name).Get(key), per instance
 //	topology checked at start partly                    Build and Start, all mistakes at once
@@ -179,9 +182,27 @@
 // of a join's two sides have one partition count (ErrCopartition, naming
 // the join and both sides' topics) and sizes a repartition topic feeding
 // a join to the other side's count, as Kafka's
-// CopartitionedTopicsEnforcer. Foreign-key joins are not built.
+// CopartitionedTopicsEnforcer.
 //
-// # Extension points (foreign-key joins: next)
+// JoinTablesByForeignKey and LeftJoinTablesByForeignKey are Kafka's
+// foreign-key table joins (KIP-213): a left row joins the right row whose
+// key its extractor returns, with no co-partitioning. The left task sends
+// a subscription (left key, its partition, a hash of the left value) keyed
+// by the foreign key to <app>-<name>-subscription-registration-topic
+// (the right table's partition count); the right task keeps it in a
+// subscription store (foreign key | left key, with a changelog) and
+// answers, at once and on every update or delete of the right row,
+// through <app>-<name>-subscription-response-topic to the left row's own
+// partition (the left table's count). The left task drops an answer whose
+// hash is not its row's current value's (TaskStats.Dropped): a row that
+// changed its foreign key never shows the older key's result. A changed
+// foreign key or a deleted row unsubscribes the old key. A deleted row,
+// or one whose extractor gives no key, is decided on the left side: no
+// result (inner) or a result with no right value (left). The result is a
+// table with a store of its own (Named names it), so it can be queried
+// and joined further. fkjoin.go draws the wire formats.
+//
+// # Extension points
 //
 //   - task.streamTime is the largest timestamp seen, the clock that closes
 //     windows (end + grace) and drops late records.
@@ -212,6 +233,14 @@
 //     may write to the indexed batch the iterator reads.
 //   - A sliding window is created as a copy of a window up to 2d older
 //     than the record: the retention must keep those (>= 2d + grace).
+//   - A foreign-key join's answers go to the partition of the left row's
+//     task, named in its subscription, not to its key's hash: the left
+//     topic may be partitioned otherwise. Its internal topics take the
+//     partition count of the subtopology that reads them (the right
+//     table's, then the left's), not of the one writing them.
+//   - A foreign-key answer whose left row is gone is dropped: the delete
+//     already decided the result, and answers never carry a deleted
+//     row's hash (deletes and rows without a foreign key do not round-trip).
 //   - Stream time is the task's and starts again from the first record
 //     after a restart (Kafka keeps partition time in the committed
 //     offsets' metadata): a record that was late before a crash may be

@@ -17,7 +17,7 @@ type TaskStats struct {
 	Lag       int64
 	Restored  int64
 	Restoring bool
-	Dropped   int64 // records of windows already closed (late)
+	Dropped   int64 // records of windows already closed (late), and foreign-key join answers for a left value since changed (stale)
 }
 
 // Stats is a snapshot of the instance's tasks, sorted by task id, with

@@ -124,8 +124,15 @@ func get(r pebble.Reader, store string, key []byte) ([]byte, bool, error) {
 
 // rangeStore calls fn for each key and value of store in r, in key order.
 func rangeStore(r pebble.Reader, store string, fn func(k, v []byte) bool) error {
+	return rangeStorePrefix(r, store, nil, fn)
+}
+
+// rangeStorePrefix calls fn for each key of store that starts with
+// prefix, and its value, in key order.
+func rangeStorePrefix(r pebble.Reader, store string, prefix []byte, fn func(k, v []byte) bool) error {
 	p := storePrefix(prefixData, store)
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	lower := append(append([]byte(nil), p...), prefix...)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ type task struct {
 	processed atomic.Int64 // records processed
 	lag       atomic.Int64 // records behind the high watermark, summed over the task's partitions
 	lagByTP   map[string]int64
-	dropped   atomic.Int64 // records dropped for windows closed (late: stream time past end + grace)
+	dropped   atomic.Int64 // records dropped for windows closed (late: stream time past end + grace), stale foreign-key join answers
 	restored  atomic.Int64 // changelog records restored
 	restoring atomic.Bool
 }

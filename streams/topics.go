@@ -15,7 +15,9 @@ import (
 // sources, the sources of a subtopology with stores are co-partitioned;
 // it then sizes and creates the internal topics (repartition topics with
 // the partitions of the subtopology writing them, as Kafka's
-// RepartitionTopics does; changelogs compacted, one partition per task).
+// RepartitionTopics does, and a foreign-key join's topics with those of
+// the subtopology reading them, as Kafka co-partitions them with the
+// table read there; changelogs compacted, one partition per task).
 func (a *App) resolve(ctx context.Context) error {
 	td, err := a.adm.ListTopics(ctx)
 	if err != nil {
@@ -30,10 +32,18 @@ func (a *App) resolve(ctx context.Context) error {
 	}
 	internal := map[string]bool{}
 	writer := map[string]int{} // repartition suffix -> subtopology writing it
+	readerSized := map[string]bool{}
+	a.partitioned = map[string]bool{}
 	for _, n := range a.topo.nodes {
 		if n.sinkInternal != "" {
 			writer[n.sinkInternal] = n.sub
 			internal[a.internalTopic(n.sinkInternal)] = true
+			if n.sinkPartitioned {
+				a.partitioned[a.internalTopic(n.sinkInternal)] = true
+			}
+		}
+		if n.kind == kindSource && n.readerSized {
+			readerSized[n.internal] = true
 		}
 	}
 	a.changelogs = map[string]bool{}
@@ -110,8 +120,13 @@ func (a *App) resolve(ctx context.Context) error {
 				continue
 			}
 			counts, ready := map[string]int32{}, true
+			var fromMax []string // reader-sized topics: they take the count of the others
 			for _, src := range sub.sources {
 				for _, t := range a.sourceTopics[src] {
+					if _, f := forced[src.internal]; readerSized[src.internal] && !f {
+						fromMax = append(fromMax, src.internal)
+						continue
+					}
 					if src.internal != "" {
 						n, ok := repart[src.internal]
 						if !ok {
@@ -132,6 +147,10 @@ func (a *App) resolve(ctx context.Context) error {
 					max = n
 				}
 			}
+			for _, suffix := range fromMax {
+				repart[suffix] = max
+				counts[a.internalTopic(suffix)] = max
+			}
 			if len(sub.stores) > 0 {
 				for t, n := range counts {
 					if n != max {
@@ -143,7 +162,7 @@ func (a *App) resolve(ctx context.Context) error {
 			}
 			a.taskCount[sub.id] = max
 			for suffix, w := range writer {
-				if _, f := forced[suffix]; w == sub.id && !f {
+				if _, f := forced[suffix]; w == sub.id && !f && !readerSized[suffix] {
 					repart[suffix] = max
 				}
 			}

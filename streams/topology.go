@@ -46,10 +46,17 @@ type node struct {
 	topics   []string
 	pattern  *regexp.Regexp
 	internal string
+	// readerSized: the internal topic has the partitions of the
+	// subtopology reading it (a foreign-key join's subscription and
+	// response topics), not of the one writing it.
+	readerSized bool
 
 	// Sinks: a topic or an internal suffix.
 	sinkTopic    string
 	sinkInternal string
+	// sinkPartitioned: the sink sets each record's partition itself (a
+	// foreign-key join's responses go back to the left row's task).
+	sinkPartitioned bool
 
 	stores []*storeDef // stores this node reads and writes
 
