@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -182,6 +183,83 @@ func TestShardHandOffsNeverWait(t *testing.T) {
 	for to := range 2 {
 		if ov := e.shards[to].ovLen.Load(); ov != 0 {
 			t.Fatalf("shard %d overflow still holds %d", to, ov)
+		}
+	}
+}
+
+// ioRings counts the io_uring instances the process holds open: the
+// descriptors in /proc/self/fd that are anon_inode:[io_uring].
+func ioRings(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && l == "anon_inode:[io_uring]" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestShardOneRingCarriesDisk: a shard that owns its ring puts its disk
+// I/O in that ring too, so an engine of n such shards holds n io_uring
+// rings, not 2n (a disk ring beside each owner's, as before); and a
+// round's fdatasyncs (flush policy always) complete through the owner,
+// which counts them, before the append is answered. The rings go when
+// the engine closes.
+func TestShardOneRingCarriesDisk(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	for _, shards := range []int{1, 3} {
+		before := ioRings(t)
+		e, err := OpenCore(Config{Dir: t.TempDir(), Shards: shards, IO: ioring.ModeUring, RingOwners: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners := e.RingOwners()
+		if len(owners) != shards {
+			e.Close()
+			t.Fatalf("%d ring owners (%s), want %d", len(owners), e.RingOwnersWhy(), shards)
+		}
+		if got := ioRings(t) - before; got != shards {
+			e.Close()
+			t.Fatalf("%d shards that own their rings hold %d io_uring rings, want one each", shards, got)
+		}
+		if _, err := e.CreateTopic("d", int32(shards), -1, map[string]string{"flush.messages": "1"}, false); err != nil {
+			t.Fatal(err)
+		}
+		syncs := func() (n int64) {
+			for _, o := range owners {
+				n += o.Stats().DiskSyncs
+			}
+			return n
+		}
+		for i := range 5 {
+			for pt := range int32(shards) {
+				was := syncs()
+				res := make(chan error, 1)
+				var synced int64
+				e.Append(TP{"d", pt}, mkBatch(t, 1, "v", 1, -1, 0, 0), AppendOptions{}, func(r AppendResult, err error) {
+					synced = syncs() // read on the shard, as it answers
+					res <- err
+				})
+				if err := <-res; err != nil {
+					t.Fatal(err)
+				}
+				if synced <= was {
+					t.Fatalf("append %d to partition %d answered after %d syncs on the owners' rings, %d before it: its fdatasync did not complete there first", i, pt, synced, was)
+				}
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := ioRings(t) - before; got != 0 {
+			t.Fatalf("%d io_uring rings left after the engine closed", got)
 		}
 	}
 }
