@@ -263,3 +263,68 @@ func TestShardOneRingCarriesDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestShardRoundSyncsInOwnerTurns: a round whose fdatasyncs (flush policy
+// always) are in the kernel waits for them in its owner's turns, so what
+// else the owner carries goes on meanwhile: work posted to the owner runs
+// while the shard's sync is in flight (the shard's IO has ops out). Before,
+// the round waited in a disk ring of its own and the owner's work, like
+// its connections' completions, waited for the round to end: a post never
+// found a sync in flight.
+func TestShardRoundSyncsInOwnerTurns(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	e, err := OpenCore(Config{Dir: t.TempDir(), Shards: 1, IO: ioring.ModeUring, RingOwners: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	owners := e.RingOwners()
+	if len(owners) != 1 {
+		t.Fatalf("no ring owner: %s", e.RingOwnersWhy())
+	}
+	if _, err := e.CreateTopic("s", 1, -1, map[string]string{"flush.messages": "1"}, false); err != nil {
+		t.Fatal(err)
+	}
+	s := e.shards[0]
+	stop := make(chan struct{})
+	appended := make(chan error, 1)
+	go func() { // appends of 64 KiB, each synced, one after the other
+		value := string(make([]byte, 64<<10))
+		for {
+			select {
+			case <-stop:
+				appended <- nil
+				return
+			default:
+			}
+			res := make(chan error, 1)
+			e.Append(TP{"s", 0}, mkBatch(t, 1, value, 1, -1, 0, 0), AppendOptions{}, func(_ AppendResult, err error) { res <- err })
+			if err := <-res; err != nil {
+				appended <- err
+				return
+			}
+		}
+	}()
+	var during, posts atomic.Int64
+	deadline := time.Now().Add(5 * time.Second)
+	for during.Load() == 0 && time.Now().Before(deadline) {
+		if err := owners[0].Post(func() {
+			posts.Add(1)
+			if s.io.InFlight() > 0 { // on the shard's thread: its IO is its own
+				during.Add(1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	close(stop)
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+	if during.Load() == 0 {
+		t.Fatalf("none of %d posts ran on the owner while the shard's sync was in flight: the round's wait blocks the owner", posts.Load())
+	}
+}
