@@ -255,7 +255,7 @@ func (u *uringIO) prepare(o *Op) error {
 // CQ the network's multishot receives share, a quarter of it.
 func (u *uringIO) maxOut() int {
 	if u.own != nil {
-		return int(u.r.cqEntries) / 4
+		return max(int(u.r.cqEntries)/4, 1)
 	}
 	return int(u.r.cqEntries)
 }
