@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -117,4 +119,80 @@ func apiVersionsV0(t *testing.T, nc net.Conn) {
 	if _, err := io.ReadFull(nc, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUringShardsFlushAlwaysOneRing: connections on the shards' rings
+// (-net uring-shards) and the flush policy always. Each shard holds one
+// io_uring ring, which carries its connections, doorbells and disk I/O
+// (before, a disk ring beside it: two per shard), and a kgo produce is
+// acknowledged only after its fdatasync completed on the owner's ring
+// (the owners count their syncs' completions before the round answers).
+func TestUringShardsFlushAlwaysOneRing(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	before := ioRings(t)
+	cfg := testConfig(t, t.TempDir())
+	cfg.IO, cfg.Network = ioring.ModeUring, netpoll.IOUringShards
+	cfg.Topic.Log.FlushMessages = 1 // flush policy always, as -flush always sets it
+	b := start(t, cfg)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	if got := b.Network().IO(); got != netpoll.IOUringShards {
+		t.Fatalf("serving on %s, want %s", got, netpoll.IOUringShards)
+	}
+	owners := b.Engine().RingOwners()
+	if len(owners) != cfg.Shards {
+		t.Fatalf("%d ring owners for %d shards", len(owners), cfg.Shards)
+	}
+	if got := ioRings(t) - before; got != len(owners) {
+		t.Fatalf("a broker of %d shards on their rings holds %d io_uring rings, want one per shard", len(owners), got)
+	}
+	syncs := func() (n int64) {
+		for _, o := range owners {
+			n += o.Stats().DiskSyncs
+		}
+		return n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("t"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 20 {
+		was := syncs()
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if now := syncs(); now <= was {
+			t.Fatalf("produce %d acknowledged with %d syncs completed on the shards' rings, %d before it was sent", i, now, was)
+		}
+	}
+	if got := ioRings(t) - before; got != len(owners) {
+		t.Fatalf("after producing, %d io_uring rings for %d shards", got, len(owners))
+	}
+}
+
+// ioRings counts the io_uring instances the process holds open: the
+// descriptors in /proc/self/fd that are anon_inode:[io_uring].
+func ioRings(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && l == "anon_inode:[io_uring]" {
+			n++
+		}
+	}
+	return n
 }

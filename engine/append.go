@@ -241,6 +241,9 @@ func (s *shard) round() {
 		s.broken = err
 		s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
 	}
+	if s.diskOwner != nil {
+		tasks = s.roundOnOwner(tasks)
+	}
 	for tasks > 0 && s.broken == nil {
 		for _, t := range s.reap(1) {
 			s.finish(t)
@@ -259,6 +262,36 @@ func (s *shard) round() {
 	}
 	clear(s.ops)
 	s.ops = s.ops[:0]
+}
+
+// roundOnOwner waits for the round's tasks where the shard's disk I/O is
+// on its owner's ring (diskOwner): in the owner's turns, so that while the
+// syncs of the round (flush policy always) are in the kernel the
+// connections' completions are dispatched and their hooks run (responses
+// sent, requests cut and queued for the next round), and each turn is
+// one io_uring_enter for the disk and the network. Tasks complete, and
+// are answered, only once their last op (the sync) completed. Writes
+// copied inline without a sync have completed inside Submit: the first
+// reap finds them, and such a round enters the ring not at all. It
+// returns the tasks left (none unless the shard broke).
+func (s *shard) roundOnOwner(tasks int) int {
+	for tasks > 0 && s.broken == nil {
+		for _, t := range s.reap(0) {
+			s.finish(t)
+			tasks--
+		}
+		if tasks == 0 || s.broken != nil {
+			break
+		}
+		s.roundWait = true
+		err := s.diskOwner.Turn(-1)
+		s.roundWait = false
+		if err != nil {
+			s.broken = err
+			s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
+		}
+	}
+	return tasks
 }
 
 // prepare checks each request against the producer state, then prepares

@@ -240,7 +240,12 @@
 //     order (a produce's appends to a partition, and their offsets).
 //   - A shard whose ring owner fails closes the owner, so that what was
 //     registered on it (netpoll's connections) gives up, and goes on
-//     waiting on its inbox: the disk path has a ring of its own.
+//     waiting on its inbox. Its disk I/O was on that ring (Owner.DiskIO):
+//     the shard is broken and its partitions go offline.
+//   - A round whose disk I/O is on the owner's ring waits in the owner's
+//     turns with the shard's busy hook off (roundWait): with it on, the
+//     messages waiting in the inbox for the next round would keep the turn
+//     from blocking, and the round would spin until its fsync completed.
 //   - cleanup.policy=compact alone turns retention off: retention.ms and
 //     retention.bytes only apply with delete in the policy.
 //   - A partition's folder may already be 255 bytes long (a 249-character

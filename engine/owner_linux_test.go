@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -183,5 +184,147 @@ func TestShardHandOffsNeverWait(t *testing.T) {
 		if ov := e.shards[to].ovLen.Load(); ov != 0 {
 			t.Fatalf("shard %d overflow still holds %d", to, ov)
 		}
+	}
+}
+
+// ioRings counts the io_uring instances the process holds open: the
+// descriptors in /proc/self/fd that are anon_inode:[io_uring].
+func ioRings(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && l == "anon_inode:[io_uring]" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestShardOneRingCarriesDisk: a shard that owns its ring puts its disk
+// I/O in that ring too, so an engine of n such shards holds n io_uring
+// rings, not 2n (a disk ring beside each owner's, as before); and a
+// round's fdatasyncs (flush policy always) complete through the owner,
+// which counts them, before the append is answered. The rings go when
+// the engine closes.
+func TestShardOneRingCarriesDisk(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	for _, shards := range []int{1, 3} {
+		before := ioRings(t)
+		e, err := OpenCore(Config{Dir: t.TempDir(), Shards: shards, IO: ioring.ModeUring, RingOwners: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners := e.RingOwners()
+		if len(owners) != shards {
+			e.Close()
+			t.Fatalf("%d ring owners (%s), want %d", len(owners), e.RingOwnersWhy(), shards)
+		}
+		if got := ioRings(t) - before; got != shards {
+			e.Close()
+			t.Fatalf("%d shards that own their rings hold %d io_uring rings, want one each", shards, got)
+		}
+		if _, err := e.CreateTopic("d", int32(shards), -1, map[string]string{"flush.messages": "1"}, false); err != nil {
+			t.Fatal(err)
+		}
+		syncs := func() (n int64) {
+			for _, o := range owners {
+				n += o.Stats().DiskSyncs
+			}
+			return n
+		}
+		for i := range 5 {
+			for pt := range int32(shards) {
+				was := syncs()
+				res := make(chan error, 1)
+				var synced int64
+				e.Append(TP{"d", pt}, mkBatch(t, 1, "v", 1, -1, 0, 0), AppendOptions{}, func(r AppendResult, err error) {
+					synced = syncs() // read on the shard, as it answers
+					res <- err
+				})
+				if err := <-res; err != nil {
+					t.Fatal(err)
+				}
+				if synced <= was {
+					t.Fatalf("append %d to partition %d answered after %d syncs on the owners' rings, %d before it: its fdatasync did not complete there first", i, pt, synced, was)
+				}
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := ioRings(t) - before; got != 0 {
+			t.Fatalf("%d io_uring rings left after the engine closed", got)
+		}
+	}
+}
+
+// TestShardRoundSyncsInOwnerTurns: a round whose fdatasyncs (flush policy
+// always) are in the kernel waits for them in its owner's turns, so what
+// else the owner carries goes on meanwhile: work posted to the owner runs
+// while the shard's sync is in flight (the shard's IO has ops out). Before,
+// the round waited in a disk ring of its own and the owner's work, like
+// its connections' completions, waited for the round to end: a post never
+// found a sync in flight.
+func TestShardRoundSyncsInOwnerTurns(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	e, err := OpenCore(Config{Dir: t.TempDir(), Shards: 1, IO: ioring.ModeUring, RingOwners: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	owners := e.RingOwners()
+	if len(owners) != 1 {
+		t.Fatalf("no ring owner: %s", e.RingOwnersWhy())
+	}
+	if _, err := e.CreateTopic("s", 1, -1, map[string]string{"flush.messages": "1"}, false); err != nil {
+		t.Fatal(err)
+	}
+	s := e.shards[0]
+	stop := make(chan struct{})
+	appended := make(chan error, 1)
+	go func() { // appends of 64 KiB, each synced, one after the other
+		value := string(make([]byte, 64<<10))
+		for {
+			select {
+			case <-stop:
+				appended <- nil
+				return
+			default:
+			}
+			res := make(chan error, 1)
+			e.Append(TP{"s", 0}, mkBatch(t, 1, value, 1, -1, 0, 0), AppendOptions{}, func(_ AppendResult, err error) { res <- err })
+			if err := <-res; err != nil {
+				appended <- err
+				return
+			}
+		}
+	}()
+	var during, posts atomic.Int64
+	deadline := time.Now().Add(5 * time.Second)
+	for during.Load() == 0 && time.Now().Before(deadline) {
+		if err := owners[0].Post(func() {
+			posts.Add(1)
+			if s.io.InFlight() > 0 { // on the shard's thread: its IO is its own
+				during.Add(1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	close(stop)
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+	if during.Load() == 0 {
+		t.Fatalf("none of %d posts ran on the owner while the shard's sync was in flight: the round's wait blocks the owner", posts.Load())
 	}
 }

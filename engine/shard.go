@@ -68,6 +68,14 @@ type shard struct {
 	dueMu sync.Mutex
 	due   []*partition
 
+	// diskOwner is the owner whose ring carries the shard's disk I/O too
+	// (s.io is its DiskIO), nil when the disk path has a ring of its own
+	// or is portable; shard only. roundWait is set while a round waits in
+	// the owner's turn for its writes and syncs: the inbox's messages are
+	// for the next round then, and must not keep the turn from blocking.
+	diskOwner *ioring.Owner
+	roundWait bool
+
 	// Round scratch, reused.
 	ops    []*ioring.Op
 	out    []*ioring.Op
@@ -351,16 +359,20 @@ func (s *shard) run() {
 			s.e.log.Error("shard cannot be a ring owner; it waits on its inbox", "shard", s.id, "err", err)
 		} else {
 			s.owner.Store(o)
+			s.diskOnOwner(o)
 			close(s.ownerReady)
 			ready = true
 			if stopped := s.runOwner(o); stopped {
 				return
 			}
 			// The owner's ring failed and is closed (what was registered
-			// on it was told and gave up): the shard's own work goes on,
-			// its disk I/O being on a ring of its own, waiting on its
-			// inbox from now on.
+			// on it was told and gave up): the shard waits on its inbox
+			// from now on. Its disk I/O was on that ring: the shard is
+			// broken (runOwner), its partitions offline, and its appends
+			// fail with a storage error.
 			s.owner.Store(nil)
+			s.diskOwner = nil
+			s.ringFailed()
 		}
 	}
 	if !ready {
@@ -375,7 +387,7 @@ func (s *shard) run() {
 		// Background syncs (of rolled segments) in flight are reaped
 		// every few milliseconds while the shard has nothing else to do.
 		idle = nil
-		if s.io.InFlight() > 0 {
+		if s.io.InFlight() > 0 && s.broken == nil {
 			idle = time.After(5 * time.Millisecond)
 		}
 		if len(s.backlog) > 0 || s.ovLen.Load() > 0 {
@@ -409,6 +421,30 @@ func (s *shard) run() {
 	}
 }
 
+// diskOnOwner moves the shard's disk I/O onto its owner's ring (shard
+// only, before it opens any log): one ring then carries the shard's
+// network, doorbells and disk, and a turn is one io_uring_enter for all
+// of them. The ring the shard opened for its disk (newShard) is closed;
+// nothing was submitted to it yet. If the owner cannot carry it, that
+// ring stays.
+func (s *shard) diskOnOwner(o *ioring.Owner) {
+	if s.io.Kind() != ioring.Uring {
+		return
+	}
+	io, err := o.DiskIO(ioring.Config{Writes: s.e.cfg.IOWrites})
+	if err != nil {
+		s.e.log.Error("shard's disk I/O stays on a ring of its own", "shard", s.id, "err", err)
+		return
+	}
+	if s.e.cfg.WrapIO != nil {
+		io = s.e.cfg.WrapIO(io)
+	}
+	if err := s.io.Close(); err != nil {
+		s.e.log.Warn("closing the shard's own disk ring", "shard", s.id, "err", err)
+	}
+	s.io, s.diskOwner = io, o
+}
+
 // runOwner is the loop of a shard that owns a ring: it waits in the
 // ring's io_uring_enter, for the completions of what others registered on
 // it (netpoll's connections), for the doorbell of its inbox, and for its
@@ -423,22 +459,20 @@ func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 	procs.Add()
 	defer procs.Release()
 	defer o.Close()
-	o.AddHook(func() {}, s.waiting)
+	o.AddHook(func() {}, func() bool { return !s.roundWait && s.waiting() })
 	now := time.Now()
 	retentionAt := now.Add(s.e.cfg.RetentionCheckInterval)
 	flushAt := now.Add(100 * time.Millisecond)
 	for {
 		wait := min(time.Until(retentionAt), time.Until(flushAt))
-		if s.io.InFlight() > 0 {
+		if s.io.InFlight() > 0 && s.diskOwner == nil {
+			// Background syncs on a disk ring of the shard's own are
+			// reaped every few milliseconds; on the owner's ring their
+			// completions end the wait.
 			wait = min(wait, 5*time.Millisecond)
 		}
 		if err := o.Turn(max(wait, time.Microsecond)); err != nil {
-			// The ring that carries the connections and the doorbell
-			// broke: nothing on it can be served or woken any more. Its
-			// connections are closed (o.Close runs the owner's closers)
-			// and the shard waits on its inbox. Writes are on the disk
-			// path's ring, which did not fail, so the partitions stay.
-			s.e.log.Error("shard's ring owner failed; its connections are closed and the shard waits on its inbox", "shard", s.id, "err", err)
+			s.ownerFailed(err)
 			return false
 		}
 		now := time.Now()
@@ -462,6 +496,20 @@ func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 			}
 		}
 	}
+}
+
+// ownerFailed: the ring that carries the connections, the doorbell and,
+// when diskOwner is set, the disk I/O broke. Nothing on it can be served
+// or woken any more: its connections are closed (the owner's Close runs
+// its closers) and the shard waits on its inbox. The writes and syncs in
+// it have an unknown fate, as on a failed disk ring: the shard is broken
+// and its partitions go offline (ringFailed). A disk ring of the shard's
+// own did not fail, and its partitions stay.
+func (s *shard) ownerFailed(err error) {
+	if s.diskOwner != nil && s.broken == nil {
+		s.broken = err
+	}
+	s.e.log.Error("shard's ring owner failed; its connections are closed and the shard waits on its inbox", "shard", s.id, "err", err)
 }
 
 // handle takes m and what else the inbox holds (up to maxRound), writes

@@ -5,5 +5,5 @@ func depthOf(io IO) (Depth, bool) {
 	if !ok || u.closed {
 		return Depth{}, false
 	}
-	return Depth{SQEsInFlight: u.sqesOut, SQEsMax: int(u.r.cqEntries)}, true
+	return Depth{SQEsInFlight: u.sqesOut, SQEsMax: u.maxOut()}, true
 }

@@ -29,8 +29,9 @@
 // next turn); from any other goroutine, with an eventfd the owner always
 // has a read of in its ring. ProbeOwner adds MSG_RING to ProbeNet.
 //
-// Owner concurrency: NewOwner, Turn, Register, AddHook, SkipWait, Close
-// and Ring on the owner's goroutine only; Post, Wake, Current and Stats on
+// Owner concurrency: NewOwner, Turn, Register, AddHook, SkipWait, Close,
+// Ring and DiskIO (and every method of the IO it returns) on the owner's
+// goroutine only; Post, Wake, Current and Stats on
 // any. OwnerGroup.Close once every owner's goroutine has ended: a ring's
 // descriptor outlives its owner until then, so that a doorbell queued by
 // another member never reaches a descriptor number reused by another file.

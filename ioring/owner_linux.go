@@ -84,10 +84,14 @@ type OwnerStats struct {
 	// the kernel refused (each followed by an eventfd write to the
 	// target).
 	BellsSent, BellsReceived, EventfdWakes, BellsFailed int64
+	// DiskSyncs are the fsyncs and fdatasyncs of the owner's DiskIO that
+	// completed successfully, counted as their completions are reaped
+	// (before whoever waits on them learns they are done).
+	DiskSyncs int64
 }
 
 type ownerStats struct {
-	turns, waits, bells, bellsIn, efdWakes, bellsFailed atomic.Int64
+	turns, waits, bells, bellsIn, efdWakes, bellsFailed, diskSyncs atomic.Int64
 }
 
 // Handler gets a completion whose user data carries its tag; UserData in
@@ -269,7 +273,34 @@ func (o *Owner) Ring() *NetRing { return o.ring }
 func (o *Owner) Stats() OwnerStats {
 	return OwnerStats{Turns: o.stats.turns.Load(), Waits: o.stats.waits.Load(),
 		BellsSent: o.stats.bells.Load(), BellsReceived: o.stats.bellsIn.Load(), EventfdWakes: o.stats.efdWakes.Load(),
-		BellsFailed: o.stats.bellsFailed.Load()}
+		BellsFailed: o.stats.bellsFailed.Load(), DiskSyncs: o.stats.diskSyncs.Load()}
+}
+
+// DiskIO returns an IO whose requests go in the owner's ring, beside the
+// network's (owner's goroutine, and the IO is the owner's goroutine's
+// alone: the ring is SINGLE_ISSUER). Its SQEs are submitted by the next
+// io_uring_enter of the owner, a turn's or the IO's own Wait, so one
+// enter carries a turn's disk and network requests; its completions are
+// dispatched with the others (a turn hands them to the IO, and a later
+// Wait, even with a zero timeout, returns them). Wait enters the owner's
+// ring itself when it must wait, dispatching whatever else completes to
+// its handlers. Close waits for its requests and unregisters it; the ring
+// stays the owner's. Once the owner's ring failed or closed, the IO fails
+// (the fate of what was in flight is unknown).
+func (o *Owner) DiskIO(cfg Config) (IO, error) {
+	if o.ring.closed {
+		return nil, ErrClosed
+	}
+	if o.ring.r.features&featExtArg == 0 {
+		return nil, errors.New("kernel lacks IORING_FEAT_EXT_ARG (Linux 5.11 or newer is needed)")
+	}
+	u := &uringIO{r: o.ring.r, writes: cfg.Writes, own: o}
+	tag, err := o.Register(u.handle)
+	if err != nil {
+		return nil, err
+	}
+	u.tag = tag
+	return u, nil
 }
 
 // Err is the failure of the owner's ring (a turn whose io_uring_enter

@@ -12,7 +12,7 @@ type Owner struct{}
 type OwnerGroup struct{}
 
 // OwnerStats counts an owner's wakes.
-type OwnerStats struct{ Turns, Waits, BellsSent, BellsReceived, EventfdWakes, BellsFailed int64 }
+type OwnerStats struct{ Turns, Waits, BellsSent, BellsReceived, EventfdWakes, BellsFailed, DiskSyncs int64 }
 
 // ProbeOwner reports why an Owner cannot be used: io_uring is Linux-only.
 func ProbeOwner() string { return "io_uring exists only on Linux" }
@@ -58,3 +58,6 @@ func (g *OwnerGroup) Current() *Owner { return nil }
 
 // Err is nil: there is no ring.
 func (o *Owner) Err() error { return nil }
+
+// DiskIO fails: there is no owner.
+func (o *Owner) DiskIO(Config) (IO, error) { return nil, ErrUnavailable }

@@ -44,6 +44,14 @@ type uringIO struct {
 	err      error // sticky ring failure
 	closed   bool
 	writes   WriteMode
+
+	// own, when set, is the Owner whose ring this IO shares (Owner.DiskIO)
+	// and tag the handler tag its requests carry: SQEs go in the owner's
+	// ring and are submitted by its next io_uring_enter (a turn, or Wait),
+	// together with the network's; completions reach complete through the
+	// owner's dispatch. nil for an IO with a ring of its own.
+	own *Owner
+	tag uint8
 }
 
 func newUring(cfg Config) (*uringIO, error) {
@@ -66,6 +74,9 @@ const partBits = 16
 func (u *uringIO) Submit(ops ...*Op) error {
 	if u.closed {
 		return ErrClosed
+	}
+	if err := u.ownerGone(); err != nil {
+		return err
 	}
 	if u.err != nil {
 		return u.err
@@ -178,10 +189,10 @@ func (u *uringIO) prepare(o *Op) error {
 	// A linked chain must go to the kernel in one submission, and the
 	// completions it will post must fit in the CQ: make room first.
 	need := uint32(len(st.parts))
-	if need > u.r.sqEntries || int(need) > int(u.r.cqEntries) {
+	if need > u.r.sqEntries || int(need) > u.maxOut() {
 		return u.completeNow(o, fmt.Errorf("ioring: op needs %d SQEs, ring has %d: %w", need, u.r.sqEntries, unix.E2BIG))
 	}
-	for u.r.sqFree() < need || u.sqesOut+int(u.r.pending())+int(need) > int(u.r.cqEntries) {
+	for u.r.sqFree() < need || u.sqesOut+u.unsubmitted()+int(need) > u.maxOut() {
 		if err := u.makeRoom(); err != nil {
 			return err
 		}
@@ -192,6 +203,9 @@ func (u *uringIO) prepare(o *Op) error {
 		s := u.r.next()
 		s.fd = fd
 		s.userData = uint64(st.slot)<<partBits | uint64(i)
+		if u.own != nil {
+			s.userData = UserData(u.tag, s.userData)
+		}
 		switch {
 		case o.Kind == OpNop:
 			s.opcode = opNop
@@ -228,7 +242,31 @@ func (u *uringIO) prepare(o *Op) error {
 	}
 	st.pending = len(st.parts)
 	st.attempts++
+	if u.own != nil {
+		// On an owner's ring the SQEs count as out from now: whichever
+		// io_uring_enter comes next (the owner's turn) submits them.
+		u.sqesOut += len(st.parts)
+	}
 	return nil
+}
+
+// maxOut is the most SQEs this IO keeps in flight: the CQ's size on a ring
+// of its own, so that the CQ cannot overflow; on an owner's ring, whose
+// CQ the network's multishot receives share, a quarter of it.
+func (u *uringIO) maxOut() int {
+	if u.own != nil {
+		return max(int(u.r.cqEntries)/4, 1)
+	}
+	return int(u.r.cqEntries)
+}
+
+// unsubmitted is the number of SQEs filled and not yet counted in sqesOut
+// (on an owner's ring they are counted when filled).
+func (u *uringIO) unsubmitted() int {
+	if u.own != nil {
+		return 0
+	}
+	return int(u.r.pending())
 }
 
 func writtenBefore(parts []part) int {
@@ -255,6 +293,29 @@ func (u *uringIO) completeNow(o *Op, err error) error {
 // back-pressure path: a caller that submits faster than the disk completes
 // is held here.
 func (u *uringIO) makeRoom() error {
+	if u.own != nil {
+		// The owner's ring: submit everything queued (the network's SQEs
+		// too); when that frees neither the SQ nor any of this IO's
+		// requests, wait for a completion. Completions go to their
+		// handlers, as in a turn.
+		n := u.own.ring
+		out, free := u.sqesOut, u.r.sqFree()
+		if err := n.Enter(false); err != nil {
+			return err
+		}
+		n.Reap(u.own.dispatch)
+		if u.sqesOut < out || u.r.sqFree() > free {
+			return nil
+		}
+		if u.sqesOut == 0 {
+			return errors.New("no room in the owner's ring and nothing of the disk's in flight")
+		}
+		if err := n.Enter(true); err != nil {
+			return err
+		}
+		n.Reap(u.own.dispatch)
+		return nil
+	}
 	free := u.r.sqFree()
 	if err := u.flush(); err != nil {
 		return err
@@ -276,6 +337,9 @@ func (u *uringIO) makeRoom() error {
 // kernel wants completions consumed first: reap (waiting for one if none
 // is posted yet) and try again.
 func (u *uringIO) flush() error {
+	if u.own != nil {
+		return nil // the owner's next io_uring_enter submits them
+	}
 	for u.r.pending() > 0 || u.r.sqeHead != u.r.sqeTail {
 		n, err := u.r.submit()
 		u.sqesOut += n
@@ -300,8 +364,16 @@ func (u *uringIO) flush() error {
 // reap consumes every posted CQE and finishes the ops whose last SQE
 // completed.
 func (u *uringIO) reap() int {
+	if u.own != nil {
+		// The CQ is the owner's: every completion goes to its handler
+		// (this IO's to complete, through handle).
+		return u.own.ring.Reap(u.own.dispatch)
+	}
 	return u.r.reap(u.complete)
 }
+
+// handle is the owner's handler of this IO's tag.
+func (u *uringIO) handle(c NetCQE) { u.complete(c.UserData, c.Res) }
 
 func (u *uringIO) complete(userData uint64, res int32) {
 	u.sqesOut--
@@ -314,7 +386,11 @@ func (u *uringIO) complete(userData uint64, res int32) {
 		return
 	}
 	st := &o.state
-	st.parts[userData&(1<<partBits-1)].res = res
+	p := &st.parts[userData&(1<<partBits-1)]
+	p.res = res
+	if u.own != nil && p.want < 0 && o.Kind != OpNop && res >= 0 {
+		u.own.stats.diskSyncs.Add(1)
+	}
 	st.pending--
 	if st.pending > 0 {
 		return
@@ -421,6 +497,9 @@ func (u *uringIO) Wait(out []*Op, minOps int, timeout time.Duration) ([]*Op, err
 		deadline = time.Now().Add(timeout)
 	}
 	for {
+		if err := u.ownerGone(); err != nil {
+			return out, err
+		}
 		if u.err != nil {
 			return out, u.err
 		}
@@ -440,6 +519,20 @@ func (u *uringIO) Wait(out []*Op, minOps int, timeout time.Duration) ([]*Op, err
 		}
 		if u.sqesOut == 0 {
 			return out, u.fail(errors.New("waiting for completions with nothing in flight"))
+		}
+		if u.own != nil {
+			// Submits what is queued on the owner's ring and waits;
+			// the completions are dispatched by the reap above.
+			var err error
+			if wait < 0 {
+				err = u.own.ring.Enter(true)
+			} else {
+				err = u.own.ring.EnterTimeout(wait)
+			}
+			if err != nil {
+				return out, u.fail(fmt.Errorf("io_uring_enter wait: %w", err))
+			}
+			continue
 		}
 		if err := u.r.waitCQE(wait); err != nil {
 			if errors.Is(err, unix.ETIME) {
@@ -466,11 +559,31 @@ func (u *uringIO) Close() error {
 		_, werr = u.Wait(nil, u.count, -1)
 	}
 	u.closed = true
+	if u.own != nil {
+		// The ring is the owner's and stays; only the handler goes.
+		u.own.Unregister(u.tag)
+		return werr
+	}
 	err := u.r.close()
 	if werr != nil {
 		return errors.Join(werr, err)
 	}
 	return err
+}
+
+// ownerGone fails the IO once its owner's ring failed or closed: the
+// fate of what was in it is unknown, and its queues may be unmapped.
+func (u *uringIO) ownerGone() error {
+	if u.own == nil {
+		return nil
+	}
+	if u.own.ring.closed {
+		return u.fail(ErrClosed)
+	}
+	if err := u.own.Err(); err != nil {
+		return u.fail(err)
+	}
+	return nil
 }
 
 // errnoOf extracts the errno behind an error of the portable helpers.
