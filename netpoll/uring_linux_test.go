@@ -351,15 +351,34 @@ func TestUringShardsSpreadBusyConnections(t *testing.T) {
 			}
 		}()
 	}
-	for range 2 {
+	rx := func() (n int64) {
+		for _, l := range e.loops {
+			n += l.rxBytes.Load()
+		}
+		return n
+	}
+	for round := range 2 {
 		idle := dial(t, s)
 		idle.send(echoReq("metadata"))
 		idle.recv()
+		if round > 0 {
+			// The first busy connection's bytes counted since the idle
+			// one's accept, before the next: a sleep of 20 ms was not
+			// always enough on a loaded machine, and with nothing
+			// received on its loop the second went beside it.
+			from := rx()
+			deadline := time.Now().Add(10 * time.Second)
+			for rx()-from < 2*4096 {
+				if time.Now().After(deadline) {
+					t.Fatal("the busy connection sent nothing for 10 s")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
 		b := dial(t, s)
 		b.send(echoReq("first"))
 		b.recv()
 		busy(b)
-		time.Sleep(20 * time.Millisecond) // its bytes counted before the next accept
 	}
 	var before [2]int64
 	for i, l := range e.loops {
