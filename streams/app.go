@@ -397,7 +397,7 @@ func (a *App) commitLocked(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := a.cl.CommitUncommittedOffsets(ctx); err != nil {
+	if err := a.cl.CommitUncommittedOffsets(a.withOffsetMetadata(ctx)); err != nil {
 		return fmt.Errorf("streams: commit offsets: %w", err)
 	}
 	return nil
@@ -427,7 +427,7 @@ func (a *App) flushCachesLocked() error {
 // the next, healthy transaction would be aborted for them.
 func (a *App) endTxnLocked(ctx context.Context, commit kgo.TransactionEndTry) error {
 	a.inTxn = false
-	committed, err := a.sess.End(ctx, commit)
+	committed, err := a.sess.End(a.withOffsetMetadata(ctx), commit)
 	if err != nil {
 		return fmt.Errorf("streams: end transaction: %w", err)
 	}
@@ -528,6 +528,9 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 	sort.Slice(fresh, func(i, j int) bool {
 		return fresh[i].id.sub < fresh[j].id.sub || fresh[i].id.sub == fresh[j].id.sub && fresh[i].id.partition < fresh[j].id.partition
 	})
+	if err := a.restoreTimes(ctx, fresh); err != nil {
+		return err
+	}
 	return a.restoreTasks(ctx, fresh)
 }
 

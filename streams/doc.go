@@ -140,6 +140,18 @@
 // Late records (past grace; for sessions grace + gap) are dropped and
 // counted (TaskStats.Dropped).
 //
+// Stream time is the task's: the largest record timestamp of its input
+// partitions (repartition topics included). Each partition's time is
+// committed with its offset, in the offset commit's metadata (Kafka's
+// TopicPartitionMetadata encoding; the TxnOffsetCommit under exactly
+// once), and a task starting on any instance reads it back
+// (streamtime.go): windows close, grace expires and suppression emits
+// after a restart or a task move as if the application had never
+// stopped. An aborted transaction rewinds the times with the offsets.
+// Kafka restores the task's time too, but its window and suppression
+// processors keep their own in memory, from zero after a restart; here
+// they read the task's.
+//
 // Store keys, shared by the changelog and the output's serdes:
 //
 //	time and sliding windows  key bytes | start u64 BE           (WindowedSerde, Kafka's TimeWindowedSerde)
@@ -204,8 +216,9 @@
 //
 // # Extension points
 //
-//   - task.streamTime is the largest timestamp seen, the clock that closes
-//     windows (end + grace) and drops late records.
+//   - task.streamTime is the largest timestamp seen (restored at task
+//     start), the clock that closes windows (end + grace) and drops late
+//     records.
 //   - Change[V] carries old and new values: table-table joins and
 //     re-aggregation need the old one.
 //
@@ -241,8 +254,9 @@
 //   - A foreign-key answer whose left row is gone is dropped: the delete
 //     already decided the result, and answers never carry a deleted
 //     row's hash (deletes and rows without a foreign key do not round-trip).
-//   - Stream time is the task's and starts again from the first record
-//     after a restart (Kafka keeps partition time in the committed
-//     offsets' metadata): a record that was late before a crash may be
-//     accepted when replayed after it.
+//   - Stream time is the task's, restored from the committed offsets'
+//     metadata: what a crash replays is processed again from the time of
+//     the last commit, as it was the first time. The partition times
+//     kept for a commit are snapshotted before it (kgo calls the
+//     metadata hook from its own goroutine).
 package streams

@@ -35,11 +35,13 @@ type task struct {
 	stores map[string]*taskStore
 	caches []*namedCache // of the caching stores, in creation order
 	insts  map[*node]any
-	srcs   map[string]sourceFn // by topic
-	err    error               // sticky: the first processing failure
+	srcs   map[string]*taskSource // by topic
+	err    error                  // sticky: the first processing failure
 
-	// streamTime is the largest record timestamp the task has seen (ms):
-	// windows (next) close when it passes their end plus grace.
+	// streamTime is the largest record timestamp the task has seen (ms),
+	// the largest of its partitions' times (streamtime.go): windows close
+	// when it passes their end plus grace. Restored at task start from the
+	// committed offsets' metadata, rewound with them by discardState.
 	streamTime int64
 	// discards counts discardState calls: state a processor keeps in
 	// memory beside its stores (a join's stream time) is stale after one.
@@ -62,7 +64,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 		return nil, fmt.Errorf("streams: task %s: %w", id, err)
 	}
 	t := &task{app: a, id: id, sub: a.topo.subs[id.sub], stores: map[string]*taskStore{},
-		insts: map[*node]any{}, srcs: map[string]sourceFn{}, clNext: map[string]int64{}, lagByTP: map[string]int64{}}
+		insts: map[*node]any{}, srcs: map[string]*taskSource{}, clNext: map[string]int64{}, lagByTP: map[string]int64{}}
 	if len(t.sub.stores) > 0 {
 		db, err := openStateDB(dir)
 		if err != nil {
@@ -74,7 +76,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 	for _, src := range t.sub.sources {
 		fn := t.instance(src).(sourceFn)
 		for _, topic := range a.sourceTopics[src] {
-			t.srcs[topic] = fn
+			t.srcs[topic] = &taskSource{fn: fn, time: unknownTime, committed: unknownTime}
 		}
 	}
 	return t, nil
@@ -97,14 +99,18 @@ func (t *task) fail(err error) {
 }
 
 func (t *task) process(r *kgo.Record) error {
-	fn, ok := t.srcs[r.Topic]
+	src, ok := t.srcs[r.Topic]
 	if !ok {
 		return fmt.Errorf("streams: task %s: no source for topic %q", t.id, r.Topic)
 	}
-	if ts := r.Timestamp.UnixMilli(); ts > t.streamTime {
+	ts := r.Timestamp.UnixMilli()
+	if ts > src.time {
+		src.time = ts
+	}
+	if ts > t.streamTime {
 		t.streamTime = ts
 	}
-	if err := fn(r); err != nil {
+	if err := src.fn(r); err != nil {
 		t.fail(err)
 	}
 	t.processed.Add(1)
@@ -175,6 +181,7 @@ func (s *taskStore) log(k, v []byte, ts time.Time) {
 // the database: called once the records it logged are durable in Kafka
 // (flushed, or their transaction committed).
 func (t *task) commitState() error {
+	t.timesCommitted()
 	if t.db == nil {
 		return nil
 	}
@@ -200,6 +207,7 @@ func (t *task) discardState() {
 	for _, nc := range t.caches {
 		nc.drop()
 	}
+	t.rewindTimes()
 	if t.db == nil {
 		return
 	}
