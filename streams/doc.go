@@ -171,6 +171,17 @@
 // the commit (the transaction, exactly once) that emits: after a crash a
 // window is emitted once.
 //
+// SuppressTable(table, UntilTimeLimit(d, BufferConfig{...})) (or
+// Suppress on a windowed table) emits each key's latest update once d
+// of stream time has passed since its first buffered update (Kafka's
+// untilTimeLimit, non-resetting), and earlier when the buffer is over
+// BufferConfig's MaxRecords or MaxBytes with EmitEarlyWhenFull, oldest
+// first; with ShutDownWhenFull (the zero value) a full buffer stops the
+// application with ErrBufferFull. Its buffer is a store with a
+// changelog too (suppress_limit.go draws it); the keys' buffer times and
+// sizes are also kept in memory, read again from the store after a
+// restore or an aborted transaction.
+//
 // # Joins
 //
 // Join, LeftJoin and OuterJoin join two streams within JoinWindows

@@ -7,10 +7,15 @@ import (
 	"time"
 )
 
-// Suppressed says what Suppress holds back. Kafka's
-// Suppressed.untilWindowCloses(BufferConfig.unbounded()) is the one
-// built: UntilWindowCloses.
-type Suppressed struct{ untilWindowCloses bool }
+// Suppressed says what Suppress holds back: UntilWindowCloses (Kafka's
+// Suppressed.untilWindowCloses(BufferConfig.unbounded())) or
+// UntilTimeLimit (Kafka's Suppressed.untilTimeLimit, suppress_limit.go).
+type Suppressed struct {
+	untilWindowCloses bool
+	untilTimeLimit    bool
+	timeLimit         time.Duration // UntilTimeLimit
+	buffer            BufferConfig  // UntilTimeLimit
+}
 
 // UntilWindowCloses emits only each window's final result: the last
 // update of a window, once stream time has passed the time after which
@@ -21,7 +26,8 @@ type Suppressed struct{ untilWindowCloses bool }
 func UntilWindowCloses() Suppressed { return Suppressed{untilWindowCloses: true} }
 
 // Suppress holds back the updates of a windowed table as s says and
-// forwards the rest, as Kafka's KTable.suppress. The buffer is a store
+// forwards the rest, as Kafka's KTable.suppress (UntilTimeLimit: as
+// SuppressTable). With UntilWindowCloses, the buffer is a store
 // ("<name>-store", or generated) with a changelog, written in the same
 // commit (the same transaction, exactly once) as the results emitted
 // and the input offsets: after a crash the buffer comes back as it was
@@ -34,6 +40,9 @@ func UntilWindowCloses() Suppressed { return Suppressed{untilWindowCloses: true}
 // big endian) then the serialized new value. Stream time is the task's
 // (the largest record timestamp it has seen).
 func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *Table[Windowed[K], A] {
+	if !s.untilWindowCloses {
+		return suppressTimeLimit(tbl, s, opts)
+	}
 	b := tbl.b
 	c := conf(opts)
 	name := b.name("KTABLE-SUPPRESS", c.name)
@@ -42,9 +51,6 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 		storeName = fmt.Sprintf("KTABLE-SUPPRESS-STATE-STORE-%010d", b.seq)
 	}
 	final := tbl.n.windowFinal
-	if !s.untilWindowCloses {
-		b.errorf("%s: Suppressed: only UntilWindowCloses is built", name)
-	}
 	if final == nil {
 		b.errorf("%s: UntilWindowCloses needs the table of a windowed aggregation (WindowedCount, WindowedAggregate, SessionCount, ...)", name)
 	}

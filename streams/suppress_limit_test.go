@@ -1,0 +1,162 @@
+package streams
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// limitRef is the reference of a count suppressed UntilTimeLimit: Kafka's
+// KTableSuppressProcessor over the whole input, written from its
+// definition (a non-resetting buffer ordered by buffer time then key
+// bytes; the due keys emitted first, then, over a bound, the oldest).
+func limitRef(recs []*kgo.Record, limit int64, buf BufferConfig) (out []joined, full bool) {
+	type entry struct {
+		at, ts, size int64
+		val          int64
+	}
+	counts := map[string]int64{}
+	buffer := map[string]entry{}
+	var bytes, streamTime int64
+	over := func() bool {
+		return buf.MaxRecords > 0 && int64(len(buffer)) > buf.MaxRecords || buf.MaxBytes > 0 && bytes > buf.MaxBytes
+	}
+	oldest := func() string {
+		keys := make([]string, 0, len(buffer))
+		for k := range buffer {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := buffer[keys[i]], buffer[keys[j]]
+			return a.at < b.at || a.at == b.at && keys[i] < keys[j]
+		})
+		return keys[0]
+	}
+	emit := func(k string) {
+		e := buffer[k]
+		delete(buffer, k)
+		bytes -= e.size
+		out = append(out, joined{0, k, string(binary.BigEndian.AppendUint64(nil, uint64(e.val))), e.ts})
+	}
+	for _, r := range recs {
+		k, ts := string(r.Key), r.Timestamp.UnixMilli()
+		streamTime = max(streamTime, ts)
+		counts[k]++
+		size := int64(len(k)) + 8 + 8 + 1 + 8 // key, buffer time, timestamp, flags, new value
+		if counts[k] > 1 {
+			size += 4 + 8 // the old value
+		}
+		e, ok := buffer[k]
+		if !ok {
+			e.at = ts
+		}
+		bytes += size - e.size
+		e.ts, e.size, e.val = ts, size, counts[k]
+		buffer[k] = e
+		for len(buffer) > 0 && buffer[oldest()].at <= streamTime-limit {
+			emit(oldest())
+		}
+		for over() {
+			if buf.Full == ShutDownWhenFull {
+				return out, true
+			}
+			emit(oldest())
+		}
+	}
+	return out, false
+}
+
+// TestSuppressUntilTimeLimit: a count suppressed UntilTimeLimit(3 s),
+// over 200 records of 6 keys with timestamps out of order, through three
+// buffers: unbounded, at most 3 records and at most 100 bytes emitting
+// early; the output of each (one partition, in order: key, latest count,
+// its timestamp) equals the reference. A fourth, at most 3 records and
+// ShutDownWhenFull, stops the application with ErrBufferFull where the
+// reference goes over its bound, after emitting what the reference does.
+func TestSuppressUntilTimeLimit(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "tl-in", 1, nil)
+		bufs := []BufferConfig{{}, {MaxRecords: 3, Full: EmitEarlyWhenFull}, {MaxBytes: 100, Full: EmitEarlyWhenFull}}
+		for i := range bufs {
+			createTopic(t, addr, fmt.Sprintf("tl-out-%d", i), 1, nil)
+		}
+		createTopic(t, addr, "tl-out-shut", 1, nil)
+		rng := rand.New(rand.NewSource(7))
+		base := int64(1_700_000_000_000)
+		var recs []*kgo.Record
+		for i := range 200 {
+			ts := base + int64(i)*300 + rng.Int63n(2000) - 1000
+			recs = append(recs, &kgo.Record{Topic: "tl-in", Key: []byte(fmt.Sprintf("k%d", rng.Intn(6))), Value: []byte("x"),
+				Timestamp: time.UnixMilli(ts)})
+		}
+		const limit = 3 * time.Second
+		b := NewBuilder()
+		counts := Count(GroupByKey(Source(b, []string{"tl-in"}, String, String)), Named("tl-counts"))
+		for i, buf := range bufs {
+			SuppressTable(counts, UntilTimeLimit(limit, buf), Named(fmt.Sprintf("tl-%d", i))).ToStream().To(fmt.Sprintf("tl-out-%d", i))
+		}
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := newClient(t, addr).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "tl", Brokers: []string{addr}, StateDir: t.TempDir()})
+		waitProcessed(t, a, int64(len(recs)))
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, buf := range bufs {
+			want, full := limitRef(recs, limit.Milliseconds(), buf)
+			if full || len(want) < 20 {
+				t.Fatalf("reference %+v: %d emitted, full %v", buf, len(want), full)
+			}
+			checkJoined(t, fmt.Sprintf("buffer %+v", buf), readAll(t, addr, fmt.Sprintf("tl-out-%d", i)), want)
+		}
+		// The reference emits differently with each bound, or the
+		// bounds would not be tested.
+		r0, _ := limitRef(recs, limit.Milliseconds(), bufs[0])
+		for _, buf := range bufs[1:] {
+			if r, _ := limitRef(recs, limit.Milliseconds(), buf); len(r) <= len(r0) {
+				t.Errorf("buffer %+v emits %d records, no more than unbounded (%d)", buf, len(r), len(r0))
+			}
+		}
+
+		shut := BufferConfig{MaxRecords: 3}
+		want, full := limitRef(recs, limit.Milliseconds(), shut)
+		if !full {
+			t.Fatal("the reference's buffer of 3 records never fills")
+		}
+		b = NewBuilder()
+		SuppressTable(Count(GroupByKey(Source(b, []string{"tl-in"}, String, String)), Named("tl-counts")),
+			UntilTimeLimit(limit, shut), Named("tl-shut")).ToStream().To("tl-out-shut")
+		if topo, err = b.Build(); err != nil {
+			t.Fatal(err)
+		}
+		a = startApp(t, topo, Config{ApplicationID: "tl-shut", Brokers: []string{addr}, StateDir: t.TempDir()})
+		done := make(chan error, 1)
+		go func() { done <- a.Wait() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrBufferFull) {
+				t.Fatalf("Wait() = %v, want ErrBufferFull", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("the application did not stop on its full buffer")
+		}
+		// At least once, what was emitted before the failure is not
+		// committed: the output holds what the reference emits before,
+		// or nothing if nothing was flushed.
+		if got := readAll(t, addr, "tl-out-shut"); len(got) > 0 {
+			checkJoined(t, "before the buffer filled", got, want)
+		}
+	})
+}
