@@ -160,3 +160,76 @@ func TestSuppressUntilTimeLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestSuppressUntilTimeLimitAfterKill: exactly once, the time-limited
+// buffers (unbounded, and 3 records emitting early) come back from their
+// changelogs after the instance is killed mid-run and started again with
+// its state directory wiped, and with them each key's buffer time (the
+// in-memory index is read again from the restored store). A
+// read_committed consumer of the outputs sees what the reference emits
+// over the whole input, as if the application had never stopped. (Stream
+// time comes back from the committed offsets too, but this input, nearly
+// in order, does not depend on it: TestStreamTimeAcrossRestart does.)
+func TestSuppressUntilTimeLimitAfterKill(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "tk-in", 1, nil)
+		bufs := []BufferConfig{{}, {MaxRecords: 3, Full: EmitEarlyWhenFull}}
+		for i := range bufs {
+			createTopic(t, addr, fmt.Sprintf("tk-out-%d", i), 1, nil)
+		}
+		rng := rand.New(rand.NewSource(11))
+		base := int64(1_700_000_000_000)
+		var recs []*kgo.Record
+		for i := range 160 {
+			ts := base + int64(i)*300 + rng.Int63n(2000) - 1000
+			recs = append(recs, &kgo.Record{Topic: "tk-in", Key: []byte(fmt.Sprintf("k%d", rng.Intn(6))), Value: []byte("x"),
+				Timestamp: time.UnixMilli(ts)})
+		}
+		const limit = 3 * time.Second
+		b := NewBuilder()
+		counts := Count(GroupByKey(Source(b, []string{"tk-in"}, String, String)), Named("tk-counts"))
+		for i, buf := range bufs {
+			SuppressTable(counts, UntilTimeLimit(limit, buf), Named(fmt.Sprintf("tk-%d", i))).ToStream().To(fmt.Sprintf("tk-out-%d", i))
+		}
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prod := newClient(t, addr)
+		half := len(recs) / 2
+		if err := prod.ProduceSync(context.Background(), recs[:half]...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		cfg := Config{ApplicationID: "tk", Brokers: []string{addr}, StateDir: state, Guarantee: ExactlyOnce, InstanceID: "one"}
+		a := startApp(t, topo, cfg)
+		waitProcessed(t, a, int64(half))
+		time.Sleep(300 * time.Millisecond) // some commits, perhaps not the last
+		a.kill()
+		if err := removeAll(state); err != nil {
+			t.Fatal(err)
+		}
+		if err := prod.ProduceSync(context.Background(), recs[half:]...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		a = startApp(t, topo, cfg)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			st := a.Stats().Tasks
+			if len(st) == 1 && st[0].Processed >= int64(len(recs)-half) && st[0].Lag == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the restarted instance did not catch up: %+v", st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, buf := range bufs {
+			want, _ := limitRef(recs, limit.Milliseconds(), buf)
+			checkJoined(t, fmt.Sprintf("buffer %+v", buf), readAll(t, addr, fmt.Sprintf("tk-out-%d", i)), want)
+		}
+	})
+}
