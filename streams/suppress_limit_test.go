@@ -233,3 +233,55 @@ func TestSuppressUntilTimeLimitAfterKill(t *testing.T) {
 		}
 	})
 }
+
+// TestSuppressUntilTimeLimitAfterAbort: exactly once, a transaction
+// aborted after the buffer emitted a key brings the key back into the
+// store, so the in-memory index (buffer times, the smallest one) must be
+// read again. k@0 s is buffered and committed; j@5 s makes k due
+// (5 - 3 >= 0) and emits it, in a transaction that is aborted; the
+// replay of j@5 s must emit k again (the committed output holds it
+// once). With a stale index (smallest buffer time 5 s) nothing would be
+// due and k never emitted.
+func TestSuppressUntilTimeLimitAfterAbort(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "ta-in", 1, nil)
+		createTopic(t, addr, "ta-out", 1, nil)
+		b := NewBuilder()
+		SuppressTable(Count(GroupByKey(Source(b, []string{"ta-in"}, String, String)), Named("ta-counts")),
+			UntilTimeLimit(3*time.Second, BufferConfig{}), Named("ta")).ToStream().To("ta-out")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "ta", Brokers: []string{addr}, StateDir: t.TempDir(),
+			Guarantee: ExactlyOnce, CommitInterval: time.Minute})
+		base := int64(1_700_000_000_000)
+		rec := func(k string, at int64) *kgo.Record {
+			return &kgo.Record{Topic: "ta-in", Key: []byte(k), Value: []byte("x"), Timestamp: time.UnixMilli(base + at)}
+		}
+		end := func(commit kgo.TransactionEndTry) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if !a.inTxn {
+				t.Fatal("no transaction open")
+			}
+			if err := a.endTxnLocked(context.Background(), commit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cl := newClient(t, addr)
+		producePhased(t, cl, a, []*kgo.Record{rec("k", 0)})
+		end(kgo.TryCommit)
+		if err := cl.ProduceSync(context.Background(), rec("j", 5000)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		waitProcessed(t, a, 2)
+		end(kgo.TryAbort)
+		waitProcessed(t, a, 3) // j again
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkJoined(t, "after abort", readAll(t, addr, "ta-out"),
+			[]joined{{0, "k", string(binary.BigEndian.AppendUint64(nil, 1)), base}})
+	})
+}
