@@ -169,7 +169,9 @@
 // sliding and sessions, whose ends are inclusive, one millisecond later,
 // sessions also + gap). Its buffer is a store with a changelog, written in
 // the commit (the transaction, exactly once) that emits: after a crash a
-// window is emitted once.
+// window is emitted once. UntilWindowCloses(BufferConfig{MaxRecords: n})
+// (or MaxBytes) bounds it strictly: past the bound the application stops
+// with ErrBufferFull (Kafka's shutDownWhenFull).
 //
 // SuppressTable(table, UntilTimeLimit(d, BufferConfig{...})) (or
 // Suppress on a windowed table) emits each key's latest update once d

@@ -21,9 +21,23 @@ type Suppressed struct {
 // update of a window, once stream time has passed the time after which
 // the window can no longer change (its end plus grace; for sessions
 // plus the gap), and nothing for a window deleted (a session merged
-// into another). The buffer is unbounded in memory terms: it is a store
-// on disk, backed by a changelog.
-func UntilWindowCloses() Suppressed { return Suppressed{untilWindowCloses: true} }
+// into another). The buffer is a store on disk, backed by a changelog,
+// unbounded unless buf (at most one) bounds it, as Kafka's
+// untilWindowCloses(StrictBufferConfig): its Full must be
+// ShutDownWhenFull (a final result cannot be emitted early), and an
+// update that takes the buffer past MaxRecords windows or MaxBytes bytes
+// (its entries' keys and values) stops the application with
+// ErrBufferFull.
+func UntilWindowCloses(buf ...BufferConfig) Suppressed {
+	s := Suppressed{untilWindowCloses: true}
+	if len(buf) > 0 {
+		s.buffer = buf[0]
+	}
+	if len(buf) > 1 {
+		s.buffer.Full = -1 // a topology error at Build
+	}
+	return s
+}
 
 // Suppress holds back the updates of a windowed table as s says and
 // forwards the rest, as Kafka's KTable.suppress (UntilTimeLimit: as
@@ -54,6 +68,17 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 	if final == nil {
 		b.errorf("%s: UntilWindowCloses needs the table of a windowed aggregation (WindowedCount, WindowedAggregate, SessionCount, ...)", name)
 	}
+	if s.buffer.Full != ShutDownWhenFull || s.buffer.MaxRecords < 0 || s.buffer.MaxBytes < 0 {
+		b.errorf("%s: UntilWindowCloses(%+v): want one BufferConfig with bounds >= 0 (0: none) and Full ShutDownWhenFull (final results are never emitted early)", name, s.buffer)
+	}
+	bounded := s.buffer.MaxRecords > 0 || s.buffer.MaxBytes > 0
+	maxRecords, maxBytes := s.buffer.MaxRecords, s.buffer.MaxBytes
+	if maxRecords == 0 {
+		maxRecords = math.MaxInt64
+	}
+	if maxBytes == 0 {
+		maxBytes = math.MaxInt64
+	}
 	if tbl.key == nil || tbl.val == nil {
 		b.errorf("%s: the buffer needs the table's key and value serdes", name)
 	}
@@ -70,6 +95,27 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 		// or an aborted transaction that brings evicted entries back).
 		minDue := int64(-1)
 		batch := t.batch
+		// A bounded buffer counts its entries and their bytes, read from
+		// the store at the first record and after every discard (a
+		// restore, an aborted transaction).
+		var count, bytes int64
+		synced := -1
+		sync := func() bool {
+			if !bounded || synced == t.discards {
+				return true
+			}
+			count, bytes = 0, 0
+			if err := st.scan(nil, nil, func(k, v []byte) bool {
+				count++
+				bytes += int64(len(k) + len(v))
+				return true
+			}); err != nil {
+				t.fail(fmt.Errorf("%s: read buffer: %w", storeName, err))
+				return false
+			}
+			synced = t.discards
+			return true
+		}
 		evict := func() {
 			if t.batch != batch {
 				minDue, batch = -1, t.batch
@@ -111,11 +157,15 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 					return
 				}
 				st.delete(k, at)
+				count, bytes = count-1, bytes-int64(len(k)+len(v))
 				next(Record[Windowed[K], Change[A]]{Key: w, Value: Change[A]{New: nv, HasNew: true},
 					Timestamp: time.UnixMilli(int64(binary.BigEndian.Uint64(v)))})
 			}
 		}
 		return func(r Record[Windowed[K], Change[A]]) {
+			if !sync() {
+				return
+			}
 			kb, err := wk.Serialize(st.changelog, r.Key)
 			if err != nil {
 				t.fail(fmt.Errorf("%s: key: %w", storeName, err))
@@ -127,11 +177,12 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 			if !r.Value.HasNew {
 				// A deleted window (a session merged into another) has no
 				// final result: drop what was buffered for it.
-				if _, ok, err := st.get(key); err != nil {
+				if ov, ok, err := st.get(key); err != nil {
 					t.fail(err)
 					return
 				} else if ok {
 					st.delete(key, r.Timestamp)
+					count, bytes = count-1, bytes-int64(len(key)+len(ov))
 				}
 			} else {
 				vb, err := a.Serialize(st.changelog, r.Value.New)
@@ -139,12 +190,25 @@ func Suppress[K, A any](tbl *Table[Windowed[K], A], s Suppressed, opts ...Opt) *
 					t.fail(fmt.Errorf("%s: value: %w", storeName, err))
 					return
 				}
+				if bounded {
+					if ov, ok, err := st.get(key); err != nil {
+						t.fail(err)
+						return
+					} else if ok {
+						count, bytes = count-1, bytes-int64(len(key)+len(ov))
+					}
+					count, bytes = count+1, bytes+int64(len(key)+8+len(vb))
+				}
 				st.put(key, append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(vb)), uint64(r.Timestamp.UnixMilli())), vb...), r.Timestamp)
 				if minDue >= 0 && t.batch == batch {
 					minDue = min(minDue, at)
 				}
 			}
 			evict()
+			if bounded && (count > maxRecords || bytes > maxBytes) && t.err == nil {
+				t.fail(fmt.Errorf("%w: %s holds %d of %d windows and %d of %d bytes", ErrBufferFull, name,
+					count, s.buffer.MaxRecords, bytes, s.buffer.MaxBytes))
+			}
 		}
 	}
 	return &Table[Windowed[K], A]{b: b, n: n, key: wk, val: a}

@@ -285,3 +285,56 @@ func TestSuppressUntilTimeLimitAfterAbort(t *testing.T) {
 			[]joined{{0, "k", string(binary.BigEndian.AppendUint64(nil, 1)), base}})
 	})
 }
+
+// TestSuppressWindowClosesBounded: UntilWindowCloses with a strict
+// bound (Kafka's untilWindowCloses(maxRecords(3).shutDownWhenFull()), and
+// the same in bytes: 33 bytes an entry here, so 100 holds 3) keeps
+// running while its buffer holds 3 windows, counting a window emitted
+// as gone, and stops the application with ErrBufferFull at the fourth.
+func TestSuppressWindowClosesBounded(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for i, buf := range []BufferConfig{{MaxRecords: 3}, {MaxBytes: 100}} {
+			in, out := fmt.Sprintf("wb-in-%d", i), fmt.Sprintf("wb-out-%d", i)
+			createTopic(t, addr, in, 1, nil)
+			createTopic(t, addr, out, 1, nil)
+			b := NewBuilder()
+			wc := WindowedCount(WindowedBy(GroupByKey(Source(b, []string{in}, String, String)),
+				TimeWindows{Size: time.Second, Grace: 10 * time.Second}), Named("wb-counts"))
+			Suppress(wc, UntilWindowCloses(buf), Named("wb")).ToStream().To(out)
+			topo, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := startApp(t, topo, Config{ApplicationID: fmt.Sprintf("wb-%d", i), Brokers: []string{addr}, StateDir: t.TempDir()})
+			base := int64(1_700_000_000_000) / 1000 * 1000
+			rec := func(k string, at int64) *kgo.Record {
+				return &kgo.Record{Topic: in, Key: []byte(k), Value: []byte("x"), Timestamp: time.UnixMilli(base + at)}
+			}
+			// a's window [0, 1) is final at 11 s: c@12 s emits it, so
+			// d@12.5 s makes three windows buffered (b, c, d), e the fourth.
+			producePhased(t, newClient(t, addr), a, []*kgo.Record{rec("a", 0), rec("a", 500), rec("b", 5000), rec("c", 12000), rec("d", 12500)})
+			select {
+			case <-a.done:
+				t.Fatalf("%+v: stopped with 3 windows buffered: %v", buf, a.Wait())
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := newClient(t, addr).ProduceSync(context.Background(), rec("e", 12600)).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-a.done:
+				if err := a.Wait(); !errors.Is(err, ErrBufferFull) {
+					t.Fatalf("%+v: Wait() = %v, want ErrBufferFull", buf, err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("%+v: the application did not stop on its full buffer", buf)
+			}
+		}
+		b := NewBuilder()
+		wc := WindowedCount(WindowedBy(GroupByKey(Source(b, []string{"x"}, String, String)), TimeWindows{Size: time.Second}))
+		Suppress(wc, UntilWindowCloses(BufferConfig{MaxRecords: 3, Full: EmitEarlyWhenFull}))
+		if _, err := b.Build(); !errors.Is(err, ErrTopology) {
+			t.Errorf("UntilWindowCloses emitting early: Build() = %v, want ErrTopology", err)
+		}
+	})
+}
