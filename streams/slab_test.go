@@ -80,3 +80,20 @@ func TestProduceSlab(t *testing.T) {
 		t.Fatalf("%.2f allocations per key and value serialized, want about one per chunk", allocs)
 	}
 }
+
+// TestDataKeyLayout: dataKey, built in one allocation, is the data
+// prefix rangeStore and wipe scan by, then the key bytes.
+func TestDataKeyLayout(t *testing.T) {
+	for _, c := range []struct{ store, key string }{{"counts", "w0001"}, {"s", ""}, {strings.Repeat("n", 300), "k"}} {
+		got := dataKey(c.store, []byte(c.key))
+		want := append(storePrefix(prefixData, c.store), c.key...)
+		if !bytes.Equal(got, want) {
+			t.Errorf("dataKey(%q, %q) = %x, want %x", c.store, c.key, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { keySink = dataKey("counts", []byte("w0001")) }); n != 1 {
+		t.Errorf("dataKey: %.0f allocations, want 1", n)
+	}
+}
+
+var keySink []byte // keeps dataKey's result on the heap, as in use
