@@ -98,6 +98,8 @@ type App struct {
 
 	produceErr   error
 	produceErrMu sync.Mutex
+	promise      func(*kgo.Record, error) // of records produced without onOK
+	slab         produceSlab              // records and bytes of sinks (mu held)
 
 	global *globalRunner
 	cache  *recordCache // nil: Config.CacheMaxBytes is 0
@@ -148,6 +150,11 @@ func New(t *Topology, cfg Config) (*App, error) {
 		tasks: map[taskID]*task{}, done: make(chan struct{})}
 	if cfg.CacheMaxBytes > 0 {
 		a.cache = &recordCache{max: cfg.CacheMaxBytes}
+	}
+	a.promise = func(r *kgo.Record, err error) {
+		if err != nil {
+			a.keepProduceErr(r, err)
+		}
 	}
 	return a, nil
 }
@@ -447,20 +454,32 @@ func (a *App) endTxnLocked(ctx context.Context, commit kgo.TransactionEndTry) er
 	return nil
 }
 
+// produce sends r; a failure is kept for the next commit, which fails
+// (at least once) or aborts (exactly once); onOK, if any, runs once r
+// is acknowledged. Records without onOK (outputs and repartition
+// records: all but changelogs) share one promise, made once: a closure
+// per record was an allocation per record on the hot path.
 func (a *App) produce(r *kgo.Record, onOK func(*kgo.Record)) {
+	if onOK == nil {
+		a.cl.Produce(context.Background(), r, a.promise)
+		return
+	}
 	a.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 		if err != nil {
-			a.produceErrMu.Lock()
-			if a.produceErr == nil {
-				a.produceErr = fmt.Errorf("to %s/%d: %w", r.Topic, r.Partition, err)
-			}
-			a.produceErrMu.Unlock()
+			a.keepProduceErr(r, err)
 			return
 		}
-		if onOK != nil {
-			onOK(r)
-		}
+		onOK(r)
 	})
+}
+
+// keepProduceErr keeps the first produce error since the last commit.
+func (a *App) keepProduceErr(r *kgo.Record, err error) {
+	a.produceErrMu.Lock()
+	if a.produceErr == nil {
+		a.produceErr = fmt.Errorf("to %s/%d: %w", r.Topic, r.Partition, err)
+	}
+	a.produceErrMu.Unlock()
 }
 
 func (a *App) takeProduceErr() error {

@@ -71,11 +71,22 @@ func (nc *namedCache) get(key []byte) ([]byte, bool) {
 	return e.value, true
 }
 
+// entry returns the key's entry, nil if it is not cached, for a read
+// followed by putEntry: one map lookup and one move in the LRU per
+// update instead of two each (get, then put).
+func (nc *namedCache) entry(key []byte) *cacheEntry { return nc.entries[string(key)] }
+
 // put holds the key's new value until the next flush or its eviction.
 func (nc *namedCache) put(key, value []byte, ts time.Time, headers []kgo.RecordHeader) {
+	nc.putEntry(nc.entries[string(key)], key, value, ts, headers)
+}
+
+// putEntry is put with the key's entry, as entry returned it with
+// nothing done to the cache since (nil: the key is not cached). The key
+// is copied; the value is kept.
+func (nc *namedCache) putEntry(e *cacheEntry, key, value []byte, ts time.Time, headers []kgo.RecordHeader) {
 	c := nc.c
-	e, ok := nc.entries[string(key)]
-	if ok {
+	if e != nil {
 		c.size += int64(len(value) - len(e.value))
 		c.lru.MoveToBack(e.elem)
 	} else {

@@ -254,6 +254,14 @@
 //   - Close of a client with BlockRebalanceOnPoll waits for
 //     AllowRebalance: the at-least-once client closes with
 //     CloseAllowingRebalance.
+//   - A sink's records and their key and value bytes are carved from
+//     chunks (slab.go): kgo holds them until their promise runs, so bytes
+//     handed out are never written again (the next value goes past them)
+//     and the slab is only touched with App.mu held.
+//   - An aggregation serializes each record's key into a buffer it reuses
+//     for the next record: what keeps the key (the cache, pebble's batch)
+//     copies it, and a store write without the cache clones it before the
+//     changelog record takes it (TestRestoreFromChangelog fails without).
 //   - A store scan (suppression's eviction, the retention purge) collects
 //     what it found before forwarding or deleting: a processor downstream
 //     may write to the indexed batch the iterator reads.

@@ -31,6 +31,9 @@ type stringSerde struct{}
 
 func (stringSerde) Serialize(_ string, v string) ([]byte, error)   { return []byte(v), nil }
 func (stringSerde) Deserialize(_ string, b []byte) (string, error) { return string(b), nil }
+func (stringSerde) appendSerialize(dst []byte, _ string, v string) ([]byte, error) {
+	return append(dst, v...), nil
+}
 
 type bytesSerde struct{}
 
@@ -47,6 +50,10 @@ type int64Serde struct{}
 // Serialize writes Kafka's LongSerializer format: 8 bytes, big endian.
 func (int64Serde) Serialize(_ string, v int64) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(nil, uint64(v)), nil
+}
+
+func (int64Serde) appendSerialize(dst []byte, _ string, v int64) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(dst, uint64(v)), nil
 }
 
 func (int64Serde) Deserialize(topic string, b []byte) (int64, error) {

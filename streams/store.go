@@ -57,8 +57,14 @@ func storePrefix(kind byte, store string) []byte {
 	return append(p, store...)
 }
 
+// dataKey is one allocation (storePrefix then an append would often be
+// two): every store read and write builds one.
 func dataKey(store string, key []byte) []byte {
-	return append(storePrefix(prefixData, store), key...)
+	k := make([]byte, 0, 3+len(store)+len(key))
+	k = append(k, prefixData)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(store)))
+	k = append(k, store...)
+	return append(k, key...)
 }
 
 func checkpointKey(store string, partition int32) []byte {

@@ -283,18 +283,22 @@ func (s *Stream[K, V]) To(topic string, opts ...Opt) {
 // sinkFn serializes records and sends them to topic (partition -1: by
 // key).
 func sinkFn[K, V any](t *task, topic string, partition int32, k Serde[K], v Serde[V]) func(Record[K, V]) {
+	slab := &t.app.slab
+	kap, vap := appenderOf(k), appenderOf(v)
 	return func(r Record[K, V]) {
-		kb, err := k.Serialize(topic, r.Key)
+		kb, err := serializeTo(slab, kap, k, topic, r.Key)
 		if err != nil {
 			t.fail(fmt.Errorf("key to %s: %w", topic, err))
 			return
 		}
-		vb, err := v.Serialize(topic, r.Value)
+		vb, err := serializeTo(slab, vap, v, topic, r.Value)
 		if err != nil {
 			t.fail(fmt.Errorf("value to %s: %w", topic, err))
 			return
 		}
-		t.send(&kgo.Record{Topic: topic, Partition: partition, Key: kb, Value: vb, Timestamp: r.Timestamp, Headers: r.Headers})
+		kr := slab.record()
+		kr.Topic, kr.Partition, kr.Key, kr.Value, kr.Timestamp, kr.Headers = topic, partition, kb, vb, r.Timestamp, r.Headers
+		t.send(kr)
 	}
 }
 

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -186,14 +187,34 @@ func aggregateWith[K, V, A any](g *Grouped[K, V], kind string, _ func() A, agg f
 			})
 			t.caches = append(t.caches, st.cache)
 		}
+		// The key's bytes are a lookup key, written into a buffer reused
+		// from record to record when the serde can append (the cache and
+		// pebble's batch copy what they keep); a store write without the
+		// cache sends them to the changelog, which keeps them: a copy.
+		kap := appenderOf(k)
+		var scratch []byte
 		return func(r Record[K, V]) {
-			kb, err := k.Serialize(st.changelog, r.Key)
+			var kb []byte
+			var err error
+			if kap != nil {
+				scratch, err = kap.appendSerialize(scratch[:0], st.changelog, r.Key)
+				kb = scratch
+			} else {
+				kb, err = k.Serialize(st.changelog, r.Key)
+			}
 			if err != nil {
 				t.fail(fmt.Errorf("%s: key: %w", storeName, err))
 				return
 			}
-			ob, hasOld, err := st.get(kb)
-			if err != nil {
+			var ob []byte
+			var hasOld bool
+			var e *cacheEntry
+			if st.cache != nil {
+				e = st.cache.entry(kb)
+			}
+			if e != nil {
+				ob, hasOld = e.value, true
+			} else if ob, hasOld, err = get(t.batch, storeName, kb); err != nil {
 				t.fail(fmt.Errorf("%s: get: %w", storeName, err))
 				return
 			}
@@ -211,8 +232,11 @@ func aggregateWith[K, V, A any](g *Grouped[K, V], kind string, _ func() A, agg f
 				return
 			}
 			if st.cache != nil {
-				st.cache.put(kb, nb, r.Timestamp, r.Headers)
+				st.cache.putEntry(e, kb, nb, r.Timestamp, r.Headers)
 				return
+			}
+			if kap != nil {
+				kb = bytes.Clone(kb)
 			}
 			st.put(kb, nb, r.Timestamp)
 			next(Record[K, Change[A]]{Key: r.Key, Value: Change[A]{Old: old, New: nv, HasOld: hasOld, HasNew: true}, Timestamp: r.Timestamp, Headers: r.Headers})
