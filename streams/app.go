@@ -108,11 +108,13 @@ type App struct {
 	rateAt    time.Time
 	rateTotal int64
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	killed bool
-	inTxn  bool // exactly once: a transaction is open (processing goroutine, mu held)
+	// cancel stops the loop (Close): it ends polling, never a commit
+	// under way. kill cancels abort, both: a commit is cut short too.
+	cancel, abort context.CancelFunc
+	done          chan struct{}
+	err           error
+	killed        bool
+	inTxn         bool // exactly once: a transaction is open (processing goroutine, mu held)
 }
 
 // New checks cfg and returns an application of t, not started.
@@ -235,9 +237,14 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	go a.run(runCtx)
+	// Two contexts: Close cancels the loop's (polls, restores), not the
+	// one its commits run under, or a Close landing in a commit would cut
+	// the transaction's end short and leave it open, what it processed
+	// uncommitted while Close returns nil.
+	commitCtx, abort := context.WithCancel(context.Background())
+	runCtx, cancel := context.WithCancel(commitCtx)
+	a.cancel, a.abort = cancel, abort
+	go a.run(runCtx, commitCtx)
 	return nil
 }
 
@@ -265,13 +272,14 @@ func (a *App) kill() {
 	a.mu.Lock()
 	a.killed = true
 	a.mu.Unlock()
-	a.cancel()
+	a.abort()
 	<-a.done
 }
 
-func (a *App) run(ctx context.Context) {
+func (a *App) run(ctx, commitCtx context.Context) {
 	defer close(a.done)
-	err := a.loop(ctx)
+	defer a.abort()
+	err := a.loop(ctx, commitCtx)
 	a.mu.Lock()
 	killed := a.killed
 	if err == nil && !killed {
@@ -301,7 +309,9 @@ func (a *App) run(ctx context.Context) {
 	}
 }
 
-func (a *App) loop(ctx context.Context) error {
+// loop polls and processes until ctx is cancelled; its commits run under
+// commitCtx, which only a kill cancels.
+func (a *App) loop(ctx, commitCtx context.Context) error {
 	lastCommit := time.Now()
 	for {
 		// kgo returns from a poll only with records: a deadline makes an
@@ -350,14 +360,14 @@ func (a *App) loop(ctx context.Context) error {
 		})
 		if fatal != nil {
 			if a.sess != nil && a.inTxn {
-				_, _ = a.sess.End(ctx, kgo.TryAbort)
+				_, _ = a.sess.End(commitCtx, kgo.TryAbort)
 				a.inTxn = false
 			}
 			a.mu.Unlock()
 			return fatal
 		}
 		if time.Since(lastCommit) >= a.cfg.CommitInterval {
-			if err := a.commitLocked(ctx); err != nil {
+			if err := a.commitLocked(commitCtx); err != nil {
 				a.mu.Unlock()
 				return err
 			}

@@ -1,0 +1,98 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// onWrite runs its armed function once, when the client writes a request
+// of the given key (a kgo hook).
+type onWrite struct {
+	key int16
+	fn  atomic.Pointer[func()]
+}
+
+func (h *onWrite) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == h.key {
+		if f := h.fn.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+}
+
+// TestCloseDuringCommit: exactly once, a Close landing while the loop ends
+// a transaction (here: as it commits its offsets) lets that commit
+// finish. It used to cancel it, leaving the transaction open on the
+// broker (a read_committed reader stuck at the last stable offset
+// until the transaction timed out and was aborted) and what it processed
+// uncommitted, while Close returned nil.
+func TestCloseDuringCommit(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "cc-in", 1, nil)
+		createTopic(t, addr, "cc-out", 1, nil)
+		b := NewBuilder()
+		Source(b, []string{"cc-in"}, String, String).To("cc-out")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook := &onWrite{key: 28} // TxnOffsetCommit
+		a := startApp(t, topo, Config{ApplicationID: "cc", Brokers: []string{addr}, StateDir: t.TempDir(),
+			Guarantee: ExactlyOnce, ClientOpts: []kgo.Opt{kgo.WithHooks(hook)}})
+		prod := newClient(t, addr)
+		produce := func(from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: "cc-in", Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
+			}
+			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		adm := kadm.NewClient(newClient(t, addr))
+		committed := func() int64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			offs, err := adm.FetchOffsets(ctx, "cc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _ := offs.Lookup("cc-in", 0)
+			return o.At
+		}
+		produce(0, 5)
+		for deadline := time.Now().Add(15 * time.Second); committed() != 5; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("committed offset %d, want 5", committed())
+			}
+		}
+		// The next commit is the loop's, of the next 5 records: Close's
+		// first step (a.cancel) lands in it.
+		stop := func() { a.cancel() }
+		hook.fn.Store(&stop)
+		produce(5, 10)
+		select {
+		case <-a.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the application did not stop")
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if hook.fn.Load() != nil {
+			t.Fatal("no TxnOffsetCommit was written")
+		}
+		if at := committed(); at != 10 {
+			t.Fatalf("committed offset %d, want 10: the commit Close landed in did not finish", at)
+		}
+		if got := readAll(t, addr, "cc-out"); len(got) != 10 {
+			t.Fatalf("%d records out, want 10", len(got))
+		}
+	})
+}
