@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"testing"
+
+	"ringlog/internal/testkit"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -131,7 +132,7 @@ func TestUringShardsFlushAlwaysOneRing(t *testing.T) {
 	if why := ioring.ProbeOwner(); why != "" {
 		t.Fatalf("io_uring ring owners unavailable: %s", why)
 	}
-	before := ioRings(t)
+	before := testkit.IORings(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IO, cfg.Network = ioring.ModeUring, netpoll.IOUringShards
 	cfg.Topic.Log.FlushMessages = 1 // flush policy always, as -flush always sets it
@@ -150,7 +151,7 @@ func TestUringShardsFlushAlwaysOneRing(t *testing.T) {
 	if len(owners) != cfg.Shards {
 		t.Fatalf("%d ring owners for %d shards", len(owners), cfg.Shards)
 	}
-	if got := ioRings(t) - before; got != len(owners) {
+	if got := testkit.IORings(t) - before; got != len(owners) {
 		t.Fatalf("a broker of %d shards on their rings holds %d io_uring rings, want one per shard", len(owners), got)
 	}
 	syncs := func() (n int64) {
@@ -175,24 +176,7 @@ func TestUringShardsFlushAlwaysOneRing(t *testing.T) {
 			t.Fatalf("produce %d acknowledged with %d syncs completed on the shards' rings, %d before it was sent", i, now, was)
 		}
 	}
-	if got := ioRings(t) - before; got != len(owners) {
+	if got := testkit.IORings(t) - before; got != len(owners) {
 		t.Fatalf("after producing, %d io_uring rings for %d shards", got, len(owners))
 	}
-}
-
-// ioRings counts the io_uring instances the process holds open: the
-// descriptors in /proc/self/fd that are anon_inode:[io_uring].
-func ioRings(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && l == "anon_inode:[io_uring]" {
-			n++
-		}
-	}
-	return n
 }

@@ -3,11 +3,12 @@
 package engine
 
 import (
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"ringlog/internal/testkit"
 	"time"
 
 	"ringlog/ioring"
@@ -187,23 +188,6 @@ func TestShardHandOffsNeverWait(t *testing.T) {
 	}
 }
 
-// ioRings counts the io_uring instances the process holds open: the
-// descriptors in /proc/self/fd that are anon_inode:[io_uring].
-func ioRings(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && l == "anon_inode:[io_uring]" {
-			n++
-		}
-	}
-	return n
-}
-
 // TestShardOneRingCarriesDisk: a shard that owns its ring puts its disk
 // I/O in that ring too, so an engine of n such shards holds n io_uring
 // rings, not 2n (a disk ring beside each owner's, as before); and a
@@ -215,7 +199,7 @@ func TestShardOneRingCarriesDisk(t *testing.T) {
 		t.Fatalf("io_uring ring owners unavailable: %s", why)
 	}
 	for _, shards := range []int{1, 3} {
-		before := ioRings(t)
+		before := testkit.IORings(t)
 		e, err := OpenCore(Config{Dir: t.TempDir(), Shards: shards, IO: ioring.ModeUring, RingOwners: true})
 		if err != nil {
 			t.Fatal(err)
@@ -225,7 +209,7 @@ func TestShardOneRingCarriesDisk(t *testing.T) {
 			e.Close()
 			t.Fatalf("%d ring owners (%s), want %d", len(owners), e.RingOwnersWhy(), shards)
 		}
-		if got := ioRings(t) - before; got != shards {
+		if got := testkit.IORings(t) - before; got != shards {
 			e.Close()
 			t.Fatalf("%d shards that own their rings hold %d io_uring rings, want one each", shards, got)
 		}
@@ -258,7 +242,7 @@ func TestShardOneRingCarriesDisk(t *testing.T) {
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := ioRings(t) - before; got != 0 {
+		if got := testkit.IORings(t) - before; got != 0 {
 			t.Fatalf("%d io_uring rings left after the engine closed", got)
 		}
 	}
