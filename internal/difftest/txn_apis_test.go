@@ -102,6 +102,13 @@ func TestTxnAPIs(t *testing.T) {
 		s.do("producers with a transaction open", describeProducersReq(topic, 1))
 
 		pat := func(p string) *string { return &p }
+		// The transaction's own coordinator partition has loaded, but
+		// __transaction_state's other partitions may still be loading
+		// (both brokers answer COORDINATOR_LOAD_IN_PROGRESS then: a CI
+		// run under load caught ringlog there).
+		s.eventually("every coordinator partition loaded", func() kmsg.Request { return listTransactionsReq(nil) }, func(r kmsg.Response) bool {
+			return r.(*kmsg.ListTransactionsResponse).ErrorCode == 0
+		})
 		s.do("transactions matching the id", listTransactionsReq(pat(id)))
 		s.do("transactions matching a pattern of the id", listTransactionsReq(pat(name(s.t, "t.n"))))
 		s.do("a pattern matching part of the id only", listTransactionsReq(pat(name(s.t, "t"))))
