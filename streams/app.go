@@ -57,6 +57,12 @@ type Config struct {
 	// forwarded. DefaultCacheMaxBytes is Kafka's default (10 MiB); the
 	// zero Config has no cache.
 	CacheMaxBytes int64
+	// RepartitionPurgeInterval is how often the records of repartition
+	// topics below the committed offsets are deleted (DeleteRecords), as
+	// Kafka Streams' repartition.purge.interval.ms; 0 is its default,
+	// DefaultRepartitionPurgeInterval. Repartition topics are created
+	// with retention.ms -1: purging is what frees them.
+	RepartitionPurgeInterval time.Duration
 	// MaxPollRecords bounds the records processed per poll (default 1000).
 	MaxPollRecords int
 	// OnRestore is called from the processing goroutine as stores are
@@ -102,7 +108,8 @@ type App struct {
 	slab         produceSlab              // records and bytes of sinks (mu held)
 
 	global *globalRunner
-	cache  *recordCache // nil: Config.CacheMaxBytes is 0
+	cache  *recordCache       // nil: Config.CacheMaxBytes is 0
+	purge  *repartitionPurger // nil: no repartition topics
 
 	rateMu    sync.Mutex
 	rateAt    time.Time
@@ -141,6 +148,12 @@ func New(t *Topology, cfg Config) (*App, error) {
 	}
 	if cfg.MaxPollRecords == 0 {
 		cfg.MaxPollRecords = 1000
+	}
+	if cfg.RepartitionPurgeInterval < 0 {
+		return nil, errors.New("streams: Config.RepartitionPurgeInterval is negative")
+	}
+	if cfg.RepartitionPurgeInterval == 0 {
+		cfg.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -302,6 +315,7 @@ func (a *App) run(ctx, commitCtx context.Context) {
 	if a.global != nil {
 		a.global.close()
 	}
+	a.purge.stop()
 	a.admc.Close()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		a.log.Error("streams: stopped", "err", err)
@@ -372,6 +386,7 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 				return err
 			}
 			lastCommit = time.Now()
+			a.purge.maybeStart(a.adm, a.log)
 		}
 		a.mu.Unlock()
 		if a.sess == nil {
@@ -414,9 +429,11 @@ func (a *App) commitLocked(ctx context.Context) error {
 			return err
 		}
 	}
+	purgeable := a.purge.pending(a.cl)
 	if err := a.cl.CommitUncommittedOffsets(a.withOffsetMetadata(ctx)); err != nil {
 		return fmt.Errorf("streams: commit offsets: %w", err)
 	}
+	a.purge.committed(purgeable)
 	return nil
 }
 
@@ -444,9 +461,13 @@ func (a *App) flushCachesLocked() error {
 // the next, healthy transaction would be aborted for them.
 func (a *App) endTxnLocked(ctx context.Context, commit kgo.TransactionEndTry) error {
 	a.inTxn = false
+	purgeable := a.purge.pending(a.cl)
 	committed, err := a.sess.End(a.withOffsetMetadata(ctx), commit)
 	if err != nil {
 		return fmt.Errorf("streams: end transaction: %w", err)
+	}
+	if committed {
+		a.purge.committed(purgeable)
 	}
 	if stale := a.takeProduceErr(); stale != nil && committed {
 		// A committed transaction had every record acknowledged.

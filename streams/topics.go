@@ -178,8 +178,15 @@ func (a *App) resolve(ctx context.Context) error {
 		compact    bool
 	}
 	wants := map[string]want{}
+	purgeable := map[string]bool{}
 	for suffix, n := range repart {
 		wants[a.internalTopic(suffix)] = want{n, false}
+		if _, read := a.topicSub[a.internalTopic(suffix)]; read {
+			purgeable[a.internalTopic(suffix)] = true
+		}
+	}
+	if len(purgeable) > 0 {
+		a.purge = newRepartitionPurger(purgeable, a.cfg.RepartitionPurgeInterval)
 	}
 	for _, sub := range a.topo.subs {
 		for _, s := range sub.stores {
@@ -200,11 +207,12 @@ func (a *App) resolve(ctx context.Context) error {
 		if w.partitions == 0 {
 			continue
 		}
-		policy := "delete"
+		configs := repartitionConfigs()
 		if w.compact {
-			policy = "compact"
+			policy := "compact"
+			configs = map[string]*string{"cleanup.policy": &policy}
 		}
-		resp, err := a.adm.CreateTopic(ctx, w.partitions, rf, map[string]*string{"cleanup.policy": &policy}, name)
+		resp, err := a.adm.CreateTopic(ctx, w.partitions, rf, configs, name)
 		if err == nil {
 			err = resp.Err
 		}
