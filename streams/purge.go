@@ -58,7 +58,7 @@ type repartitionPurger struct {
 }
 
 func newRepartitionPurger(topics map[string]bool, every time.Duration) *repartitionPurger {
-	return &repartitionPurger{topics: topics, every: every, due: map[string]map[int32]int64{}}
+	return &repartitionPurger{topics: topics, every: every, due: map[string]map[int32]int64{}, last: time.Now()}
 }
 
 // pending is what a commit about to run would commit of the repartition
