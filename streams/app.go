@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -120,8 +121,8 @@ type App struct {
 	cancel, abort context.CancelFunc
 	done          chan struct{}
 	err           error
-	killed        bool
-	inTxn         bool // exactly once: a transaction is open (processing goroutine, mu held)
+	killed        atomic.Bool // stopped as a crash would: nothing more committed
+	inTxn         bool        // exactly once: a transaction is open (processing goroutine, mu held)
 }
 
 // New checks cfg and returns an application of t, not started.
@@ -268,23 +269,49 @@ func (a *App) Wait() error {
 	return a.err
 }
 
-// Close commits what was processed, leaves the group and stops.
+// Close commits what was processed, leaves the group and stops. It
+// waits for a commit under way however long the cluster takes to answer
+// it (the client's retries bound that); CloseContext bounds the wait.
 func (a *App) Close() error {
+	return a.CloseContext(context.Background())
+}
+
+// CloseContext is Close bounded by ctx, as Kafka Streams' close(Duration):
+// when ctx ends before the instance has stopped, it stops as a crash
+// would (the commit under way is cut short, nothing more is committed:
+// exactly once, the open transaction is aborted by the broker's
+// transaction timeout or by the next instance with the same InstanceID,
+// which fences it; at least once, what was processed since the last
+// commit is processed again by the tasks' next owner), and CloseContext
+// returns ctx's error at once, without waiting for the instance's clients
+// to close: Wait returns when they have.
+func (a *App) CloseContext(ctx context.Context) error {
 	if a.cancel == nil {
 		return nil
 	}
 	a.cancel()
-	<-a.done
-	return a.err
+	select {
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+	}
+	a.killed.Store(true)
+	a.abort()
+	select {
+	case <-a.done:
+		if a.err != nil {
+			return a.err
+		}
+	default:
+	}
+	return fmt.Errorf("streams: close: %w", ctx.Err())
 }
 
 // kill stops the instance as a crash would, as far as a process can do it
 // to itself: nothing is committed or flushed, the open transaction stays
 // open, stores are closed as they are. Tests use it.
 func (a *App) kill() {
-	a.mu.Lock()
-	a.killed = true
-	a.mu.Unlock()
+	a.killed.Store(true)
 	a.abort()
 	<-a.done
 }
@@ -294,7 +321,7 @@ func (a *App) run(ctx, commitCtx context.Context) {
 	defer a.abort()
 	err := a.loop(ctx, commitCtx)
 	a.mu.Lock()
-	killed := a.killed
+	killed := a.killed.Load()
 	if err == nil && !killed {
 		err = a.commitLocked(context.Background())
 	}
@@ -599,7 +626,7 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.dropAssignedLocked(revoked)
-	commit := a.sess == nil && !a.killed
+	commit := a.sess == nil && !a.killed.Load()
 	if commit {
 		if err := a.commitLocked(ctx); err != nil {
 			a.log.Error("streams: commit on revoke", "err", err)

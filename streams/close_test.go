@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -93,6 +94,115 @@ func TestCloseDuringCommit(t *testing.T) {
 		}
 		if got := readAll(t, addr, "cc-out"); len(got) != 10 {
 			t.Fatalf("%d records out, want 10", len(got))
+		}
+	})
+}
+
+// TestCloseContextBounded: exactly once, a CloseContext whose context
+// ends while the commit it waits for hangs (a TxnOffsetCommit the hook
+// holds) returns the context's error instead of waiting; the instance
+// stops as a crash would, and the same instance started again fences the
+// transaction left open: every input record is in the read_committed
+// output exactly once.
+func TestCloseContextBounded(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "cb-in", 1, nil)
+		createTopic(t, addr, "cb-out", 1, nil)
+		b := NewBuilder()
+		Source(b, []string{"cb-in"}, String, String).To("cb-out")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := func(opts ...kgo.Opt) Config {
+			return Config{ApplicationID: "cb", Brokers: []string{addr}, StateDir: t.TempDir(),
+				Guarantee: ExactlyOnce, InstanceID: "one", ClientOpts: opts}
+		}
+		hook := &onWrite{key: 28} // TxnOffsetCommit
+		a := startApp(t, topo, cfg(kgo.WithHooks(hook)))
+		prod := newClient(t, addr)
+		produce := func(from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: "cb-in", Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
+			}
+			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		adm := kadm.NewClient(newClient(t, addr))
+		committed := func() int64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			offs, err := adm.FetchOffsets(ctx, "cb")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _ := offs.Lookup("cb-in", 0)
+			return o.At
+		}
+		waitCommitted := func(want int64) {
+			t.Helper()
+			for deadline := time.Now().Add(20 * time.Second); committed() != want; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("committed offset %d, want %d", committed(), want)
+				}
+			}
+		}
+		produce(0, 5)
+		waitCommitted(5)
+		// The next commit hangs in the hook until released.
+		entered, release := make(chan struct{}), make(chan struct{})
+		hang := func() { close(entered); <-release }
+		hook.fn.Store(&hang)
+		defer func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}()
+		produce(5, 10)
+		select {
+		case <-entered:
+		case <-time.After(15 * time.Second):
+			t.Fatal("no TxnOffsetCommit was written")
+		}
+		closed := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			closed <- a.CloseContext(ctx)
+		}()
+		select {
+		case err := <-closed:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("CloseContext returned %v, want its context's deadline", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("CloseContext waited for the hanging commit past its context")
+		}
+		close(release)
+		done := make(chan struct{})
+		go func() { _ = a.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the instance did not stop after its commit was released")
+		}
+		// Started again, the instance fences its previous life; the
+		// records of the cut transaction are processed again, once.
+		startApp(t, topo, cfg())
+		waitCommitted(10)
+		got := readAll(t, addr, "cb-out")
+		seen := map[string]int{}
+		for _, r := range got {
+			seen[r.Key]++
+		}
+		for i := 0; i < 10; i++ {
+			if n := seen[fmt.Sprint(i)]; n != 1 {
+				t.Errorf("key %d: %d times in the read_committed output, want once (%d records)", i, n, len(got))
+			}
 		}
 	})
 }
