@@ -325,6 +325,24 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("unknown broker heartbeat: %v", err)
 	}
 
+	// Broker 1 keeps heartbeating from now on: on a loaded machine the
+	// session (800 ms) can pass before the election below, which then
+	// finds 1 fenced again (a race-step run did).
+	hbCtx, hbStop := context.WithCancel(ctx)
+	loops[1] = hbStop
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-tick.C:
+				_ = c.heartbeat(hbCtx, 1, b1.Epoch)
+			}
+		}
+	}()
+
 	// The leader of t-0 takes 1 back into the ISR; a preferred election
 	// then gives 1 its leadership back.
 	b2, _ := img.Broker(2)
