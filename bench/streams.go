@@ -369,7 +369,8 @@ func streamsProcessed(st streams.Stats) (lines, words int64) {
 func (s *suite) handWrittenWordCount(ctx context.Context, d *kafkaDriver, group, out string, n int64) (time.Duration, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.seeds...), kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(s.strm.input), kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500 * time.Millisecond), kgo.ProducerLinger(5 * time.Millisecond)}, d.opts...)...)
+		kgo.FetchMaxWait(500 * time.Millisecond), kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression())}, d.opts...)...)
 	if err != nil {
 		return 0, err
 	}

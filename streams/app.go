@@ -225,6 +225,10 @@ func (a *App) Start(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
 		kgo.ProducerLinger(5 * time.Millisecond),
+		// Kafka Streams' producer default (compression.type none), not
+		// kgo's (snappy): a repartition topic's records are compressed
+		// and decompressed by the application itself, at every hop.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}, a.cfg.ClientOpts...)
 	if a.cfg.Guarantee == ExactlyOnce {
 		opts = append(opts, kgo.TransactionalID(a.cfg.ApplicationID+"-"+a.cfg.InstanceID), kgo.RequireStableFetchOffsets())
