@@ -18,7 +18,7 @@ func (s *suite) writeStreams(w io.Writer) {
 		"the count updates to an output topic, with Kafka's 10 MiB record cache, so one update per word per commit) at least once (commit each %v) and exactly once (one transaction each %v, "+
 		"Kafka Streams' default), and the same job written by hand with kgo: one consumer-group client that counts in a map, "+
 		"produces every update and each %v flushes and commits its offsets (its counts are not recoverable; the "+
-		"application's are). Each run reads the input from the start into a fresh output topic and is timed from the "+
+		"application's are). Both produce uncompressed, the library's default as Kafka Streams' (kgo's own is snappy). Each run reads the input from the start into a fresh output topic and is timed from the "+
 		"first line processed (a fresh group's first rebalance waits group.initial.rebalance.delay.ms) to the commit after the last line's last update; its output must then hold one update per "+
 		"word (the application's: at most that). records/s counts input lines; broker CPU is ringlog io_uring's. The broker, the applications and the "+
 		"suite share this machine's %d cores: a shared machine's figures are noisy, read the ratios of one run. "+
