@@ -22,6 +22,9 @@ import (
 // go to the least loaded members, and the plan is made cooperative
 // (KIP-429): a task moving between members is first revoked, then
 // assigned in the next rebalance, so no two members own it at once.
+// With Config.NumStandbyReplicas, tasks with stores also get standbys
+// (planStandbys), and a task that must move prefers a member holding it
+// as a standby.
 type taskBalancer struct{ app *App }
 
 // ProtocolName is the group protocol; all members of an application use
