@@ -175,7 +175,14 @@ func (sb *standbys) open(ctx context.Context, ids []taskID) error {
 		sb.cl, sb.cancel, sb.done = cl, cancel, make(chan struct{})
 		go sb.run(pctx)
 	}
+	// The partitions of the tasks opened are fetched even if a later one
+	// fails to open.
 	offsets := map[string]map[int32]kgo.Offset{}
+	defer func() {
+		if len(offsets) > 0 {
+			sb.cl.AddConsumePartitions(offsets)
+		}
+	}()
 	for _, id := range ids {
 		dir := filepath.Join(a.cfg.StateDir, a.cfg.ApplicationID, id.String())
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -186,6 +193,7 @@ func (sb *standbys) open(ctx context.Context, ids []taskID) error {
 			return err
 		}
 		st := &standbyTask{id: id, db: db, next: map[string]int64{}, lagBy: map[string]int64{}}
+		from := map[string]int64{} // changelog topic -> offset
 		for _, s := range a.topo.subs[id.sub].stores {
 			topic := a.changelogTopic(s.name)
 			lo, ok := ends.Lookup(topic, id.partition)
@@ -200,15 +208,17 @@ func (sb *standbys) open(ctx context.Context, ids []taskID) error {
 			}
 			st.next[s.name] = r.from
 			st.lagBy[s.name] = r.end - r.from
-			if offsets[topic] == nil {
-				offsets[topic] = map[int32]kgo.Offset{}
-			}
-			offsets[topic][id.partition] = kgo.NewOffset().At(r.from)
+			from[topic] = r.from
 		}
 		st.sumLag()
 		sb.tasks[id] = st
+		for topic, o := range from {
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.Offset{}
+			}
+			offsets[topic][id.partition] = kgo.NewOffset().At(o)
+		}
 	}
-	sb.cl.AddConsumePartitions(offsets)
 	return nil
 }
 

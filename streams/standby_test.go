@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -114,6 +115,37 @@ func standbyTakeover(t *testing.T, addr string, g Guarantee) {
 	}
 	if changelog < 40 {
 		t.Fatalf("b's changelog partitions hold %d records: too few to tell a restore from none", changelog)
+	}
+	// a's standbys applied every record of those changelogs (under
+	// exactly once, all but the transaction markers), as its Prometheus
+	// collector reports too.
+	var applied int64
+	for _, s := range a.Stats().Standbys {
+		applied += s.Applied
+	}
+	if g == AtLeastOnce && applied != changelog || g == ExactlyOnce && (applied == 0 || applied >= changelog) {
+		t.Errorf("a's standbys applied %d records of changelogs of %d", applied, changelog)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metric float64
+	lagSeen := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "ringlog_streams_standby_applied_records_total":
+				metric += m.GetCounter().GetValue()
+			case "ringlog_streams_standby_lag_records":
+				lagSeen++
+			}
+		}
+	}
+	if int64(metric) != applied || lagSeen != 2 {
+		t.Errorf("standby metrics: %v records applied (Stats: %d), %d lag gauges (want 2)", metric, applied, lagSeen)
 	}
 
 	if g == ExactlyOnce {
