@@ -66,6 +66,14 @@ type Config struct {
 	RepartitionPurgeInterval time.Duration
 	// MaxPollRecords bounds the records processed per poll (default 1000).
 	MaxPollRecords int
+	// NumStandbyReplicas is Kafka's num.standby.replicas: each task with
+	// stores is also kept, as a standby, on up to this many instances
+	// other than the one running it, which read its changelogs into a
+	// local copy of its stores (standby.go). When the task moves to one of
+	// them, its restore reads only what that copy had not applied yet. 0
+	// (the default) keeps no standbys. All instances of an application
+	// should agree: the group's leader assigns the standbys.
+	NumStandbyReplicas int
 	// OnRestore is called from the processing goroutine as stores are
 	// restored from their changelogs (and global stores bootstrapped).
 	OnRestore func(RestoreProgress)
@@ -102,6 +110,12 @@ type App struct {
 	assignMu sync.Mutex
 	assigned map[string][]int32 // handed over by OnPartitionsAssigned
 	revoked  map[string][]int32 // handed over by the revoke callbacks, exactly once
+	// standbyWant is the standby tasks of the last assignment; wakePoll
+	// cuts the loop's poll short so that it opens them.
+	standbyWant []taskID
+	wakePoll    context.CancelFunc
+
+	standby *standbys
 
 	produceErr   error
 	produceErrMu sync.Mutex
@@ -162,8 +176,12 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if cfg.CacheMaxBytes < 0 {
 		return nil, errors.New("streams: Config.CacheMaxBytes is negative")
 	}
+	if cfg.NumStandbyReplicas < 0 {
+		return nil, errors.New("streams: Config.NumStandbyReplicas is negative")
+	}
 	a := &App{topo: t, cfg: cfg, log: cfg.Logger.With("app", cfg.ApplicationID),
 		tasks: map[taskID]*task{}, done: make(chan struct{})}
+	a.standby = newStandbys(a)
 	if cfg.CacheMaxBytes > 0 {
 		a.cache = &recordCache{max: cfg.CacheMaxBytes}
 	}
@@ -331,6 +349,7 @@ func (a *App) run(ctx, commitCtx context.Context) {
 	}
 	a.closeTasksLocked(!killed && err == nil)
 	a.mu.Unlock()
+	a.standby.close()
 	if a.sess != nil {
 		if killed {
 			a.cl.Close()
@@ -362,7 +381,13 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 		// kgo returns from a poll only with records: a deadline makes an
 		// idle loop come round to commit what it holds.
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.CommitInterval)
+		a.assignMu.Lock()
+		a.wakePoll = cancel
+		a.assignMu.Unlock()
 		fetches := a.cl.PollRecords(pctx, a.cfg.MaxPollRecords)
+		a.assignMu.Lock()
+		a.wakePoll = nil
+		a.assignMu.Unlock()
 		cancel()
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
@@ -379,6 +404,10 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 		if err := a.takeAssignedLocked(ctx); err != nil {
 			a.mu.Unlock()
 			return err
+		}
+		if err := a.syncStandbysLocked(ctx); err != nil && ctx.Err() == nil {
+			// Tried again at the next pass; the standbys are a cache.
+			a.log.Warn("streams: open standby tasks", "err", err)
 		}
 		if a.sess != nil && !a.inTxn && !fetches.Empty() {
 			if err := a.sess.Begin(); err != nil {
@@ -593,6 +622,9 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 			if _, ok := a.tasks[id]; ok {
 				continue
 			}
+			// A standby of the task here becomes its active copy: its
+			// store and checkpoints are where the restore starts.
+			a.standby.drop(id)
 			t, err := a.newTask(id)
 			if err != nil {
 				return err
@@ -638,6 +670,16 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 		}
 	}
 	a.closeRevokedLocked(revoked, commit)
+	a.wake() // a revoked task may stay here as a standby
+}
+
+// wake cuts the loop's poll short.
+func (a *App) wake() {
+	a.assignMu.Lock()
+	defer a.assignMu.Unlock()
+	if a.wakePoll != nil {
+		a.wakePoll()
+	}
 }
 
 // onLost drops the lost tasks' pending writes: another instance owns
@@ -668,6 +710,9 @@ func (a *App) handOverRevoked(gone map[string][]int32) {
 	}
 	for t, ps := range gone {
 		a.revoked[t] = append(a.revoked[t], ps...)
+	}
+	if a.wakePoll != nil {
+		a.wakePoll()
 	}
 }
 

@@ -76,6 +76,17 @@
 // partitions of a task to one member, sticky and cooperative (KIP-429).
 // A partition-level balancer could split a task between members.
 //
+// With Config.NumStandbyReplicas = N > 0 (Kafka's num.standby.replicas)
+// the balancer also gives each task with stores up to N standbys, on
+// members other than the one running it, in the assignment's UserData
+// (a task list, drawn in assignor.go); members list the standbys they
+// hold in their subscription's UserData, and a task that must move goes
+// to a member holding it as a standby when it has room. A standby reads
+// the task's changelogs into the task's own state directory with the
+// restore's code and checkpoints (standby.go), so a task becoming active
+// where its standby was restores only the rest. Standbys are not
+// queryable and report through Stats.Standbys.
+//
 // # Guarantees
 //
 // At least once: each commit flushes the producer (outputs, repartition
@@ -119,6 +130,9 @@
 // at least once, the revoke callback commits under App.mu, between polls
 // (BlockRebalanceOnPoll). App.Store, Query, Stats and Collector are safe
 // from any goroutine: they read committed state under App.tasksMu.
+// Standby tasks have a goroutine of their own (their kgo client's
+// polls), which applies each fetch under standbys.mu; the processing
+// goroutine opens and closes them between polls, under the same lock.
 //
 // # Windows
 //
@@ -280,4 +294,14 @@
 //     the last commit, as it was the first time. The partition times
 //     kept for a commit are snapshotted before it (kgo calls the
 //     metadata hook from its own goroutine).
+//   - A task's pebble database is opened by its active task or by its
+//     standby, never both: a standby is closed before the task is created
+//     active on the same instance, and one is opened only for a task not
+//     active there (a standby assigned for a task whose revoke is still
+//     queued waits for the next pass of the loop).
+//   - kgo's ParseConsumerSyncAssignment drops the assignment's UserData:
+//     the balancer parses assignments itself, or standbys would be lost.
+//   - A standby skips records before its position: after a standby is
+//     dropped and opened again, a fetch kgo buffered for its earlier life
+//     may still arrive (applyChangelog's from).
 package streams

@@ -155,26 +155,9 @@ func (a *App) restoreRanges(ctx context.Context, db *stateDB, ranges []restoreRa
 			if r == nil || len(p.Records) == 0 {
 				return
 			}
-			next := r.from
-			for _, rec := range p.Records {
-				if rec.Offset >= r.end {
-					// A marker (or a record) past the end: the
-					// transactions open at the end have ended.
-					next = r.end
-					break
-				}
-				next = rec.Offset + 1
-				if rec.Attrs.IsControl() {
-					continue
-				}
-				k := dataKey(r.store, rec.Key)
-				if rec.Value == nil {
-					ferr = firstErr(ferr, b.Delete(k, nil))
-				} else {
-					ferr = firstErr(ferr, b.Set(k, rec.Value, nil))
-				}
-				counter.Add(1)
-			}
+			next, n, err := applyChangelog(b, r.store, p.Records, r.from, r.end)
+			counter.Add(n)
+			ferr = firstErr(ferr, err)
 			ferr = firstErr(ferr, putCheckpoint(b, r.store, r.partition, next))
 			r.from = next
 			done := next >= r.end
@@ -198,6 +181,42 @@ func (a *App) restoreRanges(ctx context.Context, db *stateDB, ranges []restoreRa
 		}
 	}
 	return nil
+}
+
+// applyChangelog writes the records of one changelog partition (fetched
+// in offset order) into b, for store, from offset from up to end
+// (exclusive): records before from are skipped (a standby's fetch
+// buffered before its position moved), a record at or past end stops
+// it. It returns the next offset to read and the data records written
+// (control records advance the offset, nothing else). The restore and
+// the standby tasks share it, and so the checkpoint they leave.
+func applyChangelog(b *pebble.Batch, store string, recs []*kgo.Record, from, end int64) (next, n int64, err error) {
+	next = from
+	for _, rec := range recs {
+		if rec.Offset < from {
+			continue
+		}
+		if rec.Offset >= end {
+			// A marker (or a record) past the end: the transactions
+			// open at the end have ended.
+			return end, n, nil
+		}
+		next = rec.Offset + 1
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		k := dataKey(store, rec.Key)
+		if rec.Value == nil {
+			err = b.Delete(k, nil)
+		} else {
+			err = b.Set(k, rec.Value, nil)
+		}
+		if err != nil {
+			return next, n, err
+		}
+		n++
+	}
+	return next, n, nil
 }
 
 func firstErr(a, b error) error {

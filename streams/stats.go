@@ -24,6 +24,7 @@ type TaskStats struct {
 // the records per second processed since the previous call.
 type Stats struct {
 	Tasks          []TaskStats
+	Standbys       []StandbyStats // standby tasks (Config.NumStandbyReplicas), sorted by task id
 	GlobalRestored int64
 	RecordsPerSec  float64
 }
@@ -52,6 +53,7 @@ func (a *App) Stats() Stats {
 		s.Tasks = append(s.Tasks, ts)
 	}
 	a.tasksMu.RUnlock()
+	s.Standbys = a.standby.stats()
 	if a.global != nil {
 		s.GlobalRestored = a.global.restored.Load()
 	}
@@ -69,14 +71,17 @@ func (a *App) Stats() Stats {
 // Collector returns a Prometheus collector of the per-task counters,
 // read at scrape time: ringlog_streams_task_processed_total,
 // ringlog_streams_task_lag_records and
-// ringlog_streams_task_restored_records_total, labelled by application
-// and task. Register it with the program's registry.
+// ringlog_streams_task_restored_records_total, and for standby tasks
+// ringlog_streams_standby_applied_records_total and
+// ringlog_streams_standby_lag_records, labelled by application and task. Register it with the program's registry.
 func (a *App) Collector() prometheus.Collector { return &collector{a: a} }
 
 var (
 	descProcessed = prometheus.NewDesc("ringlog_streams_task_processed_total", "Records processed by the task.", []string{"application", "task"}, nil)
 	descLag       = prometheus.NewDesc("ringlog_streams_task_lag_records", "Records between the task's last fetched offset and its partitions' high watermark.", []string{"application", "task"}, nil)
 	descRestored  = prometheus.NewDesc("ringlog_streams_task_restored_records_total", "Changelog records restored into the task's stores.", []string{"application", "task"}, nil)
+	descSBApplied = prometheus.NewDesc("ringlog_streams_standby_applied_records_total", "Changelog records applied to the stores of a standby task.", []string{"application", "task"}, nil)
+	descSBLag     = prometheus.NewDesc("ringlog_streams_standby_lag_records", "Records between a standby task's stores and its changelogs' high watermarks.", []string{"application", "task"}, nil)
 )
 
 type collector struct{ a *App }
@@ -85,10 +90,16 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProcessed
 	ch <- descLag
 	ch <- descRestored
+	ch <- descSBApplied
+	ch <- descSBLag
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	app := c.a.cfg.ApplicationID
+	for _, s := range c.a.standby.stats() {
+		ch <- prometheus.MustNewConstMetric(descSBApplied, prometheus.CounterValue, float64(s.Applied), app, s.Task)
+		ch <- prometheus.MustNewConstMetric(descSBLag, prometheus.GaugeValue, float64(s.Lag), app, s.Task)
+	}
 	c.a.tasksMu.RLock()
 	defer c.a.tasksMu.RUnlock()
 	for id, t := range c.a.tasks {
