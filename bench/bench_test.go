@@ -842,6 +842,21 @@ func TestNetUringPeer(t *testing.T) {
 	if !netPathsWorkload(ws[0]) {
 		t.Error("the base produce workload is not one of the io_uring net peer's")
 	}
+	// -matrix net is exactly the standard matrix's workloads the io_uring
+	// net peer runs (what issue 13's targets read), the base one first.
+	var want []string
+	for _, w := range ws {
+		if netPathsWorkload(w) {
+			want = append(want, w.id())
+		}
+	}
+	var got []string
+	for _, w := range matrix("net", 2, 2) {
+		got = append(got, w.id())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("-matrix net: %v, want the io_uring net peer's workloads of the standard matrix %v", got, want)
+	}
 }
 
 func TestParsePerfCount(t *testing.T) {

@@ -71,7 +71,7 @@ type config struct {
 
 const usageText = `ringlog bench: ringlog and its peers under the same workloads, in one run, on this machine
 
-  ringlog bench [-quick] [-matrix standard|produce|full] [-runs N] [-duration D]
+  ringlog bench [-quick] [-matrix standard|produce|full|net] [-runs N] [-duration D]
                 [-records N] [-bytes N] [-fill N] [-producers N] [-consumers N]
                 [-rate N] [-peers LIST] [-workloads LIST] [-only matrix|replication|mirror|streams]
                 [-out DIR] [-readme FILE] [-dir DIR] [-broker PATH] [-timeout D]
@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in about two minutes without the Apache Kafka, SASL_SSL and io_uring net peers (-peers), in about four with them")
-	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) or full (every produce combination)")
+	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) full (every produce combination) or net (issue 13's io_uring network targets' workloads only; pair with -peers ringlog-net-uring,ringlog-net-shards,ringlog-uring,ringlog-portable,kfake)")
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
 	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 500ms)")
 	records := fs.Int64("records", 0, "bound of one produce run in records (default 20000000)")
@@ -123,8 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.quick {
 		c.matrix = "quick"
 	}
-	if c.matrix != "quick" && c.matrix != "standard" && c.matrix != "produce" && c.matrix != "full" {
-		return config{}, fmt.Errorf("bench: -matrix %q: want standard, produce or full", c.matrix)
+	if c.matrix != "quick" && c.matrix != "standard" && c.matrix != "produce" && c.matrix != "full" && c.matrix != "net" {
+		return config{}, fmt.Errorf("bench: -matrix %q: want standard, produce, full or net", c.matrix)
 	}
 	def := func(v *int64, s string, quick, normal int64) error {
 		if s == "" {

@@ -224,6 +224,8 @@ func (s *suite) writeReadmeSection(w io.Writer, rel string) {
 		kind = "a quick run (-quick: one run per figure, short bounds)"
 	case "full":
 		kind = "a full-matrix run"
+	case "net":
+		kind = "a run of issue 13's workloads only (-matrix net)"
 	}
 	fmt.Fprintf(w, "%s\n", readmeBegin)
 	fmt.Fprintf(w, "Measured %s UTC on %s, by %s: `%s`. ", m.date.Format("2006-01-02 15:04"), m.String(), kind, s.commandLine())

@@ -243,7 +243,7 @@ func tablesFor(w workload) []*table {
 // one axis at a time around a base workload (1 KiB, 16 partitions, acks=1,
 // no compression), produce is the single-node produce comparison of issue 3
 // (100 B and 1 KiB values on 1 and 16 partitions, nothing else), full is
-// every produce combination plus the rest.
+// every produce combination plus the rest, net is issue 13's workloads.
 func matrix(name string, producers, consumers int) []workload {
 	base := workload{kind: kindProduce, client: "kgo", size: 1024, partitions: 16, acks: 1,
 		compression: "none", producers: producers, consumers: consumers}
@@ -283,6 +283,12 @@ func matrix(name string, producers, consumers int) []workload {
 		// time limit grows by about 10 s for the issue, the new peer's
 		// runs of the base workloads and this one (see quickNetPathsReason).
 		return []workload{main, kcat, fsync, consume, lat, latFixed, e2e, both, idem, txn(1000), txnConsume, small1}
+	case "net":
+		// Issue 13's targets alone: the base produce run (and its rate
+		// for the open loop), consume from the page cache, the fixed-rate
+		// open loop, and the issue's own workloads; run with the peers
+		// they compare (-peers), about a quarter of the standard run.
+		return []workload{main, consume, latFixed, small1, e2eFixed, conns100, conns10k}
 	case "produce":
 		return []workload{main,
 			with(func(w *workload) { w.size = 100 }),
