@@ -107,8 +107,8 @@ type App struct {
 	topicSub       map[string]int
 	taskCount      map[int]int32   // subtopology -> partitions
 	internalTopics map[string]bool // never matched by a pattern
-	changelogs   map[string]bool
-	partitioned  map[string]bool // internal topics whose records carry their partition (fkjoin.go)
+	changelogs     map[string]bool
+	partitioned    map[string]bool // internal topics whose records carry their partition (fkjoin.go)
 
 	// mu serializes processing and the rebalance callbacks that revoke.
 	mu sync.Mutex
@@ -131,7 +131,7 @@ type App struct {
 	// owned is the partitions kgo assigned this instance: a revocation
 	// closes a task only when no partition of it stays (a pattern topic
 	// deleted takes its partitions, not the tasks).
-	owned map[string]map[int32]bool
+	owned       map[string]map[int32]bool
 	standbyWant []taskID
 	wakePoll    context.CancelFunc
 

@@ -301,6 +301,18 @@
 //     queued waits for the next pass of the loop).
 //   - kgo's ParseConsumerSyncAssignment drops the assignment's UserData:
 //     the balancer parses assignments itself, or standbys would be lost.
+//   - A pattern source's topic is learned (topicSub, sourceTopics, the
+//     running tasks' sources) before kgo is asked to consume it, and an
+//     assignment naming a topic not listed here yet is learned before
+//     its records are processed: a record of a topic no task knows would
+//     be skipped and its offset committed past it. The balancer maps
+//     topics through subOf, which matches the patterns itself: the
+//     leader may not have listed a topic another member subscribed to.
+//   - A revocation closes a task only if no partition of it stays owned
+//     from a topic not revoked with it: a pattern topic deleted takes its
+//     partitions away from tasks whose other topics stay (the balancer
+//     otherwise moves whole tasks). Closing them dropped the remaining
+//     topics' records (TestPatternSourceNewTopics on kfake).
 //   - A standby skips records before its position: after a standby is
 //     dropped and opened again, a fetch kgo buffered for its earlier life
 //     may still arrive (applyChangelog's from).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestPatternSourceNewTopics: a word count whose source is the pattern
@@ -119,4 +120,66 @@ func TestPatternSourceCopartition(t *testing.T) {
 			t.Fatal("the application still runs 30 s after st-c (3 partitions) was created")
 		}
 	})
+}
+
+// TestBalancerPlacesUnlistedPatternTopic: the group's leader has not
+// listed in-b yet (its topicSub knows in-a only), but a member subscribed
+// to it; in-b's partition p must still go to the member running task
+// 0_p, with in-a's partition p, and its partition 2 (in-a has 2) be a
+// task of its own: a topic placed by itself would give two members one
+// task's partitions.
+func TestBalancerPlacesUnlistedPatternTopic(t *testing.T) {
+	b := NewBuilder()
+	words := FlatMapValues(SourcePattern(b, regexp.MustCompile(`in-.*`), String, String), strings.Fields)
+	Count(GroupBy(words, func(_, w string) string { return w }, KeySerde(String), ValueSerde(String), Named("words")), Named("counts")).ToStream().To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(topo, Config{ApplicationID: "x", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := "x-words-repartition"
+	a.topicSub = map[string]int{"in-a": 0, rep: 1}
+	a.internalTopics = map[string]bool{rep: true, "x-counts-changelog": true}
+	topics := map[string]int32{"in-a": 2, "in-b": 3, rep: 2}
+	for _, n := range []int{2, 3} {
+		var members []kmsg.JoinGroupResponseMember
+		for i := range n {
+			subs := []string{"in-a", rep}
+			if i == 0 {
+				subs = append(subs, "in-b")
+			}
+			members = append(members, memberMeta(fmt.Sprintf("m%d", i), subs, nil))
+		}
+		bal := &taskBalancer{app: a}
+		cb, err := kgo.NewConsumerBalancer(bal, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := map[string]map[int32]string{}
+		for _, sa := range bal.Balance(cb, topics).IntoSyncAssignment() {
+			var ma kmsg.ConsumerMemberAssignment
+			if err := ma.ReadFrom(sa.MemberAssignment); err != nil {
+				t.Fatal(err)
+			}
+			for _, tp := range ma.Topics {
+				for _, p := range tp.Partitions {
+					if owner[tp.Topic] == nil {
+						owner[tp.Topic] = map[int32]string{}
+					}
+					owner[tp.Topic][p] = sa.MemberID
+				}
+			}
+		}
+		for p := int32(0); p < 3; p++ {
+			if owner["in-b"][p] == "" {
+				t.Errorf("%d members: in-b/%d assigned to nobody", n, p)
+			}
+			if p < 2 && owner["in-b"][p] != owner["in-a"][p] {
+				t.Errorf("%d members: in-b/%d on %q, in-a/%d (task 0_%d) on %q", n, p, owner["in-b"][p], p, p, owner["in-a"][p])
+			}
+		}
+	}
 }

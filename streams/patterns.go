@@ -40,12 +40,9 @@ const DefaultMetadataMaxAge = 5 * time.Minute
 // of name, and its subtopology; internal topics of the application and
 // `__`-prefixed ones never match (resolve's rule at Start).
 func (a *App) patternSource(name string) (*node, int, bool) {
-	if a.internalTopics[name] || strings.HasPrefix(name, "__") {
-		return nil, 0, false
-	}
 	for _, sub := range a.topo.subs {
 		for _, src := range sub.sources {
-			if src.pattern != nil && matchWhole(src.pattern.FindStringIndex(name), name) {
+			if a.patternMatches(src, name) {
 				return src, sub.id, true
 			}
 		}
@@ -53,8 +50,29 @@ func (a *App) patternSource(name string) (*node, int, bool) {
 	return nil, 0, false
 }
 
-func matchWhole(loc []int, name string) bool {
+// patternMatches says whether src is a pattern source matching the whole
+// of name, an external topic.
+func (a *App) patternMatches(src *node, name string) bool {
+	if src.pattern == nil || a.internalTopics[name] || strings.HasPrefix(name, "__") {
+		return false
+	}
+	loc := src.pattern.FindStringIndex(name)
 	return loc != nil && loc[0] == 0 && loc[1] == len(name)
+}
+
+// readers is the number of sources that would read name: those naming it
+// and the patterns matching it. More than one is the topology error Start
+// reports (a topic read by two sources).
+func (a *App) readers(name string) int {
+	n := 0
+	for _, sub := range a.topo.subs {
+		for _, src := range sub.sources {
+			if a.patternMatches(src, name) || slices.Contains(src.topics, name) || src.internal != "" && a.internalTopic(src.internal) == name {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // subOf is the subtopology reading topic, for goroutines other than the
@@ -203,6 +221,9 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 		src, sub, ok := a.patternSource(name)
 		if !ok || parts[name] == 0 || slices.Contains(a.sourceTopics[src], name) {
 			continue
+		}
+		if a.readers(name) > 1 {
+			return nil, fmt.Errorf("%w: topic %q now matches the pattern of source %s and is read by another source too", ErrTopology, name, src.name)
 		}
 		if s := a.topo.subs[sub]; len(s.stores) > 0 && parts[name] != a.taskCount[sub] {
 			return nil, fmt.Errorf("%w: topic %q (%d partitions) now matches the pattern of source %s, but subtopology %d keeps state (%s) over %d partitions: %s",

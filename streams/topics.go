@@ -73,7 +73,7 @@ func (a *App) resolve(ctx context.Context) error {
 			case src.pattern != nil:
 				// Matched again as topics come and go (patterns.go).
 				for name := range parts {
-					if m, _, ok := a.patternSource(name); ok && m == src {
+					if a.patternMatches(src, name) {
 						topics = append(topics, name)
 					}
 				}
