@@ -128,6 +128,10 @@ type App struct {
 	// relist asks the watcher for a listing now: a pattern topic's
 	// partitions answer that the topic is gone.
 	relist chan struct{}
+	// stopWatch ends the pattern watcher, watchDone closes when it has
+	// (nil without pattern sources).
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 	// owned is the partitions kgo assigned this instance: a revocation
 	// closes a task only when no partition of it stays (a pattern topic
 	// deleted takes its partitions, not the tasks).
@@ -307,10 +311,15 @@ func (a *App) Start(ctx context.Context) error {
 	commitCtx, abort := context.WithCancel(context.Background())
 	runCtx, cancel := context.WithCancel(commitCtx)
 	a.cancel, a.abort = cancel, abort
-	go a.run(runCtx, commitCtx)
 	if a.hasPatterns() {
-		go a.watchPatterns(runCtx)
+		wctx, stop := context.WithCancel(runCtx)
+		a.stopWatch, a.watchDone = stop, make(chan struct{})
+		go func() {
+			defer close(a.watchDone)
+			a.watchPatterns(wctx)
+		}()
 	}
+	go a.run(runCtx, commitCtx)
 	return nil
 }
 
@@ -372,6 +381,11 @@ func (a *App) run(ctx, commitCtx context.Context) {
 	defer close(a.done)
 	defer a.abort()
 	err := a.loop(ctx, commitCtx)
+	if a.stopWatch != nil {
+		// Before the clients close: the watcher may be purging a topic.
+		a.stopWatch()
+		<-a.watchDone
+	}
 	a.mu.Lock()
 	killed := a.killed.Load()
 	if err == nil && !killed {

@@ -15,59 +15,72 @@ import (
 )
 
 // TestPatternSourceNewTopics: a word count whose source is the pattern
-// in-.* reads in-a; in-b, created after Start with more partitions (the
-// source subtopology is stateless: its extra partitions make tasks of
-// their own), joins it within a few metadata refreshes and its lines are
-// counted; in-a deleted then leaves it while in-b's tasks, which were
-// in-a's too, keep counting; and the application's own internal topics
-// and out, which the pattern .* of nothing here would take, stay out.
+// <g>-in-.* reads in-a; in-b, created after Start with more partitions
+// (the source subtopology is stateless: its extra partition makes a task
+// of its own), joins it within a few metadata refreshes and its lines are
+// counted; in-a deleted then leaves it while the tasks it shared with
+// in-b keep counting in-b's lines. Both guarantees.
 func TestPatternSourceNewTopics(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
-		createTopic(t, addr, "in-a", 2, nil)
-		createTopic(t, addr, "pat-out", 2, nil)
-		b := NewBuilder()
-		ls := SourcePattern(b, regexp.MustCompile(`in-.*`), String, String)
-		words := FlatMapValues(ls, strings.Fields)
-		byWord := GroupBy(words, func(_, w string) string { return w }, KeySerde(String), ValueSerde(String), Named("words"))
-		Count(byWord, Named("counts")).ToStream().To("pat-out")
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		prod := newClient(t, addr)
-		la, ref := lines(1, 300)
-		produceLines(t, prod, "in-a", la)
-		a := startApp(t, topo, Config{ApplicationID: "pat", Brokers: []string{addr}, StateDir: t.TempDir(), MetadataMaxAge: 300 * time.Millisecond})
-		checkFinal(t, readCounts(t, addr, "pat-out", ref, kgo.ReadUncommitted(), 20*time.Second), ref)
-
-		// A topic created after Start, matching, with 3 partitions.
-		createTopic(t, addr, "in-b", 3, nil)
-		lb, refB := lines(2, 300)
-		produceLines(t, prod, "in-b", lb)
-		addRef(ref, refB)
-		checkFinal(t, readCounts(t, addr, "pat-out", ref, kgo.ReadUncommitted(), 30*time.Second), ref)
-		checkStore(t, ref, a)
-
-		// in-a deleted: tasks 0_0 and 0_1 lose its partitions but keep
-		// in-b's, whose new lines are counted.
-		adm := kadm.NewClient(newClient(t, addr))
-		resp, err := adm.DeleteTopics(context.Background(), "in-a")
-		if err == nil {
-			err = resp.Error()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second) // a few refreshes: the deletion is noticed first
-		lc, refC := lines(3, 300)
-		produceLines(t, prod, "in-b", lc)
-		addRef(ref, refC)
-		checkFinal(t, readCounts(t, addr, "pat-out", ref, kgo.ReadUncommitted(), 30*time.Second), ref)
-		checkStore(t, ref, a)
-		if err := a.Close(); err != nil {
-			t.Fatal(err)
+		for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+			t.Run(map[Guarantee]string{AtLeastOnce: "alo", ExactlyOnce: "eos"}[g], func(t *testing.T) {
+				testPatternSourceNewTopics(t, addr, g)
+			})
 		}
 	})
+}
+
+func testPatternSourceNewTopics(t *testing.T, addr string, g Guarantee) {
+	pre := map[Guarantee]string{AtLeastOnce: "alo", ExactlyOnce: "eos"}[g]
+	inA, inB, out := pre+"-in-a", pre+"-in-b", pre+"-pat-out"
+	iso := kgo.ReadUncommitted()
+	if g == ExactlyOnce {
+		iso = kgo.ReadCommitted()
+	}
+	createTopic(t, addr, inA, 2, nil)
+	createTopic(t, addr, out, 2, nil)
+	b := NewBuilder()
+	ls := SourcePattern(b, regexp.MustCompile(regexp.QuoteMeta(pre)+`-in-.*`), String, String)
+	words := FlatMapValues(ls, strings.Fields)
+	byWord := GroupBy(words, func(_, w string) string { return w }, KeySerde(String), ValueSerde(String), Named("words"))
+	Count(byWord, Named("counts")).ToStream().To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := newClient(t, addr)
+	la, ref := lines(1, 300)
+	produceLines(t, prod, inA, la)
+	a := startApp(t, topo, Config{ApplicationID: pre + "-pat", Brokers: []string{addr}, StateDir: t.TempDir(), Guarantee: g, MetadataMaxAge: 300 * time.Millisecond})
+	checkFinal(t, readCounts(t, addr, out, ref, iso, 20*time.Second), ref)
+
+	// A topic created after Start, matching, with 3 partitions.
+	createTopic(t, addr, inB, 3, nil)
+	lb, refB := lines(2, 300)
+	produceLines(t, prod, inB, lb)
+	addRef(ref, refB)
+	checkFinal(t, readCounts(t, addr, out, ref, iso, 30*time.Second), ref)
+	checkStore(t, ref, a)
+
+	// in-a deleted: tasks 0_0 and 0_1 lose its partitions but keep
+	// in-b's, whose new lines are counted.
+	adm := kadm.NewClient(newClient(t, addr))
+	resp, err := adm.DeleteTopics(context.Background(), inA)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // a few refreshes: the deletion is noticed first
+	lc, refC := lines(3, 300)
+	produceLines(t, prod, inB, lc)
+	addRef(ref, refC)
+	checkFinal(t, readCounts(t, addr, out, ref, iso, 30*time.Second), ref)
+	checkStore(t, ref, a)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPatternSourceCopartition: a subtopology with a store over the

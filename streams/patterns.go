@@ -267,12 +267,11 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 	for _, l := range added {
 		// The running tasks of the subtopology read the new topic's
 		// partition p as one more source; tasks created later take
-		// it from sourceTopics.
+		// it from sourceTopics. A topic deleted and created again
+		// starts with no partition time, as a new one.
 		for id, t := range a.tasks {
 			if id.sub == l.sub {
-				if _, ok := t.srcs[l.name]; !ok {
-					t.srcs[l.name] = &taskSource{fn: t.instance(l.src).(sourceFn), time: unknownTime, committed: unknownTime}
-				}
+				t.srcs[l.name] = &taskSource{fn: t.instance(l.src).(sourceFn), time: unknownTime, committed: unknownTime}
 			}
 		}
 		topics = append(topics, l.name)
