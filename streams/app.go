@@ -120,8 +120,6 @@ type App struct {
 	assignMu sync.Mutex
 	assigned map[string][]int32 // handed over by OnPartitionsAssigned
 	revoked  map[string][]int32 // handed over by the revoke callbacks, exactly once
-	// standbyWant is the standby tasks of the last assignment; wakePoll
-	// cuts the loop's poll short so that it opens them.
 	// listed is the pattern watcher's last listing of the topics, for
 	// the processing goroutine (patterns.go).
 	listed *topicList
@@ -135,7 +133,9 @@ type App struct {
 	// owned is the partitions kgo assigned this instance: a revocation
 	// closes a task only when no partition of it stays (a pattern topic
 	// deleted takes its partitions, not the tasks).
-	owned       map[string]map[int32]bool
+	owned map[string]map[int32]bool
+	// standbyWant is the standby tasks of the last assignment; wakePoll
+	// cuts the loop's poll short so that it opens them.
 	standbyWant []taskID
 	wakePoll    context.CancelFunc
 
