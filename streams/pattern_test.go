@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -195,4 +196,63 @@ func TestBalancerPlacesUnlistedPatternTopic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPatternSourceNewTopicOtherInstance: of two instances, only one
+// lists the topics often (the other's MetadataMaxAge is an hour): the
+// first subscribes to in-b, and the group's leader gives in-b's
+// partitions to the tasks of both, so the second learns in-b from its
+// assignment, before it processes any of its records, and every word is
+// output once. One stateless subtopology: each instance runs its tasks.
+func TestPatternSourceNewTopicOtherInstance(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "two-in-a", 4, nil)
+		createTopic(t, addr, "two-out", 2, nil)
+		topo := func() *Topology {
+			b := NewBuilder()
+			FlatMapValues(SourcePattern(b, regexp.MustCompile(`two-in-.*`), String, String), strings.Fields, ValueSerde(String)).To("two-out")
+			tp, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tp
+		}
+		out := newClient(t, addr, kgo.ConsumeTopics("two-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+		got := map[string]int64{}
+		readWords := func(want map[string]int64) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for !maps.Equal(got, want) && ctx.Err() == nil {
+				out.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[string(r.Value)]++ })
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("words out %v, want %v", got, want)
+			}
+		}
+		prod := newClient(t, addr)
+		la, ref := lines(1, 300)
+		produceLines(t, prod, "two-in-a", la)
+		slow := startApp(t, topo(), Config{ApplicationID: "two", Brokers: []string{addr}, StateDir: t.TempDir(), InstanceID: "slow", MetadataMaxAge: time.Hour})
+		startApp(t, topo(), Config{ApplicationID: "two", Brokers: []string{addr}, StateDir: t.TempDir(), InstanceID: "fast", MetadataMaxAge: 300 * time.Millisecond})
+		readWords(ref)
+		processed := func() (n int64) {
+			for _, ts := range slow.Stats().Tasks {
+				n += ts.Processed
+			}
+			return n
+		}
+		before := processed()
+
+		createTopic(t, addr, "two-in-b", 4, nil)
+		lb, refB := lines(2, 300)
+		produceLines(t, prod, "two-in-b", lb)
+		addRef(ref, refB)
+		readWords(ref)
+		// in-a has no new lines: what the slow instance processed since
+		// is in-b's, assigned to it before it listed in-b.
+		if after := processed(); after <= before {
+			t.Errorf("the slow instance processed %d lines before in-b, %d after: none of in-b's", before, after)
+		}
+	})
 }
