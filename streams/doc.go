@@ -87,6 +87,15 @@
 // where its standby was restores only the rest. Standbys are not
 // queryable and report through Stats.Standbys.
 //
+// A SourcePattern source reads every topic whose whole name matches,
+// including topics created after Start: the topics are listed again
+// every Config.MetadataMaxAge (Kafka's metadata.max.age.ms, 5 minutes by
+// default), a new match's partition p joins task <sub>_p, and a deleted
+// one leaves (patterns.go). A subtopology with stores keeps its partition
+// count: a new topic with another count stops the application with
+// ErrCopartition; a stateless one takes any count, with as many tasks as
+// its largest source has partitions.
+//
 // # Guarantees
 //
 // At least once: each commit flushes the producer (outputs, repartition
