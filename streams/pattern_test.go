@@ -256,3 +256,42 @@ func TestPatternSourceNewTopicOtherInstance(t *testing.T) {
 		}
 	})
 }
+
+// TestPatternSourceFirstTopicAfterStart: a word count whose pattern
+// matches nothing at Start has no repartition topic or changelog (Start
+// sizes them by their subtopology's input); the first matching topic stops
+// it with ErrMissingTopic rather than producing to topics that do not
+// exist, and started again it counts everything.
+func TestPatternSourceFirstTopicAfterStart(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "first-out", 2, nil)
+		topo := func() *Topology {
+			b := NewBuilder()
+			words := FlatMapValues(SourcePattern(b, regexp.MustCompile(`first-in-.*`), String, String), strings.Fields)
+			Count(GroupBy(words, func(_, w string) string { return w }, KeySerde(String), ValueSerde(String), Named("words")), Named("counts")).ToStream().To("first-out")
+			tp, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tp
+		}
+		cfg := Config{ApplicationID: "first", Brokers: []string{addr}, StateDir: t.TempDir(), MetadataMaxAge: 300 * time.Millisecond}
+		a := startApp(t, topo(), cfg)
+		createTopic(t, addr, "first-in-a", 2, nil)
+		ls, ref := lines(1, 200)
+		produceLines(t, newClient(t, addr), "first-in-a", ls)
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.Wait() }()
+		select {
+		case err := <-stopped:
+			if !errors.Is(err, ErrMissingTopic) || !strings.Contains(err.Error(), `"first-in-a"`) {
+				t.Fatalf("stopped with %v, want ErrMissingTopic naming first-in-a", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the application still runs 30 s after first-in-a was created")
+		}
+		a2 := startApp(t, topo(), cfg)
+		checkFinal(t, readCounts(t, addr, "first-out", ref, kgo.ReadUncommitted(), 30*time.Second), ref)
+		checkStore(t, ref, a2)
+	})
+}

@@ -225,6 +225,10 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 		if a.readers(name) > 1 {
 			return nil, fmt.Errorf("%w: topic %q now matches the pattern of source %s and is read by another source too", ErrTopology, name, src.name)
 		}
+		if a.taskCount[sub] == 0 && a.sizesInternalTopics(sub) {
+			return nil, fmt.Errorf("%w: topic %q is the first to match the pattern of source %s, but subtopology %d had no input at Start, so its changelogs and repartition topics were not created; start the application again to create them",
+				ErrMissingTopic, name, src.name, sub)
+		}
 		if s := a.topo.subs[sub]; len(s.stores) > 0 && parts[name] != a.taskCount[sub] {
 			return nil, fmt.Errorf("%w: topic %q (%d partitions) now matches the pattern of source %s, but subtopology %d keeps state (%s) over %d partitions: %s",
 				ErrCopartition, name, parts[name], src.name, sub, s.stores[0].name, a.taskCount[sub], describeCounts(a.countsOf(sub, name, parts[name])))
@@ -280,6 +284,23 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 	a.cl.AddConsumeTopics(topics...)
 	sort.Strings(gone)
 	return gone, nil
+}
+
+// sizesInternalTopics says whether sub's partition count sizes internal
+// topics: its changelogs, or the repartition topics it writes. Start
+// creates them only for a subtopology with input; one whose patterns
+// matched nothing then gets its first topic only through a restart
+// (Kafka creates them at the rebalance that finds the topic; not done).
+func (a *App) sizesInternalTopics(sub int) bool {
+	if len(a.topo.subs[sub].stores) > 0 {
+		return true
+	}
+	for _, n := range a.topo.nodes {
+		if n.sub == sub && n.sinkInternal != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // countsOf is the partition counts of sub's source topics, with topic n
