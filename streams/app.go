@@ -74,6 +74,12 @@ type Config struct {
 	// (the default) keeps no standbys. All instances of an application
 	// should agree: the group's leader assigns the standbys.
 	NumStandbyReplicas int
+	// MetadataMaxAge is how often pattern sources (SourcePattern) look
+	// for topics created or deleted since Start, as Kafka's
+	// metadata.max.age.ms: a new matching topic is read from its start
+	// at most this long after it appears. 0 is DefaultMetadataMaxAge
+	// (Kafka's 5 minutes).
+	MetadataMaxAge time.Duration
 	// OnRestore is called from the processing goroutine as stores are
 	// restored from their changelogs (and global stores bootstrapped).
 	OnRestore func(RestoreProgress)
@@ -95,10 +101,14 @@ type App struct {
 
 	// Resolved at Start.
 	sourceTopics map[*node][]string
-	topicSub     map[string]int
-	taskCount    map[int]int32 // subtopology -> partitions
-	changelogs   map[string]bool
-	partitioned  map[string]bool // internal topics whose records carry their partition (fkjoin.go)
+	// topicSub, sourceTopics and taskCount grow as pattern sources
+	// match new topics (patterns.go): written with mu and tasksMu held,
+	// read by other goroutines under tasksMu.
+	topicSub       map[string]int
+	taskCount      map[int]int32   // subtopology -> partitions
+	internalTopics map[string]bool // never matched by a pattern
+	changelogs     map[string]bool
+	partitioned    map[string]bool // internal topics whose records carry their partition (fkjoin.go)
 
 	// mu serializes processing and the rebalance callbacks that revoke.
 	mu sync.Mutex
@@ -110,6 +120,20 @@ type App struct {
 	assignMu sync.Mutex
 	assigned map[string][]int32 // handed over by OnPartitionsAssigned
 	revoked  map[string][]int32 // handed over by the revoke callbacks, exactly once
+	// listed is the pattern watcher's last listing of the topics, for
+	// the processing goroutine (patterns.go).
+	listed *topicList
+	// relist asks the watcher for a listing now: a pattern topic's
+	// partitions answer that the topic is gone.
+	relist chan struct{}
+	// stopWatch ends the pattern watcher, watchDone closes when it has
+	// (nil without pattern sources).
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	// owned is the partitions kgo assigned this instance: a revocation
+	// closes a task only when no partition of it stays (a pattern topic
+	// deleted takes its partitions, not the tasks).
+	owned map[string]map[int32]bool
 	// standbyWant is the standby tasks of the last assignment; wakePoll
 	// cuts the loop's poll short so that it opens them.
 	standbyWant []taskID
@@ -170,6 +194,12 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if cfg.RepartitionPurgeInterval == 0 {
 		cfg.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
 	}
+	if cfg.MetadataMaxAge < 0 {
+		return nil, errors.New("streams: Config.MetadataMaxAge is negative")
+	}
+	if cfg.MetadataMaxAge == 0 {
+		cfg.MetadataMaxAge = DefaultMetadataMaxAge
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -182,6 +212,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	a := &App{topo: t, cfg: cfg, log: cfg.Logger.With("app", cfg.ApplicationID),
 		tasks: map[taskID]*task{}, done: make(chan struct{})}
 	a.standby = newStandbys(a)
+	a.relist = make(chan struct{}, 1)
 	if cfg.CacheMaxBytes > 0 {
 		a.cache = &recordCache{max: cfg.CacheMaxBytes}
 	}
@@ -280,6 +311,14 @@ func (a *App) Start(ctx context.Context) error {
 	commitCtx, abort := context.WithCancel(context.Background())
 	runCtx, cancel := context.WithCancel(commitCtx)
 	a.cancel, a.abort = cancel, abort
+	if a.hasPatterns() {
+		wctx, stop := context.WithCancel(runCtx)
+		a.stopWatch, a.watchDone = stop, make(chan struct{})
+		go func() {
+			defer close(a.watchDone)
+			a.watchPatterns(wctx)
+		}()
+	}
 	go a.run(runCtx, commitCtx)
 	return nil
 }
@@ -342,6 +381,11 @@ func (a *App) run(ctx, commitCtx context.Context) {
 	defer close(a.done)
 	defer a.abort()
 	err := a.loop(ctx, commitCtx)
+	if a.stopWatch != nil {
+		// Before the clients close: the watcher may be purging a topic.
+		a.stopWatch()
+		<-a.watchDone
+	}
 	a.mu.Lock()
 	killed := a.killed.Load()
 	if err == nil && !killed {
@@ -397,10 +441,17 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
+			if a.patternTopicGone(topic, err) {
+				return // leaving: the watcher lists the topics now and stops reading it
+			}
 			a.log.Warn("streams: fetch", "topic", topic, "partition", p, "err", err)
 		})
 		a.mu.Lock()
 		a.takeRevokedLocked()
+		if err := a.takeListedLocked(); err != nil {
+			a.mu.Unlock()
+			return err
+		}
 		if err := a.takeAssignedLocked(ctx); err != nil {
 			a.mu.Unlock()
 			return err
@@ -599,8 +650,17 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 	if a.assigned == nil {
 		a.assigned = map[string][]int32{}
 	}
+	if a.owned == nil {
+		a.owned = map[string]map[int32]bool{}
+	}
 	for t, ps := range assigned {
 		a.assigned[t] = append(a.assigned[t], ps...)
+		if a.owned[t] == nil {
+			a.owned[t] = map[int32]bool{}
+		}
+		for _, p := range ps {
+			a.owned[t][p] = true
+		}
 	}
 }
 
@@ -611,6 +671,9 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 	assigned := a.assigned
 	a.assigned = nil
 	a.assignMu.Unlock()
+	if err := a.learnAssignedLocked(ctx, assigned); err != nil {
+		return err
+	}
 	var fresh []*task
 	for topic, ps := range assigned {
 		sub, ok := a.topicSub[topic]
@@ -737,6 +800,9 @@ func (a *App) dropAssignedLocked(gone map[string][]int32) {
 // dropAssignedAssignLocked needs assignMu held.
 func (a *App) dropAssignedAssignLocked(gone map[string][]int32) {
 	for topic, ps := range gone {
+		for _, p := range ps {
+			delete(a.owned[topic], p)
+		}
 		if a.assigned[topic] == nil {
 			continue
 		}
@@ -768,6 +834,23 @@ func (a *App) closeRevokedLocked(gone map[string][]int32, committed bool) {
 			}
 		}
 	}
+	// A task keeps running while this instance still owns a partition of
+	// it from a topic not revoked now: the balancer moves whole tasks, so
+	// that is a pattern topic deleted (or purged) under a task whose other
+	// topics stay. Partitions revoked and assigned again since are of
+	// revoked topics: the task closes, as before.
+	a.assignMu.Lock()
+	for topic, ps := range a.owned {
+		if _, revoked := gone[topic]; revoked {
+			continue
+		}
+		if sub, ok := a.topicSub[topic]; ok {
+			for p := range ps {
+				delete(ids, taskID{sub, p})
+			}
+		}
+	}
+	a.assignMu.Unlock()
 	a.tasksMu.Lock()
 	defer a.tasksMu.Unlock()
 	for id := range ids {

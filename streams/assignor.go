@@ -101,7 +101,7 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			held[m][id] = true
 		}
 	})
-	plan, dest, prev := planTasks(b.app.topicSub, cb, topics, held)
+	plan, dest, prev := planTasks(b.app.subOf, cb, topics, held)
 	p := cb.NewPlan()
 	for member, tps := range plan {
 		for t, ps := range tps {
@@ -140,7 +140,7 @@ func sortTaskIDs(ids []taskID) {
 // else to the least loaded member. It returns the plan, each task's
 // destination (before the cooperative adjustment defers moves) and its
 // previous owner.
-func planTasks(topicSub map[string]int, cb *kgo.ConsumerBalancer, topics map[string]int32,
+func planTasks(subOf func(topic string) (int, bool), cb *kgo.ConsumerBalancer, topics map[string]int32,
 	held map[*kmsg.JoinGroupResponseMember]map[taskID]bool,
 ) (plan map[*kmsg.JoinGroupResponseMember]map[string][]int32, dest, prevOwner map[taskID]*kmsg.JoinGroupResponseMember) {
 	type tpart struct {
@@ -149,7 +149,7 @@ func planTasks(topicSub map[string]int, cb *kgo.ConsumerBalancer, topics map[str
 	}
 	tasks := map[taskID][]tpart{}
 	for t, n := range topics {
-		sub, ok := topicSub[t]
+		sub, ok := subOf(t) // a pattern's topic listed by another member first too
 		if !ok {
 			sub = -1 - len(t) // a topic of another topology version: its own tasks
 		}

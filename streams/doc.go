@@ -87,6 +87,15 @@
 // where its standby was restores only the rest. Standbys are not
 // queryable and report through Stats.Standbys.
 //
+// A SourcePattern source reads every topic whose whole name matches,
+// including topics created after Start: the topics are listed again
+// every Config.MetadataMaxAge (Kafka's metadata.max.age.ms, 5 minutes by
+// default), a new match's partition p joins task <sub>_p, and a deleted
+// one leaves (patterns.go). A subtopology with stores keeps its partition
+// count: a new topic with another count stops the application with
+// ErrCopartition; a stateless one takes any count, with as many tasks as
+// its largest source has partitions.
+//
 // # Guarantees
 //
 // At least once: each commit flushes the producer (outputs, repartition
@@ -301,6 +310,18 @@
 //     queued waits for the next pass of the loop).
 //   - kgo's ParseConsumerSyncAssignment drops the assignment's UserData:
 //     the balancer parses assignments itself, or standbys would be lost.
+//   - A pattern source's topic is learned (topicSub, sourceTopics, the
+//     running tasks' sources) before kgo is asked to consume it, and an
+//     assignment naming a topic not listed here yet is learned before
+//     its records are processed: a record of a topic no task knows would
+//     be skipped and its offset committed past it. The balancer maps
+//     topics through subOf, which matches the patterns itself: the
+//     leader may not have listed a topic another member subscribed to.
+//   - A revocation closes a task only if no partition of it stays owned
+//     from a topic not revoked with it: a pattern topic deleted takes its
+//     partitions away from tasks whose other topics stay (the balancer
+//     otherwise moves whole tasks). Closing them dropped the remaining
+//     topics' records (TestPatternSourceNewTopics on kfake).
 //   - A standby skips records before its position: after a standby is
 //     dropped and opened again, a fetch kgo buffered for its earlier life
 //     may still arrive (applyChangelog's from).

@@ -60,7 +60,9 @@ func (s *StoreView) GetBytes(key []byte) ([]byte, bool, error) {
 		return get(a.global.db.db, s.name, key)
 	}
 	sub := s.def.node.sub
+	a.tasksMu.RLock()
 	n := a.taskCount[sub]
+	a.tasksMu.RUnlock()
 	if n == 0 {
 		return nil, false, ErrNotRunning
 	}

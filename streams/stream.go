@@ -73,8 +73,12 @@ func Source[K, V any](b *Builder, topics []string, k Serde[K], v Serde[V], opts 
 	return sourceStream(b, n, k, v)
 }
 
-// SourcePattern reads every topic whose whole name matches re (resolved
-// when the application starts).
+// SourcePattern reads every topic whose whole name matches re, but for
+// the application's internal topics and those starting with "__": the
+// topics matching at Start, then those created later, found every
+// Config.MetadataMaxAge (a deleted one is no longer read). A new topic's
+// partition count must be the subtopology's if it keeps state
+// (ErrCopartition stops the application otherwise).
 func SourcePattern[K, V any](b *Builder, re *regexp.Regexp, k Serde[K], v Serde[V], opts ...Opt) *Stream[K, V] {
 	c := conf(opts)
 	n := b.add(kindSource, b.name("KSTREAM-SOURCE", c.name))

@@ -11,7 +11,8 @@ import (
 )
 
 // resolve checks the topology against the cluster before anything runs:
-// source topics exist (patterns are matched now), no topic is read by two
+// source topics exist (patterns are matched now, and again as topics
+// are created and deleted: patterns.go), no topic is read by two
 // sources, the sources of a subtopology with stores are co-partitioned;
 // it then sizes and creates the internal topics (repartition topics with
 // the partitions of the subtopology writing them, as Kafka's
@@ -59,6 +60,7 @@ func (a *App) resolve(ctx context.Context) error {
 		}
 	}
 
+	a.internalTopics = internal
 	a.sourceTopics = map[*node][]string{}
 	a.topicSub = map[string]int{}
 	var errs []error
@@ -69,11 +71,9 @@ func (a *App) resolve(ctx context.Context) error {
 			case src.internal != "":
 				topics = []string{a.internalTopic(src.internal)}
 			case src.pattern != nil:
+				// Matched again as topics come and go (patterns.go).
 				for name := range parts {
-					if internal[name] || strings.HasPrefix(name, "__") {
-						continue
-					}
-					if loc := src.pattern.FindStringIndex(name); loc != nil && loc[0] == 0 && loc[1] == len(name) {
+					if a.patternMatches(src, name) {
 						topics = append(topics, name)
 					}
 				}
