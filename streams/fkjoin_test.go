@@ -187,7 +187,11 @@ func fkJoinRun(t *testing.T, addr, app string, g Guarantee) {
 		if g == ExactlyOnce && i == len(batches)/2 {
 			// Crash half way, and come back with no local state: the
 			// subscription and result stores are restored from their
-			// changelogs, the open transaction is aborted.
+			// changelogs, the open transaction is aborted. The first
+			// instance must have committed a transaction by then, or
+			// there is nothing to restore (a loaded run killed it
+			// before its first commit).
+			waitInputCommitted(t, addr, app, orders, customers)
 			a.kill()
 			cfg.StateDir = t.TempDir()
 			a = startApp(t, topo, cfg)
@@ -388,4 +392,33 @@ func FuzzFKWire(f *testing.F) {
 			t.Fatalf("response %x -> %+v -> %x", b, r, out)
 		}
 	})
+}
+
+// waitInputCommitted waits until group has committed an offset past 0 on
+// some partition of topics: exactly once, a transaction of the
+// application (its changelog writes with it) has committed.
+func waitInputCommitted(t *testing.T, addr, group string, topics ...string) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, addr))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		offs, err := adm.FetchOffsets(ctx, group)
+		cancel()
+		if err == nil {
+			done := false
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Err == nil && o.At > 0 && slices.Contains(topics, o.Topic) {
+					done = true
+				}
+			})
+			if done {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s committed nothing of %v in 20 s (last error %v)", group, topics, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
