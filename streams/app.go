@@ -519,6 +519,13 @@ func (a *App) commitLocked(ctx context.Context) error {
 		if err := a.flushCachesLocked(); err != nil {
 			return err
 		}
+		// Every record acknowledged or failed before the decision: End's
+		// own flush comes after it, so a record failing there (a topic
+		// deleted meanwhile) would be found only once the transaction
+		// had committed without it.
+		if err := a.cl.Flush(ctx); err != nil {
+			return fmt.Errorf("streams: flush: %w", err)
+		}
 		commit := kgo.TryCommit
 		if err := a.takeProduceErr(); err != nil {
 			a.log.Warn("streams: aborting the transaction", "err", err)

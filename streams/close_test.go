@@ -206,3 +206,95 @@ func TestCloseContextBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestExactlyOnceSinkTopicDeleted: exactly once, records sent to an
+// output topic deleted under the application fail; the transaction that
+// held them must abort, not commit without them. Before, a record that
+// failed in End's own flush was found only after the commit (the input
+// offsets past a lost output record). The input offset must not pass the
+// records processed while the topic was gone; once the topic is back
+// (and an instance started again), every record is in the read_committed
+// output once.
+func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "sd-in", 1, nil)
+		createTopic(t, addr, "sd-out", 1, nil)
+		b := NewBuilder()
+		Source(b, []string{"sd-in"}, String, String).To("sd-out")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),
+			Guarantee: ExactlyOnce, InstanceID: "one"})
+		prod := newClient(t, addr)
+		produce := func(from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: "sd-in", Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
+			}
+			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		adm := kadm.NewClient(newClient(t, addr))
+		committed := func() int64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			offs, err := adm.FetchOffsets(ctx, "sd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, _ := offs.Lookup("sd-in", 0)
+			return o.At
+		}
+		produce(0, 5)
+		for deadline := time.Now().Add(20 * time.Second); committed() != 5; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("committed offset %d, want 5", committed())
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteTopics(ctx, "sd-out"); err != nil {
+			t.Fatal(err)
+		}
+		produce(5, 10)
+		// Records 5-9 cannot be written: however many transactions the
+		// application tries meanwhile, none commits them.
+		time.Sleep(3 * time.Second)
+		if at := committed(); at != 5 {
+			t.Fatalf("committed offset %d with the output topic deleted, want 5 (a transaction committed without its records)", at)
+		}
+		select {
+		case <-a.done:
+			t.Fatalf("the application stopped: %v", a.err)
+		default:
+		}
+		// kgo's producer keeps the deleted topic's id (UNKNOWN_TOPIC_ID
+		// even once it is back), so the instance is closed (its open
+		// transaction aborted), the topic created again, and an
+		// instance started.
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		createTopic(t, addr, "sd-out", 1, nil)
+		startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),
+			Guarantee: ExactlyOnce, InstanceID: "one"})
+		for deadline := time.Now().Add(30 * time.Second); committed() != 10; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("committed offset %d after the output topic came back, want 10", committed())
+			}
+		}
+		got := readAll(t, addr, "sd-out")
+		seen := map[string]int{}
+		for _, r := range got {
+			seen[r.Key]++
+		}
+		for i := 5; i < 10; i++ {
+			if n := seen[fmt.Sprint(i)]; n != 1 {
+				t.Errorf("key %d: %d times in the recreated output, want once (%d records)", i, n, len(got))
+			}
+		}
+	})
+}

@@ -96,6 +96,17 @@ func (a *App) resolve(ctx context.Context) error {
 			a.sourceTopics[src] = topics
 		}
 	}
+	// Sinks write to topics that must exist: kgo does not ask the broker
+	// to create them, so a missing one fails every record sent to it,
+	// found by the first commit (exactly once: the transaction aborted
+	// over and over) rather than here.
+	for _, n := range a.topo.nodes {
+		if n.kind == kindSink && n.sinkTopic != "" {
+			if _, ok := parts[n.sinkTopic]; !ok {
+				errs = append(errs, fmt.Errorf("%w: %q (sink %s)", ErrMissingTopic, n.sinkTopic, n.name))
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}

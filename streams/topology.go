@@ -15,7 +15,7 @@ var (
 	ErrTopology      = errors.New("streams: invalid topology")
 	ErrSerde         = errors.New("streams: serde")
 	ErrCopartition   = errors.New("streams: co-partitioning mismatch")
-	ErrMissingTopic  = errors.New("streams: missing source topic")
+	ErrMissingTopic  = errors.New("streams: missing topic") // a source's, a sink's or a global table's
 	ErrKeyNotLocal   = errors.New("streams: key not hosted by this instance")
 	ErrUnknownStore  = errors.New("streams: unknown store")
 	ErrNotRunning    = errors.New("streams: application not running")

@@ -66,7 +66,7 @@ func TestBuildErrors(t *testing.T) {
 }
 
 // TestStartErrors: mistakes only the cluster can show (a missing source
-// topic, a stateful subtopology over topics with different partition
+// or sink topic, a stateful subtopology over topics with different partition
 // counts) stop Start before anything runs.
 func TestStartErrors(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
@@ -85,8 +85,13 @@ func TestStartErrors(t *testing.T) {
 			}
 			return err
 		}
-		if err := start(wordCount("nope", "out")); !errors.Is(err, ErrMissingTopic) || !strings.Contains(err.Error(), `"nope"`) {
+		if err := start(wordCount("nope", "two")); !errors.Is(err, ErrMissingTopic) || !strings.Contains(err.Error(), `"nope"`) {
 			t.Errorf("missing topic: %v", err)
+		}
+		// A sink's topic must exist too: kgo does not have it created,
+		// and every record sent to it would fail.
+		if err := start(wordCount("two", "nope-out")); !errors.Is(err, ErrMissingTopic) || !strings.Contains(err.Error(), `"nope-out" (sink`) {
+			t.Errorf("missing sink topic: %v", err)
 		}
 		b := NewBuilder()
 		s := Source(b, []string{"two"}, String, String).Merge(Source(b, []string{"three"}, String, String))
