@@ -157,21 +157,16 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 			done(AppendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", segment.ErrBatchTooBig, len(b), cfg.Log.MaxMessageBytes))
 			return nil
 		}
-		h, err := batch.Validate(b, batch.Strict)
-		var maxTs int64
-		walked := false
-		if err == nil && h.Codec() != batch.None {
-			// Validate walks uncompressed records only; as Kafka's
-			// LogValidator does, a compressed batch is inflated (bounded)
-			// so that no corrupt record is stored for consumers to choke on.
-			maxTs, err = batch.CheckRecords(h, b, batch.Strict, maxDecompressed)
-			walked = true
-		}
+		// The CRC and every record, walked once: as Kafka's LogValidator
+		// does, a compressed batch is inflated (bounded) so that no corrupt
+		// record is stored for consumers to choke on. The walk's timestamp
+		// bounds spare checkTimestamps a second walk.
+		h, ts, err := batch.ValidateProduced(b, maxDecompressed)
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
 			return nil
 		}
-		if err := checkTimestamps(cfg, h, b, maxTs, walked, nowMs); err != nil {
+		if err := checkTimestamps(cfg, h, b, ts, nowMs); err != nil {
 			done(AppendResult{}, err)
 			return nil
 		}

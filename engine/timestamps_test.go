@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"testing"
@@ -85,5 +86,82 @@ func TestAppendRecordTimestamps(t *testing.T) {
 				t.Fatalf("records %v refused, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestAppendTimestampFarBeforeWrapsAsKafka: under the default bounds
+// (before unbounded, after one hour) Kafka refuses a record at
+// Long.MIN_VALUE + 5, because its timestamp - now wraps to a large positive
+// number, more than after.max.ms. ringlog skipped the record walk when the
+// batch's maxTimestamp was in range and before.max.ms unbounded, and
+// accepted it: the maxTimestamp of such a batch is NO_TIMESTAMP (-1), which
+// no bound refuses. Timestamps near 0 or negative but far from wrapping
+// stay accepted, as in Kafka.
+func TestAppendTimestampFarBeforeWrapsAsKafka(t *testing.T) {
+	e := openEngine(t, t.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	if _, err := e.CreateTopic("d", 1, -1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want []int32
+	}{
+		{"at Long.MIN_VALUE + 5", tsBatch(t, batch.None, 0, math.MinInt64+5), []int32{0}},
+		{"compressed, at Long.MIN_VALUE + 5", tsBatch(t, batch.LZ4, 0, math.MinInt64+5, math.MinInt64+6), []int32{0, 1}},
+		{"negative, and now", tsBatch(t, batch.None, 0, -1000, now), nil},
+		{"years ago", tsBatch(t, batch.None, 0, 1000, now), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := appendSync(e, TP{"d", 0}, c.b)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			re, ok := AsRecordsError(err)
+			if !ok || !errors.Is(err, ErrInvalidTimestamp) {
+				t.Fatalf("want INVALID_TIMESTAMP naming records %v, got %v", c.want, err)
+			}
+			var got []int32
+			for _, r := range re.Records {
+				got = append(got, r.BatchIndex)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("records %v refused, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// BenchmarkNewAppend measures the caller's side of an append of one 16 KiB
+// batch of 100-byte records: the CRC, the record walk and the timestamp
+// rules, everything a produce costs before its shard.
+func BenchmarkNewAppend(b *testing.B) {
+	e := openEngine(b, b.TempDir(), ioring.ModeAuto)
+	defer e.Close()
+	if _, err := e.CreateTopic("t", 1, -1, nil, false); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	recs := make([]batch.Record, 140)
+	for i := range recs {
+		recs[i] = batch.Record{OffsetDelta: int32(i), Value: make([]byte, 100)}
+	}
+	h := batch.Header{LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	buf, err := batch.Build(nil, h, batch.None, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := e.newAppend(TP{"t", 0}, buf, AppendOptions{}, func(AppendResult, error) { b.Fatal("refused") }); r == nil {
+			b.Fatal("no request")
+		}
 	}
 }

@@ -35,6 +35,8 @@ type uconn struct {
 
 	recvOn     bool // the multishot receive is in the ring
 	recvCancel bool // its cancellation is in the ring
+	reading    bool // a read into a large frame's body is in the ring (direct)
+	noDirect   bool // a direct read met EAGAIN: the connection receives through buffers only
 	starved    bool // its receive ended with ENOBUFS: on the loop's starved list
 	sending    bool // a sendmsg is in the ring
 	polling    bool // a POLLOUT is in the ring: sendfile met a full socket
@@ -115,6 +117,9 @@ func (uc *uconn) serve() {
 // buffer and TCP's window then hold the client back, as on the portable
 // path, instead of the loop buffering what it sends.
 func (uc *uconn) arm() error {
+	if uc.reading {
+		return nil // the frame's body first; armed again at the read's completion
+	}
 	if uc.in.paused() {
 		if uc.recvOn && !uc.recvCancel {
 			if err := uc.l.ring.Cancel(uc.ud(udRecv), uc.ud(udCancel)); err != nil {
@@ -123,6 +128,27 @@ func (uc *uconn) arm() error {
 			uc.recvCancel = true
 			uc.ops++
 		}
+		return nil
+	}
+	if room := uc.directRoom(); room != nil && !uc.l.s.closing.Load() {
+		if uc.recvOn {
+			// The multishot receive ends first, so that no byte can
+			// overtake those it already holds; the read is queued when
+			// its last completion has been taken.
+			if !uc.recvCancel {
+				if err := uc.l.ring.Cancel(uc.ud(udRecv), uc.ud(udCancel)); err != nil {
+					return err
+				}
+				uc.recvCancel = true
+				uc.ops++
+			}
+			return nil
+		}
+		if err := uc.l.ring.Read(uc.fd, room, uc.ud(udRead)); err != nil {
+			return err
+		}
+		uc.reading = true
+		uc.ops++
 		return nil
 	}
 	if uc.recvOn || uc.starved || uc.l.s.closing.Load() {
@@ -134,6 +160,68 @@ func (uc *uconn) arm() error {
 	uc.recvOn = true
 	uc.ops++
 	return nil
+}
+
+// uringDirectMin is what must be left of a frame's body for the rest to
+// be read straight into it rather than through the loop's provided
+// buffers: a produce request of kgo's (up to 1 MiB per partition batch)
+// arrives in 16 KiB buffers, each copied into the frame; read into the
+// frame, its bytes are copied once, by the kernel, as on the portable
+// path and gnet's (readFrames). Below it a frame fits in a few buffers,
+// and the multishot receive, which a direct read must cancel first, is
+// worth keeping.
+const uringDirectMin = 64 << 10
+
+// directRoom returns where a direct read would put the next bytes of the
+// frame under way, or nil when less than uringDirectMin of its body is
+// still to come (or none is announced, or its body has not started: its
+// first bytes come through the buffers, as on the other paths). Nothing
+// may be pending: those bytes come first.
+func (uc *uconn) directRoom() []byte {
+	if uc.noDirect || uc.closing || uc.in.paused() || uc.in.fr.bodyLeft() < uringDirectMin {
+		return nil
+	}
+	return uc.in.fr.bodyRoom()
+}
+
+// onRead takes the completion of a direct read into the frame's body.
+func (uc *uconn) onRead(c ioring.NetCQE) {
+	uc.reading = false
+	uc.ops--
+	switch {
+	case c.Res < 0:
+		switch e := unix.Errno(-c.Res); e {
+		case unix.ECANCELED: // closing
+		case unix.EAGAIN:
+			// The ring did not wait for the socket (it does for
+			// sockets since io_uring's poll retry; never seen here):
+			// the multishot receive waits instead, from now on.
+			uc.noDirect = true
+		default:
+			uc.fail(os.NewSyscallError("read", e))
+		}
+		return
+	case c.Res == 0:
+		uc.fail(ErrFrameTruncated)
+		return
+	}
+	n := int(c.Res)
+	uc.l.rxBytes.Add(int64(n))
+	s := uc.l.s
+	s.st.bytesIn.Add(int64(n))
+	s.st.uringDirectBytes.Add(int64(n))
+	uc.c.markRead()
+	if uc.closing {
+		return
+	}
+	frame, err := uc.in.fr.advance(n)
+	if err != nil {
+		uc.fail(err)
+		return
+	}
+	if frame != nil {
+		uc.emit(frame, uc.in.fr.takeDone())
+	}
 }
 
 // ready says, between frames, whether another frame may be served.

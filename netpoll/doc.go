@@ -389,6 +389,15 @@
 //     when the loop's buffers ran out, a cancellation, an error) is armed
 //     again by the connection's next turn, unless the connection is
 //     paused or closing; ENOBUFS is counted in Stats.UringNoBuffers.
+//   - uring: a frame with 64 KiB or more of its body still to come is read
+//     straight into its body (one READ at a time, no provided buffer),
+//     after its multishot receive has ended: cancelled, and its last
+//     completion taken, so that no byte the receive held can be overtaken.
+//     The receive is armed again when the body is whole or less than that
+//     is left. While the read is in the ring the framer's buffer is the
+//     kernel's: nothing else feeds the framer (no receive is armed and
+//     nothing is pending), and a closing connection waits for the read's
+//     completion before it is freed.
 //   - RESP refuses a count or length with a leading zero ("$03"), as
 //     Redis does: a command then has one encoding, and RESP.Args's
 //     arguments re-encode to the very frame (its fuzz target checks it).

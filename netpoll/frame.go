@@ -246,6 +246,15 @@ func (f *framer) bodyRoom() []byte {
 	return f.need()
 }
 
+// bodyLeft returns how many bytes of an announced frame's body are still
+// to come (0 unless a frame is announced).
+func (f *framer) bodyLeft() int {
+	if !f.announced() {
+		return 0
+	}
+	return f.want - len(f.buf)
+}
+
 // advance records that n bytes were copied into the slice need (or
 // bodyRoom) returned, and returns the frame once it is whole.
 func (f *framer) advance(n int) ([]byte, error) {

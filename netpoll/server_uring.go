@@ -40,6 +40,7 @@ const (
 	udSend              // a connection's sendmsg
 	udPoll              // a connection's POLLOUT, after sendfile met a full socket
 	udCancel            // a cancellation of a connection's requests
+	udRead              // a read straight into the body of a large frame
 )
 
 func userData(id uint32, kind uint64) uint64 { return uint64(id)<<8 | kind }
@@ -589,6 +590,8 @@ func (l *uloop) complete(c ioring.NetCQE) {
 		uc.onPoll(c)
 	case udCancel:
 		uc.ops--
+	case udRead:
+		uc.onRead(c)
 	}
 	if uc.closing && uc.ops == 0 {
 		uc.finish(nil)

@@ -35,6 +35,11 @@ type Stats struct {
 	// (ENOBUFS); each is re-armed once buffers are back. Many mean the
 	// buffer ring is too small for the load.
 	UringNoBuffers int64
+
+	// UringDirectBytes counts the bytes the uring path read straight
+	// into the bodies of large frames, skipping the provided buffers and
+	// the copy out of them.
+	UringDirectBytes int64
 }
 
 // counters are the atomics behind Stats, updated from every goroutine of the
@@ -46,7 +51,7 @@ type counters struct {
 	queuedBytes, inFlight, pauses     atomic.Int64
 	idleClosed, writeTimeouts         atomic.Int64
 	handshakeFailures                 atomic.Int64
-	uringNoBufs                       atomic.Int64
+	uringNoBufs, uringDirectBytes     atomic.Int64
 	mutes                             atomic.Int64
 }
 
@@ -69,5 +74,6 @@ func (c *counters) snapshot(s *Server) Stats {
 		InFlight:           c.inFlight.Load(),
 		Pauses:             c.pauses.Load(),
 		UringNoBuffers:     c.uringNoBufs.Load(),
+		UringDirectBytes:   c.uringDirectBytes.Load(),
 	}
 }

@@ -5,9 +5,11 @@ package netpoll
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -390,4 +392,71 @@ func TestUringShardsSpreadBusyConnections(t *testing.T) {
 			t.Fatalf("loop %d received nothing while two busy connections sent: both are on the other loop", i)
 		}
 	}
+}
+
+// Large frames are read straight into their bodies (Stats.UringDirectBytes)
+// as their bytes arrive, in pieces, between small frames that still come
+// through the provided buffers (poisoned as they go back), and every echo
+// comes back whole and in order. A client that closes in the middle of a
+// directly read body closes its connection, as a truncated frame does on
+// the other paths, and serves nothing of it.
+func TestUringDirectReadsLargeFrames(t *testing.T) {
+	urings(t, func(t *testing.T, via string) {
+		h := newTestHandler(t, nil)
+		s := serve(t, via, Config{uring: &uringKnobs{bufBytes: 4096, bufCount: 64, poison: true}}, h)
+		c := dial(t, s)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var wire []byte
+		var want []string
+		for _, size := range []int{100, 70 << 10, 10, 1 << 20, 3<<20 + 7, 5, 200 << 10, 64<<10 - 1} {
+			p := make([]byte, size)
+			for j := range p {
+				p[j] = 'a' + byte(rng.UintN(26))
+			}
+			want = append(want, "e"+string(p))
+			wire = append(wire, frame(echoReq(string(p)))...)
+		}
+		go func() {
+			// Pieces of up to 300 KiB with pauses between them: reads
+			// find part of a body, and bodies start mid-piece.
+			pieces := rand.New(rand.NewPCG(3, 4))
+			for len(wire) > 0 {
+				n := min(len(wire), 1+pieces.IntN(300<<10))
+				if _, err := c.nc.Write(wire[:n]); err != nil {
+					return
+				}
+				wire = wire[n:]
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		for i, w := range want {
+			if got := c.recv(); string(got) != w {
+				t.Fatalf("reply %d: %d bytes, want %d (equal: %v)", i, len(got), len(w), string(got) == w)
+			}
+		}
+		if d := s.Stats().UringDirectBytes; d < 3<<20 {
+			t.Fatalf("%d bytes read straight into frames, want the large bodies' (over 3 MiB)", d)
+		}
+
+		served, direct, in := s.Stats().Frames, s.Stats().UringDirectBytes, s.Stats().BytesIn
+		cut := dial(t, s)
+		// The body's first bytes come through the buffers; those after
+		// them, once its read is in the ring, straight into the frame.
+		if _, err := cut.nc.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20), cmdEcho, 'x')); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 5*time.Second, "the frame's first bytes", func() bool { return s.Stats().BytesIn >= in+6 })
+		time.Sleep(20 * time.Millisecond)
+		if _, err := cut.nc.Write(make([]byte, 300<<10)); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 5*time.Second, "the body read straight into its frame", func() bool {
+			return s.Stats().UringDirectBytes == direct+300<<10
+		})
+		_ = cut.nc.Close()
+		testkit.WaitFor(t, 5*time.Second, "the truncated connection closed", func() bool { return s.Stats().Conns == 1 })
+		if got := s.Stats().Frames; got != served {
+			t.Fatalf("%d frames served after the truncated one, want none", got-served)
+		}
+	})
 }

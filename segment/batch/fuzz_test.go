@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -77,6 +78,7 @@ func fuzzValidate(t *testing.T, b []byte) {
 			t.Fatalf("%s: Encode gives different bytes (%v)", mode, err)
 		}
 	}
+	fuzzValidateProduced(t, b)
 	if _, err := Validate(b, Stored); err == nil {
 		c := bytes.Clone(b)
 		if err := SetMaxTimestamp(c, 1234567, true); err != nil {
@@ -85,6 +87,48 @@ func fuzzValidate(t *testing.T, b []byte) {
 		if _, err := Validate(c, Stored); err != nil {
 			t.Fatalf("valid batch invalid after SetMaxTimestamp: %v", err)
 		}
+	}
+}
+
+// fuzzValidateProduced checks that ValidateProduced accepts what Validate
+// under Strict and then CheckRecords accept, with the same header and error
+// sentinel, and that its timestamp bounds hold every record's timestamp.
+func fuzzValidateProduced(t *testing.T, b []byte) {
+	h, ts, err := ValidateProduced(b, fuzzLimit)
+	wantH, wantErr := Validate(b, Strict)
+	wantMax := int64(0)
+	if wantErr == nil && wantH.Codec() != None {
+		wantMax, wantErr = CheckRecords(wantH, b, Strict, fuzzLimit)
+	} else if wantErr == nil {
+		wantMax, wantErr = MaxRecordTimestamp(wantH, b, fuzzLimit)
+	}
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("ValidateProduced: %v; Validate and CheckRecords: %v", err, wantErr)
+	}
+	if err != nil {
+		checkSentinel(t, err)
+		for _, s := range sentinels {
+			if errors.Is(wantErr, s) && !errors.Is(err, s) {
+				t.Fatalf("ValidateProduced: %v; Validate and CheckRecords: %v", err, wantErr)
+			}
+		}
+		return
+	}
+	if h != wantH || ts.Max != wantMax || ts.Min > ts.Max {
+		t.Fatalf("ValidateProduced: %+v %+v; Validate: %+v, max %d", h, ts, wantH, wantMax)
+	}
+	err = Records(h, b, fuzzLimit, func(r *Record) error {
+		at := h.MaxTimestamp
+		if !h.LogAppendTime() {
+			at = h.BaseTimestamp + r.TimestampDelta
+		}
+		if at < ts.Min || at > ts.Max {
+			t.Fatalf("record %d at %d outside the bounds %+v", r.OffsetDelta, at, ts)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Records of a batch ValidateProduced accepted: %v", err)
 	}
 }
 

@@ -65,6 +65,17 @@ func Records(h Header, b []byte, limit int, fn func(*Record) error) error {
 	return err
 }
 
+// Timestamps bounds a batch's record timestamps, as its walk finds them:
+// every record's timestamp lies in [Min, Max]. For a CreateTime batch Min is
+// the smallest baseTimestamp plus timestampDelta and Max the largest, but
+// never below NoTimestamp (Max is what Kafka computes as the batch's
+// maxTimestamp, starting from NO_TIMESTAMP); for a LogAppendTime batch both
+// are the batch's maxTimestamp (every record reads it as its own); for a
+// batch without records both are NoTimestamp.
+type Timestamps struct {
+	Min, Max int64
+}
+
 // CheckRecords walks the records of the batch that starts b, as Records does,
 // and applies the record rules of mode: under Strict, each offsetDelta must
 // equal its record's index, as a producer assigns them; under Stored, offset
@@ -84,15 +95,22 @@ func CheckRecords(h Header, b []byte, mode Mode, limit int) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return walk(h, data, mode, nil, nil)
+		ts, err := walk(h, data, mode, nil, nil)
+		return ts.Max, err
 	}
-	// The decompressed records are only walked, never kept: decompress
-	// into a pooled buffer.
+	ts, err := checkCompressed(h, b, mode, limit)
+	return ts.Max, err
+}
+
+// checkCompressed walks the records of the compressed batch that starts b.
+// The decompressed records are only walked, never kept: they are inflated
+// into a pooled buffer.
+func checkCompressed(h Header, b []byte, mode Mode, limit int) (Timestamps, error) {
 	bp := getScratch()
 	data, err := recordsSectionTo(h, b, *bp, limit)
 	if err != nil {
 		putScratch(bp, nil)
-		return 0, err
+		return Timestamps{}, err
 	}
 	ts, err := walk(h, data, mode, nil, nil)
 	putScratch(bp, data)
@@ -148,7 +166,7 @@ func recordsSectionTo(h Header, b, dst []byte, limit int) ([]byte, error) {
 }
 
 // walk decodes the uncompressed records section data of the batch h, checks
-// it under mode, and returns the largest record timestamp. With fn nil it
+// it under mode, and returns the range of its record timestamps. With fn nil it
 // only checks, and does not touch r; with fn set it fills r, headers
 // included, and calls fn for each record.
 //
@@ -156,28 +174,30 @@ func recordsSectionTo(h Header, b, dst []byte, limit int) ([]byte, error) {
 // bytes left before it is used, the declared count is checked against what
 // the bytes can hold before the first record is read, and the only slice
 // that grows is r.Headers, one header per two bytes of input at most.
-func walk(h Header, data []byte, mode Mode, r *Record, fn func(*Record) error) (int64, error) {
+func walk(h Header, data []byte, mode Mode, r *Record, fn func(*Record) error) (Timestamps, error) {
 	if h.NumRecords < 0 {
-		return 0, fmt.Errorf("%w: recordsCount %d", ErrCount, h.NumRecords)
+		return Timestamps{}, fmt.Errorf("%w: recordsCount %d", ErrCount, h.NumRecords)
 	}
 	count := int(h.NumRecords)
 	if count > len(data)/recordSizeMin {
-		return 0, fmt.Errorf("%w: %d records declared in %d bytes", ErrRecord, count, len(data))
+		return Timestamps{}, fmt.Errorf("%w: %d records declared in %d bytes", ErrRecord, count, len(data))
 	}
 	createTime := !h.LogAppendTime()
-	maxTimestamp := NoTimestamp
-	if !createTime && count > 0 {
-		maxTimestamp = h.MaxTimestamp
+	minTimestamp, maxTimestamp := int64(math.MaxInt64), NoTimestamp
+	if count == 0 {
+		minTimestamp = NoTimestamp
+	} else if !createTime {
+		minTimestamp, maxTimestamp = h.MaxTimestamp, h.MaxTimestamp
 	}
 	prevDelta := int32(-1)
 	pos := 0
 	for i := 0; i < count; i++ {
 		if pos == len(data) {
-			return 0, fmt.Errorf("%w: %d records declared, %d present", ErrRecord, count, i)
+			return Timestamps{}, fmt.Errorf("%w: %d records declared, %d present", ErrRecord, count, i)
 		}
 		length, next := readVarint(data, pos)
 		if next < 0 || length < recordBodyMin || int(length) > len(data)-next {
-			return 0, fmt.Errorf("%w: record %d: length %d with %d bytes left", ErrRecord, i, length, len(data)-pos)
+			return Timestamps{}, fmt.Errorf("%w: record %d: length %d with %d bytes left", ErrRecord, i, length, len(data)-pos)
 		}
 		pos = next + int(length)
 		body := data[next:pos:pos]
@@ -205,28 +225,29 @@ func walk(h Header, data []byte, mode Mode, r *Record, fn func(*Record) error) (
 			}
 		}
 		if j < 0 {
-			return 0, fmt.Errorf("%w: record %d: malformed field", ErrRecord, i)
+			return Timestamps{}, fmt.Errorf("%w: record %d: malformed field", ErrRecord, i)
 		}
 		if j != len(body) {
-			return 0, fmt.Errorf("%w: record %d: %d bytes after its last header", ErrRecord, i, len(body)-j)
+			return Timestamps{}, fmt.Errorf("%w: record %d: %d bytes after its last header", ErrRecord, i, len(body)-j)
 		}
 
 		// Offset deltas. A producer numbers its records 0, 1, 2...;
 		// compaction removes some, so a stored batch only keeps them
 		// increasing and within lastOffsetDelta.
 		if mode == Strict && offsetDelta != int32(i) {
-			return 0, fmt.Errorf("%w: record %d has offsetDelta %d", ErrRecord, i, offsetDelta)
+			return Timestamps{}, fmt.Errorf("%w: record %d has offsetDelta %d", ErrRecord, i, offsetDelta)
 		}
 		if offsetDelta <= prevDelta || offsetDelta > h.LastOffsetDelta {
-			return 0, fmt.Errorf("%w: record %d: offsetDelta %d after %d, lastOffsetDelta %d", ErrRecord, i, offsetDelta, prevDelta, h.LastOffsetDelta)
+			return Timestamps{}, fmt.Errorf("%w: record %d: offsetDelta %d after %d, lastOffsetDelta %d", ErrRecord, i, offsetDelta, prevDelta, h.LastOffsetDelta)
 		}
 		prevDelta = offsetDelta
 
 		if createTime {
 			ts, ok := addTimestamp(h.BaseTimestamp, timestampDelta)
 			if !ok {
-				return 0, fmt.Errorf("%w: record %d: baseTimestamp %d + delta %d", ErrTimestamp, i, h.BaseTimestamp, timestampDelta)
+				return Timestamps{}, fmt.Errorf("%w: record %d: baseTimestamp %d + delta %d", ErrTimestamp, i, h.BaseTimestamp, timestampDelta)
 			}
+			minTimestamp = min(minTimestamp, ts)
 			maxTimestamp = max(maxTimestamp, ts)
 		}
 
@@ -237,14 +258,14 @@ func walk(h Header, data []byte, mode Mode, r *Record, fn func(*Record) error) (
 			r.Key = key
 			r.Value = value
 			if err := fn(r); err != nil {
-				return 0, err
+				return Timestamps{}, err
 			}
 		}
 	}
 	if pos != len(data) {
-		return 0, fmt.Errorf("%w: %d bytes after the %d declared records", ErrRecord, len(data)-pos, count)
+		return Timestamps{}, fmt.Errorf("%w: %d bytes after the %d declared records", ErrRecord, len(data)-pos, count)
 	}
-	return maxTimestamp, nil
+	return Timestamps{Min: minTimestamp, Max: maxTimestamp}, nil
 }
 
 // addTimestamp adds a record's timestamp delta to the batch's base

@@ -58,16 +58,8 @@ func Validate(b []byte, mode Mode) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	if size := h.Size(); len(b) < size {
-		return Header{}, fmt.Errorf("%w: batch of %d bytes, %d present", ErrShort, size, len(b))
-	} else if len(b) > size {
-		return Header{}, fmt.Errorf("%w: %d bytes after a batch of %d", ErrLength, len(b)-size, size)
-	}
-	if crc := Checksum(b); crc != h.CRC {
-		return Header{}, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrCRC, h.CRC, crc)
-	}
-	if c := h.Codec(); !c.Valid() {
-		return Header{}, fmt.Errorf("%w: %d", ErrCodec, int(c))
+	if err := checkFrame(h, b); err != nil {
+		return Header{}, err
 	}
 	if mode == Stored {
 		if err := checkStored(h); err != nil {
@@ -84,6 +76,52 @@ func Validate(b []byte, mode Mode) (Header, error) {
 		}
 	}
 	return h, nil
+}
+
+// ValidateProduced is Validate under Strict followed, for a compressed
+// batch, by CheckRecords under Strict with limit: every check a broker makes
+// of a producer's batch, each record walked exactly once, compressed or not.
+// It also returns the bounds of the records' timestamps found on that walk,
+// so that the broker's timestamp rules (message.timestamp.before.max.ms and
+// after.max.ms) need no second walk when the bounds satisfy them.
+func ValidateProduced(b []byte, limit int) (Header, Timestamps, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return Header{}, Timestamps{}, err
+	}
+	if err := checkFrame(h, b); err != nil {
+		return Header{}, Timestamps{}, err
+	}
+	if err := checkStrict(h); err != nil {
+		return Header{}, Timestamps{}, err
+	}
+	var ts Timestamps
+	if h.Codec() == None {
+		ts, err = walk(h, b[RecordsPos:], Strict, nil, nil)
+	} else {
+		ts, err = checkCompressed(h, b, Strict, limit)
+	}
+	if err != nil {
+		return Header{}, Timestamps{}, err
+	}
+	return h, ts, nil
+}
+
+// checkFrame applies Validate's checks common to every mode, in its order:
+// the size, then the CRC, then the codec.
+func checkFrame(h Header, b []byte) error {
+	if size := h.Size(); len(b) < size {
+		return fmt.Errorf("%w: batch of %d bytes, %d present", ErrShort, size, len(b))
+	} else if len(b) > size {
+		return fmt.Errorf("%w: %d bytes after a batch of %d", ErrLength, len(b)-size, size)
+	}
+	if crc := Checksum(b); crc != h.CRC {
+		return fmt.Errorf("%w: stored %#08x, computed %#08x", ErrCRC, h.CRC, crc)
+	}
+	if c := h.Codec(); !c.Valid() {
+		return fmt.Errorf("%w: %d", ErrCodec, int(c))
+	}
+	return nil
 }
 
 // checkStrict applies the header rules for a batch from a producer; they are
