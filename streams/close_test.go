@@ -46,38 +46,14 @@ func TestCloseDuringCommit(t *testing.T) {
 		hook := &onWrite{key: 28} // TxnOffsetCommit
 		a := startApp(t, topo, Config{ApplicationID: "cc", Brokers: []string{addr}, StateDir: t.TempDir(),
 			Guarantee: ExactlyOnce, ClientOpts: []kgo.Opt{kgo.WithHooks(hook)}})
-		prod := newClient(t, addr)
-		produce := func(from, to int) {
-			var recs []*kgo.Record
-			for i := from; i < to; i++ {
-				recs = append(recs, &kgo.Record{Topic: "cc-in", Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
-			}
-			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		adm := kadm.NewClient(newClient(t, addr))
-		committed := func() int64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			offs, err := adm.FetchOffsets(ctx, "cc")
-			if err != nil {
-				t.Fatal(err)
-			}
-			o, _ := offs.Lookup("cc-in", 0)
-			return o.At
-		}
-		produce(0, 5)
-		for deadline := time.Now().Add(15 * time.Second); committed() != 5; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("committed offset %d, want 5", committed())
-			}
-		}
+		in := newKeyedInput(t, addr, "cc-in", "cc")
+		in.produce(0, 5)
+		in.waitCommitted(5, 15*time.Second)
 		// The next commit is the loop's, of the next 5 records: Close's
 		// first step (a.cancel) lands in it.
 		stop := func() { a.cancel() }
 		hook.fn.Store(&stop)
-		produce(5, 10)
+		in.produce(5, 10)
 		select {
 		case <-a.done:
 		case <-time.After(15 * time.Second):
@@ -89,7 +65,7 @@ func TestCloseDuringCommit(t *testing.T) {
 		if hook.fn.Load() != nil {
 			t.Fatal("no TxnOffsetCommit was written")
 		}
-		if at := committed(); at != 10 {
+		if at := in.committed(); at != 10 {
 			t.Fatalf("committed offset %d, want 10: the commit Close landed in did not finish", at)
 		}
 		if got := readAll(t, addr, "cc-out"); len(got) != 10 {
@@ -120,37 +96,9 @@ func TestCloseContextBounded(t *testing.T) {
 		}
 		hook := &onWrite{key: 28} // TxnOffsetCommit
 		a := startApp(t, topo, cfg(kgo.WithHooks(hook)))
-		prod := newClient(t, addr)
-		produce := func(from, to int) {
-			var recs []*kgo.Record
-			for i := from; i < to; i++ {
-				recs = append(recs, &kgo.Record{Topic: "cb-in", Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
-			}
-			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		adm := kadm.NewClient(newClient(t, addr))
-		committed := func() int64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			offs, err := adm.FetchOffsets(ctx, "cb")
-			if err != nil {
-				t.Fatal(err)
-			}
-			o, _ := offs.Lookup("cb-in", 0)
-			return o.At
-		}
-		waitCommitted := func(want int64) {
-			t.Helper()
-			for deadline := time.Now().Add(20 * time.Second); committed() != want; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("committed offset %d, want %d", committed(), want)
-				}
-			}
-		}
-		produce(0, 5)
-		waitCommitted(5)
+		in := newKeyedInput(t, addr, "cb-in", "cb")
+		in.produce(0, 5)
+		in.waitCommitted(5, 20*time.Second)
 		// The next commit hangs in the hook until released.
 		entered, release := make(chan struct{}), make(chan struct{})
 		hang := func() { close(entered); <-release }
@@ -162,7 +110,7 @@ func TestCloseContextBounded(t *testing.T) {
 				close(release)
 			}
 		}()
-		produce(5, 10)
+		in.produce(5, 10)
 		select {
 		case <-entered:
 		case <-time.After(15 * time.Second):
@@ -193,7 +141,7 @@ func TestCloseContextBounded(t *testing.T) {
 		// Started again, the instance fences its previous life; the
 		// records of the cut transaction are processed again, once.
 		startApp(t, topo, cfg())
-		waitCommitted(10)
+		in.waitCommitted(10, 20*time.Second)
 		got := readAll(t, addr, "cb-out")
 		seen := map[string]int{}
 		for _, r := range got {
@@ -227,43 +175,19 @@ func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
 		}
 		a := startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),
 			Guarantee: ExactlyOnce, InstanceID: "one"})
-		prod := newClient(t, addr)
-		produce := func(from, to int) {
-			var recs []*kgo.Record
-			for i := from; i < to; i++ {
-				recs = append(recs, &kgo.Record{Topic: "sd-in", Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
-			}
-			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		adm := kadm.NewClient(newClient(t, addr))
-		committed := func() int64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			offs, err := adm.FetchOffsets(ctx, "sd")
-			if err != nil {
-				t.Fatal(err)
-			}
-			o, _ := offs.Lookup("sd-in", 0)
-			return o.At
-		}
-		produce(0, 5)
-		for deadline := time.Now().Add(20 * time.Second); committed() != 5; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("committed offset %d, want 5", committed())
-			}
-		}
+		in := newKeyedInput(t, addr, "sd-in", "sd")
+		in.produce(0, 5)
+		in.waitCommitted(5, 20*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := adm.DeleteTopics(ctx, "sd-out"); err != nil {
+		if _, err := in.adm.DeleteTopics(ctx, "sd-out"); err != nil {
 			t.Fatal(err)
 		}
-		produce(5, 10)
+		in.produce(5, 10)
 		// Records 5-9 cannot be written: however many transactions the
 		// application tries meanwhile, none commits them.
 		time.Sleep(3 * time.Second)
-		if at := committed(); at != 5 {
+		if at := in.committed(); at != 5 {
 			t.Fatalf("committed offset %d with the output topic deleted, want 5 (a transaction committed without its records)", at)
 		}
 		select {
@@ -281,11 +205,7 @@ func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
 		createTopic(t, addr, "sd-out", 1, nil)
 		startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),
 			Guarantee: ExactlyOnce, InstanceID: "one"})
-		for deadline := time.Now().Add(30 * time.Second); committed() != 10; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("committed offset %d after the output topic came back, want 10", committed())
-			}
-		}
+		in.waitCommitted(10, 30*time.Second)
 		got := readAll(t, addr, "sd-out")
 		seen := map[string]int{}
 		for _, r := range got {
@@ -297,4 +217,51 @@ func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// keyedInput produces records keyed from..to-1 (value "x") to topic, and
+// reads the group's committed offset of its partition 0: the tests of
+// this file drive a one-partition pass-through application with them.
+type keyedInput struct {
+	t            *testing.T
+	prod         *kgo.Client
+	adm          *kadm.Client
+	topic, group string
+}
+
+func newKeyedInput(t *testing.T, addr, topic, group string) *keyedInput {
+	return &keyedInput{t: t, prod: newClient(t, addr), adm: kadm.NewClient(newClient(t, addr)), topic: topic, group: group}
+}
+
+func (k *keyedInput) produce(from, to int) {
+	k.t.Helper()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: k.topic, Key: []byte(fmt.Sprint(i)), Value: []byte("x")})
+	}
+	if err := k.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+func (k *keyedInput) committed() int64 {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := k.adm.FetchOffsets(ctx, k.group)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	o, _ := offs.Lookup(k.topic, 0)
+	return o.At
+}
+
+// waitCommitted waits up to d for the committed offset to be want.
+func (k *keyedInput) waitCommitted(want int64, d time.Duration) {
+	k.t.Helper()
+	for deadline := time.Now().Add(d); k.committed() != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			k.t.Fatalf("committed offset %d, want %d", k.committed(), want)
+		}
+	}
 }
