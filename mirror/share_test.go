@@ -135,6 +135,11 @@ func startFlowProc(t *testing.T, name string, args ...string) *flowProc {
 }
 
 // waitFor is testkit.WaitFor that shows the processes' logs on failure.
+// procWait bounds the waits on mirror processes: a suite run at load 10
+// to 20 stalled one for 12 s (its 100 ms progress ticker silent), and a
+// 15 s bound failed TestMirrorTasksMaxChangeFencesZombie on it.
+const procWait = 60 * time.Second
+
 func waitFor(t *testing.T, d time.Duration, what string, dump func(), cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -193,7 +198,7 @@ func TestMirrorSharedFlow(t *testing.T) {
 			t.Logf("%s:\n%s", p.name, p.out.String())
 		}
 	}
-	waitFor(t, 15*time.Second, "both processes mirroring", dump, func() bool { return p1.records() > 0 && p2.records() > 0 })
+	waitFor(t, procWait, "both processes mirroring", dump, func() bool { return p1.records() > 0 && p2.records() > 0 })
 	// A second of steady sharing: a process that fenced the other would
 	// fail and start over.
 	time.Sleep(time.Second)
@@ -233,7 +238,7 @@ func TestMirrorSharedFlow(t *testing.T) {
 		last = startFlowProc(t, "p3", args...)
 	}
 	before := last.records()
-	waitFor(t, 15*time.Second, "a process mirroring after the kill", func() { dump(); t.Logf("p3:\n%s", last.out.String()) },
+	waitFor(t, procWait, "a process mirroring after the kill", func() { dump(); t.Logf("p3:\n%s", last.out.String()) },
 		func() bool { return last.records() > before })
 	acked, total := prod.finish(t)
 	checkExactlyOnce(t, b, "A.s", acked, total)
@@ -288,13 +293,13 @@ func TestMirrorTasksMaxChangeFencesZombie(t *testing.T) {
 			t.Logf("new:\n%s", neu.out.String())
 		}
 	}
-	waitFor(t, 15*time.Second, "the old process mirroring", dump, func() bool { return old.records() > 0 })
+	waitFor(t, procWait, "the old process mirroring", dump, func() bool { return old.records() > 0 })
 	time.Sleep(500 * time.Millisecond)
 	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	neu = startFlowProc(t, "new", writeMirrorConfig(t, a, b, 2)...)
-	waitFor(t, 15*time.Second, "the new process mirroring", dump, func() bool { return neu.records() > 0 })
+	waitFor(t, procWait, "the new process mirroring", dump, func() bool { return neu.records() > 0 })
 	time.Sleep(500 * time.Millisecond)
 	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
