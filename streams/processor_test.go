@@ -357,3 +357,39 @@ func TestProcessorTopologyErrors(t *testing.T) {
 		t.Errorf("other store: %v, want ErrUnknownStore", err)
 	}
 }
+
+// TestPunctuationSchedule: the stream-time schedule as Kafka's
+// PunctuationSchedule (first record fires, then each crossing of the
+// next multiple of the interval fires once), rewound to its committed
+// state as an aborted transaction rewinds stream time, and cancelled.
+func TestPunctuationSchedule(t *testing.T) {
+	tk := &task{}
+	var fired []int64
+	cancel := tk.schedule(10*time.Second, StreamTimePunctuation, func(ts time.Time) { fired = append(fired, ts.UnixMilli()) })
+	for _, st := range []int64{5_000, 9_999, 10_000, 10_500, 47_000, 49_999, 50_000} {
+		tk.punctuate(StreamTimePunctuation, st)
+	}
+	tk.punctuate(WallClockPunctuation, 1_000_000) // another type: nothing
+	if fmt.Sprint(fired) != "[5000 10000 47000 50000]" {
+		t.Fatalf("fired at %v", fired)
+	}
+	tk.punctuationsCommitted()
+	fired = nil
+	tk.punctuate(StreamTimePunctuation, 61_000)
+	tk.punctuate(StreamTimePunctuation, 75_000)
+	tk.rewindPunctuations() // aborted: the records since the commit come again
+	tk.punctuate(StreamTimePunctuation, 61_000)
+	tk.punctuate(StreamTimePunctuation, 75_000)
+	if fmt.Sprint(fired) != "[61000 75000 61000 75000]" {
+		t.Fatalf("after the rewind, fired at %v", fired)
+	}
+	if tk.punctuations.Load() != 8 {
+		t.Errorf("counted %d punctuations, want 8", tk.punctuations.Load())
+	}
+	cancel()
+	fired = nil
+	tk.punctuate(StreamTimePunctuation, 1_000_000)
+	if len(fired) != 0 || len(tk.puncts) != 0 {
+		t.Errorf("cancelled, fired at %v, %d scheduled", fired, len(tk.puncts))
+	}
+}
