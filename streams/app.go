@@ -421,10 +421,16 @@ func (a *App) run(ctx, commitCtx context.Context) {
 // commitCtx, which only a kill cancels.
 func (a *App) loop(ctx, commitCtx context.Context) error {
 	lastCommit := time.Now()
+	var nextWall time.Time // the next wall-clock punctuation, zero if none
 	for {
 		// kgo returns from a poll only with records: a deadline makes an
-		// idle loop come round to commit what it holds.
-		pctx, cancel := context.WithTimeout(ctx, a.cfg.CommitInterval)
+		// idle loop come round to commit what it holds, and to fire the
+		// wall-clock punctuations when they are due.
+		wait := a.cfg.CommitInterval
+		if !nextWall.IsZero() {
+			wait = max(min(wait, time.Until(nextWall)), time.Millisecond)
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		a.assignMu.Lock()
 		a.wakePoll = cancel
 		a.assignMu.Unlock()
@@ -483,6 +489,11 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 			}
 			t.setLag(p.Topic, p.HighWatermark-p.Records[len(p.Records)-1].Offset-1)
 		})
+		if fatal == nil {
+			if err := a.punctuateWallClockLocked(); err != nil {
+				fatal = fmt.Errorf("streams: wall-clock punctuation: %w", err)
+			}
+		}
 		if fatal != nil {
 			if a.sess != nil && a.inTxn {
 				_, _ = a.sess.End(commitCtx, kgo.TryAbort)
@@ -499,6 +510,7 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 			lastCommit = time.Now()
 			a.purge.maybeStart(a.adm, a.log)
 		}
+		nextWall = a.nextWallClockLocked()
 		a.mu.Unlock()
 		if a.sess == nil {
 			a.cl.AllowRebalance()
@@ -669,6 +681,11 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 			a.owned[t][p] = true
 		}
 	}
+	// The loop creates the tasks now, not at its next record or commit
+	// interval: their processors' wall-clock punctuations start with them.
+	if a.wakePoll != nil {
+		a.wakePoll()
+	}
 }
 
 // takeAssignedLocked creates the tasks of newly assigned partitions and
@@ -714,7 +731,15 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 	if err := a.restoreTimes(ctx, fresh); err != nil {
 		return err
 	}
-	return a.restoreTasks(ctx, fresh)
+	if err := a.restoreTasks(ctx, fresh); err != nil {
+		return err
+	}
+	for _, t := range fresh {
+		if err := t.initProcessors(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // onRevoked commits what the revoked tasks processed and closes them

@@ -250,6 +250,55 @@
 // table with a store of its own (Named names it), so it can be queried
 // and joined further. fkjoin.go draws the wire formats.
 //
+// # The Processor API
+//
+// Process runs a user Processor (Kafka's Processor API, KIP-478), one
+// instance per task, with key-value stores declared on the builder and
+// given to it by name, and punctuations scheduled from its Init:
+//
+//	type summer struct {
+//		ctx  *streams.ProcessorContext[string, int64]
+//		sums *streams.KeyValueStore[string, int64]
+//	}
+//
+//	func (p *summer) Init(ctx *streams.ProcessorContext[string, int64]) (err error) {
+//		p.ctx = ctx
+//		if p.sums, err = streams.GetKeyValueStore[string, int64](ctx, "sums"); err != nil {
+//			return err
+//		}
+//		ctx.Schedule(10*time.Second, streams.StreamTimePunctuation, func(ts time.Time) {
+//			var n int64
+//			_ = p.sums.Range(func(string, int64) bool { n++; return true })
+//			ctx.Forward(streams.Record[string, int64]{Key: "#keys", Value: n, Timestamp: ts})
+//		})
+//		return nil
+//	}
+//
+//	func (p *summer) Process(r streams.Record[string, int64]) {
+//		old, _, _ := p.sums.Get(r.Key)
+//		_ = p.sums.Put(r.Key, old+r.Value)
+//		p.ctx.Forward(streams.Record[string, int64]{Key: r.Key, Value: old + r.Value, Timestamp: r.Timestamp})
+//	}
+//
+//	func (p *summer) Close() {}
+//
+//	b := streams.NewBuilder()
+//	streams.AddKeyValueStore(b, "sums", streams.String, streams.Int64)
+//	in := streams.Source(b, []string{"amounts"}, streams.String, streams.Int64)
+//	streams.Process(in, func() streams.Processor[string, int64, string, int64] { return &summer{} },
+//		streams.Stores("sums"), streams.KeySerde(streams.String), streams.ValueSerde(streams.Int64)).To("sums")
+//
+// Init runs after the task's stores are restored, Close when the task
+// closes; Process, Init, Close and the punctuators all run on the
+// processing goroutine. A stream-time punctuation fires with the first
+// record after Schedule, then when a record carries stream time to the
+// next multiple of the interval (once, however many intervals it
+// skipped); a wall-clock one fires from the loop between polls, whose
+// wait it bounds. What a punctuator forwards and stores is committed
+// with the records' outputs (exactly once: in the open transaction, one
+// begun for it if none is). An aborted transaction rewinds the
+// stream-time punctuations with stream time.
+//
 // # Extension points
 //
 //   - task.streamTime is the largest timestamp seen (restored at task

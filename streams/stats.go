@@ -18,6 +18,10 @@ type TaskStats struct {
 	Restored  int64
 	Restoring bool
 	Dropped   int64 // records of windows already closed (late), and foreign-key join answers for a left value since changed (stale)
+	// Punctuations fired (stream time and wall clock) and the time spent
+	// in them: Kafka Streams' punctuate-total and punctuate-latency.
+	Punctuations    int64
+	PunctuationTime time.Duration
 }
 
 // Stats is a snapshot of the instance's tasks, sorted by task id, with
@@ -48,7 +52,8 @@ func (a *App) Stats() Stats {
 	var total int64
 	for id, t := range a.tasks {
 		ts := TaskStats{Task: id.String(), Processed: t.processed.Load(), Lag: t.lag.Load(),
-			Restored: t.restored.Load(), Restoring: t.restoring.Load(), Dropped: t.dropped.Load()}
+			Restored: t.restored.Load(), Restoring: t.restoring.Load(), Dropped: t.dropped.Load(),
+			Punctuations: t.punctuations.Load(), PunctuationTime: time.Duration(t.punctuationNanos.Load())}
 		total += ts.Processed
 		s.Tasks = append(s.Tasks, ts)
 	}
@@ -71,7 +76,9 @@ func (a *App) Stats() Stats {
 // Collector returns a Prometheus collector of the per-task counters,
 // read at scrape time: ringlog_streams_task_processed_total,
 // ringlog_streams_task_lag_records and
-// ringlog_streams_task_restored_records_total, and for standby tasks
+// ringlog_streams_task_restored_records_total,
+// ringlog_streams_task_punctuations_total and
+// ringlog_streams_task_punctuation_seconds_total, and for standby tasks
 // ringlog_streams_standby_applied_records_total and
 // ringlog_streams_standby_lag_records, labelled by application and task. Register it with the program's registry.
 func (a *App) Collector() prometheus.Collector { return &collector{a: a} }
@@ -80,6 +87,8 @@ var (
 	descProcessed = prometheus.NewDesc("ringlog_streams_task_processed_total", "Records processed by the task.", []string{"application", "task"}, nil)
 	descLag       = prometheus.NewDesc("ringlog_streams_task_lag_records", "Records between the task's last fetched offset and its partitions' high watermark.", []string{"application", "task"}, nil)
 	descRestored  = prometheus.NewDesc("ringlog_streams_task_restored_records_total", "Changelog records restored into the task's stores.", []string{"application", "task"}, nil)
+	descPuncts    = prometheus.NewDesc("ringlog_streams_task_punctuations_total", "Punctuations fired in the task (stream time and wall clock).", []string{"application", "task"}, nil)
+	descPunctSecs = prometheus.NewDesc("ringlog_streams_task_punctuation_seconds_total", "Time spent in the task's punctuators.", []string{"application", "task"}, nil)
 	descSBApplied = prometheus.NewDesc("ringlog_streams_standby_applied_records_total", "Changelog records applied to the stores of a standby task.", []string{"application", "task"}, nil)
 	descSBLag     = prometheus.NewDesc("ringlog_streams_standby_lag_records", "Records between a standby task's stores and its changelogs' high watermarks.", []string{"application", "task"}, nil)
 )
@@ -90,6 +99,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProcessed
 	ch <- descLag
 	ch <- descRestored
+	ch <- descPuncts
+	ch <- descPunctSecs
 	ch <- descSBApplied
 	ch <- descSBLag
 }
@@ -106,5 +117,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descProcessed, prometheus.CounterValue, float64(t.processed.Load()), app, id.String())
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(t.lag.Load()), app, id.String())
 		ch <- prometheus.MustNewConstMetric(descRestored, prometheus.CounterValue, float64(t.restored.Load()), app, id.String())
+		ch <- prometheus.MustNewConstMetric(descPuncts, prometheus.CounterValue, float64(t.punctuations.Load()), app, id.String())
+		ch <- prometheus.MustNewConstMetric(descPunctSecs, prometheus.CounterValue, time.Duration(t.punctuationNanos.Load()).Seconds(), app, id.String())
 	}
 }

@@ -56,6 +56,11 @@ type task struct {
 	dropped   atomic.Int64 // records dropped for windows closed (late: stream time past end + grace), stale foreign-key join answers
 	restored  atomic.Int64 // changelog records restored
 	restoring atomic.Bool
+
+	procs            []*taskProc    // Process operators' instances (processor.go)
+	puncts           []*punctuation // scheduled punctuations (punctuate.go)
+	punctuations     atomic.Int64   // punctuations fired
+	punctuationNanos atomic.Int64   // time spent in punctuators
 }
 
 func (a *App) newTask(id taskID) (*task, error) {
@@ -114,6 +119,9 @@ func (t *task) process(r *kgo.Record) error {
 		t.fail(err)
 	}
 	t.processed.Add(1)
+	if t.err == nil {
+		t.punctuate(StreamTimePunctuation, t.streamTime)
+	}
 	return t.err
 }
 
@@ -182,6 +190,7 @@ func (s *taskStore) log(k, v []byte, ts time.Time) {
 // (flushed, or their transaction committed).
 func (t *task) commitState() error {
 	t.timesCommitted()
+	t.punctuationsCommitted()
 	if t.db == nil {
 		return nil
 	}
@@ -208,6 +217,7 @@ func (t *task) discardState() {
 		nc.drop()
 	}
 	t.rewindTimes()
+	t.rewindPunctuations()
 	if t.db == nil {
 		return
 	}
@@ -221,6 +231,7 @@ func (t *task) discardState() {
 }
 
 func (t *task) close() error {
+	t.closeProcessors()
 	for _, nc := range t.caches { // clean after a commit; dirty if discarded
 		nc.drop()
 	}

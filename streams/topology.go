@@ -59,6 +59,9 @@ type node struct {
 	sinkPartitioned bool
 
 	stores []*storeDef // stores this node reads and writes
+	// storeNames are the processor stores a Process node was given
+	// (Stores), connected by Build.
+	storeNames []string
 
 	// windowFinal is set on windowed aggregations: the stream time at
 	// which a window ending at end (ms) can no longer change (Suppress).
@@ -106,18 +109,21 @@ func newStoreDef[K, V any](name string, k Serde[K], v Serde[V]) *storeDef {
 // Builder collects a topology. It is not safe for concurrent use; Build
 // checks it and returns an immutable Topology.
 type Builder struct {
-	nodes   []*node
-	stores  map[string]*storeDef
-	globals []*globalDef
-	copart  []copartGroup // the two sides of each join (join.go)
-	names   map[string]int
-	seq     int
-	errs    []error
+	nodes  []*node
+	stores map[string]*storeDef
+	// procStores are declared by AddKeyValueStore, connected to their
+	// processor by Build.
+	procStores map[string]*storeDef
+	globals    []*globalDef
+	copart     []copartGroup // the two sides of each join (join.go)
+	names      map[string]int
+	seq        int
+	errs       []error
 }
 
 // NewBuilder returns an empty topology builder.
 func NewBuilder() *Builder {
-	return &Builder{stores: map[string]*storeDef{}, names: map[string]int{}}
+	return &Builder{stores: map[string]*storeDef{}, procStores: map[string]*storeDef{}, names: map[string]int{}}
 }
 
 func (b *Builder) errorf(format string, args ...any) {
@@ -164,6 +170,7 @@ type opConf struct {
 	name      string
 	key, val  any
 	retention time.Duration // windowed stores (Retention)
+	stores    []string      // processor stores (Stores)
 }
 
 // Named names an operation: its processor, and for a stateful one its
@@ -232,6 +239,7 @@ type subtopology struct {
 // serdes are missing.
 func (b *Builder) Build() (*Topology, error) {
 	errs := append([]error(nil), b.errs...)
+	errs = append(errs, b.connectProcStores()...)
 	if len(b.nodes) == 0 || !hasSource(b.nodes) {
 		if len(b.globals) == 0 {
 			errs = append(errs, fmt.Errorf("%w: no source: add a Stream or a Table", ErrTopology))
