@@ -131,6 +131,9 @@
 //	co-partitioning           checked at start          checked at Start, per join; repartition topics sized to match
 //	interactive queries       View (a whole table)      Store(name).Get(key), per instance
 //	topology checked at start partly                    Build and Start, all mistakes at once
+//	standby replicas          no                        NumStandbyReplicas (changelogs read ahead)
+//	pattern sources           no                        SourcePattern, new matching topics picked up
+//	low-level processors      the group callback        Process, with stores and punctuation
 //
 // # Concurrency
 //
