@@ -683,9 +683,7 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 	}
 	// The loop creates the tasks now, not at its next record or commit
 	// interval: their processors' wall-clock punctuations start with them.
-	if a.wakePoll != nil {
-		a.wakePoll()
-	}
+	a.wakeLocked()
 }
 
 // takeAssignedLocked creates the tasks of newly assigned partitions and
@@ -772,6 +770,11 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 func (a *App) wake() {
 	a.assignMu.Lock()
 	defer a.assignMu.Unlock()
+	a.wakeLocked()
+}
+
+// wakeLocked is wake with assignMu held.
+func (a *App) wakeLocked() {
 	if a.wakePoll != nil {
 		a.wakePoll()
 	}
@@ -806,9 +809,7 @@ func (a *App) handOverRevoked(gone map[string][]int32) {
 	for t, ps := range gone {
 		a.revoked[t] = append(a.revoked[t], ps...)
 	}
-	if a.wakePoll != nil {
-		a.wakePoll()
-	}
+	a.wakeLocked()
 }
 
 // takeRevokedLocked closes the tasks of the partitions handOverRevoked

@@ -35,14 +35,7 @@ func (h *onWrite) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ tim
 // uncommitted, while Close returned nil.
 func TestCloseDuringCommit(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
-		createTopic(t, addr, "cc-in", 1, nil)
-		createTopic(t, addr, "cc-out", 1, nil)
-		b := NewBuilder()
-		Source(b, []string{"cc-in"}, String, String).To("cc-out")
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		topo := passThrough(t, addr, "cc-in", "cc-out")
 		hook := &onWrite{key: 28} // TxnOffsetCommit
 		a := startApp(t, topo, Config{ApplicationID: "cc", Brokers: []string{addr}, StateDir: t.TempDir(),
 			Guarantee: ExactlyOnce, ClientOpts: []kgo.Opt{kgo.WithHooks(hook)}})
@@ -82,14 +75,7 @@ func TestCloseDuringCommit(t *testing.T) {
 // output exactly once.
 func TestCloseContextBounded(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
-		createTopic(t, addr, "cb-in", 1, nil)
-		createTopic(t, addr, "cb-out", 1, nil)
-		b := NewBuilder()
-		Source(b, []string{"cb-in"}, String, String).To("cb-out")
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		topo := passThrough(t, addr, "cb-in", "cb-out")
 		cfg := func(opts ...kgo.Opt) Config {
 			return Config{ApplicationID: "cb", Brokers: []string{addr}, StateDir: t.TempDir(),
 				Guarantee: ExactlyOnce, InstanceID: "one", ClientOpts: opts}
@@ -165,14 +151,7 @@ func TestCloseContextBounded(t *testing.T) {
 // output once.
 func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
-		createTopic(t, addr, "sd-in", 1, nil)
-		createTopic(t, addr, "sd-out", 1, nil)
-		b := NewBuilder()
-		Source(b, []string{"sd-in"}, String, String).To("sd-out")
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		topo := passThrough(t, addr, "sd-in", "sd-out")
 		a := startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),
 			Guarantee: ExactlyOnce, InstanceID: "one"})
 		in := newKeyedInput(t, addr, "sd-in", "sd")
@@ -264,4 +243,19 @@ func (k *keyedInput) waitCommitted(want int64, d time.Duration) {
 			k.t.Fatalf("committed offset %d, want %d", k.committed(), want)
 		}
 	}
+}
+
+// passThrough creates topics in and out (one partition each) and returns
+// the topology that copies in to out.
+func passThrough(t *testing.T, addr, in, out string) *Topology {
+	t.Helper()
+	createTopic(t, addr, in, 1, nil)
+	createTopic(t, addr, out, 1, nil)
+	b := NewBuilder()
+	Source(b, []string{in}, String, String).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }

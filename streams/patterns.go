@@ -131,9 +131,7 @@ func (a *App) watchPatterns(ctx context.Context) {
 		l := &topicList{parts: parts, gone: make(chan []string, 1)}
 		a.assignMu.Lock()
 		a.listed = l
-		if a.wakePoll != nil {
-			a.wakePoll()
-		}
+		a.wakeLocked()
 		a.assignMu.Unlock()
 		select {
 		case <-ctx.Done():

@@ -1,7 +1,10 @@
 package streams
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -110,9 +113,7 @@ func (p *repartitionPurger) noteLocked(offs map[string]map[int32]int64) {
 
 // maybeStart starts a round when one is due: an interval since the last,
 // offsets noted, no round running.
-func (p *repartitionPurger) maybeStart(adm *kadm.Client, log interface {
-	Warn(string, ...any)
-}) {
+func (p *repartitionPurger) maybeStart(adm *kadm.Client, log *slog.Logger) {
 	if p == nil {
 		return
 	}
@@ -121,13 +122,14 @@ func (p *repartitionPurger) maybeStart(adm *kadm.Client, log interface {
 	if p.stopped || p.inFlight || len(p.due) == 0 || time.Since(p.last) < p.every {
 		return
 	}
+	round := p.due
+	p.due = map[string]map[int32]int64{}
 	offs := kadm.Offsets{}
-	for t, ps := range p.due {
+	for t, ps := range round {
 		for part, o := range ps {
 			offs.AddOffset(t, part, o, -1)
 		}
 	}
-	p.due = map[string]map[int32]int64{}
 	p.last = time.Now()
 	p.inFlight = true
 	ctx, cancel := context.WithTimeout(context.Background(), purgeTimeout)
@@ -136,35 +138,29 @@ func (p *repartitionPurger) maybeStart(adm *kadm.Client, log interface {
 	go func() {
 		defer p.running.Done()
 		defer cancel()
-		failed := map[string]map[int32]int64{}
-		var first error
 		resps, err := adm.DeleteRecords(ctx, offs)
-		if err != nil {
-			first = err
-			offs.Each(func(o kadm.Offset) {
-				if failed[o.Topic] == nil {
-					failed[o.Topic] = map[int32]int64{}
+		// What did not go (all of it when the request failed) is kept
+		// for the next round.
+		failed := map[string]map[int32]int64{}
+		n, first := 0, err
+		for t, ps := range round {
+			for part, o := range ps {
+				r, ok := resps.Lookup(t, part)
+				if err == nil && ok && r.Err == nil {
+					continue
 				}
-				failed[o.Topic][o.Partition] = o.At
-			})
-		} else {
-			resps.Each(func(r kadm.DeleteRecordsResponse) {
-				if r.Err == nil {
-					return
+				if first = cmp.Or(first, r.Err); first == nil {
+					first = fmt.Errorf("no answer for %s/%d", t, part)
 				}
-				if first == nil {
-					first = r.Err
+				if failed[t] == nil {
+					failed[t] = map[int32]int64{}
 				}
-				if o, ok := offs.Lookup(r.Topic, r.Partition); ok {
-					if failed[r.Topic] == nil {
-						failed[r.Topic] = map[int32]int64{}
-					}
-					failed[r.Topic][r.Partition] = o.At
-				}
-			})
+				failed[t][part] = o
+				n++
+			}
 		}
-		if first != nil && ctx.Err() == nil {
-			log.Warn("streams: purging repartition topics", "partitions_failed", len(failed), "err", first)
+		if n > 0 && ctx.Err() == nil {
+			log.Warn("streams: purging repartition topics", "partitions_failed", n, "err", first)
 		}
 		p.mu.Lock()
 		p.inFlight = false

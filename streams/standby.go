@@ -79,9 +79,7 @@ func (a *App) setStandbysWanted(ids []taskID) {
 	a.assignMu.Lock()
 	defer a.assignMu.Unlock()
 	a.standbyWant = ids
-	if a.wakePoll != nil {
-		a.wakePoll() // the loop opens and closes standbys between polls
-	}
+	a.wakeLocked() // the loop opens and closes standbys between polls
 }
 
 // standbysHeld lists the standby tasks this member holds or was last
