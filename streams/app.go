@@ -138,6 +138,10 @@ type App struct {
 	// cuts the loop's poll short so that it opens them.
 	standbyWant []taskID
 	wakePoll    context.CancelFunc
+	// wakePending: a wake came while the loop was between two polls
+	// (after it took the handed-over work): its next poll returns at
+	// once instead of waiting up to CommitInterval with work pending.
+	wakePending bool
 
 	standby *standbys
 
@@ -433,6 +437,10 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, wait)
 		a.assignMu.Lock()
 		a.wakePoll = cancel
+		if a.wakePending {
+			a.wakePending = false
+			cancel()
+		}
 		a.assignMu.Unlock()
 		fetches := a.cl.PollRecords(pctx, a.cfg.MaxPollRecords)
 		a.assignMu.Lock()
@@ -777,6 +785,8 @@ func (a *App) wake() {
 func (a *App) wakeLocked() {
 	if a.wakePoll != nil {
 		a.wakePoll()
+	} else {
+		a.wakePending = true
 	}
 }
 

@@ -227,6 +227,14 @@ func TestProcessorWallClockPunctuation(t *testing.T) {
 		})
 		a := startApp(t, topo, Config{ApplicationID: "proc-wall", Brokers: []string{addr}, StateDir: t.TempDir(),
 			Guarantee: ExactlyOnce, InstanceID: "w", CommitInterval: time.Minute})
+		// The punctuator starts with the task: joining the group may
+		// take seconds on a loaded machine (a suite run saw none in 8 s
+		// on kfake), so the 8 s count from the task's start.
+		for joined := time.Now().Add(30 * time.Second); len(a.Stats().Tasks) == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(joined) {
+				t.Fatal("no task after 30 s")
+			}
+		}
 		deadline := time.Now().Add(8 * time.Second)
 		for walls.Load() < 3 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
