@@ -287,7 +287,12 @@ func (w *worker) abort(prod *kgo.Client, cause error) error {
 // records twice (TestMirrorSharedFlow saw it). Reading committed up to the
 // high watermark waits for that transaction to end instead: its task's
 // next owner fences it, or the coordinator aborts it at its timeout.
-func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
+//
+// With countOnly, only the task count is read, read_uncommitted: count
+// records are written outside transactions, and an open transaction
+// cannot hold this read back (takeTasks needs the count to fence a
+// previous count's tasks before it may wait for their transactions).
+func (w *worker) readOffsets(ctx context.Context, countOnly bool) (map[tp]int64, int, error) {
 	topic := w.f.OffsetsTopic()
 	ends, err := w.dstAdm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -311,9 +316,13 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
 	for p := range want {
 		start[p] = kgo.NewOffset().AtStart()
 	}
+	isolation := kgo.ReadCommitted()
+	if countOnly {
+		isolation = kgo.ReadUncommitted()
+	}
 	cl, err := w.f.targetClient(kgo.ClientID("ringlog-mirror-"+w.f.Name()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		kgo.FetchIsolationLevel(isolation), kgo.KeepControlRecords())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -341,6 +350,9 @@ func (w *worker) readOffsets(ctx context.Context) (map[tp]int64, int, error) {
 				if flow == w.f.Name() {
 					tasks = n
 				}
+				continue
+			}
+			if countOnly {
 				continue
 			}
 			sp, off, ok, err := DecodeOffset(r.Key, r.Value)

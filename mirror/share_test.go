@@ -136,8 +136,10 @@ func startFlowProc(t *testing.T, name string, args ...string) *flowProc {
 
 // waitFor is testkit.WaitFor that shows the processes' logs on failure.
 // procWait bounds the waits on mirror processes: a suite run at load 10
-// to 20 stalled one for 12 s (its 100 ms progress ticker silent), and a
-// 15 s bound failed TestMirrorTasksMaxChangeFencesZombie on it.
+// to 20 stalled one for 12 s (its 100 ms progress ticker silent). The
+// failures of TestMirrorTasksMaxChangeFencesZombie first put on load
+// were a bug: the new process waited for the zombie's open transaction
+// to time out (fencePreviousCount).
 const procWait = 60 * time.Second
 
 func waitFor(t *testing.T, d time.Duration, what string, dump func(), cond func() bool) {
@@ -295,11 +297,14 @@ func TestMirrorTasksMaxChangeFencesZombie(t *testing.T) {
 	}
 	waitFor(t, procWait, "the old process mirroring", dump, func() bool { return old.records() > 0 })
 	time.Sleep(500 * time.Millisecond)
-	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	// Paused with a transaction of task 2 or 3 open on the offsets topic:
+	// ids the new count's tasks (0 and 1) do not fence themselves.
+	pauseInTransaction(t, old, b, "mm2-offsets.A.internal", 2)
 	neu = startFlowProc(t, "new", writeMirrorConfig(t, a, b, 2)...)
-	waitFor(t, procWait, "the new process mirroring", dump, func() bool { return neu.records() > 0 })
+	// Well within the zombie's transaction timeout (a minute): the new
+	// process must fence the previous count's ids before it reads the
+	// committed offsets, which waits for that transaction.
+	waitFor(t, 20*time.Second, "the new process mirroring", dump, func() bool { return neu.records() > 0 })
 	time.Sleep(500 * time.Millisecond)
 	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -312,6 +317,56 @@ func TestMirrorTasksMaxChangeFencesZombie(t *testing.T) {
 	}
 	if t.Failed() || testing.Verbose() {
 		dump()
+	}
+}
+
+// pauseInTransaction stops p (SIGSTOP) at a moment when a transaction of
+// one of its tasks numbered from minTask on is open with records on
+// topic at addr (the source offsets are written, the commit is not),
+// trying again until it is, and returns the number of attempts.
+func pauseInTransaction(t *testing.T, p *flowProc, addr, topic string, minTask int) int {
+	t.Helper()
+	adm := kadm.NewClient(client(t, addr))
+	taskOf := regexp.MustCompile(`-([0-9]+)(\.[a-z0-9]+)?$`)
+	deadline := time.Now().Add(60 * time.Second)
+	for attempt := 1; ; attempt++ {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		// What the process sent before it stopped lands.
+		time.Sleep(20 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+		pids := map[int64]string{}
+		txns.Each(func(x kadm.ListedTransaction) {
+			if m := taskOf.FindStringSubmatch(x.TxnID); m != nil {
+				if k, _ := strconv.Atoi(m[1]); k >= minTask {
+					pids[x.ProducerID] = x.TxnID
+				}
+			}
+		})
+		var holder string
+		if err == nil && len(pids) > 0 {
+			var producers kadm.DescribedProducersTopics
+			producers, err = adm.DescribeProducers(ctx, kadm.TopicsSet{topic: nil})
+			producers.EachProducer(func(d kadm.DescribedProducer) {
+				if id, ok := pids[d.ProducerID]; ok && d.CurrentTxnStartOffset >= 0 {
+					holder = id
+				}
+			})
+		}
+		cancel()
+		if holder != "" {
+			t.Logf("%s paused with %s's transaction open on %s (attempt %d)", p.name, holder, topic, attempt)
+			return attempt
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no transaction of task %d or later open on %s in %d pauses (last error: %v)\n%s", p.name, minTask, topic, attempt, err, p.out.String())
+		}
+		time.Sleep(time.Duration(attempt%7) * time.Millisecond)
 	}
 }
 

@@ -128,7 +128,7 @@ func fenceTxnIDs(ctx context.Context, cl *kgo.Client, ids []string) error {
 // flow, tasks.max was changed: a task number then names other partitions
 // than before, and a zombie of the previous count could still commit
 // under ids this count's tasks do not fence. So every id of the previous
-// count is fenced, the new count recorded, and the offsets read again
+// count is fenced and the new count recorded before the offsets are read
 // (KIP-618 fences the previous generation's tasks the same way). A live
 // process of this count whose task shares an id fails once and starts
 // over, finding the count recorded. w.mu is held.
@@ -156,12 +156,33 @@ func (w *worker) takeTasks(ctx context.Context, ids []int) (map[tp]int64, error)
 	for _, t := range started {
 		w.tasks[t.id] = t
 	}
-	committed, recorded, err := w.readOffsets(ctx)
+	if w.f.ExactlyOnce {
+		if err := w.fencePreviousCount(ctx); err != nil {
+			return nil, err
+		}
+	}
+	committed, _, err := w.readOffsets(ctx, false)
+	return committed, err
+}
+
+// fencePreviousCount fences every transactional id of the task count
+// recorded in the offsets topic when it is not this flow's tasks.max, and
+// records this one. It must come before the committed offsets are read:
+// that read waits for open transactions, and a zombie of the previous
+// count holding one open (paused mid-transaction) would hold it back
+// until the coordinator aborts it at its timeout (a minute: a run of
+// TestMirrorTasksMaxChangeFencesZombie saw the new process idle that
+// long).
+func (w *worker) fencePreviousCount(ctx context.Context) error {
+	_, recorded, err := w.readOffsets(ctx, true)
+	if err != nil {
+		return err
+	}
 	// No record: the flow ran with one task (before tasks.max, or never),
 	// and a flow of one task records nothing.
 	prev := max(recorded, 1)
-	if err != nil || !w.f.ExactlyOnce || prev == w.f.Tasks {
-		return committed, err
+	if prev == w.f.Tasks {
+		return nil
 	}
 	w.log.Info("mirror: tasks.max changed: fencing the previous tasks' transactional ids", "flow", w.f.Name(), "from", prev, "to", w.f.Tasks)
 	var old []string
@@ -171,14 +192,13 @@ func (w *worker) takeTasks(ctx context.Context, ids []int) (map[tp]int64, error)
 		}
 	}
 	if err := fenceTxnIDs(ctx, w.dstCl, old); err != nil {
-		return nil, err
+		return err
 	}
 	rec := &kgo.Record{Topic: w.f.OffsetsTopic(), Key: taskCountKey(w.f.Name()), Value: taskCountValue(w.f.Tasks)}
 	if err := w.dstCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return nil, fmt.Errorf("record the flow's task count in %s: %w", w.f.OffsetsTopic(), err)
+		return fmt.Errorf("record the flow's task count in %s: %w", w.f.OffsetsTopic(), err)
 	}
-	committed, _, err = w.readOffsets(ctx)
-	return committed, err
+	return nil
 }
 
 // taskCountConnector names the task-count records in the offsets topic:
