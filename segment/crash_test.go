@@ -309,3 +309,90 @@ func TestStrayFilesOnOpen(t *testing.T) {
 		t.Fatalf("LEO %d", l.LEO())
 	}
 }
+
+// TestRecoverBatchStartOnUnwrittenPage: the page holding the first k
+// bytes of a batch was written back before the batch was appended (zeros
+// there), the page after it later (the rest of the batch and valid
+// batches after it). Recovery cuts the log at that batch, as at a hole of
+// unwritten pages: the zeros hide its length (k >= 12) or leave its base
+// offset 0 where 1 is due (k of 8 to 11; below 8 the zeros are the base
+// offset's own and nothing changes). The same bytes nonzero, or zeros
+// that do not reach a page boundary, are corruption and refuse the log.
+func TestRecoverBatchStartOnUnwrittenPage(t *testing.T) {
+	small := func(i, valueLen int) []byte {
+		v := make([]byte, valueLen)
+		for j := range v {
+			v[j] = byte(i + j)
+		}
+		h := batch.Header{BaseTimestamp: 1000, MaxTimestamp: 1000, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+		b, err := batch.Build(nil, h, batch.None, []batch.Record{{Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// build writes a first batch of pageSize-k bytes, so that the second
+	// starts k bytes before the first page boundary, and three more small
+	// ones; it returns the log's directory and the second batch's start.
+	build := func(t *testing.T, k int64) (string, int64) {
+		dir := t.TempDir()
+		l := openLog(t, dir, smallConfig(), Options{})
+		want := pageSize - k
+		n := int(want) - len(small(0, 0))
+		first := small(0, n)
+		for len(first) != int(want) { // the record's varints grow with n
+			n -= len(first) - int(want)
+			first = small(0, n)
+		}
+		for i, b := range [][]byte{first, small(1, 100), small(2, 100), small(3, 100)} {
+			if _, err := l.Append([][]byte{b}, AppendOptions{LeaderEpoch: int32(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		crash(l)
+		return dir, want
+	}
+	overwrite := func(t *testing.T, dir string, at int64, b []byte) {
+		f, err := os.OpenFile(filepath.Join(dir, "00000000000000000000.log"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := int64(1); k < minHole; k++ {
+		dir, at := build(t, k)
+		overwrite(t, dir, at, make([]byte, k))
+		l, err := Open(dir, smallConfig(), Options{})
+		if err != nil {
+			t.Fatalf("k=%d: %v", k, err)
+		}
+		want := int64(1) // the first batch only
+		if k < 8 {
+			want = 4
+		}
+		if l.LEO() != want {
+			t.Errorf("k=%d: LEO %d, want %d (recovery: %+v)", k, l.LEO(), want, l.Recovery())
+		}
+		crash(l)
+	}
+	for _, k := range []int64{8, 12} {
+		dir, at := build(t, k)
+		junk := make([]byte, k)
+		for i := range junk {
+			junk[i] = 0xa5
+		}
+		overwrite(t, dir, at, junk)
+		if _, err := Open(dir, smallConfig(), Options{}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("k=%d, nonzero bytes: open = %v, want ErrCorrupt", k, err)
+		}
+	}
+	// The third batch's base offset zeroed: no page boundary near it.
+	dir, at := build(t, 8)
+	overwrite(t, dir, at+int64(len(small(1, 100))), make([]byte, 8))
+	if _, err := Open(dir, smallConfig(), Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a base offset zeroed away from a page boundary: open = %v, want ErrCorrupt", err)
+	}
+}
