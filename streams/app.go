@@ -80,6 +80,15 @@ type Config struct {
 	// at most this long after it appears. 0 is DefaultMetadataMaxAge
 	// (Kafka's 5 minutes).
 	MetadataMaxAge time.Duration
+	// TaskTimeout is Kafka Streams' task.timeout.ms (KIP-572) for the
+	// commits of exactly once: a transaction that cannot commit because a
+	// record failed (its topic deleted, a write refused) is aborted and
+	// its input processed again at the next commit, and the application
+	// stops with ErrTaskTimeout (wrapping the last failure) once commits
+	// have failed so for longer than this, none succeeding. 0 is
+	// DefaultTaskTimeout (Kafka's 5 minutes); negative stops at the first
+	// failure, as at least once always does.
+	TaskTimeout time.Duration
 	// OnRestore is called from the processing goroutine as stores are
 	// restored from their changelogs (and global stores bootstrapped).
 	OnRestore func(RestoreProgress)
@@ -87,6 +96,11 @@ type Config struct {
 	ClientOpts []kgo.Opt
 	Logger     *slog.Logger
 }
+
+// DefaultTaskTimeout is how long exactly-once commits may fail before the
+// application stops when Config.TaskTimeout is 0: Kafka Streams'
+// task.timeout.ms default.
+const DefaultTaskTimeout = 5 * time.Minute
 
 // App is a running stream-processing application instance.
 type App struct {
@@ -147,6 +161,10 @@ type App struct {
 
 	produceErr   error
 	produceErrMu sync.Mutex
+	// failingSince is when exactly-once commits started to fail (the
+	// first aborted for a failed record since the last that committed);
+	// zero while they succeed (processing goroutine, mu held).
+	failingSince time.Time
 	promise      func(*kgo.Record, error) // of records produced without onOK
 	slab         produceSlab              // records and bytes of sinks (mu held)
 
@@ -197,6 +215,9 @@ func New(t *Topology, cfg Config) (*App, error) {
 	}
 	if cfg.RepartitionPurgeInterval == 0 {
 		cfg.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
+	}
+	if cfg.TaskTimeout == 0 {
+		cfg.TaskTimeout = DefaultTaskTimeout
 	}
 	if cfg.MetadataMaxAge < 0 {
 		return nil, errors.New("streams: Config.MetadataMaxAge is negative")
@@ -546,12 +567,26 @@ func (a *App) commitLocked(ctx context.Context) error {
 		if err := a.cl.Flush(ctx); err != nil {
 			return fmt.Errorf("streams: flush: %w", err)
 		}
-		commit := kgo.TryCommit
-		if err := a.takeProduceErr(); err != nil {
-			a.log.Warn("streams: aborting the transaction", "err", err)
-			commit = kgo.TryAbort
+		failed := a.takeProduceErr()
+		if failed == nil {
+			a.failingSince = time.Time{}
+			return a.endTxnLocked(ctx, kgo.TryCommit)
 		}
-		return a.endTxnLocked(ctx, commit)
+		now := time.Now()
+		if a.failingSince.IsZero() {
+			a.failingSince = now
+		}
+		failingFor := now.Sub(a.failingSince)
+		if err := a.endTxnLocked(ctx, kgo.TryAbort); err != nil {
+			return errors.Join(fmt.Errorf("streams: aborting for a failed record: %w", failed), err)
+		}
+		if a.cfg.TaskTimeout < 0 || failingFor >= a.cfg.TaskTimeout {
+			return fmt.Errorf("%w: commits failed for %v (Config.TaskTimeout %v): %w",
+				ErrTaskTimeout, failingFor.Round(time.Millisecond), a.cfg.TaskTimeout, failed)
+		}
+		a.log.Warn("streams: aborting the transaction", "err", failed,
+			"failing_for", failingFor.Round(time.Millisecond), "task_timeout", a.cfg.TaskTimeout)
+		return nil
 	}
 	if err := a.flushCachesLocked(); err != nil {
 		return err

@@ -146,14 +146,16 @@ func TestCloseContextBounded(t *testing.T) {
 // held them must abort, not commit without them. Before, a record that
 // failed in End's own flush was found only after the commit (the input
 // offsets past a lost output record). The input offset must not pass the
-// records processed while the topic was gone; once the topic is back
-// (and an instance started again), every record is in the read_committed
-// output once.
+// records processed while the topic was gone, the application retries
+// until Config.TaskTimeout and then stops with ErrTaskTimeout; once the
+// topic is back (and an instance started again), every record is in the
+// read_committed output once.
 func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
 	onClusters(t, func(t *testing.T, addr string) {
 		topo := passThrough(t, addr, "sd-in", "sd-out")
+		const taskTimeout = 6 * time.Second
 		a := startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),
-			Guarantee: ExactlyOnce, InstanceID: "one"})
+			Guarantee: ExactlyOnce, InstanceID: "one", TaskTimeout: taskTimeout})
 		in := newKeyedInput(t, addr, "sd-in", "sd")
 		in.produce(0, 5)
 		in.waitCommitted(5, 20*time.Second)
@@ -174,12 +176,20 @@ func TestExactlyOnceSinkTopicDeleted(t *testing.T) {
 			t.Fatalf("the application stopped: %v", a.err)
 		default:
 		}
-		// kgo's producer keeps the deleted topic's id (UNKNOWN_TOPIC_ID
-		// even once it is back), so the instance is closed (its open
-		// transaction aborted), the topic created again, and an
-		// instance started.
-		if err := a.Close(); err != nil {
-			t.Fatal(err)
+		// Past the task timeout the application stops with it (it would
+		// not recover: kgo's producer keeps the deleted topic's id,
+		// UNKNOWN_TOPIC_ID even once it is back), its open transaction
+		// aborted; the topic is created again and an instance started.
+		select {
+		case <-a.done:
+		case <-time.After(taskTimeout + 20*time.Second):
+			t.Fatalf("the application still runs %v past its task timeout", 20*time.Second)
+		}
+		if err := a.Wait(); !errors.Is(err, ErrTaskTimeout) {
+			t.Fatalf("the application stopped with %v, want ErrTaskTimeout", err)
+		}
+		if at := in.committed(); at != 5 {
+			t.Fatalf("committed offset %d after the task timeout, want 5", at)
 		}
 		createTopic(t, addr, "sd-out", 1, nil)
 		startApp(t, topo, Config{ApplicationID: "sd", Brokers: []string{addr}, StateDir: t.TempDir(),

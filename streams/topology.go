@@ -20,6 +20,7 @@ var (
 	ErrUnknownStore  = errors.New("streams: unknown store")
 	ErrNotRunning    = errors.New("streams: application not running")
 	ErrStoreMismatch = errors.New("streams: store type mismatch")
+	ErrTaskTimeout   = errors.New("streams: task timeout") // exactly-once commits failed for longer than Config.TaskTimeout
 )
 
 type nodeKind int
