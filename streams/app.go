@@ -123,6 +123,12 @@ type App struct {
 	internalTopics map[string]bool // never matched by a pattern
 	changelogs     map[string]bool
 	partitioned    map[string]bool // internal topics whose records carry their partition (fkjoin.go)
+	// repartWriter is the subtopology writing each repartition topic (by
+	// suffix); joinSized the partitions of those sized by a join rather
+	// than by their writer, 0 when Start could not size them (set at
+	// Start, read by patterns.go).
+	repartWriter map[string]int
+	joinSized    map[string]int32
 
 	// mu serializes processing and the rebalance callbacks that revoke.
 	mu sync.Mutex
@@ -483,7 +489,7 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 		})
 		a.mu.Lock()
 		a.takeRevokedLocked()
-		if err := a.takeListedLocked(); err != nil {
+		if err := a.takeListedLocked(ctx); err != nil {
 			a.mu.Unlock()
 			return err
 		}

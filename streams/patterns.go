@@ -183,7 +183,7 @@ func (a *App) listTopics(ctx context.Context, names ...string) (map[string]int32
 }
 
 // takeListedLocked applies the watcher's last listing, if any.
-func (a *App) takeListedLocked() error {
+func (a *App) takeListedLocked(ctx context.Context) error {
 	a.assignMu.Lock()
 	l := a.listed
 	a.listed = nil
@@ -191,7 +191,7 @@ func (a *App) takeListedLocked() error {
 	if l == nil {
 		return nil
 	}
-	gone, err := a.learnTopicsLocked(l.parts, true)
+	gone, err := a.learnTopicsLocked(ctx, l.parts, true)
 	l.gone <- gone
 	return err
 }
@@ -203,7 +203,7 @@ func (a *App) takeListedLocked() error {
 // their revocation still finds the tasks). A stateful subtopology's new
 // topic with another partition count is an ErrCopartition, and nothing of
 // that listing is learned.
-func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, error) {
+func (a *App) learnTopicsLocked(ctx context.Context, parts map[string]int32, all bool) ([]string, error) {
 	names := make([]string, 0, len(parts))
 	for name := range parts {
 		names = append(names, name)
@@ -215,6 +215,10 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 		sub  int
 	}
 	var added []learned
+	// late: the subtopologies whose first topic this listing brings, with
+	// internal topics to size by it (lateSizing).
+	var late []lateSized
+	lateCount := map[int]int32{}
 	for _, name := range names {
 		src, sub, ok := a.patternSource(name)
 		if !ok || parts[name] == 0 || slices.Contains(a.sourceTopics[src], name) {
@@ -223,15 +227,33 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 		if a.readers(name) > 1 {
 			return nil, fmt.Errorf("%w: topic %q now matches the pattern of source %s and is read by another source too", ErrTopology, name, src.name)
 		}
-		if a.taskCount[sub] == 0 && a.sizesInternalTopics(sub) {
-			return nil, fmt.Errorf("%w: topic %q is the first to match the pattern of source %s, but subtopology %d had no input at Start, so its changelogs and repartition topics were not created; start the application again to create them",
-				ErrMissingTopic, name, src.name, sub)
+		count := a.taskCount[sub]
+		if count == 0 {
+			if c, ok := lateCount[sub]; ok {
+				count = c
+			} else if a.sizesInternalTopics(sub) {
+				l, err := a.lateSizing(sub, parts[name])
+				if err != nil {
+					return nil, fmt.Errorf("topic %q is the first to match the pattern of source %s: %w", name, src.name, err)
+				}
+				late = append(late, l)
+				lateCount[sub], count = parts[name], parts[name]
+			} else {
+				lateCount[sub], count = parts[name], parts[name]
+			}
 		}
-		if s := a.topo.subs[sub]; len(s.stores) > 0 && parts[name] != a.taskCount[sub] {
+		if s := a.topo.subs[sub]; len(s.stores) > 0 && parts[name] != count {
 			return nil, fmt.Errorf("%w: topic %q (%d partitions) now matches the pattern of source %s, but subtopology %d keeps state (%s) over %d partitions: %s",
-				ErrCopartition, name, parts[name], src.name, sub, s.stores[0].name, a.taskCount[sub], describeCounts(a.countsOf(sub, name, parts[name])))
+				ErrCopartition, name, parts[name], src.name, sub, s.stores[0].name, count, describeCounts(a.countsOf(sub, name, parts[name])))
 		}
 		added = append(added, learned{name, src, sub})
+	}
+	// The internal topics first: the new topics' records are consumed
+	// (and produced on to them) once AddConsumeTopics below runs.
+	for _, l := range late {
+		if err := a.applyLateSizing(ctx, l); err != nil {
+			return nil, err
+		}
 	}
 	var gone []string
 	a.tasksMu.Lock()
@@ -287,8 +309,9 @@ func (a *App) learnTopicsLocked(parts map[string]int32, all bool) ([]string, err
 // sizesInternalTopics says whether sub's partition count sizes internal
 // topics: its changelogs, or the repartition topics it writes. Start
 // creates them only for a subtopology with input; one whose patterns
-// matched nothing then gets its first topic only through a restart
-// (Kafka creates them at the rebalance that finds the topic; not done).
+// matched nothing has them created when its first topic appears
+// (lateSizing), as Kafka's assignor creates them at the rebalance that
+// finds the topic.
 func (a *App) sizesInternalTopics(sub int) bool {
 	if len(a.topo.subs[sub].stores) > 0 {
 		return true
@@ -333,6 +356,99 @@ func (a *App) learnAssignedLocked(ctx context.Context, assigned map[string][]int
 	if err != nil {
 		return err
 	}
-	_, err = a.learnTopicsLocked(parts, false)
+	_, err = a.learnTopicsLocked(ctx, parts, false)
 	return err
+}
+
+// lateSized is what a subtopology's first topic after Start sizes: the
+// partition counts of the subtopologies that had none (it, and those
+// reading only repartition topics it writes, down the topology), and the
+// internal topics to create with them.
+type lateSized struct {
+	counts map[int]int32
+	wants  map[string]internalWant
+}
+
+// lateSizing computes what subtopology sub, without input at Start,
+// sizes when its first topic has n partitions; it changes nothing. A
+// repartition topic it writes that a join sizes was created at Start with
+// the join's count; one Start could not size either is refused
+// (ErrMissingTopic: a restart sizes it), as is a stateful subtopology
+// downstream already sized otherwise (ErrCopartition).
+func (a *App) lateSizing(sub int, n int32) (lateSized, error) {
+	l := lateSized{counts: map[int]int32{}, wants: map[string]internalWant{}}
+	queue := []int{sub}
+	l.counts[sub] = n
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, st := range a.topo.subs[s].stores {
+			l.wants[a.changelogTopic(st.name)] = internalWant{n, true}
+		}
+		suffixes := make([]string, 0, len(a.repartWriter))
+		for suffix, w := range a.repartWriter {
+			if w == s {
+				suffixes = append(suffixes, suffix)
+			}
+		}
+		sort.Strings(suffixes)
+		for _, suffix := range suffixes {
+			topic := a.internalTopic(suffix)
+			if c, ok := a.joinSized[suffix]; ok {
+				if c == 0 {
+					return lateSized{}, fmt.Errorf("%w: subtopology %d had no input at Start and writes %s, which a join sizes and Start could not; start the application again to create it", ErrMissingTopic, s, topic)
+				}
+				continue // created at Start; its reader sized by it
+			}
+			l.wants[topic] = internalWant{n, false}
+			r, read := a.topicSub[topic]
+			if !read {
+				continue
+			}
+			have := a.taskCount[r]
+			if c, ok := l.counts[r]; ok {
+				have = c
+			}
+			switch {
+			case have == 0:
+				l.counts[r] = n
+				queue = append(queue, r)
+			case have != n && len(a.topo.subs[r].stores) > 0:
+				return lateSized{}, fmt.Errorf("%w: repartition topic %s (%d partitions, as subtopology %d's first input) feeds subtopology %d, which keeps state (%s) over %d partitions",
+					ErrCopartition, topic, n, sub, r, a.topo.subs[r].stores[0].name, have)
+			case have < n:
+				l.counts[r] = n // stateless: as many tasks as its largest input
+			}
+		}
+	}
+	return l, nil
+}
+
+// applyLateSizing creates the internal topics of l and takes its
+// partition counts (processing goroutine, mu held).
+func (a *App) applyLateSizing(ctx context.Context, l lateSized) error {
+	if err := a.createInternalTopics(ctx, l.wants, nil); err != nil {
+		return err
+	}
+	a.tasksMu.Lock()
+	for s, n := range l.counts {
+		a.taskCount[s] = max(a.taskCount[s], n)
+	}
+	a.tasksMu.Unlock()
+	var names []string
+	for name, w := range l.wants {
+		names = append(names, name)
+		if w.compact {
+			continue
+		}
+		if _, read := a.topicSub[name]; read {
+			if a.purge == nil {
+				a.purge = newRepartitionPurger(map[string]bool{}, a.cfg.RepartitionPurgeInterval)
+			}
+			a.purge.topics[name] = true
+		}
+	}
+	sort.Strings(names)
+	a.log.Info("streams: internal topics created for a subtopology's first input", "topics", names)
+	return nil
 }

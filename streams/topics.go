@@ -183,11 +183,17 @@ func (a *App) resolve(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 
-	// Create the internal topics, or check the existing ones' sizes.
-	type want struct {
-		partitions int32
-		compact    bool
+	// Kept for the subtopologies sized after Start (patterns.go).
+	a.repartWriter, a.joinSized = writer, map[string]int32{}
+	for suffix := range readerSized {
+		a.joinSized[suffix] = repart[suffix]
 	}
+	for suffix := range forced {
+		a.joinSized[suffix] = repart[suffix]
+	}
+
+	// Create the internal topics, or check the existing ones' sizes.
+	type want = internalWant
 	wants := map[string]want{}
 	purgeable := map[string]bool{}
 	for suffix, n := range repart {
@@ -204,10 +210,26 @@ func (a *App) resolve(ctx context.Context) error {
 			wants[a.changelogTopic(s.name)] = want{a.taskCount[sub.id], true}
 		}
 	}
+	return errors.Join(append(errs, a.createInternalTopics(ctx, wants, parts))...)
+}
+
+// internalWant is an internal topic to create: its partitions, and
+// whether it is a changelog (compacted) or a repartition topic.
+type internalWant struct {
+	partitions int32
+	compact    bool
+}
+
+// createInternalTopics creates the topics of wants that parts (the
+// cluster's topics, as listed) does not hold, and checks the partition
+// counts of those it holds. One created meanwhile by another instance is
+// taken as it is.
+func (a *App) createInternalTopics(ctx context.Context, wants map[string]internalWant, parts map[string]int32) error {
 	rf := a.cfg.ReplicationFactor
 	if rf == 0 {
 		rf = -1
 	}
+	var errs []error
 	for name, w := range wants {
 		if have, ok := parts[name]; ok {
 			if have != w.partitions {
