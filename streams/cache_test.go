@@ -1,10 +1,12 @@
 package streams
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -139,5 +141,81 @@ func TestRecordCacheExactlyOnce(t *testing.T) {
 			t.Errorf("%d updates for %d words: the cache merged none", updates, words)
 		}
 		checkStore(t, ref, a)
+	})
+}
+
+// TestWindowedCache: a tumbling count (10 s windows, no grace) with the
+// record cache on, on one partition, written out as it is and suppressed
+// until its windows close. Window [0,10) of "a" is flushed (2) by a
+// commit; then one fetch brings b@3 (dirtied first), a@4 and c@15, which
+// closes the window. The cache forwards [0,10) before stream time moves
+// past its end: the suppression buffer holds a's last count when it
+// emits the window, once. Flushed only at the commit (b's entry first,
+// the window already closed by then), the suppression emitted a's stale
+// 2 and then its 3. Unsuppressed, each window's updates are merged (fewer
+// than its records) and end at its count.
+func TestWindowedCache(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		createTopic(t, addr, "wc-events", 1, nil)
+		createTopic(t, addr, "wc-updates", 1, nil)
+		createTopic(t, addr, "wc-final", 1, nil)
+		base := int64(1_700_000_000_000) / 10_000 * 10_000
+		rec := func(key string, s int64) *kgo.Record {
+			return &kgo.Record{Topic: "wc-events", Key: []byte(key), Value: []byte("x"), Timestamp: time.UnixMilli(base + s*1000)}
+		}
+		b := NewBuilder()
+		counts := WindowedCount(WindowedBy(GroupByKey(Source(b, []string{"wc-events"}, String, String)), TimeWindows{Size: 10 * time.Second}), Named("wcounts"))
+		counts.ToStream().To("wc-updates")
+		Suppress(counts, UntilWindowCloses(), Named("final")).ToStream().To("wc-final")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prod := newClient(t, addr)
+		produce := func(rs ...*kgo.Record) {
+			t.Helper()
+			if err := prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		produce(rec("a", 1), rec("a", 2))
+		startApp(t, topo, Config{ApplicationID: "wcache", Brokers: []string{addr}, StateDir: t.TempDir(),
+			CommitInterval: 200 * time.Millisecond, CacheMaxBytes: DefaultCacheMaxBytes})
+		adm := kadm.NewClient(newClient(t, addr))
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			// GROUP_ID_NOT_FOUND (kfake) until the group commits.
+			offs, err := adm.FetchOffsets(context.Background(), "wcache")
+			if o, ok := offs.Lookup("wc-events", 0); err == nil && ok && o.At == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the first two records' offsets not committed in 20 s (%v)", err)
+			}
+		}
+		produce(rec("b", 3), rec("a", 4), rec("c", 15))
+		produce(rec("d", 35)) // closes [10,20)
+		w0, w1 := base, base+10_000
+		want := map[string]int64{
+			string(windowKey([]byte("a"), w0)): 3,
+			string(windowKey([]byte("b"), w0)): 1,
+			string(windowKey([]byte("c"), w1)): 1,
+		}
+		readCounts(t, addr, "wc-final", want, kgo.ReadUncommitted(), 20*time.Second)
+		time.Sleep(500 * time.Millisecond) // a duplicate would come after
+		got := readCounts(t, addr, "wc-final", want, kgo.ReadUncommitted(), 2*time.Second)
+		for k, n := range want {
+			if u := got[k]; len(u) != 1 || u[0] != n {
+				t.Errorf("window %q: emitted %v, want [%d] once", k, u, n)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%d windows emitted, want %d: %v", len(got), len(want), got)
+		}
+		want[string(windowKey([]byte("d"), base+30_000))] = 1
+		updates := readCounts(t, addr, "wc-updates", want, kgo.ReadUncommitted(), 20*time.Second)
+		checkFinal(t, updates, want)
+		if u := updates[string(windowKey([]byte("a"), w0))]; len(u) >= 3 {
+			t.Errorf("a's window: updates %v for 3 records: the cache merged none", u)
+		}
 	})
 }

@@ -60,7 +60,8 @@
 // before it processes a record, reporting progress through
 // Config.OnRestore, Stats and Collector.
 //
-// Count, Reduce and Aggregate stores have Kafka's record cache (KIP-63;
+// Count, Reduce and Aggregate stores, and WindowedCount and
+// WindowedAggregate over TimeWindows, have Kafka's record cache (KIP-63;
 // cache.go) when Config.CacheMaxBytes > 0 (DefaultCacheMaxBytes is
 // Kafka's 10 MiB; the zero Config has none): a key's updates are merged
 // in memory and written to the store and the changelog, and forwarded

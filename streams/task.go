@@ -34,9 +34,13 @@ type task struct {
 	batch  *pebble.Batch // writes since the last commit; reads see them
 	stores map[string]*taskStore
 	caches []*namedCache // of the caching stores, in creation order
-	insts  map[*node]any
-	srcs   map[string]*taskSource // by topic
-	err    error                  // sticky: the first processing failure
+	// beforeAdvance run before a record moves stream time forward, with
+	// the new time: a windowed store's cache forwards the windows that
+	// time closes (window.go) while they are still open downstream.
+	beforeAdvance []func(int64)
+	insts         map[*node]any
+	srcs          map[string]*taskSource // by topic
+	err           error                  // sticky: the first processing failure
 
 	// streamTime is the largest record timestamp the task has seen (ms),
 	// the largest of its partitions' times (streamtime.go): windows close
@@ -113,6 +117,9 @@ func (t *task) process(r *kgo.Record) error {
 		src.time = ts
 	}
 	if ts > t.streamTime {
+		for _, f := range t.beforeAdvance {
+			f(ts)
+		}
 		t.streamTime = ts
 	}
 	if err := src.fn(r); err != nil {
@@ -208,6 +215,15 @@ func (t *task) commitState() error {
 	}
 	t.batch = t.db.db.NewIndexedBatch()
 	return nil
+}
+
+// flushCache writes and forwards what one caching store holds, as
+// flushCaches does for all (evictions wait).
+func (t *task) flushCache(nc *namedCache) {
+	c := t.app.cache
+	c.flushing = true
+	nc.flushDirty()
+	c.flushing = false
 }
 
 // discardState drops the writes since the last commit (an aborted

@@ -3,7 +3,10 @@ package streams
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TimeWindows are Kafka's TimeWindows: windows of Size starting every
@@ -204,6 +207,53 @@ func timeAggregate[K, V, A any](g *Grouped[K, V], w TimeWindows, init func() A, 
 		st := t.store(storeName)
 		next := fanout[Windowed[K], Change[A]](t, n)
 		purge := newPurger(st, ws.retention, windowStartOf)
+		// minEnd is the earliest end of a window updated in the cache
+		// since its last flush here (MaxInt64: none).
+		minEnd := int64(math.MaxInt64)
+		if t.app.cache != nil {
+			// The cache forwards a window's latest value once per
+			// flush, the store's (the last one forwarded) as the old,
+			// and before stream time closes the window: a suppression
+			// downstream must have a window's last value before it
+			// emits it as final, and a closed window takes no update.
+			st.cache = t.app.cache.named(func(key, nb []byte, ts time.Time, headers []kgo.RecordHeader) {
+				start, _ := windowStartOf(key)
+				rk, err := k.Deserialize(st.changelog, key[:len(key)-8])
+				if err != nil {
+					t.fail(fmt.Errorf("%s: cached key: %w", storeName, err))
+					return
+				}
+				nv, err := a.Deserialize(st.changelog, nb)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: cached value: %w", storeName, err))
+					return
+				}
+				ob, hasOld, err := get(t.batch, storeName, key)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: get: %w", storeName, err))
+					return
+				}
+				var prev A
+				if hasOld {
+					if prev, err = a.Deserialize(st.changelog, ob); err != nil {
+						t.fail(fmt.Errorf("%s: stored value: %w", storeName, err))
+						return
+					}
+				}
+				st.put(key, nb, ts)
+				ws := time.UnixMilli(start)
+				next(Record[Windowed[K], Change[A]]{Key: Windowed[K]{Key: rk, Window: Window{Start: ws, End: ws.Add(w.Size)}},
+					Value: Change[A]{Old: prev, New: nv, HasOld: hasOld, HasNew: true}, Timestamp: ts, Headers: headers})
+			})
+			t.caches = append(t.caches, st.cache)
+			nc := st.cache
+			t.beforeAdvance = append(t.beforeAdvance, func(now int64) {
+				if minEnd+grace <= now {
+					minEnd = math.MaxInt64
+					t.flushCache(nc)
+				}
+			})
+		}
 		return func(r Record[K, V]) {
 			defer purge.maybe()
 			kb, err := k.Serialize(st.changelog, r.Key)
@@ -238,6 +288,11 @@ func timeAggregate[K, V, A any](g *Grouped[K, V], w TimeWindows, init func() A, 
 				if err != nil {
 					t.fail(err)
 					return
+				}
+				if st.cache != nil {
+					st.cache.put(key, nb, r.Timestamp, r.Headers)
+					minEnd = min(minEnd, start+size)
+					continue
 				}
 				st.put(key, nb, r.Timestamp)
 				ws := time.UnixMilli(start)
