@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -50,14 +51,30 @@ func Binary(t testing.TB) string {
 // FreeAddr returns 127.0.0.1:port with a port free now. Another process
 // may take it before the caller binds it: a start that fails with
 // "address already in use" should pick again.
+//
+// The port is below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), where the local ends of outgoing
+// connections and listeners on port 0 are allocated: a test that stops a
+// process and starts it again on its port (a cluster's controllers keep
+// their voter addresses) found it taken by some connection's local end
+// meanwhile ("bind: address already in use" in a suite run). Without
+// such a range (another system) the kernel picks, as on port 0.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	// The kernel may hand a port just closed out again at once: a test
 	// that asked for two (a cluster's voters) once got one port twice.
 	// No port is handed out twice in one test process.
+	low := ephemeralLow()
 	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		port := 0
+		if low > minTestPort+1000 {
+			port = minTestPort + rand.IntN(low-minTestPort)
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
+			if port != 0 {
+				continue // in use: another
+			}
 			t.Fatal(err)
 		}
 		addr := ln.Addr().String()
@@ -68,6 +85,24 @@ func FreeAddr(t testing.TB) string {
 	}
 	t.Fatal("testkit: no port not handed out before in 100 tries")
 	return ""
+}
+
+// minTestPort is the lowest port FreeAddr hands out: above the ports
+// services commonly register.
+const minTestPort = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 0
+	}
+	return lo
 }
 
 // handedOut holds the addresses FreeAddr returned in this process.
