@@ -165,7 +165,8 @@ type App struct {
 	// once instead of waiting up to CommitInterval with work pending.
 	wakePending bool
 
-	standby *standbys
+	standby  *standbys
+	restorer *restorer // tasks restoring between polls (restoring.go)
 
 	produceErr   error
 	produceErrMu sync.Mutex
@@ -463,6 +464,11 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 		if !nextWall.IsZero() {
 			wait = max(min(wait, time.Until(nextWall)), time.Millisecond)
 		}
+		if a.restorer.active() {
+			// Back to the restores soon: the poll only keeps the
+			// running tasks and the group going meanwhile.
+			wait = min(wait, 10*time.Millisecond)
+		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
 		a.assignMu.Lock()
 		a.wakePoll = cancel
@@ -496,6 +502,10 @@ func (a *App) loop(ctx, commitCtx context.Context) error {
 			return err
 		}
 		if err := a.takeAssignedLocked(ctx); err != nil {
+			a.mu.Unlock()
+			return err
+		}
+		if err := a.restoreStep(ctx); err != nil {
 			a.mu.Unlock()
 			return err
 		}
@@ -714,7 +724,7 @@ func (a *App) taskOf(topic string, p int32) *task {
 // which creates and restores their tasks before it processes their
 // records: it must not wait for the processing goroutine, which may be in
 // GroupTransactSession.End waiting for this goroutine's heartbeat.
-func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (a *App) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	a.assignMu.Lock()
 	defer a.assignMu.Unlock()
 	if a.assigned == nil {
@@ -732,6 +742,12 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 			a.owned[t][p] = true
 		}
 	}
+	// Paused until the loop has created their tasks: one whose stores
+	// lag restores first (restoring.go), and kgo must not hand out its
+	// records meanwhile (paused, they are dropped from its buffers and
+	// fetched again once resumed).
+	// The client is the callback's: a.cl may not be set yet.
+	cl.PauseFetchPartitions(assigned)
 	// The loop creates the tasks now, not at its next record or commit
 	// interval: their processors' wall-clock punctuations start with them.
 	a.wakeLocked()
@@ -746,6 +762,9 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 	a.assignMu.Unlock()
 	if err := a.learnAssignedLocked(ctx, assigned); err != nil {
 		return err
+	}
+	if len(assigned) == 0 {
+		return nil
 	}
 	var fresh []*task
 	for topic, ps := range assigned {
@@ -772,6 +791,7 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 		}
 	}
 	if len(fresh) == 0 {
+		a.cl.ResumeFetchPartitions(assigned)
 		return nil
 	}
 	sort.Slice(fresh, func(i, j int) bool {
@@ -780,14 +800,30 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 	if err := a.restoreTimes(ctx, fresh); err != nil {
 		return err
 	}
-	if err := a.restoreTasks(ctx, fresh); err != nil {
+	// Tasks whose stores lag their changelogs restore between polls
+	// (restoring.go); the others run at once.
+	ready, err := a.startRestores(ctx, fresh)
+	if err != nil {
 		return err
 	}
-	for _, t := range fresh {
+	for _, t := range ready {
 		if err := t.initProcessors(); err != nil {
 			return err
 		}
 	}
+	// Resumed but for the restoring tasks' (restoreStep resumes them).
+	for _, t := range a.restoringTasks() {
+		for topic := range t.srcs {
+			ps := assigned[topic][:0:0]
+			for _, p := range assigned[topic] {
+				if p != t.id.partition {
+					ps = append(ps, p)
+				}
+			}
+			assigned[topic] = ps
+		}
+	}
+	a.cl.ResumeFetchPartitions(assigned)
 	return nil
 }
 
@@ -944,6 +980,7 @@ func (a *App) closeRevokedLocked(gone map[string][]int32, committed bool) {
 		if !ok {
 			continue
 		}
+		a.dropRestore(t)
 		if !committed {
 			t.discardState()
 		}
@@ -958,12 +995,14 @@ func (a *App) closeTasksLocked(committed bool) {
 	a.tasksMu.Lock()
 	defer a.tasksMu.Unlock()
 	for id, t := range a.tasks {
+		a.dropRestore(t)
 		if !committed {
 			t.discardState()
 		}
 		_ = t.close()
 		delete(a.tasks, id)
 	}
+	a.closeRestorer()
 }
 
 // partitioner sends changelog records to the partition the task set

@@ -58,7 +58,10 @@
 // idea for RocksDB). A task assigned to an instance restores each store
 // from its checkpoint (or the start) to the changelog's high watermark
 // before it processes a record, reporting progress through
-// Config.OnRestore, Stats and Collector.
+// Config.OnRestore, Stats and Collector. The restore runs a fetch at a
+// time between the loop's polls (restoring.go), so the instance's other
+// tasks go on and rebalances are not held back; a query of a restoring
+// store answers ErrStoreRestoring.
 //
 // Count, Reduce and Aggregate stores, and WindowedCount and
 // WindowedAggregate over TimeWindows, have Kafka's record cache (KIP-63;

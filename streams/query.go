@@ -83,6 +83,10 @@ func (s *StoreView) GetBytes(key []byte) ([]byte, bool, error) {
 	if !ok || t.db == nil {
 		return nil, false, fmt.Errorf("%w: store %s, task %d_%d", ErrKeyNotLocal, s.name, sub, p)
 	}
+	if t.restoring.Load() {
+		// Part of the changelog is in: a read would answer an old value.
+		return nil, false, fmt.Errorf("%w: store %s, task %d_%d", ErrStoreRestoring, s.name, sub, p)
+	}
 	return get(t.db.db, s.name, key)
 }
 

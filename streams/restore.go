@@ -27,6 +27,7 @@ type RestoreProgress struct {
 // restoreRange is one changelog partition to read into a store, from the
 // checkpoint to the end offset taken when the restore began.
 type restoreRange struct {
+	t         *task // restoring between polls (restoring.go)
 	task      string
 	store     string
 	topic     string
@@ -42,54 +43,6 @@ type restoreRange struct {
 // checkpoint past that LSO would look like a recreated changelog.
 func (a *App) endOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
 	return a.adm.ListEndOffsets(ctx, topics...)
-}
-
-// restoreTasks brings the stores of newly assigned tasks up to their
-// changelogs' ends, from each store's checkpoint.
-func (a *App) restoreTasks(ctx context.Context, tasks []*task) error {
-	var topics []string
-	for _, t := range tasks {
-		for _, s := range t.sub.stores {
-			topics = append(topics, a.changelogTopic(s.name))
-		}
-	}
-	if len(topics) == 0 {
-		return nil
-	}
-	ends, err := a.endOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("streams: changelog end offsets: %w", err)
-	}
-	for _, t := range tasks {
-		var ranges []restoreRange
-		for _, s := range t.sub.stores {
-			topic := a.changelogTopic(s.name)
-			lo, ok := ends.Lookup(topic, t.id.partition)
-			if !ok || lo.Err != nil {
-				return fmt.Errorf("streams: end offset of %s/%d: %v", topic, t.id.partition, lo.Err)
-			}
-			r, err := rangeFrom(t.db, t.id.String(), s.name, topic, t.id.partition, lo.Offset)
-			if err != nil {
-				return err
-			}
-			if r.from < r.end {
-				ranges = append(ranges, r)
-			}
-		}
-		if len(ranges) == 0 {
-			continue
-		}
-		t.restoring.Store(true)
-		err := a.restoreRanges(ctx, t.db, ranges, &t.restored)
-		t.restoring.Store(false)
-		if err != nil {
-			return err
-		}
-		// The pending batch was opened before the restore wrote to the
-		// database: a new one sees the restored state.
-		t.discardState()
-	}
-	return nil
 }
 
 // rangeFrom returns what to restore of one partition into store: from

@@ -21,6 +21,10 @@ var (
 	ErrNotRunning    = errors.New("streams: application not running")
 	ErrStoreMismatch = errors.New("streams: store type mismatch")
 	ErrTaskTimeout   = errors.New("streams: task timeout") // exactly-once commits failed for longer than Config.TaskTimeout
+	// ErrStoreRestoring: the key's task is here but its stores are still
+	// being restored from their changelogs (Kafka's
+	// InvalidStateStoreException while restoring); ask again later.
+	ErrStoreRestoring = errors.New("streams: store restoring")
 )
 
 type nodeKind int
