@@ -50,9 +50,9 @@ type Config struct {
 	ReplicationFactor int16
 	// CacheMaxBytes bounds the record cache (Kafka's
 	// statestore.cache.max.bytes, KIP-63) of this instance, shared by the
-	// count, reduce and aggregate stores (and time-windowed ones: a
-	// window's value is also forwarded before stream time closes it) of
-	// all its tasks: updates of a
+	// count, reduce and aggregate stores (time-windowed ones too: a
+	// window's value is also forwarded before stream time closes it) and
+	// the tables read from topics of all its tasks: updates of a
 	// key are merged in memory and written to the store and its
 	// changelog, and forwarded downstream, once per commit (or when the
 	// key is evicted, least recently used first, to stay under the

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,106 @@ func TestWindowedCache(t *testing.T) {
 		checkFinal(t, updates, want)
 		if u := updates[string(windowKey([]byte("a"), w0))]; len(u) >= 3 {
 			t.Errorf("a's window: updates %v for 3 records: the cache merged none", u)
+		}
+	})
+}
+
+// TestTableFromCache: a table read from a topic, with the record cache
+// on and one commit per run (Close): its updates downstream are merged
+// per key (k1's a is never forwarded, only b, as new), a key put and deleted
+// between two flushes forwards nothing (k2), a stream joined with the
+// table reads the cached, not yet flushed, value (o1 meets b), and in a
+// second run the delete of a stored key is forwarded as a tombstone.
+func TestTableFromCache(t *testing.T) {
+	onClusters(t, func(t *testing.T, addr string) {
+		for _, tp := range []string{"tc-table", "tc-out", "tc-orders", "tc-joined"} {
+			createTopic(t, addr, tp, 1, nil)
+		}
+		b := NewBuilder()
+		tbl := TableFrom(b, "tc-table", String, String, Named("tbl"))
+		// Each change as "old>new", "-" for none.
+		MapValues(tbl.Changes(), func(c Change[string]) string {
+			o, n := "-", "-"
+			if c.HasOld {
+				o = c.Old
+			}
+			if c.HasNew {
+				n = c.New
+			}
+			return o + ">" + n
+		}, ValueSerde(String)).To("tc-out")
+		orders := Source(b, []string{"tc-orders"}, String, String)
+		JoinWithTable(orders, tbl, func(_ string, o, v string) string { return o + "/" + v }, ValueSerde(String)).To("tc-joined")
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prod := newClient(t, addr)
+		ts := int64(1_700_000_000_000)
+		rec := func(topic, key, value string) *kgo.Record {
+			ts++
+			r := &kgo.Record{Topic: topic, Key: []byte(key), Timestamp: time.UnixMilli(ts)}
+			if value != "" {
+				r.Value = []byte(value)
+			}
+			return r
+		}
+		produce := func(rs ...*kgo.Record) {
+			t.Helper()
+			if err := prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		processed := func(a *App, n int64) {
+			t.Helper()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				var got int64
+				for _, ts := range a.Stats().Tasks {
+					got += ts.Processed
+				}
+				if got >= n {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d records processed", got, n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		cfg := Config{ApplicationID: "tcache", Brokers: []string{addr}, StateDir: t.TempDir(),
+			CommitInterval: time.Hour, CacheMaxBytes: DefaultCacheMaxBytes}
+		rows := func(topic string) map[string][]string {
+			out := map[string][]string{}
+			for _, r := range readAll(t, addr, topic) {
+				out[r.Key] = append(out[r.Key], r.Value)
+			}
+			return out
+		}
+
+		produce(rec("tc-table", "k1", "a"), rec("tc-table", "k1", "b"), rec("tc-table", "k2", "x"), rec("tc-table", "k2", ""), rec("tc-table", "k3", "c"))
+		a := startApp(t, topo, cfg)
+		processed(a, 5)
+		produce(rec("tc-orders", "k1", "o1"), rec("tc-orders", "k2", "o2"))
+		processed(a, 7)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fmt.Sprint(rows("tc-out")), fmt.Sprint(map[string][]string{"k1": {"->b"}, "k3": {"->c"}}); got != want {
+			t.Errorf("table updates %s, want %s", got, want)
+		}
+		if got, want := fmt.Sprint(rows("tc-joined")), fmt.Sprint(map[string][]string{"k1": {"o1/b"}}); got != want {
+			t.Errorf("joined %s, want %s", got, want)
+		}
+
+		produce(rec("tc-table", "k3", ""), rec("tc-table", "k1", "d"))
+		a = startApp(t, topo, cfg)
+		processed(a, 2)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fmt.Sprint(rows("tc-out")), fmt.Sprint(map[string][]string{"k1": {"->b", "b>d"}, "k3": {"->c", "c>-"}}); got != want {
+			t.Errorf("table updates after the second run %s, want %s", got, want)
 		}
 	})
 }

@@ -63,8 +63,9 @@
 // tasks go on and rebalances are not held back; a query of a restoring
 // store answers ErrStoreRestoring.
 //
-// Count, Reduce and Aggregate stores, and WindowedCount and
-// WindowedAggregate over TimeWindows, have Kafka's record cache (KIP-63;
+// Count, Reduce and Aggregate stores, WindowedCount and
+// WindowedAggregate over TimeWindows, and tables read from topics
+// (TableFrom) have Kafka's record cache (KIP-63;
 // cache.go) when Config.CacheMaxBytes > 0 (DefaultCacheMaxBytes is
 // Kafka's 10 MiB; the zero Config has none): a key's updates are merged
 // in memory and written to the store and the changelog, and forwarded

@@ -263,7 +263,64 @@ func TableFrom[K, V any](b *Builder, topic string, k Serde[K], v Serde[V], opts 
 	src.inst = func(t *task) any {
 		st := t.store(storeName)
 		next := fanout[K, Change[V]](t, src)
+		if t.app.cache != nil {
+			// The cache forwards a key's latest value (or its delete)
+			// once per flush, the store's as the old; lookups (joins)
+			// read through it. A key put and deleted between two
+			// flushes forwards nothing, as Kafka's caching store.
+			st.cache = t.app.cache.named(func(kb, nb []byte, ts time.Time, headers []kgo.RecordHeader) {
+				key, err := k.Deserialize(st.changelog, kb)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: cached key: %w", storeName, err))
+					return
+				}
+				ob, hasOld, err := get(t.batch, storeName, kb)
+				if err != nil {
+					t.fail(fmt.Errorf("%s: get: %w", storeName, err))
+					return
+				}
+				var ch Change[V]
+				if hasOld {
+					if ch.Old, err = v.Deserialize(st.changelog, ob); err != nil {
+						t.fail(fmt.Errorf("%s: stored value: %w", storeName, err))
+						return
+					}
+					ch.HasOld = true
+				}
+				if nb == nil {
+					if !hasOld {
+						return
+					}
+					st.delete(kb, ts)
+				} else {
+					if ch.New, err = v.Deserialize(st.changelog, nb); err != nil {
+						t.fail(fmt.Errorf("%s: cached value: %w", storeName, err))
+						return
+					}
+					ch.HasNew = true
+					st.put(kb, nb, ts)
+				}
+				next(Record[K, Change[V]]{Key: key, Value: ch, Timestamp: ts, Headers: headers})
+			})
+			t.caches = append(t.caches, st.cache)
+		}
 		return sourceFn(func(r *kgo.Record) error {
+			if st.cache != nil {
+				if _, err := k.Deserialize(r.Topic, r.Key); err != nil {
+					return fmt.Errorf("key of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+				}
+				if r.Value != nil {
+					if _, err := v.Deserialize(r.Topic, r.Value); err != nil {
+						return fmt.Errorf("value of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+					}
+				}
+				var val []byte
+				if r.Value != nil {
+					val = append([]byte(nil), r.Value...)
+				}
+				st.cache.put(r.Key, val, r.Timestamp, r.Headers)
+				return nil
+			}
 			key, err := k.Deserialize(r.Topic, r.Key)
 			if err != nil {
 				return fmt.Errorf("key of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)

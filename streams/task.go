@@ -154,11 +154,12 @@ func (t *task) store(name string) *taskStore {
 	return s
 }
 
-// get reads through the store's cache, if it has one.
+// get reads through the store's cache, if it has one (a cached nil is a
+// delete not yet flushed: a table's).
 func (s *taskStore) get(k []byte) ([]byte, bool, error) {
 	if s.cache != nil {
 		if v, ok := s.cache.get(k); ok {
-			return v, true, nil
+			return v, v != nil, nil
 		}
 	}
 	return get(s.t.batch, s.name, k)
