@@ -2,6 +2,7 @@ package streams
 
 import (
 	"container/list"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -173,4 +174,37 @@ func (t *task) flushCaches() {
 		}
 	}
 	c.flushing = false
+}
+
+// cachedChange is what a caching store's flush forwards for one key: the
+// key (deserialized from kb), and the change from the store's value (the
+// last one forwarded) to nb (nil: a delete). storeKey is the key in the
+// store (kb and a window start, for a windowed one). ok is false when a
+// serde or the store failed: the task has failed.
+func cachedChange[K, V any](t *task, st *taskStore, k Serde[K], v Serde[V], kb, storeKey, nb []byte) (key K, ch Change[V], ok bool) {
+	var err error
+	if key, err = k.Deserialize(st.changelog, kb); err != nil {
+		t.fail(fmt.Errorf("%s: cached key: %w", st.name, err))
+		return key, ch, false
+	}
+	if nb != nil {
+		if ch.New, err = v.Deserialize(st.changelog, nb); err != nil {
+			t.fail(fmt.Errorf("%s: cached value: %w", st.name, err))
+			return key, ch, false
+		}
+		ch.HasNew = true
+	}
+	ob, hasOld, err := get(t.batch, st.name, storeKey)
+	if err != nil {
+		t.fail(fmt.Errorf("%s: get: %w", st.name, err))
+		return key, ch, false
+	}
+	if hasOld {
+		if ch.Old, err = v.Deserialize(st.changelog, ob); err != nil {
+			t.fail(fmt.Errorf("%s: stored value: %w", st.name, err))
+			return key, ch, false
+		}
+		ch.HasOld = true
+	}
+	return key, ch, true
 }

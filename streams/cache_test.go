@@ -267,23 +267,6 @@ func TestTableFromCache(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		processed := func(a *App, n int64) {
-			t.Helper()
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				var got int64
-				for _, ts := range a.Stats().Tasks {
-					got += ts.Processed
-				}
-				if got >= n {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d records processed", got, n)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
 		cfg := Config{ApplicationID: "tcache", Brokers: []string{addr}, StateDir: t.TempDir(),
 			CommitInterval: time.Hour, CacheMaxBytes: DefaultCacheMaxBytes}
 		rows := func(topic string) map[string][]string {
@@ -296,9 +279,9 @@ func TestTableFromCache(t *testing.T) {
 
 		produce(rec("tc-table", "k1", "a"), rec("tc-table", "k1", "b"), rec("tc-table", "k2", "x"), rec("tc-table", "k2", ""), rec("tc-table", "k3", "c"))
 		a := startApp(t, topo, cfg)
-		processed(a, 5)
+		waitProcessed(t, a, 5)
 		produce(rec("tc-orders", "k1", "o1"), rec("tc-orders", "k2", "o2"))
-		processed(a, 7)
+		waitProcessed(t, a, 7)
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +294,7 @@ func TestTableFromCache(t *testing.T) {
 
 		produce(rec("tc-table", "k3", ""), rec("tc-table", "k1", "d"))
 		a = startApp(t, topo, cfg)
-		processed(a, 2)
+		waitProcessed(t, a, 2)
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -160,30 +160,12 @@ func aggregateWith[K, V, A any](g *Grouped[K, V], kind string, _ func() A, agg f
 			// The cache forwards a key's latest value once per flush,
 			// the store's value (the last one forwarded) as the old.
 			st.cache = t.app.cache.named(func(kb, nb []byte, ts time.Time, headers []kgo.RecordHeader) {
-				key, err := k.Deserialize(st.changelog, kb)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: cached key: %w", storeName, err))
+				key, ch, ok := cachedChange(t, st, k, a, kb, kb, nb)
+				if !ok {
 					return
-				}
-				nv, err := a.Deserialize(st.changelog, nb)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: cached value: %w", storeName, err))
-					return
-				}
-				ob, hasOld, err := get(t.batch, storeName, kb)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: get: %w", storeName, err))
-					return
-				}
-				var old A
-				if hasOld {
-					if old, err = a.Deserialize(st.changelog, ob); err != nil {
-						t.fail(fmt.Errorf("%s: stored value: %w", storeName, err))
-						return
-					}
 				}
 				st.put(kb, nb, ts)
-				next(Record[K, Change[A]]{Key: key, Value: Change[A]{Old: old, New: nv, HasOld: hasOld, HasNew: true}, Timestamp: ts, Headers: headers})
+				next(Record[K, Change[A]]{Key: key, Value: ch, Timestamp: ts, Headers: headers})
 			})
 			t.caches = append(t.caches, st.cache)
 		}
@@ -269,36 +251,14 @@ func TableFrom[K, V any](b *Builder, topic string, k Serde[K], v Serde[V], opts 
 			// read through it. A key put and deleted between two
 			// flushes forwards nothing, as Kafka's caching store.
 			st.cache = t.app.cache.named(func(kb, nb []byte, ts time.Time, headers []kgo.RecordHeader) {
-				key, err := k.Deserialize(st.changelog, kb)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: cached key: %w", storeName, err))
+				key, ch, ok := cachedChange(t, st, k, v, kb, kb, nb)
+				if !ok || !ch.HasNew && !ch.HasOld {
 					return
 				}
-				ob, hasOld, err := get(t.batch, storeName, kb)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: get: %w", storeName, err))
-					return
-				}
-				var ch Change[V]
-				if hasOld {
-					if ch.Old, err = v.Deserialize(st.changelog, ob); err != nil {
-						t.fail(fmt.Errorf("%s: stored value: %w", storeName, err))
-						return
-					}
-					ch.HasOld = true
-				}
-				if nb == nil {
-					if !hasOld {
-						return
-					}
-					st.delete(kb, ts)
-				} else {
-					if ch.New, err = v.Deserialize(st.changelog, nb); err != nil {
-						t.fail(fmt.Errorf("%s: cached value: %w", storeName, err))
-						return
-					}
-					ch.HasNew = true
+				if ch.HasNew {
 					st.put(kb, nb, ts)
+				} else {
+					st.delete(kb, ts)
 				}
 				next(Record[K, Change[V]]{Key: key, Value: ch, Timestamp: ts, Headers: headers})
 			})

@@ -218,32 +218,14 @@ func timeAggregate[K, V, A any](g *Grouped[K, V], w TimeWindows, init func() A, 
 			// emits it as final, and a closed window takes no update.
 			st.cache = t.app.cache.named(func(key, nb []byte, ts time.Time, headers []kgo.RecordHeader) {
 				start, _ := windowStartOf(key)
-				rk, err := k.Deserialize(st.changelog, key[:len(key)-8])
-				if err != nil {
-					t.fail(fmt.Errorf("%s: cached key: %w", storeName, err))
+				rk, ch, ok := cachedChange(t, st, k, a, key[:len(key)-8], key, nb)
+				if !ok {
 					return
-				}
-				nv, err := a.Deserialize(st.changelog, nb)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: cached value: %w", storeName, err))
-					return
-				}
-				ob, hasOld, err := get(t.batch, storeName, key)
-				if err != nil {
-					t.fail(fmt.Errorf("%s: get: %w", storeName, err))
-					return
-				}
-				var prev A
-				if hasOld {
-					if prev, err = a.Deserialize(st.changelog, ob); err != nil {
-						t.fail(fmt.Errorf("%s: stored value: %w", storeName, err))
-						return
-					}
 				}
 				st.put(key, nb, ts)
 				ws := time.UnixMilli(start)
 				next(Record[Windowed[K], Change[A]]{Key: Windowed[K]{Key: rk, Window: Window{Start: ws, End: ws.Add(w.Size)}},
-					Value: Change[A]{Old: prev, New: nv, HasOld: hasOld, HasNew: true}, Timestamp: ts, Headers: headers})
+					Value: ch, Timestamp: ts, Headers: headers})
 			})
 			t.caches = append(t.caches, st.cache)
 			nc := st.cache
