@@ -250,6 +250,9 @@ func TestMirrorSharedFlow(t *testing.T) {
 			t.Logf("p3:\n%s", last.out.String())
 		}
 	}
+	if t.Failed() {
+		dumpTopic(t, b, "mm2-offsets.A.internal")
+	}
 	t.Logf("%d records mirrored by three processes sharing one flow", total)
 }
 
@@ -318,6 +321,25 @@ func TestMirrorTasksMaxChangeFencesZombie(t *testing.T) {
 	if t.Failed() || testing.Verbose() {
 		dump()
 	}
+}
+
+// dumpTopic logs every record of topic at addr, read uncommitted with
+// the control records: what a failed exactly-once check needs to tell a
+// stale resume from a lost commit.
+func dumpTopic(t *testing.T, addr, topic string) {
+	t.Helper()
+	cl := client(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			fmt.Fprintf(&b, "%d@%d pid %d/%d txn %v control %v %s = %s\n", r.Partition, r.Offset, r.ProducerID, r.ProducerEpoch,
+				r.Attrs.IsTransactional(), r.Attrs.IsControl(), r.Key, r.Value)
+		})
+	}
+	t.Logf("%s:\n%s", topic, b.String())
 }
 
 // pauseInTransaction stops p (SIGSTOP) at a moment when a transaction of
