@@ -108,14 +108,10 @@ func (a *App) restoreRanges(ctx context.Context, db *stateDB, ranges []restoreRa
 			if r == nil || len(p.Records) == 0 {
 				return
 			}
-			next, n, err := applyChangelog(b, r.store, p.Records, r.from, r.end)
-			counter.Add(n)
+			rp, err := r.apply(b, p.Records, counter)
 			ferr = firstErr(ferr, err)
-			ferr = firstErr(ferr, putCheckpoint(b, r.store, r.partition, next))
-			r.from = next
-			done := next >= r.end
-			reports = append(reports, RestoreProgress{Task: r.task, Store: r.store, Topic: r.topic, Partition: r.partition, Restored: next, Total: r.end, Done: done})
-			if done {
+			reports = append(reports, rp)
+			if rp.Done {
 				delete(left[p.Topic], p.Partition)
 				remaining--
 				cl.PauseFetchPartitions(map[string][]int32{p.Topic: {p.Partition}})
@@ -134,6 +130,17 @@ func (a *App) restoreRanges(ctx context.Context, db *stateDB, ranges []restoreRa
 		}
 	}
 	return nil
+}
+
+// apply writes a fetch of the range's changelog partition into b, with
+// the checkpoint, counts the records in counter and moves the range on;
+// it returns the progress to report.
+func (r *restoreRange) apply(b *pebble.Batch, recs []*kgo.Record, counter interface{ Add(int64) int64 }) (RestoreProgress, error) {
+	next, n, err := applyChangelog(b, r.store, recs, r.from, r.end)
+	counter.Add(n)
+	err = firstErr(err, putCheckpoint(b, r.store, r.partition, next))
+	r.from = next
+	return RestoreProgress{Task: r.task, Store: r.store, Topic: r.topic, Partition: r.partition, Restored: next, Total: r.end, Done: next >= r.end}, err
 }
 
 // applyChangelog writes the records of one changelog partition (fetched

@@ -180,14 +180,10 @@ func (a *App) restoreStep(ctx context.Context) error {
 			b = t.db.db.NewBatch()
 			batches[t] = b
 		}
-		next, n, err := applyChangelog(b, rg.store, p.Records, rg.from, rg.end)
-		t.restored.Add(n)
+		rp, err := rg.apply(b, p.Records, &t.restored)
 		ferr = firstErr(ferr, err)
-		ferr = firstErr(ferr, putCheckpoint(b, rg.store, rg.partition, next))
-		rg.from = next
-		finished := next >= rg.end
-		reports = append(reports, RestoreProgress{Task: rg.task, Store: rg.store, Topic: rg.topic, Partition: rg.partition, Restored: next, Total: rg.end, Done: finished})
-		if finished {
+		reports = append(reports, rp)
+		if rp.Done {
 			r.forget(rg.topic, rg.partition)
 			if rt := r.tasks[t.id]; rt != nil {
 				if rt.ranges--; rt.ranges == 0 {
