@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -511,11 +512,26 @@ func (w *worker) assigned(ctx context.Context, offsets map[string]map[int32]kgo.
 	if err != nil {
 		return fail(err)
 	}
+	var resume []string // "topic/partition@offset", what Connect logs as the offsets a task starts from
 	for t, ps := range offsets {
 		for p := range ps {
 			ps[p] = w.resumeAt(committed, t, p)
+			at := "start"
+			if o, ok := committed[tp{t, p}]; ok {
+				at = strconv.FormatInt(o+1, 10)
+			}
+			resume = append(resume, fmt.Sprintf("%s/%d@%s", t, p, at))
 		}
 	}
-	w.log.Info("mirror: tasks assigned", "flow", w.f.Name(), "group", w.f.GroupID, "tasks", fmt.Sprint(ids), "partitions", n)
+	sort.Strings(resume)
+	if len(resume) > maxResumeLogged {
+		resume = append(resume[:maxResumeLogged], fmt.Sprintf("and %d more", len(resume)-maxResumeLogged))
+	}
+	w.log.Info("mirror: tasks assigned", "flow", w.f.Name(), "group", w.f.GroupID, "tasks", fmt.Sprint(ids), "partitions", n,
+		"resume", strings.Join(resume, " "))
 	return offsets, nil
 }
+
+// maxResumeLogged bounds the partitions "tasks assigned" names with the
+// offsets they resume from.
+const maxResumeLogged = 32
