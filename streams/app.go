@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -814,13 +815,7 @@ func (a *App) takeAssignedLocked(ctx context.Context) error {
 	// Resumed but for the restoring tasks' (restoreStep resumes them).
 	for _, t := range a.restoringTasks() {
 		for topic := range t.srcs {
-			ps := assigned[topic][:0:0]
-			for _, p := range assigned[topic] {
-				if p != t.id.partition {
-					ps = append(ps, p)
-				}
-			}
-			assigned[topic] = ps
+			assigned[topic] = slices.DeleteFunc(assigned[topic], func(p int32) bool { return p == t.id.partition })
 		}
 	}
 	a.cl.ResumeFetchPartitions(assigned)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -182,17 +181,7 @@ func TestWindowedCache(t *testing.T) {
 		produce(rec("a", 1), rec("a", 2))
 		startApp(t, topo, Config{ApplicationID: "wcache", Brokers: []string{addr}, StateDir: t.TempDir(),
 			CommitInterval: 200 * time.Millisecond, CacheMaxBytes: DefaultCacheMaxBytes})
-		adm := kadm.NewClient(newClient(t, addr))
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			// GROUP_ID_NOT_FOUND (kfake) until the group commits.
-			offs, err := adm.FetchOffsets(context.Background(), "wcache")
-			if o, ok := offs.Lookup("wc-events", 0); err == nil && ok && o.At == 2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the first two records' offsets not committed in 20 s (%v)", err)
-			}
-		}
+		newKeyedInput(t, addr, "wc-events", "wcache").waitCommitted(2, 20*time.Second)
 		produce(rec("b", 3), rec("a", 4), rec("c", 15))
 		produce(rec("d", 35)) // closes [10,20)
 		w0, w1 := base, base+10_000

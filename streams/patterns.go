@@ -229,18 +229,19 @@ func (a *App) learnTopicsLocked(ctx context.Context, parts map[string]int32, all
 		}
 		count := a.taskCount[sub]
 		if count == 0 {
-			if c, ok := lateCount[sub]; ok {
-				count = c
-			} else if a.sizesInternalTopics(sub) {
-				l, err := a.lateSizing(sub, parts[name])
-				if err != nil {
-					return nil, fmt.Errorf("topic %q is the first to match the pattern of source %s: %w", name, src.name, err)
+			c, seen := lateCount[sub]
+			if !seen {
+				c = parts[name]
+				if a.sizesInternalTopics(sub) {
+					l, err := a.lateSizing(sub, c)
+					if err != nil {
+						return nil, fmt.Errorf("topic %q is the first to match the pattern of source %s: %w", name, src.name, err)
+					}
+					late = append(late, l)
 				}
-				late = append(late, l)
-				lateCount[sub], count = parts[name], parts[name]
-			} else {
-				lateCount[sub], count = parts[name], parts[name]
+				lateCount[sub] = c
 			}
+			count = c
 		}
 		if s := a.topo.subs[sub]; len(s.stores) > 0 && parts[name] != count {
 			return nil, fmt.Errorf("%w: topic %q (%d partitions) now matches the pattern of source %s, but subtopology %d keeps state (%s) over %d partitions: %s",
@@ -316,8 +317,8 @@ func (a *App) sizesInternalTopics(sub int) bool {
 	if len(a.topo.subs[sub].stores) > 0 {
 		return true
 	}
-	for _, n := range a.topo.nodes {
-		if n.sub == sub && n.sinkInternal != "" {
+	for _, w := range a.repartWriter {
+		if w == sub {
 			return true
 		}
 	}

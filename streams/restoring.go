@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -90,8 +91,8 @@ func (a *App) startRestores(ctx context.Context, fresh []*task) ([]*task, error)
 	return ready, nil
 }
 
-// addRestore pauses t's input and adds its ranges to the restore
-// consumer.
+// addRestore adds t's ranges to the restore consumer (t's input stays
+// paused: takeAssignedLocked does not resume it).
 func (a *App) addRestore(t *task, ranges []restoreRange) error {
 	if a.restorer == nil {
 		a.restorer = &restorer{}
@@ -159,7 +160,7 @@ func (a *App) restoreStep(ctx context.Context) error {
 	}
 	var ferr error
 	fetches.EachError(func(topic string, p int32, err error) {
-		if ferr == nil && err != context.DeadlineExceeded && err != context.Canceled && r.left[topic][p] != nil {
+		if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && r.left[topic][p] != nil {
 			ferr = fmt.Errorf("streams: restore %s/%d: %w", topic, p, err)
 		}
 	})

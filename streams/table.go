@@ -265,48 +265,40 @@ func TableFrom[K, V any](b *Builder, topic string, k Serde[K], v Serde[V], opts 
 			t.caches = append(t.caches, st.cache)
 		}
 		return sourceFn(func(r *kgo.Record) error {
-			if st.cache != nil {
-				if _, err := k.Deserialize(r.Topic, r.Key); err != nil {
-					return fmt.Errorf("key of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-				}
-				if r.Value != nil {
-					if _, err := v.Deserialize(r.Topic, r.Value); err != nil {
-						return fmt.Errorf("value of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-					}
-				}
-				var val []byte
-				if r.Value != nil {
-					val = append([]byte(nil), r.Value...)
-				}
-				st.cache.put(r.Key, val, r.Timestamp, r.Headers)
-				return nil
-			}
+			// Deserialized here with the cache too, so that a bad record
+			// fails at its offset, not at a flush.
 			key, err := k.Deserialize(r.Topic, r.Key)
 			if err != nil {
 				return fmt.Errorf("key of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			var ch Change[V]
+			if r.Value != nil {
+				if ch.New, err = v.Deserialize(r.Topic, r.Value); err != nil {
+					return fmt.Errorf("value of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+				}
+				ch.HasNew = true
+			}
+			if st.cache != nil {
+				st.cache.put(r.Key, bytes.Clone(r.Value), r.Timestamp, r.Headers)
+				return nil
 			}
 			ob, hasOld, err := st.get(r.Key)
 			if err != nil {
 				return err
 			}
-			var ch Change[V]
 			if hasOld {
 				if ch.Old, err = v.Deserialize(r.Topic, ob); err != nil {
 					return fmt.Errorf("%s: stored value: %w", storeName, err)
 				}
 				ch.HasOld = true
 			}
-			if r.Value == nil {
+			if !ch.HasNew {
 				if !hasOld {
 					return nil // deleting what is not there changes nothing
 				}
 				st.delete(r.Key, r.Timestamp)
 			} else {
-				if ch.New, err = v.Deserialize(r.Topic, r.Value); err != nil {
-					return fmt.Errorf("value of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-				}
-				ch.HasNew = true
-				st.put(append([]byte(nil), r.Key...), append([]byte(nil), r.Value...), r.Timestamp)
+				st.put(bytes.Clone(r.Key), bytes.Clone(r.Value), r.Timestamp)
 			}
 			next(Record[K, Change[V]]{Key: key, Value: ch, Timestamp: r.Timestamp, Headers: r.Headers})
 			return nil
