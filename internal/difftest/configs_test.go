@@ -17,6 +17,26 @@ func describeConfigsReq(typ kmsg.ConfigResourceType, resource string, names ...s
 	return req
 }
 
+// topicConfigSettled waits until the topic's config name reads value:
+// Kafka's broker answers DescribeConfigs from its metadata image, which
+// applies an alteration the controller committed a moment later (a suite
+// run described retention.ms at its default right after a SET).
+// Alterations apply in order, so waiting for the last one is enough.
+func (s *side) topicConfigSettled(topic, name, value string) {
+	s.eventually(fmt.Sprintf("%s=%s on %s", name, value, topic), func() kmsg.Request {
+		return describeConfigsReq(kmsg.ConfigResourceTypeTopic, topic, name)
+	}, func(r kmsg.Response) bool {
+		for _, res := range r.(*kmsg.DescribeConfigsResponse).Resources {
+			for _, c := range res.Configs {
+				if c.Name == name && c.Value != nil && *c.Value == value {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
 func alterConfigsReq(validateOnly bool, typ kmsg.ConfigResourceType, resource string, kv ...string) *kmsg.AlterConfigsRequest {
 	req := kmsg.NewPtrAlterConfigsRequest()
 	req.SetVersion(vAlterConfigs)
@@ -103,6 +123,7 @@ func TestAlterConfigs(t *testing.T) {
 		s.createTopic(topic, 1, map[string]string{"max.message.bytes": "2000"})
 		topicRes := kmsg.ConfigResourceTypeTopic
 		s.do("set retention.ms", alterConfigsReq(false, topicRes, topic, "retention.ms", "5000"))
+		s.topicConfigSettled(topic, "retention.ms", "5000")
 		s.do("after set", describeConfigsReq(topicRes, topic, "retention.ms", "max.message.bytes"))
 		s.do("validate only", alterConfigsReq(true, topicRes, topic, "retention.ms", "7000"))
 		s.do("after validate only", describeConfigsReq(topicRes, topic, "retention.ms"))
@@ -130,12 +151,15 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 		set, del := kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpDelete
 		app, sub := kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract
 		s.do("set", incrementalAlterReq(false, res, topic, alter{"retention.ms", set, str("5000")}, alter{"segment.ms", set, str("600000")}))
+		s.topicConfigSettled(topic, "segment.ms", "600000")
 		s.do("after set", describeConfigsReq(res, topic, "retention.ms", "segment.ms"))
 		s.do("delete", incrementalAlterReq(false, res, topic, alter{"segment.ms", del, nil}))
 		s.do("delete what is not set", incrementalAlterReq(false, res, topic, alter{"flush.ms", del, nil}))
 		s.do("append to a list", incrementalAlterReq(false, res, topic, alter{"cleanup.policy", app, str("compact")}))
+		s.topicConfigSettled(topic, "cleanup.policy", "delete,compact")
 		s.do("after append", describeConfigsReq(res, topic, "cleanup.policy"))
 		s.do("subtract from a list", incrementalAlterReq(false, res, topic, alter{"cleanup.policy", sub, str("delete")}))
+		s.topicConfigSettled(topic, "cleanup.policy", "compact")
 		s.do("after subtract", describeConfigsReq(res, topic, "cleanup.policy"))
 		s.do("append to a number", incrementalAlterReq(false, res, topic, alter{"retention.ms", app, str("1")}))
 		s.do("bad value", incrementalAlterReq(false, res, topic, alter{"retention.ms", set, str("soon")}))
