@@ -182,9 +182,10 @@ type App struct {
 	cache  *recordCache       // nil: Config.CacheMaxBytes is 0
 	purge  *repartitionPurger // nil: no repartition topics
 
-	rateMu    sync.Mutex
-	rateAt    time.Time
-	rateTotal int64
+	rateMu     sync.Mutex
+	rateAt     time.Time
+	rateTotal  int64
+	rateByTask map[string]int64 // each task's Processed at rateAt
 
 	// cancel stops the loop (Close): it ends polling, never a commit
 	// under way. kill cancels abort, both: a commit is cut short too.

@@ -7,13 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TaskStats is one task's counters: records processed, the lag behind
-// its input partitions' high watermarks (as of its last fetch), and its
-// stores' restore. Kafka Streams' task metrics process-total, records-lag
-// and restore-total.
+// TaskStats is one task's counters: records processed (in all, and per
+// second since the previous Stats call), the lag behind its input
+// partitions' high watermarks (as of its last fetch), and its stores'
+// restore. Kafka Streams' task metrics process-total, process-rate,
+// records-lag and restore-total.
 type TaskStats struct {
 	Task      string
 	Processed int64
+	// RecordsPerSec is the task's records processed per second since the
+	// previous Stats call (0 at the first call, and for a task the
+	// instance did not have then).
+	RecordsPerSec float64
 	Lag       int64
 	Restored  int64
 	Restoring bool
@@ -65,10 +70,18 @@ func (a *App) Stats() Stats {
 	sort.Slice(s.Tasks, func(i, j int) bool { return s.Tasks[i].Task < s.Tasks[j].Task })
 	a.rateMu.Lock()
 	now := time.Now()
+	byTask := make(map[string]int64, len(s.Tasks))
+	for i := range s.Tasks {
+		ts := &s.Tasks[i]
+		byTask[ts.Task] = ts.Processed
+		if prev, ok := a.rateByTask[ts.Task]; ok && now.After(a.rateAt) && ts.Processed >= prev {
+			ts.RecordsPerSec = float64(ts.Processed-prev) / now.Sub(a.rateAt).Seconds()
+		}
+	}
 	if !a.rateAt.IsZero() && now.After(a.rateAt) {
 		s.RecordsPerSec = float64(total-a.rateTotal) / now.Sub(a.rateAt).Seconds()
 	}
-	a.rateAt, a.rateTotal = now, total
+	a.rateAt, a.rateTotal, a.rateByTask = now, total, byTask
 	a.rateMu.Unlock()
 	return s
 }
