@@ -19,10 +19,10 @@ type TaskStats struct {
 	// previous Stats call (0 at the first call, and for a task the
 	// instance did not have then).
 	RecordsPerSec float64
-	Lag       int64
-	Restored  int64
-	Restoring bool
-	Dropped   int64 // records of windows already closed (late), and foreign-key join answers for a left value since changed (stale)
+	Lag           int64
+	Restored      int64
+	Restoring     bool
+	Dropped       int64 // records of windows already closed (late), and foreign-key join answers for a left value since changed (stale)
 	// Punctuations fired (stream time and wall clock) and the time spent
 	// in them: Kafka Streams' punctuate-total and punctuate-latency.
 	Punctuations    int64
