@@ -52,6 +52,9 @@ type peerSpec struct {
 	// such a peer runs with -io uring and the workloads of issue 13's
 	// targets only (see netpaths.go).
 	net string
+	// writes, when set, is the ringlog broker's -writes (direct: appends
+	// with O_DIRECT); such a peer runs with -io uring and every workload.
+	writes string
 	// acls, when not 0, makes the peer ringlog io_uring with its
 	// authorizer on and that many bindings (see acls.go); it runs the
 	// base produce workload only.
@@ -70,6 +73,7 @@ var peerSpecs = []peerSpec{
 	{key: "ringlog-portable", name: "ringlog portable"},
 	{key: netUringPeer, name: "ringlog io_uring net", net: "uring"},
 	{key: netShardsPeer, name: "ringlog io_uring net on shards", net: "uring-shards", optIn: true},
+	{key: directPeer, name: "ringlog io_uring direct writes", writes: "direct", optIn: true},
 	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
 	{key: acl100Peer, name: "ringlog ACLs 100", acls: 100},
 	{key: acl1000Peer, name: "ringlog ACLs 1,000", acls: 1000},
@@ -93,8 +97,11 @@ const (
 	// netShardsPeer is -io uring -net uring-shards: connections on the
 	// shards' rings (ARCHITECTURE.md, "Connections on the shards' rings").
 	netShardsPeer = "ringlog-net-shards"
-	acl100Peer    = "ringlog-acl100"
-	acl1000Peer   = "ringlog-acl1000"
+	// directPeer is -io uring -writes direct: appends with O_DIRECT
+	// (ARCHITECTURE.md, "Direct writes").
+	directPeer  = "ringlog-direct"
+	acl100Peer  = "ringlog-acl100"
+	acl1000Peer = "ringlog-acl1000"
 )
 
 func peerKeys() []string {
@@ -393,7 +400,7 @@ func (p *peer) startOnce(broker string) error {
 			return err
 		}
 		io := strings.TrimPrefix(p.spec.key, "ringlog-")
-		if p.spec.net != "" {
+		if p.spec.net != "" || p.spec.writes != "" {
 			io = "uring"
 		}
 		flush := map[bool]string{true: "always", false: "never"}[p.fsync]
@@ -401,6 +408,9 @@ func (p *peer) startOnce(broker string) error {
 		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", admin, "-io", io, "-flush", flush}
 		if p.spec.net != "" {
 			args = append(args, "-net", p.spec.net)
+		}
+		if p.spec.writes != "" {
+			args = append(args, "-writes", p.spec.writes)
 		}
 		// max.connections above the 10,000-connection workload's (see
 		// idle.go): netpoll's default bound is 10,000.

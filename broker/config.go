@@ -81,6 +81,9 @@ type Config struct {
 	// IO chooses the I/O path (ringlog.io): ModePortable forces the
 	// portable disk and network paths.
 	IO ioring.Mode
+	// DirectWrites writes appends with O_DIRECT (ringlog.writes=direct,
+	// -writes direct; engine.Config.DirectWrites).
+	DirectWrites bool
 	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring,
 	// IOUringShards: connections on the engine's shards' rings,
 	// IOPortable; see netpoll.Config.IO); "" follows IO: portable with

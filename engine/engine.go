@@ -18,6 +18,7 @@ import (
 	"ringlog/internal/fsutil"
 	"ringlog/internal/procs"
 	"ringlog/ioring"
+	"ringlog/segment"
 )
 
 // Config sets up a Core.
@@ -36,6 +37,11 @@ type Config struct {
 	// io_uring path writes (see ioring.WriteMode).
 	IO       ioring.Mode
 	IOWrites ioring.WriteMode
+	// DirectWrites writes the partitions' appends with O_DIRECT
+	// (segment.Options.DirectWrites; ringlog.writes=direct): where a log
+	// directory's file system has no direct I/O its logs write through
+	// the page cache, as DirectWritesOff says.
+	DirectWrites bool
 	// RingOwners makes each shard an io_uring ring owner (ioring.Owner)
 	// when the disk path is io_uring and the kernel has what an owner
 	// needs: the shard's loop then waits in io_uring_enter, not on a Go
@@ -290,6 +296,7 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	}
 	e.hwAtOpen, e.found = nil, nil
 	e.hwCkpt = startHWCheckpointer(e)
+	e.logWrites()
 	e.log.Info("logs opened", "clean", e.opensClean.Load(), "recovered", e.opensRecovered.Load(), "offline", e.opensOffline.Load())
 	e.resumeMoves()
 	e.cleaner = startCleaner(e)
@@ -300,6 +307,26 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 // how many were recovered (scanned) when the engine started.
 func (e *Core) OpenStats() (clean, recovered int64) {
 	return e.opensClean.Load(), e.opensRecovered.Load()
+}
+
+// logWrites says how appends reach each log directory's disk: with
+// Config.DirectWrites, direct writes where its file system offers direct
+// I/O, else through the page cache, and why.
+func (e *Core) logWrites() {
+	if !e.cfg.DirectWrites {
+		e.log.Info("writes", "kind", "buffered")
+		return
+	}
+	for _, d := range e.dirs {
+		if d.offline.Load() != nil {
+			continue
+		}
+		if why := segment.ProbeDirect(d.path); why != "" {
+			e.log.Warn("direct writes unavailable: the log directory's partitions write through the page cache", "dir", d.path, "reason", why)
+		} else {
+			e.log.Info("writes", "kind", "direct", "dir", d.path)
+		}
+	}
 }
 
 // IOChoice says which I/O path the shards use and why.

@@ -241,11 +241,9 @@ func (e *Core) copyClosed(p *partition, m *move) error {
 			src = p.dir
 			activeBase = p.log().ActiveBase()
 			active = fmt.Sprintf("%020d.log", activeBase)
-			st, err := os.Stat(filepath.Join(src, active))
-			if err != nil {
-				return err
-			}
-			activeSize = st.Size()
+			// The log's size, not the file's: with direct writes the file
+			// runs ahead of its batches (reserved blocks, zeros).
+			activeSize = p.log().ActiveSize()
 			return nil
 		})
 		if err != nil {
@@ -407,7 +405,7 @@ func (s *shard) finishMove(p *partition, m *move) error {
 		return err
 	}
 	s.e.moveHook(p, MoveFutureRenamed)
-	l, err := segment.Open(dst, p.topic.config.Log, segment.Options{IO: s.io, Now: s.e.cfg.Now})
+	l, err := segment.Open(dst, p.topic.config.Log, s.logOptions())
 	if err != nil {
 		s.takeOffline(p, err)
 		return err
@@ -422,7 +420,7 @@ func (s *shard) finishMove(p *partition, m *move) error {
 // reopen opens p's log again at dir after a move failed before its swap,
 // and drops the move (its future folder removed, when still recorded).
 func (s *shard) reopen(p *partition, dir string, cause error) error {
-	l, err := segment.Open(dir, p.topic.config.Log, segment.Options{IO: s.io, Now: s.e.cfg.Now})
+	l, err := segment.Open(dir, p.topic.config.Log, s.logOptions())
 	if err != nil {
 		s.takeOffline(p, errors.Join(cause, err))
 		return cause

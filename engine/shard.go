@@ -660,7 +660,7 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 			}
 		}
 	}
-	l, err := segment.Open(p.dir, p.topic.config.Log, segment.Options{IO: s.io, Now: s.e.cfg.Now})
+	l, err := segment.Open(p.dir, p.topic.config.Log, s.logOptions())
 	if err != nil {
 		if !fresh && offlineAtOpen(err) {
 			// One partition's log does not stop the broker: it stays
@@ -678,7 +678,7 @@ func (s *shard) openPartition(p *partition, fresh bool) error {
 			s.e.opensRecovered.Add(1)
 			p.recovered = recoveredEnd(p.tp, l)
 			s.e.log.Info("recovered partition", "partition", p.dir, "segments_scanned", r.SegmentsScanned,
-				"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "reason", r.Reason,
+				"batches", r.BatchesScanned, "truncated_bytes", r.TruncatedBytes, "zero_bytes", r.ZeroBytes, "reason", r.Reason,
 				"leo", p.recovered.LEO, "last_epoch", p.recovered.LastEpoch)
 		}
 	}
@@ -836,4 +836,9 @@ func (s *shard) shutdown() error {
 	}
 	errs = append(errs, s.io.Close())
 	return errors.Join(errs...)
+}
+
+// logOptions are the segment options of the shard's logs.
+func (s *shard) logOptions() segment.Options {
+	return segment.Options{IO: s.io, Now: s.e.cfg.Now, DirectWrites: s.e.cfg.DirectWrites}
 }

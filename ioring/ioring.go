@@ -92,6 +92,13 @@ type Op struct {
 	// (IOSQE_IO_LINK), so a failed write cancels its sync. On an OpSync it
 	// chooses fsync or fdatasync (SyncNone means SyncFull there).
 	Sync SyncKind
+	// Direct, on an OpWrite, says File was opened with O_DIRECT: the write
+	// bypasses the page cache, so the io_uring implementation submits it
+	// to the ring even in WritesInline mode (the kernel completes a direct
+	// write without an io-wq worker when it needs no block allocation nor
+	// size change). Offset, the buffers' lengths and their addresses must
+	// meet the file's direct I/O alignment.
+	Direct bool
 	// Tag is the caller's own; ioring never reads it.
 	Tag any
 

@@ -140,7 +140,7 @@ func (u *uringIO) prepare(o *Op) error {
 		}
 		st.parts = append(st.parts, part{want: len(o.Bufs[0])})
 	case OpWrite:
-		if u.writes == WritesInline && st.attempts == 0 {
+		if u.writes == WritesInline && st.attempts == 0 && !o.Direct {
 			// Copy into the page cache now; only the sync goes to the ring.
 			n, err := writeAt(o.File, o.Bufs, o.Offset)
 			o.N = n

@@ -225,7 +225,13 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 
 	s := l.active
 	t.seg, t.pos, t.prevNext, t.next = s, s.written, l.nextOffset, next
-	t.write = ioring.Op{Kind: ioring.OpWrite, File: s.log, Offset: s.written, Bufs: batches}
+	if w, ok, err := l.directWrite(s, batches, total); err != nil {
+		return nil, err
+	} else if ok {
+		t.write = w
+	} else {
+		t.write = ioring.Op{Kind: ioring.OpWrite, File: s.log, Offset: s.written, Bufs: batches}
+	}
 	switch l.cfg.Flush {
 	case FlushAlways:
 		t.write.Sync = ioring.SyncData
@@ -303,6 +309,12 @@ func (l *Log) roll(base int64, entries int) (*Task, error) {
 	old := l.active
 	s, err := l.newEmptySegment(base, entries)
 	if err != nil {
+		return nil, err
+	}
+	// Blocks reserved for direct writes past the old segment's data go
+	// before its sync below, which makes its size durable.
+	if err := old.trimDirect(); err != nil {
+		s.close()
 		return nil, err
 	}
 	if err := old.offsets.trim(); err != nil {
@@ -426,9 +438,14 @@ func (l *Log) finish(t *Task) {
 func (l *Log) finishAppend(t *Task) {
 	l.pending = nil
 	s := t.seg
+	if t.write.Direct {
+		// The staging buffer goes back to the pool once done has kept
+		// what it needs of it.
+		defer putStage(t.write.Bufs[0])
+	}
 	if err := t.write.Err; err != nil {
 		t.Err = err
-		if t.write.N == int(t.Result.Bytes) {
+		if t.write.N == t.write.Len() {
 			// The data reached the file but its sync failed: the kernel may
 			// have dropped the dirty pages, so nothing can be trusted until
 			// recovery runs again.
@@ -439,6 +456,9 @@ func (l *Log) finishAppend(t *Task) {
 		// boundary.
 		s.written = t.pos
 		l.nextOffset = t.prevNext
+		if s.direct != nil {
+			s.direct.trimmed(t.pos)
+		}
 		if terr := s.log.Truncate(t.pos); terr != nil {
 			l.fail(fmt.Errorf("truncate after failed write: %w (write: %w)", terr, err))
 		}
@@ -455,6 +475,9 @@ func (l *Log) finishAppend(t *Task) {
 			epochsChanged = true
 		}
 		pos += int64(h.Size())
+	}
+	if t.write.Direct && s.direct != nil {
+		s.direct.done(&t.write, pos)
 	}
 	s.publish(pos, t.next)
 	l.leo.Store(t.next)

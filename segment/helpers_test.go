@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,7 +54,23 @@ func ioKinds(t testing.TB) map[string]ioring.IO {
 	for _, x := range out {
 		t.Cleanup(func() { x.Close() })
 	}
+	// The same IOs with the logs' appends written with O_DIRECT
+	// (Options.DirectWrites): openLog unwraps them.
+	for name, x := range maps.Clone(out) {
+		out[name+"-direct"] = directIO{x}
+	}
 	return out
+}
+
+// directIO marks an IO whose logs openLog opens with DirectWrites.
+type directIO struct{ ioring.IO }
+
+// withDirect unwraps a directIO into opts.
+func withDirect(opts Options) Options {
+	if d, ok := opts.IO.(directIO); ok {
+		opts.IO, opts.DirectWrites = d.IO, true
+	}
+	return opts
 }
 
 func forEachIO(t *testing.T, fn func(t *testing.T, x ioring.IO)) {
@@ -78,7 +95,7 @@ func smallConfig() Config {
 
 func openLog(t testing.TB, dir string, cfg Config, opts Options) *Log {
 	t.Helper()
-	l, err := Open(dir, cfg, opts)
+	l, err := Open(dir, cfg, withDirect(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,11 @@ type Options struct {
 	// instead of failing with ErrCorrupt. It is the operator's explicit
 	// choice to lose data; never the default.
 	RepairCorrupt bool
+	// DirectWrites writes appends with O_DIRECT instead of through the page
+	// cache (direct.go), where the file system offers direct I/O; the
+	// log falls back to buffered writes, and says why in DirectWritesOff,
+	// where it does not. Reads go through the page cache either way.
+	DirectWrites bool
 }
 
 // RecoveryInfo says what Open found.
@@ -40,6 +45,11 @@ type RecoveryInfo struct {
 	// after it.
 	TruncatedBytes  int64
 	SegmentsDropped int
+	// ZeroBytes were cut from the end of the last segment kept, all zeros:
+	// blocks reserved ahead of direct writes (Options.DirectWrites), or a
+	// size extended before its data reached the disk. No data is lost
+	// with them; TruncatedBytes does not count them.
+	ZeroBytes int64
 	// Reason describes the first invalid batch, if any.
 	Reason string
 }
@@ -75,6 +85,8 @@ type Log struct {
 
 	// cleaner is the log compaction state (clean.go).
 	cleaner cleanerState
+	// dio is the direct-write state (direct.go).
+	dio directState
 
 	// Published for readers.
 	set      atomic.Pointer[segSet]
@@ -311,6 +323,9 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) cleanShutdown() error {
+	if err := l.active.trimDirect(); err != nil {
+		return err
+	}
 	for _, s := range l.segs {
 		if err := s.log.Sync(); err != nil {
 			return err

@@ -116,6 +116,9 @@ func (l *Log) truncateSegment(s *segment, pos, next int64) error {
 	if err := s.log.Truncate(pos); err != nil {
 		return fmt.Errorf("segment: truncate %s: %w", s.log.Name(), err)
 	}
+	if s.direct != nil {
+		s.direct.trimmed(pos)
+	}
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", s.log.Name(), err)
 	}

@@ -328,3 +328,8 @@ func (l *Log) scanBatches(from, to int64, markers bool, fn func(h batch.Header, 
 // ActiveBase is the base offset of the active segment (owner only): it
 // changes when the log rolls.
 func (l *Log) ActiveBase() int64 { return l.active.base }
+
+// ActiveSize is the active segment's committed size: its batches' bytes.
+// Its file may be longer (blocks reserved for direct writes, zeros), so
+// a copy of the file up to it copies exactly the batches (owner only).
+func (l *Log) ActiveSize() int64 { return l.active.size() }

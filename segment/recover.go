@@ -155,6 +155,10 @@ func (l *Log) load() error {
 		if err != nil {
 			return err
 		}
+		zeros, err := allZero(s.log, bad, size)
+		if err != nil {
+			return err
+		}
 		// Synced: a cut left to the page cache could be undone by a power
 		// loss, bringing back the invalid tail under later appends.
 		if err := s.log.Truncate(bad); err != nil {
@@ -163,7 +167,12 @@ func (l *Log) load() error {
 		if err := s.log.Sync(); err != nil {
 			return err
 		}
-		l.recovery.TruncatedBytes += size - bad
+		if zeros {
+			l.recovery.ZeroBytes += size - bad
+			reason += "; zeros from there to the end"
+		} else {
+			l.recovery.TruncatedBytes += size - bad
+		}
 		l.recovery.Reason = fmt.Sprintf("%s at %d: %s", s.path(logSuffix), bad, reason)
 		for _, later := range segs[i+1:] {
 			if n, err := later.fileSize(); err == nil {
@@ -539,6 +548,24 @@ func unwrittenPage(f *os.File, from, to int64) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// allZero reports whether f holds only zeros from from to to.
+func allZero(f *os.File, from, to int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	for pos := from; pos < to; {
+		n := int(min(int64(len(buf)), to-pos))
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return false, fmt.Errorf("segment: read %s at %d: %w", f.Name(), pos, err)
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		pos += int64(n)
+	}
+	return true, nil
 }
 
 // lengthEnd is where a batch's length field ends: a header whose bytes up

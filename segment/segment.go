@@ -52,6 +52,9 @@ type segment struct {
 	times   *timeIndex
 	// txn is the aborted-transactions index (txnindex.go).
 	txn txnIndex
+	// direct is the direct-write state while the segment is active and
+	// written with O_DIRECT (direct.go); nil otherwise. Owned by the writer.
+	direct *segDirect
 
 	// tail packs the committed size (low 32 bits) and the next offset
 	// relative to base (high 32 bits) so that a reader sees both from the
@@ -122,6 +125,9 @@ func (s *segment) close() error {
 	}
 	if s.times != nil {
 		errs = append(errs, s.times.close())
+	}
+	if s.direct != nil {
+		errs = append(errs, s.direct.f.Close())
 	}
 	if s.log != nil {
 		errs = append(errs, s.log.Close())

@@ -276,6 +276,8 @@ func (s *settings) set(k, v string) error {
 		s.Groups.GroupMetadataMaxBytes = int(n)
 	case "ringlog.io":
 		s.IO, err = ioring.ParseMode(v)
+	case "ringlog.writes":
+		s.DirectWrites, err = parseWrites(v)
 	case "controller.quorum.voters":
 		s.Cluster.Voters = v
 	case "controller.quorum.bootstrap.servers":
@@ -426,4 +428,15 @@ func (s *settings) setLogDirs(v string) error {
 	}
 	s.DataDir, s.LogDirs = dirs[0], dirs[1:]
 	return nil
+}
+
+// parseWrites reads ringlog.writes (-writes): how appends reach the disk.
+func parseWrites(v string) (bool, error) {
+	switch v {
+	case "buffered":
+		return false, nil
+	case "direct":
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown writes %q (want buffered or direct)", v)
 }

@@ -38,15 +38,39 @@ func Net(t testing.TB) string {
 	}
 }
 
-// NetArgs returns the binary's flags for the path EnvNet asks for (-net
-// and its name), none when it is unset. Put them first: a test's own
-// -net comes later and wins.
+// EnvWrites names the environment variable that picks how the test
+// brokers' appends reach the disk: buffered or direct (-writes); unset,
+// the broker's default.
+const EnvWrites = "RINGLOG_TEST_WRITES"
+
+// Direct reports whether EnvWrites asks for direct writes, and fails the
+// test on a value other than buffered, direct or none.
+func Direct(t testing.TB) bool {
+	t.Helper()
+	switch w := os.Getenv(EnvWrites); w {
+	case "", "buffered":
+		return false
+	case "direct":
+		return true
+	default:
+		t.Fatalf("%s=%q: want buffered or direct (or unset)", EnvWrites, w)
+		return false
+	}
+}
+
+// NetArgs returns the binary's flags for the paths EnvNet and EnvWrites
+// ask for (-net and its name, -writes direct), none when they are unset.
+// Put them first: a test's own flags come later and win.
 func NetArgs(t testing.TB) []string {
 	t.Helper()
+	var args []string
 	if n := Net(t); n != "" {
-		return []string{"-net", n}
+		args = append(args, "-net", n)
 	}
-	return nil
+	if Direct(t) {
+		args = append(args, "-writes", "direct")
+	}
+	return args
 }
 
 // CheckNetLog fails the test when a spawned broker's log shows that a
@@ -81,6 +105,7 @@ func Config(dir string) broker.Config {
 	// The network path RINGLOG_TEST_NET asks for (StartBroker checks the
 	// value, and that the broker serves on that path).
 	cfg.Network = envNet()
+	cfg.DirectWrites = os.Getenv(EnvWrites) == "direct"
 	// Kafka's group defaults but for the initial rebalance delay, which
 	// would add 3 s to every test's first rebalance.
 	cfg.Groups.InitialRebalanceDelay = 0
@@ -106,6 +131,7 @@ func Logger() *slog.Logger {
 func StartBroker(t testing.TB, cfg broker.Config) *Broker {
 	t.Helper()
 	Net(t)
+	Direct(t)
 	b := &Broker{t: t, Dir: cfg.DataDir, cfg: cfg}
 	t.Cleanup(b.Stop) // first: start may fail the test with a broker running
 	b.start()

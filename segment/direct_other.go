@@ -1,0 +1,10 @@
+//go:build !linux
+
+package segment
+
+import "os"
+
+// openDirect: direct writes are built for Linux only.
+func openDirect(path string) (f *os.File, align, memAlign int64, why string, err error) {
+	return nil, 0, 0, "direct writes are built for Linux only", nil
+}

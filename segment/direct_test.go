@@ -1,0 +1,154 @@
+package segment
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ringlog/ioring"
+)
+
+// logFileSize is the size on disk of the segment file based at base.
+func logFileSize(t *testing.T, dir string, base int64) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, segmentName(base)+logSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestDirectWrites: with DirectWrites on a file system that offers direct
+// I/O, appends go to the active segment with O_DIRECT: its blocks are
+// reserved ahead (the file is larger than its data while it is active),
+// batches of every size across block boundaries read back as written, a
+// roll cuts the rolled segment to its data, a clean shutdown cuts the
+// active one, and after a crash recovery cuts the reserved zeros and keeps
+// every batch. Without the feature the file never runs ahead of its data.
+func TestDirectWrites(t *testing.T) {
+	for name, mode := range map[string]ioring.Mode{"portable": ioring.ModePortable, "uring": ioring.ModeUring} {
+		t.Run(name, func(t *testing.T) {
+			x, _, err := ioring.Open(mode, ioring.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.Close()
+			dir := t.TempDir()
+			cfg := smallConfig()
+			cfg.SegmentBytes = 256 << 10
+			clk := newClock()
+			opts := Options{IO: x, Now: clk.Now, DirectWrites: true}
+			l := openLog(t, dir, cfg, opts)
+			var want []byte
+			var sizes []int64
+			for i := range 120 {
+				// 1 to 3 batches of 61 to 1,760 bytes: the segment's end falls
+				// anywhere in a block.
+				var round [][]byte
+				for j := range 1 + i%3 {
+					round = append(round, mkBatch(t, 1+j, 1+(i*37)%1700, clk.now.UnixMilli(), i*5+j))
+				}
+				if _, err := l.Append(round, AppendOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				for _, b := range round {
+					want = append(want, b...)
+				}
+				if why := l.DirectWritesOff(); why != "" {
+					t.Fatalf("direct writes off on %s: %s", dir, why)
+				}
+				sizes = append(sizes, l.active.written)
+				sameBytes(t, readAll(t, l), want, "read after append")
+			}
+			if l.Segments() < 2 {
+				t.Fatalf("%d segments: the test wants a roll", l.Segments())
+			}
+			set := l.acquire()
+			for _, s := range set.segs[:len(set.segs)-1] {
+				if got := logFileSize(t, dir, s.base); got != s.size() {
+					t.Errorf("rolled segment %d: file of %d bytes, data %d: the reserved blocks were not cut", s.base, got, s.size())
+				}
+			}
+			a := set.segs[len(set.segs)-1]
+			set.release()
+			if got := logFileSize(t, dir, a.base); got <= a.size() {
+				t.Errorf("active segment: file of %d bytes, data %d: no blocks reserved ahead (direct writes not used)", got, a.size())
+			}
+
+			// A crash: the reserved zeros are a torn tail to recovery.
+			leo := l.LEO()
+			crash(l)
+			l = openLog(t, dir, cfg, opts)
+			if l.LEO() != leo {
+				t.Fatalf("after a crash: LEO %d, want %d", l.LEO(), leo)
+			}
+			if ri := l.Recovery(); ri.TruncatedBytes != 0 || ri.ZeroBytes == 0 {
+				t.Errorf("recovery after the crash: %+v, want only zeros cut", ri)
+			}
+			sameBytes(t, readAll(t, l), want, "read after a crash")
+			// Appends go on after recovery (the partial block read back).
+			more := mkBatch(t, 2, 333, clk.now.UnixMilli(), 999)
+			if _, err := l.Append([][]byte{more}, AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, more...)
+			sameBytes(t, readAll(t, l), want, "read after a crash and an append")
+
+			// A clean shutdown cuts the active segment to its data, and the
+			// next open trusts it without a scan.
+			base := l.active.base
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := logFileSize(t, dir, base), int64(len(want))-sumBefore(t, dir, base); got != want {
+				t.Errorf("after a clean shutdown: active file of %d bytes, want %d", got, want)
+			}
+			l = openLog(t, dir, cfg, opts)
+			defer l.Close()
+			if ri := l.Recovery(); !ri.Clean || ri.SegmentsScanned != 0 {
+				t.Errorf("after a clean shutdown: recovery %+v", ri)
+			}
+			sameBytes(t, readAll(t, l), want, "read after a clean shutdown")
+		})
+	}
+}
+
+// sumBefore is the bytes of the segment files of dir based below base.
+func sumBefore(t *testing.T, dir string, base int64) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if b, ok := parseSegmentName(e.Name(), logSuffix); ok && b < base {
+			n += logFileSize(t, dir, b)
+		}
+	}
+	return n
+}
+
+// TestDirectWritesFallBack: on a file system without direct I/O (tmpfs)
+// the log says why and appends through the page cache.
+func TestDirectWritesFallBack(t *testing.T) {
+	dir, err := os.MkdirTemp("/dev/shm", "ringlog-direct-")
+	if err != nil {
+		t.Fatalf("a tmpfs directory for the test: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	l := openLog(t, dir, smallConfig(), Options{DirectWrites: true})
+	defer l.Close()
+	b := mkBatch(t, 3, 100, 1, 1)
+	if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if l.DirectWritesOff() == "" {
+		t.Fatalf("direct writes on for a tmpfs directory")
+	}
+	t.Logf("falls back: %s", l.DirectWritesOff())
+	sameBytes(t, readAll(t, l), b, "read back")
+	if got := logFileSize(t, dir, 0); got != int64(len(b)) {
+		t.Errorf("file of %d bytes, data %d", got, len(b))
+	}
+}
