@@ -29,7 +29,11 @@ import (
 //     read it through the page cache as before (Read, sendfile), below the
 //     published size only. The kernel keeps the page cache coherent with
 //     direct writes (it drops the cached pages a direct write covers,
-//     before and after the write).
+//     before and after the write). The kernel's readahead is off on the
+//     active segment's file while it runs ahead of its data
+//     (POSIX_FADV_RANDOM): it would fill the page cache with the reserved
+//     zeros, up to read_ahead_kb past each read (8 MiB here); a read
+//     brings in what it asks for.
 //   - A direct write covers whole blocks of the file system's direct I/O
 //     alignment (statx STATX_DIOALIGN): an append writes from the start of
 //     the block holding the segment's end, so the bytes of that block
@@ -105,8 +109,13 @@ func (l *Log) directWrite(s *segment, batches [][]byte, total int64) (ioring.Op,
 			f.Close()
 			return ioring.Op{}, false, err
 		}
+		if err := adviseRandom(s.log, true); err != nil {
+			f.Close()
+			return ioring.Op{}, false, fmt.Errorf("segment: advise %s: %w", s.path(logSuffix), err)
+		}
 		d = &segDirect{f: f, align: align, allocated: fi.Size()}
 		s.direct = d
+		s.noReadahead.Store(true)
 		l.dio.memAlign = max(l.dio.memAlign, memAlign)
 	}
 	if !d.partialOK {
@@ -210,6 +219,10 @@ func (s *segment) trimDirect() error {
 	var err error
 	if d.allocated > s.written {
 		err = s.log.Truncate(s.written)
+	}
+	s.noReadahead.Store(false)
+	if aerr := adviseRandom(s.log, false); err == nil {
+		err = aerr
 	}
 	if cerr := d.f.Close(); err == nil {
 		err = cerr

@@ -28,3 +28,22 @@ func openDirect(path string) (f *os.File, align, memAlign int64, why string, err
 	}
 	return f, int64(stx.Dio_offset_align), int64(max(stx.Dio_mem_align, 1)), "", nil
 }
+
+// adviseRandom turns the kernel's readahead off for f (POSIX_FADV_RANDOM),
+// or back on. A direct-written active segment's file runs ahead of its
+// data (reserved blocks, zeros): readahead, up to the disk's read_ahead_kb
+// past each read (8 MiB on the machines the suite runs on), would fill the
+// page cache with those zeros. Reads then bring in what they ask for.
+func adviseRandom(f *os.File, on bool) error {
+	advice := unix.FADV_NORMAL
+	if on {
+		advice = unix.FADV_RANDOM
+	}
+	return unix.Fadvise(int(f.Fd()), 0, 0, advice)
+}
+
+// willNeed starts reading [pos, pos+n) of f into the page cache
+// (POSIX_FADV_WILLNEED), in one request; a failure only loses the hint.
+func willNeed(f *os.File, pos, n int64) {
+	_ = unix.Fadvise(int(f.Fd()), pos, n, unix.FADV_WILLNEED)
+}

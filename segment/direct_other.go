@@ -8,3 +8,7 @@ import "os"
 func openDirect(path string) (f *os.File, align, memAlign int64, why string, err error) {
 	return nil, 0, 0, "direct writes are built for Linux only", nil
 }
+
+func adviseRandom(f *os.File, on bool) error { return nil }
+
+func willNeed(f *os.File, pos, n int64) {}

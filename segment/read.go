@@ -116,6 +116,12 @@ func (l *Log) Read(offset, maxBytes, upper int64, minOne bool) (*ReadResult, err
 		if n <= 0 {
 			break
 		}
+		if s.noReadahead.Load() {
+			// Without the kernel's readahead, sendfile would bring the
+			// region in a pipe's worth (64 KiB) at a time, each read
+			// waited for: ask for all of it at once.
+			willNeed(s.log, pos, n)
+		}
 		res.Regions = append(res.Regions, Region{File: s.log, Pos: pos, Len: n})
 		res.Bytes += n
 		remaining -= n

@@ -55,6 +55,10 @@ type segment struct {
 	// direct is the direct-write state while the segment is active and
 	// written with O_DIRECT (direct.go); nil otherwise. Owned by the writer.
 	direct *segDirect
+	// noReadahead is set while the kernel's readahead is off on log
+	// (direct writes: adviseRandom): Read then asks for each region it
+	// returns to be read in ahead, in one piece (willNeed).
+	noReadahead atomic.Bool
 
 	// tail packs the committed size (low 32 bits) and the next offset
 	// relative to base (high 32 bits) so that a reader sees both from the
