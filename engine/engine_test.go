@@ -72,7 +72,9 @@ func readAll(t testing.TB, e *Core, tp TP) []batch.Header {
 		buf := make([]byte, res.Bytes)
 		n := 0
 		for _, rg := range res.Regions {
-			rg.File.ReadAt(buf[n:n+int(rg.Len)], rg.Pos)
+			if err := rg.ReadAt(buf[n : n+int(rg.Len)]); err != nil {
+				t.Fatal(err)
+			}
 			n += int(rg.Len)
 		}
 		res.Release()

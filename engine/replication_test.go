@@ -45,7 +45,7 @@ func regionBytes(t testing.TB, res ReadResult) []byte {
 	buf := make([]byte, res.Bytes)
 	n := 0
 	for _, rg := range res.Regions {
-		if _, err := rg.File.ReadAt(buf[n:n+int(rg.Len)], rg.Pos); err != nil {
+		if err := rg.ReadAt(buf[n : n+int(rg.Len)]); err != nil {
 			t.Fatal(err)
 		}
 		n += int(rg.Len)

@@ -66,7 +66,13 @@ func (f *fetch) respond() {
 		r.AppendBytes(fr.buf[prev:c.at])
 		var n int64
 		for _, rg := range c.res.Regions {
-			r.AppendRegion(rg.File, rg.Pos, rg.Len)
+			if rg.Mem != nil {
+				// A direct-written segment's recent batches, from its tail
+				// cache: never written again, kept alive by the slice.
+				r.AppendBytes(rg.Mem)
+			} else {
+				r.AppendRegion(rg.File, rg.Pos, rg.Len)
+			}
 			n += rg.Len
 		}
 		// The length prefix was written from Bytes: if the regions said

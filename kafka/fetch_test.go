@@ -184,7 +184,7 @@ func expectedFetch(t testing.TB, e *engine.Core, req *kmsg.FetchRequest) *kmsg.F
 					}
 					for _, rg := range res.Regions {
 						b := make([]byte, rg.Len)
-						if _, err := rg.File.ReadAt(b, rg.Pos); err != nil {
+						if err := rg.ReadAt(b); err != nil {
 							t.Fatal(err)
 						}
 						sp.RecordBatches = append(sp.RecordBatches, b...)

@@ -152,7 +152,7 @@ func kcatStoredCodecs(t *testing.T, b *testBroker, topic string) map[string]bool
 	var log []byte
 	for _, rg := range res.Regions {
 		buf := make([]byte, rg.Len)
-		if _, err := rg.File.ReadAt(buf, rg.Pos); err != nil {
+		if err := rg.ReadAt(buf); err != nil {
 			t.Fatal(err)
 		}
 		log = append(log, buf...)

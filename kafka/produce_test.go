@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func readValues(t testing.TB, b *testBroker, tp engine.TP) []string {
 	var out []string
 	for _, r := range res.Regions {
 		buf := make([]byte, r.Len)
-		if _, err := r.File.ReadAt(buf, r.Pos); err != nil && err != io.EOF {
+		if err := r.ReadAt(buf); err != nil {
 			t.Fatal(err)
 		}
 		it := batch.Split(buf)

@@ -438,10 +438,16 @@ func (l *Log) finish(t *Task) {
 func (l *Log) finishAppend(t *Task) {
 	l.pending = nil
 	s := t.seg
+	var stage []byte
 	if t.write.Direct {
 		// The staging buffer goes back to the pool once done has kept
-		// what it needs of it.
-		defer putStage(t.write.Bufs[0])
+		// what it needs of it, unless the tail cache keeps it.
+		stage = t.write.Bufs[0]
+		defer func() {
+			if stage != nil {
+				putStage(stage)
+			}
+		}()
 	}
 	if err := t.write.Err; err != nil {
 		t.Err = err
@@ -478,6 +484,11 @@ func (l *Log) finishAppend(t *Task) {
 	}
 	if t.write.Direct && s.direct != nil {
 		s.direct.done(&t.write, pos)
+		// Cached before the size is published: a reader that sees the
+		// new size sees the chunk too.
+		if s.cache.add(t.pos, stage[t.pos-t.write.Offset:pos-t.write.Offset], stage) {
+			stage = nil
+		}
 	}
 	s.publish(pos, t.next)
 	l.leo.Store(t.next)

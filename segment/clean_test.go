@@ -346,7 +346,7 @@ func TestCleanReaderKeepsOldBytes(t *testing.T) {
 		var out []byte
 		for _, rg := range res.Regions {
 			b := make([]byte, rg.Len)
-			if _, err := rg.File.ReadAt(b, rg.Pos); err != nil {
+			if err := rg.ReadAt(b); err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, b...)

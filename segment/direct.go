@@ -216,6 +216,7 @@ func (s *segment) trimDirect() error {
 		return nil
 	}
 	s.direct = nil
+	s.cache.drop()
 	var err error
 	if d.allocated > s.written {
 		err = s.log.Truncate(s.written)

@@ -152,3 +152,81 @@ func TestDirectWritesFallBack(t *testing.T) {
 		t.Errorf("file of %d bytes, data %d", got, len(b))
 	}
 }
+
+// TestDirectWritesTailCache: a direct-written active segment's latest
+// batches are read from memory (Mem regions, the tail cache), its older
+// ones and a rolled segment's from the file, with the same bytes either
+// way; the cache holds at most tailCacheBytes; a truncation empties it
+// (the positions past the cut are written again); the next appends start
+// it over.
+func TestDirectWritesTailCache(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 64 << 20
+	l := openLog(t, t.TempDir(), cfg, Options{DirectWrites: true})
+	defer l.Close()
+	var want []byte
+	var ends []int64 // LEO after each append
+	for i := range 300 {
+		b := mkBatch(t, 8, 1000+i%500, 1, i)
+		if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b...)
+		ends = append(ends, l.LEO())
+	}
+	sameBytes(t, readAll(t, l), want, "read back")
+	kinds := func(offset int64) (mem, file int64) {
+		res, err := l.Read(offset, 1<<30, l.LEO(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Release()
+		for _, rg := range res.Regions {
+			if rg.Mem != nil {
+				mem += rg.Len
+			} else {
+				file += rg.Len
+			}
+		}
+		return mem, file
+	}
+	// The last append is cached; the first is not (2.6 MB written, the
+	// cache keeps 2 MiB at most).
+	if mem, file := kinds(ends[len(ends)-2]); mem == 0 || file != 0 {
+		t.Fatalf("the last append: %d bytes from memory, %d from the file", mem, file)
+	}
+	mem, file := kinds(0)
+	if mem == 0 || file == 0 || mem > tailCacheBytes {
+		t.Fatalf("the whole log: %d bytes from memory, %d from the file", mem, file)
+	}
+	// A truncation empties the cache; appends after it fill it again,
+	// with the new batches at the old positions.
+	cut := ends[200]
+	if err := l.TruncateTo(cut); err != nil {
+		t.Fatal(err)
+	}
+	if mem, _ := kinds(0); mem != 0 {
+		t.Fatalf("%d bytes from memory after a truncation", mem)
+	}
+	want = want[:l.active.size()]
+	for i := range 5 {
+		b := mkBatch(t, 3, 700, 1, 1000+i)
+		if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b...)
+	}
+	if mem, _ := kinds(cut); mem == 0 {
+		t.Fatal("nothing from memory after the appends that followed the truncation")
+	}
+	sameBytes(t, readAll(t, l), want, "read back after the truncation")
+	// The cut of a roll or a clean shutdown drops the cache.
+	a := l.active
+	if err := a.trimDirect(); err != nil {
+		t.Fatal(err)
+	}
+	if tc := a.cache.p.Load(); tc != nil {
+		t.Fatalf("a segment cut to its data keeps %d cached chunks", len(tc.chunks))
+	}
+	sameBytes(t, readAll(t, l), want, "read back from the file")
+}

@@ -119,6 +119,9 @@ func (l *Log) truncateSegment(s *segment, pos, next int64) error {
 	if s.direct != nil {
 		s.direct.trimmed(pos)
 	}
+	// Before the smaller size is published and the next appends reuse
+	// the positions past it.
+	s.cache.drop()
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", s.log.Name(), err)
 	}

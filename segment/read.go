@@ -10,11 +10,26 @@ import (
 	"ringlog/segment/batch"
 )
 
-// Region is a byte range of a segment file, to be sent as is (sendfile).
+// Region is a byte range of a segment file, to be sent as is (sendfile),
+// or, when Mem is set, those bytes in memory (a direct-written segment's
+// recent batches, tail.go): File is nil then. Mem is never written to.
 type Region struct {
 	File *os.File
 	Pos  int64
 	Len  int64
+	Mem  []byte
+}
+
+// ReadAt reads the region's bytes into buf (len(buf) == Len).
+func (rg Region) ReadAt(buf []byte) error {
+	if rg.Mem != nil {
+		copy(buf, rg.Mem)
+		return nil
+	}
+	if _, err := rg.File.ReadAt(buf, rg.Pos); err != nil {
+		return fmt.Errorf("segment: read %s at %d: %w", rg.File.Name(), rg.Pos, err)
+	}
+	return nil
 }
 
 // ReadResult is the answer to Read. It pins the segments it refers to:
@@ -25,10 +40,16 @@ type ReadResult struct {
 	// Bytes is the sum of the regions' lengths.
 	Bytes int64
 	set   *segSet
+	// pinned are the tail-cache buffers the Mem regions lie in.
+	pinned []*stageBuf
 }
 
-// Release unpins the segments.
+// Release unpins the segments and the Mem regions' buffers.
 func (r *ReadResult) Release() {
+	for _, b := range r.pinned {
+		b.release()
+	}
+	r.pinned = nil
 	if r.set != nil {
 		r.set.release()
 		r.set = nil
@@ -44,7 +65,7 @@ func getHeaderReader(f *os.File) *headerReader {
 }
 
 func putHeaderReader(r *headerReader) {
-	r.f = nil
+	r.f, r.cache = nil, nil
 	headerReaders.Put(r)
 }
 
@@ -92,6 +113,7 @@ func (l *Log) Read(offset, maxBytes, upper int64, minOne bool) (*ReadResult, err
 			break
 		}
 		r := getHeaderReader(s.log)
+		r.cache = s.cache.p.Load()
 		pos, h, err := s.find(r, offset, size)
 		end := size
 		if err == nil && upper < next {
@@ -116,13 +138,7 @@ func (l *Log) Read(offset, maxBytes, upper int64, minOne bool) (*ReadResult, err
 		if n <= 0 {
 			break
 		}
-		if s.noReadahead.Load() {
-			// Without the kernel's readahead, sendfile would bring the
-			// region in a pipe's worth (64 KiB) at a time, each read
-			// waited for: ask for all of it at once.
-			willNeed(s.log, pos, n)
-		}
-		res.Regions = append(res.Regions, Region{File: s.log, Pos: pos, Len: n})
+		s.regions(res, pos, n)
 		res.Bytes += n
 		remaining -= n
 		if pos+n < end || remaining <= 0 || end < size {
@@ -146,8 +162,8 @@ func (l *Log) ReadBatches(offset, maxBytes, upper int64) ([]byte, error) {
 	for _, rg := range res.Regions {
 		n := len(buf)
 		buf = buf[:n+int(rg.Len)]
-		if _, err := rg.File.ReadAt(buf[n:], rg.Pos); err != nil {
-			return nil, fmt.Errorf("segment: read %s at %d: %w", rg.File.Name(), rg.Pos, err)
+		if err := rg.ReadAt(buf[n:]); err != nil {
+			return nil, err
 		}
 	}
 	// Drop a partial trailing batch. A header that cannot be framed ends

@@ -59,6 +59,9 @@ type segment struct {
 	// (direct writes: adviseRandom): Read then asks for each region it
 	// returns to be read in ahead, in one piece (willNeed).
 	noReadahead atomic.Bool
+	// cache is the tail cache of a direct-written active segment
+	// (tail.go): its latest batches in memory, for readers.
+	cache tailCache
 
 	// tail packs the committed size (low 32 bits) and the next offset
 	// relative to base (high 32 bits) so that a reader sees both from the
@@ -178,6 +181,9 @@ type headerReader struct {
 	buf    []byte
 	bufPos int64 // file position of buf[0]
 	bufLen int
+	// cache, when set, is the segment's tail cache as the reader found
+	// it: headers it holds are read from it, not the file (tail.go).
+	cache *tailChunks
 }
 
 const headerWindow = 8 << 10
@@ -192,6 +198,12 @@ func newHeaderReader(f *os.File) *headerReader {
 func (r *headerReader) header(pos, end int64) (batch.Header, error) {
 	if pos+batch.HeaderSize > end {
 		return batch.Header{}, fmt.Errorf("%w: %s: batch header at %d runs past %d", ErrCorrupt, r.f.Name(), pos, end)
+	}
+	if h, ok := r.cache.header(pos); ok {
+		if pos+int64(h.Size()) > end {
+			return h, fmt.Errorf("%w: %s: batch at %d of %d bytes runs past %d", ErrCorrupt, r.f.Name(), pos, h.Size(), end)
+		}
+		return h, nil
 	}
 	if r.bufPos < 0 || pos < r.bufPos || pos+batch.HeaderSize > r.bufPos+int64(r.bufLen) {
 		n := int(min(int64(len(r.buf)), end-pos))
