@@ -102,24 +102,35 @@ type Log struct {
 // drops it, and the last reader out releases the segments, whose files are
 // closed once no set refers to them.
 type segSet struct {
-	refs atomic.Int64
+	refs pins
 	segs []*segment
 }
 
-func (s *segSet) tryAcquire() bool {
+// pins counts the references to something readers share with its owner:
+// the owner's own and each reader's. Once the count reached 0 it is gone
+// and no reader can pin it again.
+type pins struct{ n atomic.Int64 }
+
+// tryAcquire pins it for a reader; false when it is gone.
+func (p *pins) tryAcquire() bool {
 	for {
-		n := s.refs.Load()
+		n := p.n.Load()
 		if n <= 0 {
 			return false
 		}
-		if s.refs.CompareAndSwap(n, n+1) {
+		if p.n.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}
 }
 
+// drop releases a reference and reports whether it was the last.
+func (p *pins) drop() bool { return p.n.Add(-1) == 0 }
+
+func (s *segSet) tryAcquire() bool { return s.refs.tryAcquire() }
+
 func (s *segSet) release() {
-	if s.refs.Add(-1) == 0 {
+	if s.refs.drop() {
 		for _, seg := range s.segs {
 			seg.unref()
 		}
@@ -145,7 +156,7 @@ func (l *Log) install(segs []*segment) {
 	l.segs = segs
 	l.active = segs[len(segs)-1]
 	set := &segSet{segs: segs}
-	set.refs.Store(1)
+	set.refs.n.Store(1)
 	for _, s := range segs {
 		s.ref()
 	}

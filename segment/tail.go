@@ -26,30 +26,20 @@ import (
 	"ringlog/segment/batch"
 )
 
-// stageBuf is a staging buffer held by a tail cache: refs counts the
-// cache's reference and the readers'; -1 once the buffer went back to the
-// pool.
+// stageBuf is a staging buffer held by a tail cache; refs counts the
+// cache's reference and the readers'.
 type stageBuf struct {
 	b    []byte
-	refs atomic.Int32
+	refs pins
 }
 
-// acquire pins the buffer for a reader; false when it is gone.
-func (sb *stageBuf) acquire() bool {
-	for {
-		r := sb.refs.Load()
-		if r <= 0 {
-			return false
-		}
-		if sb.refs.CompareAndSwap(r, r+1) {
-			return true
-		}
-	}
-}
+// acquire pins the buffer for a reader; false when it went back to the
+// pool.
+func (sb *stageBuf) acquire() bool { return sb.refs.tryAcquire() }
 
 // release drops a reference; the last one gives the buffer back.
 func (sb *stageBuf) release() {
-	if sb.refs.Add(-1) == 0 && sb.refs.CompareAndSwap(0, -1) {
+	if sb.refs.drop() {
 		putStage(sb.b)
 	}
 }
@@ -87,7 +77,7 @@ func (c *tailCache) add(pos int64, data, buf []byte) bool {
 		ch.mem = int64(cap(ch.data))
 	} else {
 		ch.buf = &stageBuf{b: buf}
-		ch.buf.refs.Store(1)
+		ch.buf.refs.n.Store(1)
 	}
 	old := c.p.Load()
 	var keep, dropped []tailChunk
