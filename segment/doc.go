@@ -40,6 +40,15 @@
 // point moves past it, so that recovery after a crash scans only the active
 // segment.
 //
+// With Options.DirectWrites (direct.go) the active segment's appends are
+// direct writes (O_DIRECT) from pooled staging buffers that start at the
+// last partial block, into blocks reserved ahead with fallocate; the
+// file's layout is unchanged, only its size runs ahead of the data until
+// the roll's cut, a clean shutdown or recovery after a crash (which cuts
+// the zeros as a torn tail, RecoveryInfo.ZeroBytes). The latest appends'
+// buffers stay as the tail cache (tail.go): Read serves the part of a range
+// they cover from memory (Region.Mem), pinned until Release.
+//
 // # Compaction
 //
 // A log whose cleanup.policy includes compact is cleaned as Kafka's
