@@ -157,9 +157,14 @@ func TestConsumeMatchesProduce(t *testing.T) {
 		cons := b.client(kgo.ConsumeTopics("many"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		e2eConsumeAll(t, cons, parts, total, 0, 0, 20)
 		// The records went out as file regions (zero-copy), not bytes
-		// read into the response.
+		// read into the response. With direct writes they are in no page
+		// cache: the tail cache's memory serves them (segment/tail.go),
+		// as bytes.
 		st := b.Net.Stats()
 		t.Logf("%s: %d records; fetched region bytes: %d by sendfile, %d copied", b.Net.IO(), total, st.SendfileBytes, st.CopiedBytes)
+		if testbroker.Direct(t) {
+			return
+		}
 		if st.SendfileBytes+st.CopiedBytes < int64(total)*2 {
 			t.Errorf("only %d bytes of file regions sent for %d records", st.SendfileBytes+st.CopiedBytes, total)
 		}
