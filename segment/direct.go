@@ -138,7 +138,7 @@ func (l *Log) directWrite(s *segment, batches [][]byte, total int64) (ioring.Op,
 	if end := start + padded; end > d.allocated {
 		limit := max(end, (l.cfg.SegmentBytes+d.align-1)/d.align*d.align)
 		target := max(min(end+directPrealloc, limit), end)
-		if err := allocate(s.log, d.allocated, target-d.allocated); err != nil {
+		if err := reserve(s.log, d.allocated, target-d.allocated); err != nil {
 			return ioring.Op{}, false, fmt.Errorf("segment: reserve blocks of %s: %w", s.path(logSuffix), err)
 		}
 		d.allocated = target

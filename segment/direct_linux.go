@@ -47,3 +47,7 @@ func adviseRandom(f *os.File, on bool) error {
 func willNeed(f *os.File, pos, n int64) {
 	_ = unix.Fadvise(int(f.Fd()), pos, n, unix.FADV_WILLNEED)
 }
+
+// reserve allocates the blocks of [off, off+n) of f and extends its size
+// (fallocate), ahead of direct writes.
+func reserve(f *os.File, off, n int64) error { return allocate(f, off, n) }
