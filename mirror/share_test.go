@@ -252,6 +252,7 @@ func TestMirrorSharedFlow(t *testing.T) {
 	}
 	if t.Failed() {
 		dumpTopic(t, b, "mm2-offsets.A.internal")
+		dumpRuns(t, b, "A.s")
 	}
 	t.Logf("%d records mirrored by three processes sharing one flow", total)
 }
@@ -340,6 +341,51 @@ func dumpTopic(t *testing.T, addr, topic string) {
 		})
 	}
 	t.Logf("%s:\n%s", topic, b.String())
+}
+
+// dumpRuns logs a topic's records read_uncommitted (aborted ones
+// included) as runs: consecutive records of one partition with the same
+// producer id, epoch and kind (data or control, and a control record's
+// value), one line each. It shows which transaction wrote which offsets
+// and which marker ended it: where a duplicate read_committed came from.
+func dumpRuns(t *testing.T, addr, topic string) {
+	t.Helper()
+	cl := client(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	type run struct {
+		from, to   int64
+		pid        int64
+		epoch      int16
+		txn, ctl   bool
+		first, val string
+	}
+	runs := map[int32][]run{}
+	for ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			rs := runs[r.Partition]
+			val := ""
+			if r.Attrs.IsControl() {
+				val = fmt.Sprintf("%x", r.Key) // version and type: 0000 0000 abort, 0000 0001 commit
+			}
+			if n := len(rs); n > 0 {
+				l := &rs[n-1]
+				if l.pid == r.ProducerID && l.epoch == r.ProducerEpoch && l.ctl == r.Attrs.IsControl() && l.val == val && l.to+1 == r.Offset {
+					l.to = r.Offset
+					return
+				}
+			}
+			runs[r.Partition] = append(rs, run{r.Offset, r.Offset, r.ProducerID, r.ProducerEpoch, r.Attrs.IsTransactional(), r.Attrs.IsControl(), string(r.Value), val})
+		})
+	}
+	var b strings.Builder
+	for p := int32(0); p < 64; p++ {
+		for _, r := range runs[p] {
+			fmt.Fprintf(&b, "%d@%d-%d pid %d/%d txn %v control %v %s first %.16q\n", p, r.from, r.to, r.pid, r.epoch, r.txn, r.ctl, r.val, r.first)
+		}
+	}
+	t.Logf("%s, runs:\n%s", topic, b.String())
 }
 
 // pauseInTransaction stops p (SIGSTOP) at a moment when a transaction of
