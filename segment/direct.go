@@ -192,7 +192,7 @@ func putStage(b []byte) {
 
 // done records a direct append that completed: the segment now ends at
 // end, and the bytes of its last partial block are kept for the next
-// write. w is the write op, whose staging buffer goes back to the pool.
+// write. w is the write op.
 func (d *segDirect) done(w *ioring.Op, end int64) {
 	from := end / d.align * d.align
 	stage := w.Bufs[0]

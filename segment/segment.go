@@ -199,24 +199,21 @@ func (r *headerReader) header(pos, end int64) (batch.Header, error) {
 	if pos+batch.HeaderSize > end {
 		return batch.Header{}, fmt.Errorf("%w: %s: batch header at %d runs past %d", ErrCorrupt, r.f.Name(), pos, end)
 	}
-	if h, ok := r.cache.header(pos); ok {
-		if pos+int64(h.Size()) > end {
-			return h, fmt.Errorf("%w: %s: batch at %d of %d bytes runs past %d", ErrCorrupt, r.f.Name(), pos, h.Size(), end)
+	h, ok := r.cache.header(pos)
+	if !ok {
+		if r.bufPos < 0 || pos < r.bufPos || pos+batch.HeaderSize > r.bufPos+int64(r.bufLen) {
+			n := int(min(int64(len(r.buf)), end-pos))
+			m, err := r.f.ReadAt(r.buf[:n], pos)
+			if err != nil && !(errors.Is(err, io.EOF) && m >= batch.HeaderSize) {
+				return batch.Header{}, fmt.Errorf("segment: read %s at %d: %w", r.f.Name(), pos, err)
+			}
+			r.bufPos, r.bufLen = pos, m
 		}
-		return h, nil
-	}
-	if r.bufPos < 0 || pos < r.bufPos || pos+batch.HeaderSize > r.bufPos+int64(r.bufLen) {
-		n := int(min(int64(len(r.buf)), end-pos))
-		m, err := r.f.ReadAt(r.buf[:n], pos)
-		if err != nil && !(errors.Is(err, io.EOF) && m >= batch.HeaderSize) {
-			return batch.Header{}, fmt.Errorf("segment: read %s at %d: %w", r.f.Name(), pos, err)
+		off := int(pos - r.bufPos)
+		var err error
+		if h, err = batch.ParseHeader(r.buf[off : off+batch.HeaderSize]); err != nil {
+			return h, fmt.Errorf("%w: %s at %d: %w", ErrCorrupt, r.f.Name(), pos, err)
 		}
-		r.bufPos, r.bufLen = pos, m
-	}
-	off := int(pos - r.bufPos)
-	h, err := batch.ParseHeader(r.buf[off : off+batch.HeaderSize])
-	if err != nil {
-		return h, fmt.Errorf("%w: %s at %d: %w", ErrCorrupt, r.f.Name(), pos, err)
 	}
 	if pos+int64(h.Size()) > end {
 		return h, fmt.Errorf("%w: %s: batch at %d of %d bytes runs past %d", ErrCorrupt, r.f.Name(), pos, h.Size(), end)

@@ -47,7 +47,7 @@ const EnvWrites = "RINGLOG_TEST_WRITES"
 // test on a value other than buffered, direct or none.
 func Direct(t testing.TB) bool {
 	t.Helper()
-	switch w := os.Getenv(EnvWrites); w {
+	switch w := envWrites(); w {
 	case "", "buffered":
 		return false
 	case "direct":
@@ -57,6 +57,9 @@ func Direct(t testing.TB) bool {
 		return false
 	}
 }
+
+// envWrites is EnvWrites's value, checked by Direct.
+func envWrites() string { return os.Getenv(EnvWrites) }
 
 // NetArgs returns the binary's flags for the paths EnvNet and EnvWrites
 // ask for (-net and its name, -writes direct), none when they are unset.
@@ -105,7 +108,9 @@ func Config(dir string) broker.Config {
 	// The network path RINGLOG_TEST_NET asks for (StartBroker checks the
 	// value, and that the broker serves on that path).
 	cfg.Network = envNet()
-	cfg.DirectWrites = os.Getenv(EnvWrites) == "direct"
+	// How RINGLOG_TEST_WRITES asks appends to reach the disk (StartBroker
+	// checks the value).
+	cfg.DirectWrites = envWrites() == "direct"
 	// Kafka's group defaults but for the initial rebalance delay, which
 	// would add 3 s to every test's first rebalance.
 	cfg.Groups.InitialRebalanceDelay = 0
