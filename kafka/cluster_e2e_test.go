@@ -542,10 +542,60 @@ func (c *testCluster) waitISR(adm *kadm.Client, topic string, n int, timeout tim
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: ISR not at %d replicas after %v (err %v): %+v", topic, n, timeout, err, td[topic].Partitions)
+			return fmt.Errorf("%s: ISR not at %d replicas after %v (err %v): %+v\n%s", topic, n, timeout, err, td[topic].Partitions, c.views(topic))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// views asks each running broker, and only it, for topic's metadata, and
+// returns one line per broker: the live brokers and the controller it
+// knows, and each partition as leader/epoch, ISR and offline replicas.
+// The brokers' images may differ (a stale one, a fenced broker): which
+// one holds what is where a liveness failure begins to be explained.
+func (c *testCluster) views(topic string) string {
+	var out []string
+	for i, p := range c.procs {
+		if p.cmd == nil || p.cmd.ProcessState != nil {
+			continue
+		}
+		line := fmt.Sprintf("broker %d's view: ", i+1)
+		pc, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.Dialer(c.dial))
+		if err != nil {
+			out = append(out, line+err.Error())
+			continue
+		}
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := req.RequestWith(ctx, pc.SeedBrokers()[0])
+		cancel()
+		pc.Close()
+		if err != nil {
+			out = append(out, line+err.Error())
+			continue
+		}
+		var live []int32
+		for _, b := range resp.Brokers {
+			live = append(live, b.NodeID)
+		}
+		slices.Sort(live)
+		line += fmt.Sprintf("live %v controller %d;", live, resp.ControllerID)
+		for _, t := range resp.Topics {
+			parts := slices.Clone(t.Partitions)
+			slices.SortFunc(parts, func(a, b kmsg.MetadataResponseTopicPartition) int { return int(a.Partition - b.Partition) })
+			for _, pp := range parts {
+				line += fmt.Sprintf(" p%d %d/%d isr%v off%v", pp.Partition, pp.Leader, pp.LeaderEpoch, pp.ISR, pp.OfflineReplicas)
+				if pp.ErrorCode != 0 {
+					line += fmt.Sprintf(" err%d", pp.ErrorCode)
+				}
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
 }
 
 // stopProcess sends SIGSTOP to p and waits until the kernel shows every

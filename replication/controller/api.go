@@ -400,6 +400,12 @@ func (c *Controller) brokerLoop(ctx context.Context, info BrokerInfo) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var epoch int64
+	// failingSince is when heartbeats began to fail (zero while they
+	// succeed); warned tells whether this streak was logged. A heartbeat
+	// that fails for longer than the session timeout leaves the broker
+	// fenced by the leader, and the reason must be in the log.
+	var failingSince time.Time
+	warned := false
 	for {
 		actx, cancel := context.WithTimeout(ctx, interval)
 		stop := context.AfterFunc(c.ctx, cancel)
@@ -417,7 +423,18 @@ func (c *Controller) brokerLoop(ctx context.Context, info BrokerInfo) {
 			if errors.Is(err, ErrStaleBrokerEpoch) || errors.Is(err, ErrBrokerIDNotRegistered) {
 				c.log.Warn("controller: broker must register again", "broker", info.ID, "error", err)
 				epoch = 0
+			} else if now := time.Now(); failingSince.IsZero() {
+				failingSince = now
+			} else if !warned && now.Sub(failingSince) > c.cfg.BrokerSessionTimeout && ctx.Err() == nil && c.ctx.Err() == nil {
+				warned = true
+				c.log.Warn("controller: broker heartbeats failing", "broker", info.ID, "epoch", epoch,
+					"for", now.Sub(failingSince).Round(time.Millisecond), "error", err)
 			}
+		} else {
+			if warned {
+				c.log.Info("controller: broker heartbeats succeed again", "broker", info.ID, "epoch", epoch)
+			}
+			failingSince, warned = time.Time{}, false
 		}
 		stop()
 		cancel()
