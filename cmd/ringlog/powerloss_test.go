@@ -249,9 +249,12 @@ func (r *powerRun) produce(addr string, stop <-chan struct{}) {
 // corrupt batch is served (the client checks every CRC), and that the
 // group's committed offsets did not go backwards; then it commits the
 // high watermarks.
-func (r *powerRun) verify(addr string, partitions int, out string) {
+func (r *powerRun) verify(addr string, partitions int, log *syncBuffer) {
 	t := r.t
 	t.Helper()
+	// The broker's output as the check fails, not as it began: a broker
+	// that never leads again says why after the check started.
+	out := func() string { return log.String() }
 	// The bound of the whole check, reads through powerfs included: a run
 	// at load 38 (the suite's packages three at a time beside other
 	// builds) took more than a minute for one partition's read.
@@ -264,7 +267,7 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 		t.Fatal(err)
 	}
 	if td := topics[powerTopic]; td.Err != nil || len(td.Partitions) != partitions {
-		t.Fatalf("topic %s after the power loss: err %v, %d partitions (want %d)\nbroker output:\n%s", powerTopic, td.Err, len(td.Partitions), partitions, out)
+		t.Fatalf("topic %s after the power loss: err %v, %d partitions (want %d)\nbroker output:\n%s", powerTopic, td.Err, len(td.Partitions), partitions, out())
 	}
 	// A broker back from a power loss leads its partitions once the
 	// quorum's image shows its new registration: until then it answers
@@ -277,7 +280,8 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 			}
 		}
 		if !leaderNotAvailable(err) || ctx.Err() != nil {
-			t.Fatal(shardErrors(err)) // kadm's message names the first shard's error only
+			// kadm's message names the first shard's error only.
+			t.Fatalf("%s\nbroker output:\n%s", shardErrors(err), out())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -297,7 +301,7 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 				// part whole. The offset is free for the next records.
 				if off < r.synced[p] {
 					t.Fatalf("partition %d offset %d: acknowledged %q, synced (recovery point %d) and lost: the log ends at %d\nbroker output:\n%s",
-						p, off, want, r.synced[p], end.Offset, out)
+						p, off, want, r.synced[p], end.Offset, out())
 				}
 				delete(r.acked[p], off)
 				r.lost++
@@ -305,7 +309,7 @@ func (r *powerRun) verify(addr string, partitions int, out string) {
 			}
 			if got[off] != want {
 				t.Fatalf("partition %d offset %d: acknowledged %q, read %q (high watermark %d, %d records acknowledged on the partition, %d read)\nbroker output:\n%s",
-					p, off, want, got[off], end.Offset, len(r.acked[p]), len(got), out)
+					p, off, want, got[off], end.Offset, len(r.acked[p]), len(got), out())
 			}
 		}
 	}
@@ -404,7 +408,7 @@ func TestPowerLossFlushAlways(t *testing.T) {
 			if !strings.Contains(p.out.String(), "logs opened") {
 				t.Fatalf("round %d: no logs opened:\n%s", round, p.out.String())
 			}
-			r.verify(addr, partitions, p.out.String())
+			r.verify(addr, partitions, p.out)
 		}
 		r.produceThenLosePower(p, addr, time.Duration(100+r.rng.IntN(900))*time.Millisecond)
 		if t.Failed() {
@@ -413,7 +417,7 @@ func TestPowerLossFlushAlways(t *testing.T) {
 	}
 	p, addr := r.start()
 	p.waitFor(t, "ringlog started")
-	r.verify(addr, partitions, p.out.String())
+	r.verify(addr, partitions, p.out)
 	t.Logf("%d power losses, %d records acknowledged, all read back", rounds, r.total())
 	p.stop(t)
 }
@@ -446,7 +450,7 @@ func TestPowerLossFlushNever(t *testing.T) {
 			if !strings.Contains(p.out.String(), "recovered partition") {
 				t.Fatalf("round %d: the broker did not say it recovered from the power loss:\n%s", round, p.out.String())
 			}
-			r.verify(addr, partitions, p.out.String())
+			r.verify(addr, partitions, p.out)
 		}
 		r.produceThenLosePower(p, addr, time.Duration(500+r.rng.IntN(1000))*time.Millisecond)
 		if t.Failed() {
@@ -455,7 +459,7 @@ func TestPowerLossFlushNever(t *testing.T) {
 	}
 	p, addr := r.start()
 	p.waitFor(t, "ringlog started")
-	r.verify(addr, partitions, p.out.String())
+	r.verify(addr, partitions, p.out)
 	p.stop(t)
 	kept, points := r.total(), int64(0)
 	for _, rp := range r.synced {
