@@ -595,6 +595,34 @@ func (c *testCluster) views(topic string) string {
 		}
 		out = append(out, line)
 	}
+	// The quorum as its leader sees it: a broker whose image stopped
+	// (its raft log no longer growing) shows a log end behind the rest.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.Dialer(c.dial))
+	if err == nil {
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = "__cluster_metadata"
+		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := req.RequestWith(ctx, cl)
+		cancel()
+		cl.Close()
+		line := "quorum: "
+		switch {
+		case err != nil:
+			line += err.Error()
+		case len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1:
+			line += fmt.Sprintf("error %d, %d topics", resp.ErrorCode, len(resp.Topics))
+		default:
+			qp := resp.Topics[0].Partitions[0]
+			line += fmt.Sprintf("leader %d term %d high watermark %d error %d; log ends:", qp.LeaderID, qp.LeaderEpoch, qp.HighWatermark, qp.ErrorCode)
+			for _, v := range qp.CurrentVoters {
+				line += fmt.Sprintf(" %d@%d", v.ReplicaID, v.LogEndOffset)
+			}
+		}
+		out = append(out, line)
+	}
 	return strings.Join(out, "\n")
 }
 
