@@ -123,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.eng, err = engine.OpenCore(engine.Config{
-		Dir: cfg.DataDir, LogDirs: cfg.LogDirs, MoveHook: cfg.MoveHook, Shards: cfg.Shards, IO: cfg.IO, DirectWrites: cfg.DirectWrites, Topic: cfg.Topic, NumPartitions: cfg.NumPartitions, MaxPartitions: cfg.MaxPartitions,
+		Dir: cfg.DataDir, LogDirs: cfg.LogDirs, MoveHook: cfg.MoveHook, Shards: cfg.Shards, IO: cfg.IO, DirectWrites: cfg.DirectWrites, TailCacheBytes: cfg.TailCacheBytes, Topic: cfg.Topic, NumPartitions: cfg.NumPartitions, MaxPartitions: cfg.MaxPartitions,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, ProducerIDExpiration: cfg.ProducerIDExpiration,
 		Cleaner: cfg.Cleaner, NodeID: cfg.NodeID, Logger: cfg.Logger, ClusterID: clusterID,
 		// Producer ids come from the quorum, in blocks per incarnation.

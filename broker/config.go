@@ -84,6 +84,10 @@ type Config struct {
 	// DirectWrites writes appends with O_DIRECT (ringlog.writes=direct,
 	// -writes direct; engine.Config.DirectWrites).
 	DirectWrites bool
+	// TailCacheBytes bounds the direct-written partitions' tail caches
+	// together (ringlog.tail.cache.bytes; engine.Config.TailCacheBytes;
+	// 0: its default).
+	TailCacheBytes int64
 	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring,
 	// IOUringShards: connections on the engine's shards' rings,
 	// IOPortable; see netpoll.Config.IO); "" follows IO: portable with

@@ -81,8 +81,17 @@ func TestDirectWrites(t *testing.T) {
 				if ahead != 4 {
 					t.Fatalf("%d of 4 active segments have blocks reserved ahead: direct writes not used", ahead)
 				}
+				// The partitions' tail caches count in the engine's budget,
+				// and leave it with the close.
+				if held := e.tails.Held(); held <= 0 || held > e.cfg.TailCacheBytes {
+					t.Fatalf("the engine's tail caches hold %d bytes (budget %d)", held, e.cfg.TailCacheBytes)
+				}
+				tails := e.tails
 				if err := e.Close(); err != nil {
 					t.Fatal(err)
+				}
+				if held := tails.Held(); held != 0 {
+					t.Fatalf("%d bytes still counted in the tail caches' budget after the close", held)
 				}
 				e, err = OpenCore(cfg)
 				if err != nil {

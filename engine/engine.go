@@ -42,6 +42,11 @@ type Config struct {
 	// directory's file system has no direct I/O its logs write through
 	// the page cache, as DirectWritesOff says.
 	DirectWrites bool
+	// TailCacheBytes bounds the memory of the direct-written partitions'
+	// tail caches together (segment.TailBudget; ringlog.tail.cache.bytes):
+	// each active segment's share of it, at most 2 MiB. Default
+	// DefaultTailCacheBytes.
+	TailCacheBytes int64
 	// RingOwners makes each shard an io_uring ring owner (ioring.Owner)
 	// when the disk path is io_uring and the kernel has what an owner
 	// needs: the shard's loop then waits in io_uring_enter, not on a Go
@@ -143,6 +148,9 @@ func (c *Config) setDefaults() {
 	if c.MaxPartitions == 0 {
 		c.MaxPartitions = DefaultMaxPartitions
 	}
+	if c.TailCacheBytes <= 0 {
+		c.TailCacheBytes = DefaultTailCacheBytes
+	}
 	if c.RetentionCheckInterval <= 0 {
 		c.RetentionCheckInterval = 5 * time.Minute
 	}
@@ -161,12 +169,19 @@ func (c *Config) setDefaults() {
 	c.Cleaner.setDefaults()
 }
 
+// DefaultTailCacheBytes is Config.TailCacheBytes's default: the 2 MiB
+// tail caches of 128 partitions written at once, a 16th of them each for
+// 2,048.
+const DefaultTailCacheBytes = 256 << 20
+
 // Core owns the partitions of one broker, spread over shards. All its
 // exported methods may be called from any goroutine.
 type Core struct {
 	cfg    Config
 	log    *slog.Logger
 	shards []*shard
+	// tails is the budget of the partitions' tail caches (direct writes).
+	tails  *segment.TailBudget
 	choice ioring.Choice
 	// owners is the group of the shards' ring owners (Config.RingOwners),
 	// nil without; ownersWhy says why shards are not owners.
@@ -226,7 +241,7 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Core{cfg: cfg, log: cfg.Logger}
+	e := &Core{cfg: cfg, log: cfg.Logger, tails: &segment.TailBudget{Bytes: cfg.TailCacheBytes}}
 	e.dirs = []*logDir{{path: cfg.Dir, unlock: unlock}}
 	e.unlock = e.unlockDirs
 	defer func() {

@@ -840,5 +840,5 @@ func (s *shard) shutdown() error {
 
 // logOptions are the segment options of the shard's logs.
 func (s *shard) logOptions() segment.Options {
-	return segment.Options{IO: s.io, Now: s.e.cfg.Now, DirectWrites: s.e.cfg.DirectWrites}
+	return segment.Options{IO: s.io, Now: s.e.cfg.Now, DirectWrites: s.e.cfg.DirectWrites, TailBudget: s.e.tails}
 }

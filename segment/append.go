@@ -486,7 +486,7 @@ func (l *Log) finishAppend(t *Task) {
 		s.direct.done(&t.write, pos)
 		// Cached before the size is published: a reader that sees the
 		// new size sees the chunk too.
-		if s.cache.add(t.pos, stage[t.pos-t.write.Offset:pos-t.write.Offset], stage) {
+		if s.cache.add(l.opts.TailBudget, t.pos, stage[t.pos-t.write.Offset:pos-t.write.Offset], stage) {
 			stage = nil
 		}
 	}

@@ -1,8 +1,11 @@
 package segment
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"ringlog/ioring"
@@ -229,4 +232,164 @@ func TestDirectWritesTailCache(t *testing.T) {
 		t.Fatalf("a segment cut to its data keeps %d cached chunks", len(tc.chunks))
 	}
 	sameBytes(t, readAll(t, l), want, "read back from the file")
+}
+
+// TestTailBudget: logs sharing a TailBudget hold in their tail caches no
+// more than its bytes together, each its share; with more logs than the
+// budget serves their appends are not cached and readers get the file;
+// closing the logs gives everything back.
+func TestTailBudget(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 64 << 20
+	budget := &TailBudget{Bytes: 1 << 20}
+	dir := t.TempDir()
+	var logs []*Log
+	fromMemory := func(l *Log) int64 {
+		res, err := l.Read(0, 1<<30, l.LEO(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Release()
+		var mem int64
+		for _, rg := range res.Regions {
+			if rg.Mem != nil {
+				mem += rg.Len
+			}
+		}
+		return mem
+	}
+	appendTo := func(l *Log, n int) []byte {
+		var want []byte
+		for i := range n {
+			b := mkBatch(t, 8, 1000, 1, i)
+			if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, b...)
+		}
+		return want
+	}
+	// Four logs of 1.2 MB each: a quarter of the budget each at most.
+	var wants [][]byte
+	for i := range 4 {
+		l := openLog(t, filepath.Join(dir, fmt.Sprint("a", i)), cfg, Options{DirectWrites: true, TailBudget: budget})
+		logs = append(logs, l)
+		wants = append(wants, appendTo(l, 150))
+	}
+	if held := budget.Held(); held == 0 || held > budget.Bytes {
+		t.Fatalf("4 logs hold %d bytes in their tail caches, budget %d", held, budget.Bytes)
+	}
+	for i, l := range logs {
+		if mem := fromMemory(l); mem == 0 || mem > budget.Bytes/3 {
+			t.Fatalf("log %d: %d bytes from memory, want some and at most about a quarter of %d", i, mem, budget.Bytes)
+		}
+		sameBytes(t, readAll(t, l), wants[i], "read back")
+	}
+	// 60 more: the shares shrink, the caches above theirs are trimmed,
+	// and what all the logs serve from memory stays within the budget.
+	for i := range 60 {
+		l := openLog(t, filepath.Join(dir, fmt.Sprint("b", i)), cfg, Options{DirectWrites: true, TailBudget: budget})
+		logs = append(logs, l)
+		wants = append(wants, appendTo(l, 20))
+	}
+	if held := budget.Held(); held > budget.Bytes {
+		t.Fatalf("64 logs hold %d bytes in their tail caches, budget %d", held, budget.Bytes)
+	}
+	var served int64
+	for i, l := range logs {
+		served += fromMemory(l)
+		sameBytes(t, readAll(t, l), wants[i], "read back")
+	}
+	if served == 0 || served > budget.Bytes {
+		t.Fatalf("64 logs serve %d bytes from memory, budget %d", served, budget.Bytes)
+	}
+	// A budget smaller than one append caches nothing.
+	tiny := &TailBudget{Bytes: 4 << 10}
+	l := openLog(t, filepath.Join(dir, "tiny"), cfg, Options{DirectWrites: true, TailBudget: tiny})
+	logs = append(logs, l)
+	want := appendTo(l, 5)
+	if mem := fromMemory(l); mem != 0 || tiny.Held() != 0 {
+		t.Fatalf("a 4 KiB budget: %d bytes from memory, %d held, with appends of 8 KB", mem, tiny.Held())
+	}
+	sameBytes(t, readAll(t, l), want, "read back from the file")
+	for _, l := range logs {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held, n := budget.Held(), budget.n.Load(); held != 0 || n != 0 {
+		t.Fatalf("after every log closed the budget counts %d bytes in %d caches", held, n)
+	}
+}
+
+// TestTailBudgetConcurrent: logs sharing a small budget, each appended to
+// by its writer while a reader reads its end: one log's append trims the
+// others' caches under their readers (a chunk pinned by a reader stays
+// whole until released; the CRCs of every batch read say so), and the
+// race detector watches the budget's counters and the caches' lists.
+func TestTailBudgetConcurrent(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 64 << 20
+	budget := &TailBudget{Bytes: 128 << 10}
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	var fromMem atomic.Int64
+	errs := make(chan error, 16)
+	for i := range 4 {
+		l := openLog(t, filepath.Join(dir, fmt.Sprint(i)), cfg, Options{DirectWrites: true, TailBudget: budget})
+		var done atomic.Bool
+		wg.Go(func() {
+			defer done.Store(true)
+			for j := range 200 {
+				if _, err := l.Append([][]byte{mkBatch(t, 8, 1000, 1, j)}, AppendOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for reads := 0; !done.Load() || reads == 0; reads++ {
+				leo := l.LEO()
+				res, err := l.Read(max(0, leo-40), 1<<20, leo, true)
+				if err != nil {
+					errs <- fmt.Errorf("log %d at %d: %w", i, leo, err)
+					return
+				}
+				var b []byte
+				for _, rg := range res.Regions {
+					if rg.Mem != nil {
+						fromMem.Add(rg.Len)
+						b = append(b, rg.Mem...)
+						continue
+					}
+					part := make([]byte, rg.Len)
+					if _, err := rg.File.ReadAt(part, rg.Pos); err != nil {
+						errs <- err
+					}
+					b = append(b, part...)
+				}
+				// Checked while the regions are still pinned: a chunk
+				// trimmed and its buffer reused under a reader would fail
+				// its CRC here.
+				if err := splitBatchesErr(b); err != nil {
+					errs <- fmt.Errorf("log %d at %d: %w", i, leo, err)
+					res.Release()
+					return
+				}
+				res.Release()
+			}
+		})
+		t.Cleanup(func() { l.Close() })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if held := budget.Held(); held > budget.Bytes {
+		t.Errorf("the caches hold %d bytes, budget %d", held, budget.Bytes)
+	}
+	if fromMem.Load() == 0 {
+		t.Error("the readers got nothing from the tail caches: the budget's sharing went untested")
+	}
 }

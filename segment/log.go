@@ -30,6 +30,9 @@ type Options struct {
 	// log falls back to buffered writes, and says why in DirectWritesOff,
 	// where it does not. Reads go through the page cache either way.
 	DirectWrites bool
+	// TailBudget bounds the memory of the tail caches (tail.go) of the
+	// logs that share it, when DirectWrites is on; nil: 2 MiB per log.
+	TailBudget *TailBudget
 }
 
 // RecoveryInfo says what Open found.

@@ -126,6 +126,9 @@ func (s *segment) close() error {
 	if !s.isClosed.CompareAndSwap(false, true) {
 		return nil
 	}
+	// Its chunks leave the budget they were counted in (a log closed
+	// without its clean shutdown, which drops them first).
+	s.cache.drop()
 	var errs []error
 	if s.offsets != nil {
 		errs = append(errs, s.offsets.close())

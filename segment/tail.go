@@ -22,6 +22,7 @@ package segment
 // 308 and 341 MiB).
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"ringlog/segment/batch"
@@ -49,6 +50,82 @@ func (sb *stageBuf) release() {
 // (their buffers' capacities).
 const tailCacheBytes = 2 << 20
 
+// TailBudget bounds the memory of the tail caches of the logs that share
+// it (Options.TailBudget; an engine's partitions share one). Each cache
+// that holds something may hold its share, Bytes divided by the number
+// of such caches and at most 2 MiB; an append whose chunk is larger than
+// the share is not cached (its readers read the file). When the caches
+// together hold more than Bytes (shares shrink as caches join, and an
+// idle cache does not append to shrink itself), the append that found it
+// so trims the caches above their share, oldest chunks first. So the
+// total stays within Bytes but for the appends in between. Without a
+// budget (nil) each cache holds up to 2 MiB.
+type TailBudget struct {
+	// Bytes is the memory the caches may hold together.
+	Bytes int64
+	held  atomic.Int64 // what the caches hold together
+	mu    sync.Mutex
+	// caches are the caches counted in the shares: those that held
+	// something since they were last dropped.
+	caches map[*tailCache]struct{}
+	n      atomic.Int64 // len(caches)
+}
+
+// share is what one cache may hold now; joining counts the cache asking
+// among those that share.
+func (b *TailBudget) share(joining bool) int64 {
+	if b == nil {
+		return tailCacheBytes
+	}
+	n := b.n.Load()
+	if joining {
+		n++
+	}
+	return min(tailCacheBytes, b.Bytes/max(n, 1))
+}
+
+// Held is the memory the caches sharing b hold now.
+func (b *TailBudget) Held() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.held.Load()
+}
+
+func (b *TailBudget) join(c *tailCache) {
+	b.mu.Lock()
+	if b.caches == nil {
+		b.caches = map[*tailCache]struct{}{}
+	}
+	b.caches[c] = struct{}{}
+	b.n.Store(int64(len(b.caches)))
+	b.mu.Unlock()
+}
+
+func (b *TailBudget) leave(c *tailCache) {
+	b.mu.Lock()
+	delete(b.caches, c)
+	b.n.Store(int64(len(b.caches)))
+	b.mu.Unlock()
+}
+
+// reclaim trims every cache above its share while the caches hold more
+// than Bytes.
+func (b *TailBudget) reclaim() {
+	if b.held.Load() <= b.Bytes {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	share := b.share(false)
+	for c := range b.caches {
+		c.trim(b, share)
+		if b.held.Load() <= b.Bytes {
+			return
+		}
+	}
+}
+
 // tailChunk is the bytes of [pos, pos+len(data)) of the segment's file.
 type tailChunk struct {
 	pos  int64
@@ -63,16 +140,33 @@ type tailChunks struct {
 	mem    int64
 }
 
-// tailCache is published for readers; the writer replaces it.
-type tailCache struct{ p atomic.Pointer[tailChunks] }
+// tailCache is published for readers; the writer replaces it, and a
+// budget's reclaim may trim it, each by compare-and-swap. budget is the
+// budget the cache is counted in (nil: none, or not counted), written by
+// the writer only.
+type tailCache struct {
+	p      atomic.Pointer[tailChunks]
+	budget *TailBudget
+}
 
 // add appends a chunk for [pos, pos+len(data)), which must follow the last
 // one (else the cache starts over from it), and drops the oldest chunks
-// beyond tailCacheBytes. buf is the staging buffer data lies in. It
-// reports whether buf is kept (the caller must not give it back then).
-func (c *tailCache) add(pos int64, data, buf []byte) bool {
+// beyond the cache's share of budget (TailBudget; nil: 2 MiB). buf is the
+// staging buffer data lies in. It reports whether buf is kept (the caller
+// must not give it back then).
+func (c *tailCache) add(budget *TailBudget, pos int64, data, buf []byte) bool {
 	ch := tailChunk{pos: pos, data: data, mem: int64(cap(buf))}
-	if int64(len(data))*4 < ch.mem {
+	small := int64(len(data))*4 < ch.mem
+	if small {
+		ch.mem = int64(len(data))
+	}
+	limit := budget.share(c.budget == nil)
+	if ch.mem > limit {
+		// Not even this chunk fits the share: nothing is cached.
+		c.drop()
+		return false
+	}
+	if small {
 		// A small append in a large buffer: keep a copy of its size.
 		ch.data = append([]byte(nil), data...)
 		ch.mem = int64(cap(ch.data))
@@ -80,27 +174,65 @@ func (c *tailCache) add(pos int64, data, buf []byte) bool {
 		ch.buf = &stageBuf{b: buf}
 		ch.buf.refs.n.Store(1)
 	}
-	old := c.p.Load()
-	var keep, dropped []tailChunk
-	var total int64
-	if old != nil && len(old.chunks) > 0 {
-		last := old.chunks[len(old.chunks)-1]
-		if last.pos+int64(len(last.data)) == pos {
-			keep, total = old.chunks, old.mem
-		} else {
-			dropped = old.chunks
+	if c.budget == nil && budget != nil {
+		c.budget = budget
+		budget.join(c)
+	}
+	for {
+		old := c.p.Load()
+		var keep, dropped []tailChunk
+		var total, before int64
+		if old != nil {
+			before = old.mem
+			if n := len(old.chunks); n > 0 && old.chunks[n-1].pos+int64(len(old.chunks[n-1].data)) == pos {
+				keep, total = old.chunks, old.mem
+			} else {
+				dropped = old.chunks
+			}
+		}
+		for len(keep) > 0 && total+ch.mem > limit {
+			total -= keep[0].mem
+			dropped = append(dropped, keep[0])
+			keep = keep[1:]
+		}
+		chunks := make([]tailChunk, 0, len(keep)+1)
+		chunks = append(append(chunks, keep...), ch)
+		next := &tailChunks{chunks: chunks, mem: total + ch.mem}
+		if !c.p.CompareAndSwap(old, next) {
+			continue // a reclaim trimmed it meanwhile
+		}
+		releaseChunks(dropped)
+		if c.budget != nil {
+			c.budget.held.Add(next.mem - before)
+			c.budget.reclaim()
+		}
+		return ch.buf != nil
+	}
+}
+
+// trim drops the oldest chunks while the cache holds more than limit (b's
+// reclaim, under its lock; any goroutine).
+func (c *tailCache) trim(b *TailBudget, limit int64) {
+	for {
+		old := c.p.Load()
+		if old == nil || old.mem <= limit {
+			return
+		}
+		keep, total := old.chunks, old.mem
+		for len(keep) > 0 && total > limit {
+			total -= keep[0].mem
+			keep = keep[1:]
+		}
+		var next *tailChunks
+		if len(keep) > 0 {
+			next = &tailChunks{chunks: keep, mem: total}
+		}
+		if c.p.CompareAndSwap(old, next) {
+			releaseChunks(old.chunks[:len(old.chunks)-len(keep)])
+			b.held.Add(total - old.mem)
+			return
 		}
 	}
-	for len(keep) > 0 && total+ch.mem > tailCacheBytes {
-		total -= keep[0].mem
-		dropped = append(dropped, keep[0])
-		keep = keep[1:]
-	}
-	chunks := make([]tailChunk, 0, len(keep)+1)
-	chunks = append(append(chunks, keep...), ch)
-	c.p.Store(&tailChunks{chunks: chunks, mem: total + ch.mem})
-	releaseChunks(dropped)
-	return ch.buf != nil
 }
 
 // header reads the batch header at pos from the chunk holding it whole,
@@ -135,9 +267,18 @@ func releaseChunks(chunks []tailChunk) {
 	}
 }
 
-// drop empties the cache (a truncation, a roll's cut).
+// drop empties the cache (a truncation, a roll's cut, a close, an append
+// the share has no room for) and takes it out of its budget.
 func (c *tailCache) drop() {
-	if old := c.p.Swap(nil); old != nil {
+	old := c.p.Swap(nil)
+	if c.budget != nil {
+		if old != nil {
+			c.budget.held.Add(-old.mem)
+		}
+		c.budget.leave(c)
+		c.budget = nil
+	}
+	if old != nil {
 		releaseChunks(old.chunks)
 	}
 }

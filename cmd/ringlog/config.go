@@ -278,6 +278,9 @@ func (s *settings) set(k, v string) error {
 		s.IO, err = ioring.ParseMode(v)
 	case "ringlog.writes":
 		s.DirectWrites, err = parseWrites(v)
+	case "ringlog.tail.cache.bytes":
+		n, err = num(0, math.MaxInt64)
+		s.TailCacheBytes = n
 	case "controller.quorum.voters":
 		s.Cluster.Voters = v
 	case "controller.quorum.bootstrap.servers":

@@ -36,6 +36,8 @@ log.cleaner.enable=false
 log.cleaner.min.cleanable.ratio=0.25
 num.io.threads=4
 ringlog.io=portable
+ringlog.writes=direct
+ringlog.tail.cache.bytes=1048576
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +55,8 @@ ringlog.io=portable
 		t.Fatalf("flush policy %v", s.Topic.Log.Flush)
 	case !s.Cleaner.Disabled:
 		t.Fatalf("log.cleaner.enable=false ignored")
+	case !s.DirectWrites || s.TailCacheBytes != 1<<20:
+		t.Fatalf("direct writes %v, tail cache bytes %d", s.DirectWrites, s.TailCacheBytes)
 	}
 	if c, _ := engineTopicEntry(s, "min.cleanable.dirty.ratio"); c != "0.25" {
 		t.Fatalf("min.cleanable.dirty.ratio %q", c)
@@ -121,6 +125,7 @@ func TestServerPropertiesErrors(t *testing.T) {
 		"log.index.interval.bytes=-1": "Value must be at least 0",
 		"ringlog.max.partitions=0":    "want a positive bound",
 		"ringlog.max.partitions=x":    "ringlog.max.partitions",
+		"ringlog.tail.cache.bytes=-1": "ringlog.tail.cache.bytes=-1: want an integer in [0,",
 		"just a line":                 "want key=value",
 		oauthBase + `\nsasl.oauthbearer.jwks.endpoint.url=file:///j`:                                                                                             "Kafka would accept unsigned tokens and ignore the JWKS",
 		oauthBase + `\nlistener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=` + oauthValidatorHandler:                                     "wants sasl.oauthbearer.jwks.endpoint.url",
