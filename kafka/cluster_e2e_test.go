@@ -599,11 +599,7 @@ func (c *testCluster) views(topic string) string {
 	// (its raft log no longer growing) shows a log end behind the rest.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.Dialer(c.dial))
 	if err == nil {
-		req := kmsg.NewPtrDescribeQuorumRequest()
-		rt := kmsg.NewDescribeQuorumRequestTopic()
-		rt.Topic = "__cluster_metadata"
-		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-		req.Topics = append(req.Topics, rt)
+		req := testkit.DescribeQuorumRequest()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		resp, err := req.RequestWith(ctx, cl)
 		cancel()

@@ -652,11 +652,7 @@ func deref(s *string) string {
 // describeQuorum asks the cluster for __cluster_metadata-0's quorum.
 func describeQuorum(t *testing.T, cl *kgo.Client) (*kmsg.DescribeQuorumResponseTopicPartition, error) {
 	t.Helper()
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	rt := kmsg.NewDescribeQuorumRequestTopic()
-	rt.Topic = "__cluster_metadata"
-	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-	req.Topics = append(req.Topics, rt)
+	req := testkit.DescribeQuorumRequest()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl)

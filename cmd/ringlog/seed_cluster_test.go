@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringlog/internal/testkit"
 )
@@ -262,11 +261,7 @@ func waitVoterEndpoint(t *testing.T, addr string, id int32, want string) {
 	defer cl.Close()
 	var last string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		req := kmsg.NewPtrDescribeQuorumRequest()
-		rt := kmsg.NewDescribeQuorumRequestTopic()
-		rt.Topic = "__cluster_metadata"
-		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-		req.Topics = append(req.Topics, rt)
+		req := testkit.DescribeQuorumRequest()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := req.RequestWith(ctx, cl)
 		cancel()

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var (
@@ -177,4 +179,15 @@ func LogBytes(t testing.TB, dir string) int64 {
 		}
 	}
 	return n
+}
+
+// DescribeQuorumRequest is a DescribeQuorum request for the metadata
+// quorum's one partition, __cluster_metadata-0.
+func DescribeQuorumRequest() *kmsg.DescribeQuorumRequest {
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	return req
 }
