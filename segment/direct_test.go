@@ -393,3 +393,63 @@ func TestTailBudgetConcurrent(t *testing.T) {
 		t.Error("the readers got nothing from the tail caches: the budget's sharing went untested")
 	}
 }
+
+// TestTailCacheSmallAppends: many small appends (one record each, as
+// transaction markers and unbatched producers make) share copy buffers,
+// and the cache's list, copied by every append, stays short; what it
+// holds reads back right.
+func TestTailCacheSmallAppends(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 64 << 20
+	l := openLog(t, t.TempDir(), cfg, Options{DirectWrites: true})
+	defer l.Close()
+	var want []byte
+	for i := range 3000 {
+		b := mkBatch(t, 1, 10, 1, i)
+		if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b...)
+	}
+	tc := l.active.cache.p.Load()
+	if tc == nil || len(tc.chunks) == 0 {
+		t.Fatal("3000 small appends cached nothing")
+	}
+	if len(tc.chunks) > maxTailChunks {
+		t.Fatalf("%d chunks listed after 3000 small appends, at most %d", len(tc.chunks), maxTailChunks)
+	}
+	var copies, covered int64
+	for _, c := range tc.chunks {
+		if c.buf == nil && len(c.data) > len(want)/3000 {
+			copies++ // a copy buffer holding more than one append
+		}
+		covered += int64(len(c.data))
+	}
+	if copies == 0 {
+		t.Fatal("no copy buffer holds more than one small append")
+	}
+	res, err := l.Read(0, 1<<30, l.LEO(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem int64
+	var got []byte
+	for _, rg := range res.Regions {
+		if rg.Mem != nil {
+			mem += rg.Len
+			got = append(got, rg.Mem...)
+			continue
+		}
+		part := make([]byte, rg.Len)
+		if _, err := rg.File.ReadAt(part, rg.Pos); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, part...)
+	}
+	res.Release()
+	if mem != covered {
+		t.Fatalf("%d bytes from memory, the cache covers %d", mem, covered)
+	}
+	sameBytes(t, got, want, "read back, memory and file")
+	sameBytes(t, readAll(t, l), want, "read back")
+}

@@ -149,30 +149,42 @@ type tailCache struct {
 	budget *TailBudget
 }
 
+// maxTailChunks bounds a cache's list, which every append copies: many
+// small appends (markers, small batches) made it long, each append
+// copying thousands of entries.
+const maxTailChunks = 64
+
+// tailCopyBytes is the capacity of the buffer a small append is copied
+// into; the small appends after it are copied after it in the same
+// buffer while it has room, one chunk for all of them.
+const tailCopyBytes = 16 << 10
+
 // add appends a chunk for [pos, pos+len(data)), which must follow the last
 // one (else the cache starts over from it), and drops the oldest chunks
-// beyond the cache's share of budget (TailBudget; nil: 2 MiB). buf is the
-// staging buffer data lies in. It reports whether buf is kept (the caller
-// must not give it back then).
+// beyond the cache's share of budget (TailBudget; nil: 2 MiB) or beyond
+// maxTailChunks. buf is the staging buffer data lies in. It reports
+// whether buf is kept (the caller must not give it back then).
+//
+// A small append (a quarter of its buffer or less) is copied instead,
+// after the last chunk's bytes when that chunk is a copy with room left:
+// the bytes go past the length any published list gives that chunk, so
+// no reader sees them before the new list is published.
 func (c *tailCache) add(budget *TailBudget, pos int64, data, buf []byte) bool {
-	ch := tailChunk{pos: pos, data: data, mem: int64(cap(buf))}
-	small := int64(len(data))*4 < ch.mem
+	small := int64(len(data))*4 < int64(cap(buf))
+	need := int64(cap(buf))
 	if small {
-		ch.mem = int64(len(data))
+		need = int64(len(data))
 	}
 	limit := budget.share(c.budget == nil)
-	if ch.mem > limit {
+	if need > limit {
 		// Not even this chunk fits the share: nothing is cached.
 		c.drop()
 		return false
 	}
-	if small {
-		// A small append in a large buffer: keep a copy of its size.
-		ch.data = append([]byte(nil), data...)
-		ch.mem = int64(cap(ch.data))
-	} else {
-		ch.buf = &stageBuf{b: buf}
-		ch.buf.refs.n.Store(1)
+	var kept *stageBuf
+	if !small {
+		kept = &stageBuf{b: buf}
+		kept.refs.n.Store(1)
 	}
 	if c.budget == nil && budget != nil {
 		c.budget = budget
@@ -190,7 +202,19 @@ func (c *tailCache) add(budget *TailBudget, pos int64, data, buf []byte) bool {
 				dropped = old.chunks
 			}
 		}
-		for len(keep) > 0 && total+ch.mem > limit {
+		ch := tailChunk{pos: pos, data: data, mem: need, buf: kept}
+		if small {
+			if n := len(keep); n > 0 && keep[n-1].buf == nil && len(keep[n-1].data)+len(data) <= cap(keep[n-1].data) {
+				last := keep[n-1]
+				ch = tailChunk{pos: last.pos, data: append(last.data, data...), mem: last.mem}
+				keep, total = keep[:n-1], total-last.mem
+			} else {
+				cp := make([]byte, len(data), max(int64(len(data)), min(tailCopyBytes, limit)))
+				copy(cp, data)
+				ch.data, ch.mem = cp, int64(cap(cp))
+			}
+		}
+		for len(keep) > 0 && (total+ch.mem > limit || len(keep)+1 > maxTailChunks) {
 			total -= keep[0].mem
 			dropped = append(dropped, keep[0])
 			keep = keep[1:]
@@ -206,7 +230,7 @@ func (c *tailCache) add(budget *TailBudget, pos int64, data, buf []byte) bool {
 			c.budget.held.Add(next.mem - before)
 			c.budget.reclaim()
 		}
-		return ch.buf != nil
+		return kept != nil
 	}
 }
 
