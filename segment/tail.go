@@ -154,9 +154,9 @@ type tailCache struct {
 // copying thousands of entries.
 const maxTailChunks = 64
 
-// tailCopyBytes is the capacity of the buffer a small append is copied
-// into; the small appends after it are copied after it in the same
-// buffer while it has room, one chunk for all of them.
+// tailCopyBytes is the capacity of the buffer a small append that follows
+// another is copied into; the small appends after it are copied after it
+// in the same buffer while it has room, one chunk for all of them.
 const tailCopyBytes = 16 << 10
 
 // add appends a chunk for [pos, pos+len(data)), which must follow the last
@@ -209,7 +209,14 @@ func (c *tailCache) add(budget *TailBudget, pos int64, data, buf []byte) bool {
 				ch = tailChunk{pos: last.pos, data: append(last.data, data...), mem: last.mem}
 				keep, total = keep[:n-1], total-last.mem
 			} else {
-				cp := make([]byte, len(data), max(int64(len(data)), min(tailCopyBytes, limit)))
+				// Room for the small appends to follow only when one came
+				// before: a marker between two large batches (transactions)
+				// gets a buffer of its size.
+				room := int64(len(data))
+				if n := len(keep); n > 0 && keep[n-1].buf == nil {
+					room = max(room, min(tailCopyBytes, limit))
+				}
+				cp := make([]byte, len(data), room)
 				copy(cp, data)
 				ch.data, ch.mem = cp, int64(cap(cp))
 			}
