@@ -78,6 +78,9 @@ func startACLBrokers() {
 		aclBrokers.ringlog, ringlogErr = broker.Start(ctx, cfg)
 	})
 	wg.Wait()
+	if kafkaErr == nil {
+		afterFirstRetentionPass()
+	}
 	switch {
 	case kafkaErr != nil:
 		aclBrokers.err = fmt.Errorf("difftest: Apache Kafka: %w", kafkaErr)
