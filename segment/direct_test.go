@@ -179,17 +179,9 @@ func TestDirectWritesTailCache(t *testing.T) {
 	}
 	sameBytes(t, readAll(t, l), want, "read back")
 	kinds := func(offset int64) (mem, file int64) {
-		res, err := l.Read(offset, 1<<30, l.LEO(), true)
+		_, mem, file, err := readRegions(l, offset, l.LEO())
 		if err != nil {
 			t.Fatal(err)
-		}
-		defer res.Release()
-		for _, rg := range res.Regions {
-			if rg.Mem != nil {
-				mem += rg.Len
-			} else {
-				file += rg.Len
-			}
 		}
 		return mem, file
 	}
@@ -245,16 +237,9 @@ func TestTailBudget(t *testing.T) {
 	dir := t.TempDir()
 	var logs []*Log
 	fromMemory := func(l *Log) int64 {
-		res, err := l.Read(0, 1<<30, l.LEO(), true)
+		_, mem, _, err := readRegions(l, 0, l.LEO())
 		if err != nil {
 			t.Fatal(err)
-		}
-		defer res.Release()
-		var mem int64
-		for _, rg := range res.Regions {
-			if rg.Mem != nil {
-				mem += rg.Len
-			}
 		}
 		return mem
 	}
@@ -349,34 +334,19 @@ func TestTailBudgetConcurrent(t *testing.T) {
 		})
 		wg.Go(func() {
 			for reads := 0; !done.Load() || reads == 0; reads++ {
+				// The bytes are copied while their regions are pinned: a
+				// chunk trimmed and its buffer reused under a reader would
+				// fail its CRC here.
 				leo := l.LEO()
-				res, err := l.Read(max(0, leo-40), 1<<20, leo, true)
+				b, mem, _, err := readRegions(l, max(0, leo-40), leo)
+				if err == nil {
+					err = splitBatchesErr(b)
+				}
 				if err != nil {
 					errs <- fmt.Errorf("log %d at %d: %w", i, leo, err)
 					return
 				}
-				var b []byte
-				for _, rg := range res.Regions {
-					if rg.Mem != nil {
-						fromMem.Add(rg.Len)
-						b = append(b, rg.Mem...)
-						continue
-					}
-					part := make([]byte, rg.Len)
-					if _, err := rg.File.ReadAt(part, rg.Pos); err != nil {
-						errs <- err
-					}
-					b = append(b, part...)
-				}
-				// Checked while the regions are still pinned: a chunk
-				// trimmed and its buffer reused under a reader would fail
-				// its CRC here.
-				if err := splitBatchesErr(b); err != nil {
-					errs <- fmt.Errorf("log %d at %d: %w", i, leo, err)
-					res.Release()
-					return
-				}
-				res.Release()
+				fromMem.Add(mem)
 			}
 		})
 		t.Cleanup(func() { l.Close() })
@@ -428,28 +398,38 @@ func TestTailCacheSmallAppends(t *testing.T) {
 	if copies == 0 {
 		t.Fatal("no copy buffer holds more than one small append")
 	}
-	res, err := l.Read(0, 1<<30, l.LEO(), true)
+	got, mem, _, err := readRegions(l, 0, l.LEO())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mem int64
-	var got []byte
-	for _, rg := range res.Regions {
-		if rg.Mem != nil {
-			mem += rg.Len
-			got = append(got, rg.Mem...)
-			continue
-		}
-		part := make([]byte, rg.Len)
-		if _, err := rg.File.ReadAt(part, rg.Pos); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, part...)
-	}
-	res.Release()
 	if mem != covered {
 		t.Fatalf("%d bytes from memory, the cache covers %d", mem, covered)
 	}
 	sameBytes(t, got, want, "read back, memory and file")
 	sameBytes(t, readAll(t, l), want, "read back")
+}
+
+// readRegions reads [offset, upper) of l through Read and returns its
+// bytes, copied while the regions were pinned, and how many of them came
+// from memory (the tail cache) and from the file.
+func readRegions(l *Log, offset, upper int64) (b []byte, mem, file int64, err error) {
+	res, err := l.Read(offset, 1<<30, upper, true)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer res.Release()
+	b = make([]byte, res.Bytes)
+	at := 0
+	for _, rg := range res.Regions {
+		if err := rg.ReadAt(b[at : at+int(rg.Len)]); err != nil {
+			return nil, 0, 0, err
+		}
+		at += int(rg.Len)
+		if rg.Mem != nil {
+			mem += rg.Len
+		} else {
+			file += rg.Len
+		}
+	}
+	return b, mem, file, nil
 }

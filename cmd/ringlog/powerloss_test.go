@@ -248,13 +248,12 @@ func (r *powerRun) produce(addr string, stop <-chan struct{}) {
 // checks that each acknowledged record is there at its offset, that no
 // corrupt batch is served (the client checks every CRC), and that the
 // group's committed offsets did not go backwards; then it commits the
-// high watermarks.
-func (r *powerRun) verify(addr string, partitions int, log *syncBuffer) {
+// high watermarks. out is the broker's output, read as a check fails
+// rather than as it began: a broker that never leads again says why after
+// the check started.
+func (r *powerRun) verify(addr string, partitions int, out *syncBuffer) {
 	t := r.t
 	t.Helper()
-	// The broker's output as the check fails, not as it began: a broker
-	// that never leads again says why after the check started.
-	out := func() string { return log.String() }
 	// The bound of the whole check, reads through powerfs included: a run
 	// at load 38 (the suite's packages three at a time beside other
 	// builds) took more than a minute for one partition's read.
@@ -267,7 +266,7 @@ func (r *powerRun) verify(addr string, partitions int, log *syncBuffer) {
 		t.Fatal(err)
 	}
 	if td := topics[powerTopic]; td.Err != nil || len(td.Partitions) != partitions {
-		t.Fatalf("topic %s after the power loss: err %v, %d partitions (want %d)\nbroker output:\n%s", powerTopic, td.Err, len(td.Partitions), partitions, out())
+		t.Fatalf("topic %s after the power loss: err %v, %d partitions (want %d)\nbroker output:\n%s", powerTopic, td.Err, len(td.Partitions), partitions, out.String())
 	}
 	// A broker back from a power loss leads its partitions once the
 	// quorum's image shows its new registration: until then it answers
@@ -281,7 +280,7 @@ func (r *powerRun) verify(addr string, partitions int, log *syncBuffer) {
 		}
 		if !leaderNotAvailable(err) || ctx.Err() != nil {
 			// kadm's message names the first shard's error only.
-			t.Fatalf("%s\nbroker output:\n%s", shardErrors(err), out())
+			t.Fatalf("%s\nbroker output:\n%s", shardErrors(err), out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -301,7 +300,7 @@ func (r *powerRun) verify(addr string, partitions int, log *syncBuffer) {
 				// part whole. The offset is free for the next records.
 				if off < r.synced[p] {
 					t.Fatalf("partition %d offset %d: acknowledged %q, synced (recovery point %d) and lost: the log ends at %d\nbroker output:\n%s",
-						p, off, want, r.synced[p], end.Offset, out())
+						p, off, want, r.synced[p], end.Offset, out.String())
 				}
 				delete(r.acked[p], off)
 				r.lost++
@@ -309,7 +308,7 @@ func (r *powerRun) verify(addr string, partitions int, log *syncBuffer) {
 			}
 			if got[off] != want {
 				t.Fatalf("partition %d offset %d: acknowledged %q, read %q (high watermark %d, %d records acknowledged on the partition, %d read)\nbroker output:\n%s",
-					p, off, want, got[off], end.Offset, len(r.acked[p]), len(got), out())
+					p, off, want, got[off], end.Offset, len(r.acked[p]), len(got), out.String())
 			}
 		}
 	}
