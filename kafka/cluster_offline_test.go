@@ -71,17 +71,21 @@ func TestClusterCorruptReplicaMovesLeadership(t *testing.T) {
 	}
 
 	// Partition 0: another in-sync replica leads, the restarted broker is
-	// offline and out of the ISR, as every broker's Metadata says.
-	cl := c.client()
+	// offline and out of the ISR, as every broker's Metadata says. Each
+	// is asked at the address its process listens on now: a client's
+	// broker list, from whichever broker answered its metadata, could
+	// still hold the restarted broker's previous address (a dial refused
+	// for 30 s once).
 	deadline := time.Now().Add(30 * time.Second)
 	for i := range c.procs {
+		pc := c.client(kgo.SeedBrokers(c.procs[i].addr))
 		for {
 			req := kmsg.NewPtrMetadataRequest()
 			rt := kmsg.NewMetadataRequestTopic()
 			rt.Topic = kmsg.StringPtr(topic)
 			req.Topics = append(req.Topics, rt)
 			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := req.RequestWith(rctx, cl.Broker(i+1))
+			resp, err := req.RequestWith(rctx, pc.SeedBrokers()[0])
 			rcancel()
 			var p0 kmsg.MetadataResponseTopicPartition
 			ok := err == nil && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 2
