@@ -89,7 +89,7 @@ func TestConsumerGroupStatic(t *testing.T) {
 			return r
 		}
 		a := &consumer{c: s.mainConn(), group: group, id: "difftest-static-a-0000"}
-		a.take(s.doOn(a.c, "join", static(a.id, 0, topic)).(*kmsg.ConsumerGroupHeartbeatResponse))
+		s.join("join", a, static(a.id, 0, topic))
 		s.settle(2, a)
 		s.do("describe", consumerDescribeReq(group))
 		s.do("another member id, same instance id", static("difftest-static-b-0000", 0, topic))
