@@ -314,10 +314,13 @@ func TestStrayFilesOnOpen(t *testing.T) {
 // bytes of a batch was written back before the batch was appended (zeros
 // there), the page after it later (the rest of the batch and valid
 // batches after it). Recovery cuts the log at that batch, as at a hole of
-// unwritten pages: the zeros hide its length (k >= 12) or leave its base
-// offset 0 where 1 is due (k of 8 to 11; below 8 the zeros are the base
-// offset's own and nothing changes). The same bytes nonzero, or zeros
-// that do not reach a page boundary, are corruption and refuse the log.
+// unwritten pages: the zeros hide its length (k >= 12), or its base
+// offset's high bytes (k of 8 to 11: 0 where 1 is due; below 8, where
+// the log starts at a base offset with no zero byte, the base offset's
+// surviving low bytes are the due one's; a log starting at 0 has zeros
+// there already, and nothing changes). The same bytes nonzero, zeros
+// that do not reach a page boundary, or a base offset whose surviving
+// bytes are not the due one's, are corruption and refuse the log.
 func TestRecoverBatchStartOnUnwrittenPage(t *testing.T) {
 	small := func(i, valueLen int) []byte {
 		v := make([]byte, valueLen)
@@ -334,9 +337,14 @@ func TestRecoverBatchStartOnUnwrittenPage(t *testing.T) {
 	// build writes a first batch of pageSize-k bytes, so that the second
 	// starts k bytes before the first page boundary, and three more small
 	// ones; it returns the log's directory and the second batch's start.
-	build := func(t *testing.T, k int64) (string, int64) {
+	build := func(t *testing.T, k, start int64) (string, int64) {
 		dir := t.TempDir()
 		l := openLog(t, dir, smallConfig(), Options{})
+		if start > 0 {
+			if err := l.TruncateFullyAndStartAt(start); err != nil {
+				t.Fatal(err)
+			}
+		}
 		want := pageSize - k
 		n := int(want) - len(small(0, 0))
 		first := small(0, n)
@@ -352,8 +360,16 @@ func TestRecoverBatchStartOnUnwrittenPage(t *testing.T) {
 		crash(l)
 		return dir, want
 	}
+	// The second batch's base offset when the log starts at high: no byte
+	// of it is zero.
+	const high = 0x0102030405060708 - 1
 	overwrite := func(t *testing.T, dir string, at int64, b []byte) {
-		f, err := os.OpenFile(filepath.Join(dir, "00000000000000000000.log"), os.O_RDWR, 0)
+		t.Helper()
+		logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+		if err != nil || len(logs) != 1 {
+			t.Fatalf("the log's segments: %v %v", logs, err)
+		}
+		f, err := os.OpenFile(logs[0], os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,24 +378,36 @@ func TestRecoverBatchStartOnUnwrittenPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for k := int64(1); k < minHole; k++ {
-		dir, at := build(t, k)
-		overwrite(t, dir, at, make([]byte, k))
-		l, err := Open(dir, smallConfig(), Options{})
-		if err != nil {
-			t.Fatalf("k=%d: %v", k, err)
+	for _, start := range []int64{0, high} {
+		for k := int64(1); k < minHole; k++ {
+			dir, at := build(t, k, start)
+			overwrite(t, dir, at, make([]byte, k))
+			l, err := Open(dir, smallConfig(), Options{})
+			if err != nil {
+				t.Errorf("start %d, k=%d: %v", start, k, err)
+				continue
+			}
+			want := start + 1 // the first batch only
+			if k < 8 && start == 0 {
+				want = 4
+			}
+			if l.LEO() != want {
+				t.Errorf("start %d, k=%d: LEO %d, want %d (recovery: %+v)", start, k, l.LEO(), want, l.Recovery())
+			}
+			crash(l)
 		}
-		want := int64(1) // the first batch only
-		if k < 8 {
-			want = 4
+	}
+	// Zeros before the boundary, but a surviving byte that is not the due
+	// base offset's.
+	for _, k := range []int64{1, 4, 7} {
+		dir, at := build(t, k, high)
+		overwrite(t, dir, at, append(make([]byte, k), 0xee))
+		if _, err := Open(dir, smallConfig(), Options{}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("k=%d, a surviving base offset byte changed: open = %v, want ErrCorrupt", k, err)
 		}
-		if l.LEO() != want {
-			t.Errorf("k=%d: LEO %d, want %d (recovery: %+v)", k, l.LEO(), want, l.Recovery())
-		}
-		crash(l)
 	}
 	for _, k := range []int64{8, 12} {
-		dir, at := build(t, k)
+		dir, at := build(t, k, 0)
 		junk := make([]byte, k)
 		for i := range junk {
 			junk[i] = 0xa5
@@ -390,7 +418,7 @@ func TestRecoverBatchStartOnUnwrittenPage(t *testing.T) {
 		}
 	}
 	// The third batch's base offset zeroed: no page boundary near it.
-	dir, at := build(t, 8)
+	dir, at := build(t, 8, 0)
 	overwrite(t, dir, at+int64(len(small(1, 100))), make([]byte, 8))
 	if _, err := Open(dir, smallConfig(), Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("a base offset zeroed away from a page boundary: open = %v, want ErrCorrupt", err)

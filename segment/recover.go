@@ -576,10 +576,13 @@ const lengthEnd = 12
 // page that was written back before the batch was appended: the batch's
 // bytes from bad to the next page boundary are all zero, fewer than
 // minHole (a longer run is unwrittenPage's), and either cover its length
-// field, or leave a batch that validates but for its base offset, read
-// as 0 where the log expects next > 0 (the zeros hid the base offset,
-// which the CRC does not cover). The rest of the batch, on the next page,
-// was written back later. As with unwrittenPage, fdatasync covers every
+// field, or leave a batch that validates but for its base offset, whose
+// bytes past the zeros are next's and whose zeroed bytes are not (the
+// zeros hid the base offset, or its high bytes, which the CRC does not
+// cover: with 8 zeros or more it reads 0 where the log expects next > 0;
+// with 7 of them, 203 where it expects 6859, 0x1ACB, as a power-loss test
+// of one broker under -flush never found). The rest of the batch, on the
+// next page, was written back later. As with unwrittenPage, fdatasync covers every
 // page of the file: the batch and everything after it were never synced.
 // A power-loss test of a cluster under -flush never found a follower's
 // log with a batch straddling a page boundary that way (8 zero bytes),
@@ -613,10 +616,19 @@ func unwrittenHeader(f *os.File, bad, next int64) (int64, error) {
 	if err != nil || why != "" {
 		return -1, err
 	}
-	if h, err := batch.Validate(b, batch.Stored); err == nil && h.BaseOffset == 0 && next > 0 {
+	if h, err := batch.Validate(b, batch.Stored); err == nil && h.BaseOffset != next && h.BaseOffset == next&survivingBytes(k) {
 		return bad, nil
 	}
 	return -1, nil
+}
+
+// survivingBytes masks the bytes of a batch's base offset (big-endian, at
+// the batch's start) that lie past its first k bytes.
+func survivingBytes(k int64) int64 {
+	if k >= 8 {
+		return 0
+	}
+	return int64(^uint64(0) >> (8 * k))
 }
 
 // searchValidBatch scans [from, end) of f byte by byte for the start of a
