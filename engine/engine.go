@@ -339,7 +339,7 @@ func (e *Core) logWrites() {
 		if why := segment.ProbeDirect(d.path); why != "" {
 			e.log.Warn("direct writes unavailable: the log directory's partitions write through the page cache", "dir", d.path, "reason", why)
 		} else {
-			e.log.Info("writes", "kind", "direct", "dir", d.path)
+			e.log.Info("writes", "kind", "direct", "dir", d.path, "tail_cache_bytes", e.cfg.TailCacheBytes)
 		}
 	}
 }

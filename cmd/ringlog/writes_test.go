@@ -22,8 +22,9 @@ func TestBrokerDirectWrites(t *testing.T) {
 	dir := t.TempDir()
 	p := start(t, "-listen", addr, "-data-dir", dir, "-writes", "direct")
 	p.waitFor(t, "ringlog started")
-	if out := p.out.String(); !strings.Contains(out, "msg=writes kind=direct dir="+dir) {
-		t.Fatalf("no direct writes for %s in the log:\n%s", dir, out)
+	// The log names the tail caches' budget (engine.DefaultTailCacheBytes).
+	if out := p.out.String(); !strings.Contains(out, "msg=writes kind=direct dir="+dir+" tail_cache_bytes=268435456\n") {
+		t.Fatalf("no direct writes for %s, with the tail caches' budget, in the log:\n%s", dir, out)
 	}
 	produceN := func(n int) {
 		t.Helper()
