@@ -225,6 +225,10 @@ func (s *suite) exec(ctx context.Context, w workload, p *peer, round int, rows m
 			return fail(fmt.Errorf("counting the records: %w", err))
 		}
 		cspec.want = n
+		// The cached consumes read from the page cache (readFileCache).
+		if err := readFileCache(p.dataDir); err != nil {
+			return fail(fmt.Errorf("reading the data into the page cache: %w", err))
+		}
 		if w.txn > 0 {
 			// The end offsets count the commit markers too, which no
 			// consumer sees as records.

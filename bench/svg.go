@@ -30,7 +30,7 @@ var peerColors = map[string]string{
 	saslSSLPeer:        "#17becf",
 	netUringPeer:       "#bcbd22",
 	netShardsPeer:      "#7f7f7f",
-	directPeer:         "#393b79",
+	bufferedPeer:       "#393b79",
 }
 
 func esc(s string) string { return html.EscapeString(s) }

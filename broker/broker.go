@@ -123,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.eng, err = engine.OpenCore(engine.Config{
-		Dir: cfg.DataDir, LogDirs: cfg.LogDirs, MoveHook: cfg.MoveHook, Shards: cfg.Shards, IO: cfg.IO, DirectWrites: cfg.DirectWrites, TailCacheBytes: cfg.TailCacheBytes, Topic: cfg.Topic, NumPartitions: cfg.NumPartitions, MaxPartitions: cfg.MaxPartitions,
+		Dir: cfg.DataDir, LogDirs: cfg.LogDirs, MoveHook: cfg.MoveHook, Shards: cfg.Shards, IO: cfg.IO, Writes: cfg.Writes, TailCacheBytes: cfg.TailCacheBytes, Topic: cfg.Topic, NumPartitions: cfg.NumPartitions, MaxPartitions: cfg.MaxPartitions,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, ProducerIDExpiration: cfg.ProducerIDExpiration,
 		Cleaner: cfg.Cleaner, NodeID: cfg.NodeID, Logger: cfg.Logger, ClusterID: clusterID,
 		// Producer ids come from the quorum, in blocks per incarnation.
@@ -234,7 +234,8 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	}
 	b.log.Info("ringlog started", "listen", b.addr, "advertise", advertise, "data_dir", cfg.DataDir,
 		"node_id", cfg.NodeID, "cluster_id", b.eng.ClusterID(), "io", b.eng.IOChoice().Kind, "io_reason", b.eng.IOChoice().Reason,
-		"network", ns.IO(), "flush", cfg.Topic.Log.Flush, "portable_disk", b.eng.IOChoice().Kind == ioring.Portable)
+		"network", ns.IO(), "flush", cfg.Topic.Log.Flush, "writes", map[bool]string{true: "direct", false: "buffered"}[b.eng.DirectWrites()],
+		"portable_disk", b.eng.IOChoice().Kind == ioring.Portable)
 	return b, nil
 }
 

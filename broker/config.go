@@ -81,9 +81,10 @@ type Config struct {
 	// IO chooses the I/O path (ringlog.io): ModePortable forces the
 	// portable disk and network paths.
 	IO ioring.Mode
-	// DirectWrites writes appends with O_DIRECT (ringlog.writes=direct,
-	// -writes direct; engine.Config.DirectWrites).
-	DirectWrites bool
+	// Writes says how appends reach the disk (ringlog.writes, -writes;
+	// engine.Config.Writes): DefaultConfig's engine.WritesAuto writes
+	// with O_DIRECT when the disk path is io_uring.
+	Writes engine.Writes
 	// TailCacheBytes bounds the direct-written partitions' tail caches
 	// together (ringlog.tail.cache.bytes; engine.Config.TailCacheBytes;
 	// 0: its default).
@@ -221,6 +222,7 @@ func DefaultConfig() Config {
 		Listen:                 "127.0.0.1:9092",
 		DataDir:                "./data",
 		IO:                     ioring.ModeAuto,
+		Writes:                 engine.WritesAuto,
 		AutoCreateTopics:       true,
 		NumPartitions:          1,
 		MaxFrameBytes:          100 << 20,

@@ -30,7 +30,7 @@ func TestDirectWrites(t *testing.T) {
 			t.Run(su.name+"/"+flush, func(t *testing.T) {
 				dir := t.TempDir()
 				cfg := su.cfg
-				cfg.Dir, cfg.Shards, cfg.DirectWrites = dir, 2, true
+				cfg.Dir, cfg.Shards, cfg.Writes = dir, 2, WritesDirect
 				e, err := OpenCore(cfg)
 				if err != nil {
 					t.Fatal(err)

@@ -37,11 +37,13 @@ type Config struct {
 	// io_uring path writes (see ioring.WriteMode).
 	IO       ioring.Mode
 	IOWrites ioring.WriteMode
-	// DirectWrites writes the partitions' appends with O_DIRECT
-	// (segment.Options.DirectWrites; ringlog.writes=direct): where a log
-	// directory's file system has no direct I/O its logs write through
-	// the page cache, as DirectWritesOff says.
-	DirectWrites bool
+	// Writes says how the partitions' appends reach the disk
+	// (ringlog.writes): WritesDirect with O_DIRECT
+	// (segment.Options.DirectWrites), WritesAuto so when the shards' disk
+	// path is io_uring, WritesBuffered (or "") through the page cache.
+	// Where a log directory's file system has no direct I/O its logs
+	// write through the page cache, and the start-up log says why.
+	Writes Writes
 	// TailCacheBytes bounds the memory of the direct-written partitions'
 	// tail caches together (segment.TailBudget; ringlog.tail.cache.bytes):
 	// each active segment's share of it, at most 2 MiB. Default
@@ -169,6 +171,32 @@ func (c *Config) setDefaults() {
 	c.Cleaner.setDefaults()
 }
 
+// Writes is how appends reach the disk (Config.Writes).
+type Writes string
+
+const (
+	// WritesBuffered writes through the page cache, as Kafka does; ""
+	// means the same.
+	WritesBuffered Writes = "buffered"
+	// WritesDirect writes with O_DIRECT from a staging buffer, blocks
+	// reserved ahead (segment/direct.go).
+	WritesDirect Writes = "direct"
+	// WritesAuto is WritesDirect when the shards' disk path is io_uring
+	// (the write goes in the ring; on the portable path a direct write
+	// would hold the shard's thread until the device has the bytes), else
+	// WritesBuffered.
+	WritesAuto Writes = "auto"
+)
+
+// ParseWrites reads ringlog.writes: buffered, direct or auto.
+func ParseWrites(v string) (Writes, error) {
+	switch w := Writes(v); w {
+	case WritesBuffered, WritesDirect, WritesAuto:
+		return w, nil
+	}
+	return "", fmt.Errorf("unknown writes %q (want auto, buffered or direct)", v)
+}
+
 // DefaultTailCacheBytes is Config.TailCacheBytes's default: the 2 MiB
 // tail caches of 128 partitions written at once, a 16th of them each for
 // 2,048.
@@ -183,6 +211,10 @@ type Core struct {
 	// tails is the budget of the partitions' tail caches (direct writes).
 	tails  *segment.TailBudget
 	choice ioring.Choice
+	// direct is Config.Writes resolved: the logs' appends are direct
+	// writes (where their file system allows); writesWhy says why.
+	direct    bool
+	writesWhy string
 	// owners is the group of the shards' ring owners (Config.RingOwners),
 	// nil without; ownersWhy says why shards are not owners.
 	owners    *ioring.OwnerGroup
@@ -283,6 +315,18 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 		}
 		e.shards = append(e.shards, s)
 	}
+	switch cfg.Writes {
+	case WritesDirect:
+		e.direct, e.writesWhy = true, "asked for"
+	case WritesAuto:
+		if e.direct = e.choice.Kind == ioring.Uring; e.direct {
+			e.writesWhy = "auto: the disk path is io_uring"
+		} else {
+			e.writesWhy = "auto: the disk path is " + string(e.choice.Kind)
+		}
+	default:
+		e.writesWhy = "asked for"
+	}
 	if cfg.RingOwners {
 		switch {
 		case e.choice.Kind != ioring.Uring:
@@ -325,24 +369,33 @@ func (e *Core) OpenStats() (clean, recovered int64) {
 }
 
 // logWrites says how appends reach each log directory's disk: with
-// Config.DirectWrites, direct writes where its file system offers direct
-// I/O, else through the page cache, and why.
+// direct writes (Config.Writes), direct where its file system offers
+// direct I/O, else through the page cache, and why. A fallback is a
+// warning when direct writes were asked for, news under auto.
 func (e *Core) logWrites() {
-	if !e.cfg.DirectWrites {
-		e.log.Info("writes", "kind", "buffered")
+	if !e.direct {
+		e.log.Info("writes", "kind", "buffered", "reason", e.writesWhy)
 		return
 	}
 	for _, d := range e.dirs {
 		if d.offline.Load() != nil {
 			continue
 		}
-		if why := segment.ProbeDirect(d.path); why != "" {
+		switch why := segment.ProbeDirect(d.path); {
+		case why == "":
+			e.log.Info("writes", "kind", "direct", "dir", d.path, "reason", e.writesWhy, "tail_cache_bytes", e.cfg.TailCacheBytes)
+		case e.cfg.Writes == WritesAuto:
+			e.log.Info("writes", "kind", "buffered", "dir", d.path, "reason", "auto: the file system has no direct I/O: "+why)
+		default:
 			e.log.Warn("direct writes unavailable: the log directory's partitions write through the page cache", "dir", d.path, "reason", why)
-		} else {
-			e.log.Info("writes", "kind", "direct", "dir", d.path, "tail_cache_bytes", e.cfg.TailCacheBytes)
 		}
 	}
 }
+
+// DirectWrites reports whether the partitions' appends are direct writes
+// where their log directory's file system allows (Config.Writes, auto
+// resolved).
+func (e *Core) DirectWrites() bool { return e.direct }
 
 // IOChoice says which I/O path the shards use and why.
 func (e *Core) IOChoice() ioring.Choice { return e.choice }

@@ -840,5 +840,5 @@ func (s *shard) shutdown() error {
 
 // logOptions are the segment options of the shard's logs.
 func (s *shard) logOptions() segment.Options {
-	return segment.Options{IO: s.io, Now: s.e.cfg.Now, DirectWrites: s.e.cfg.DirectWrites, TailBudget: s.e.tails}
+	return segment.Options{IO: s.io, Now: s.e.cfg.Now, DirectWrites: s.e.direct, TailBudget: s.e.tails}
 }

@@ -162,7 +162,7 @@ func TestConsumeMatchesProduce(t *testing.T) {
 		// as bytes.
 		st := b.Net.Stats()
 		t.Logf("%s: %d records; fetched region bytes: %d by sendfile, %d copied", b.Net.IO(), total, st.SendfileBytes, st.CopiedBytes)
-		if testbroker.Direct(t) {
+		if b.Engine.DirectWrites() {
 			return
 		}
 		if st.SendfileBytes+st.CopiedBytes < int64(total)*2 {

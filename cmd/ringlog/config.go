@@ -277,7 +277,7 @@ func (s *settings) set(k, v string) error {
 	case "ringlog.io":
 		s.IO, err = ioring.ParseMode(v)
 	case "ringlog.writes":
-		s.DirectWrites, err = parseWrites(v)
+		s.Writes, err = engine.ParseWrites(v)
 	case "ringlog.tail.cache.bytes":
 		n, err = num(0, math.MaxInt64)
 		s.TailCacheBytes = n
@@ -431,15 +431,4 @@ func (s *settings) setLogDirs(v string) error {
 	}
 	s.DataDir, s.LogDirs = dirs[0], dirs[1:]
 	return nil
-}
-
-// parseWrites reads ringlog.writes (-writes): how appends reach the disk.
-func parseWrites(v string) (bool, error) {
-	switch v {
-	case "buffered":
-		return false, nil
-	case "direct":
-		return true, nil
-	}
-	return false, fmt.Errorf("unknown writes %q (want buffered or direct)", v)
 }

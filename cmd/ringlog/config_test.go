@@ -5,6 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"time"
 
+	"ringlog/engine"
 	"ringlog/internal/testkit"
 	"ringlog/kafka"
 
@@ -55,8 +56,8 @@ ringlog.tail.cache.bytes=1048576
 		t.Fatalf("flush policy %v", s.Topic.Log.Flush)
 	case !s.Cleaner.Disabled:
 		t.Fatalf("log.cleaner.enable=false ignored")
-	case !s.DirectWrites || s.TailCacheBytes != 1<<20:
-		t.Fatalf("direct writes %v, tail cache bytes %d", s.DirectWrites, s.TailCacheBytes)
+	case s.Writes != engine.WritesDirect || s.TailCacheBytes != 1<<20:
+		t.Fatalf("writes %q, tail cache bytes %d", s.Writes, s.TailCacheBytes)
 	}
 	if c, _ := engineTopicEntry(s, "min.cleanable.dirty.ratio"); c != "0.25" {
 		t.Fatalf("min.cleanable.dirty.ratio %q", c)

@@ -34,6 +34,7 @@ import (
 
 	"ringlog/bench"
 	"ringlog/broker"
+	"ringlog/engine"
 	"ringlog/internal/admincli"
 	"ringlog/ioring"
 )
@@ -73,7 +74,7 @@ func run(args []string) error {
 	shards := fs.Int("shards", 0, "shards (goroutines owning partitions); 0 = GOMAXPROCS")
 	ioMode := fs.String("io", string(s.IO), "I/O path: auto (probe io_uring), uring (fail without it) or portable")
 	network := fs.String("net", "", "network path: gnet (epoll loops), uring (io_uring loops; gnet if the kernel lacks what they need), uring-shards (connections on the shards' io_uring rings) or portable; empty: portable with -io=portable, else gnet")
-	writes := fs.String("writes", "buffered", "how appends reach the disk: buffered (through the page cache, as Kafka) or direct (O_DIRECT from a staging buffer, blocks reserved ahead; buffered where a log directory's file system has no direct I/O)")
+	writes := fs.String("writes", "auto", "how appends reach the disk: auto (direct when the disk path is io_uring, else buffered), buffered (through the page cache, as Kafka) or direct (O_DIRECT from a staging buffer, blocks reserved ahead; buffered where a log directory's file system has no direct I/O)")
 	flush := fs.String("flush", "never", "default flush policy: always (fsync each append round), interval, never (Kafka's default)")
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty; loopback only unless -admin-public")
 	adminPublic := fs.Bool("admin-public", false, "let -admin listen on an address other than loopback: pprof and metrics are unauthenticated")
@@ -134,7 +135,7 @@ func run(args []string) error {
 		case "flush":
 			err = s.applyFlush(*flush)
 		case "writes":
-			s.DirectWrites, err = parseWrites(*writes)
+			s.Writes, err = engine.ParseWrites(*writes)
 		case "admin":
 			s.admin = *admin
 		case "node-id":

@@ -17,13 +17,16 @@ import (
 // directory, serves produce and fetch, and keeps every acknowledged record
 // across a SIGKILL (the reserved blocks cut at recovery as zeros, nothing
 // truncated); on tmpfs it falls back and warns why; a bad value is refused.
+// The default, auto, writes directly on the io_uring disk path and through
+// the page cache on the portable one, and falls back on tmpfs without a
+// warning.
 func TestBrokerDirectWrites(t *testing.T) {
 	addr := testkit.FreeAddr(t)
 	dir := t.TempDir()
 	p := start(t, "-listen", addr, "-data-dir", dir, "-writes", "direct")
 	p.waitFor(t, "ringlog started")
 	// The log names the tail caches' budget (engine.DefaultTailCacheBytes).
-	if out := p.out.String(); !strings.Contains(out, "msg=writes kind=direct dir="+dir+" tail_cache_bytes=268435456\n") {
+	if out := p.out.String(); !strings.Contains(out, "msg=writes kind=direct dir="+dir+` reason="asked for" tail_cache_bytes=268435456`+"\n") {
 		t.Fatalf("no direct writes for %s, with the tail caches' budget, in the log:\n%s", dir, out)
 	}
 	produceN := func(n int) {
@@ -92,6 +95,36 @@ func TestBrokerDirectWrites(t *testing.T) {
 	produceN(20)
 	consumeAll(20)
 	p.stop(t)
+
+	// The default: direct on io_uring, buffered on the portable path and
+	// on tmpfs, each saying why; only an explicit -writes direct warns.
+	shm2, err := os.MkdirTemp("/dev/shm", "ringlog-writes-")
+	if err != nil {
+		t.Fatalf("a tmpfs directory: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm2) })
+	for _, c := range []struct {
+		dir  string
+		args []string
+		want string
+	}{
+		{t.TempDir(), []string{"-io", "uring"}, `msg=writes kind=direct dir=%s reason="auto: the disk path is io_uring" tail_cache_bytes=268435456` + "\n"},
+		{t.TempDir(), []string{"-io", "portable"}, `msg=writes kind=buffered reason="auto: the disk path is portable"` + "\n"},
+		{shm2, []string{"-io", "uring"}, `msg=writes kind=buffered dir=%s reason="auto: the file system has no direct I/O: `},
+	} {
+		p = start(t, append([]string{"-listen", addr, "-data-dir", c.dir}, c.args...)...)
+		p.waitFor(t, "ringlog started")
+		want := c.want
+		if strings.Contains(want, "%s") {
+			want = fmt.Sprintf(want, c.dir)
+		}
+		if out := p.out.String(); !strings.Contains(out, want) || strings.Contains(out, "direct writes unavailable") {
+			t.Fatalf("%v: want %q in the log, and no warning:\n%s", c.args, want, out)
+		}
+		produceN(20)
+		consumeAll(20)
+		p.stop(t)
+	}
 
 	p = start(t, "-data-dir", t.TempDir(), "-writes", "sideways")
 	err = <-p.done

@@ -39,30 +39,30 @@ func Net(t testing.TB) string {
 }
 
 // EnvWrites names the environment variable that picks how the test
-// brokers' appends reach the disk: buffered or direct (-writes); unset,
-// the broker's default.
+// brokers' appends reach the disk: auto, buffered or direct (-writes);
+// unset, the broker's default (auto: direct on the io_uring disk path).
 const EnvWrites = "RINGLOG_TEST_WRITES"
 
-// Direct reports whether EnvWrites asks for direct writes, and fails the
-// test on a value other than buffered, direct or none.
-func Direct(t testing.TB) bool {
+// Writes returns what EnvWrites asks for ("" when unset), and fails the
+// test on a value the broker would refuse.
+func Writes(t testing.TB) engine.Writes {
 	t.Helper()
-	switch w := envWrites(); w {
-	case "", "buffered":
-		return false
-	case "direct":
-		return true
-	default:
-		t.Fatalf("%s=%q: want buffered or direct (or unset)", EnvWrites, w)
-		return false
+	w := envWrites()
+	if w == "" {
+		return ""
 	}
+	ws, err := engine.ParseWrites(w)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvWrites, err)
+	}
+	return ws
 }
 
-// envWrites is EnvWrites's value, checked by Direct.
+// envWrites is EnvWrites's value, checked by Writes.
 func envWrites() string { return os.Getenv(EnvWrites) }
 
 // NetArgs returns the binary's flags for the paths EnvNet and EnvWrites
-// ask for (-net and its name, -writes direct), none when they are unset.
+// ask for (-net and -writes with their values), none when they are unset.
 // Put them first: a test's own flags come later and win.
 func NetArgs(t testing.TB) []string {
 	t.Helper()
@@ -70,8 +70,8 @@ func NetArgs(t testing.TB) []string {
 	if n := Net(t); n != "" {
 		args = append(args, "-net", n)
 	}
-	if Direct(t) {
-		args = append(args, "-writes", "direct")
+	if w := Writes(t); w != "" {
+		args = append(args, "-writes", string(w))
 	}
 	return args
 }
@@ -110,7 +110,9 @@ func Config(dir string) broker.Config {
 	cfg.Network = envNet()
 	// How RINGLOG_TEST_WRITES asks appends to reach the disk (StartBroker
 	// checks the value).
-	cfg.DirectWrites = envWrites() == "direct"
+	if w := envWrites(); w != "" {
+		cfg.Writes = engine.Writes(w)
+	}
 	// Kafka's group defaults but for the initial rebalance delay, which
 	// would add 3 s to every test's first rebalance.
 	cfg.Groups.InitialRebalanceDelay = 0
@@ -136,7 +138,7 @@ func Logger() *slog.Logger {
 func StartBroker(t testing.TB, cfg broker.Config) *Broker {
 	t.Helper()
 	Net(t)
-	Direct(t)
+	Writes(t)
 	b := &Broker{t: t, Dir: cfg.DataDir, cfg: cfg}
 	t.Cleanup(b.Stop) // first: start may fail the test with a broker running
 	b.start()
