@@ -75,8 +75,10 @@
 //
 // ringlog has three network paths (the binary's -net): gnet's epoll
 // loops, io_uring loops and the net package. The peer "ringlog-uring" is
-// -io uring with the network it defaults to, gnet: the io_uring disk path,
-// and the reference every ratio is taken against. The peer
+// -io uring with the network it defaults to, gnet, and the writes it
+// defaults to, direct (O_DIRECT appends; the opt-in peer
+// "ringlog-buffered" writes through the page cache): the io_uring disk
+// path, and the reference every ratio is taken against. The peer
 // "ringlog-net-uring" (ringlog io_uring net) is -io uring -net uring, the
 // broker with its disk and its network both on io_uring: what issue 13
 // means by io_uring, and the figure of every target of that issue, each
