@@ -17,10 +17,20 @@ import (
 // the disk, which the cold consume measures apart.
 func readFileCache(dir string) error {
 	buf := make([]byte, 1<<20)
+	return eachFile(dir, func(f *os.File) error {
+		_, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+		return err
+	})
+}
+
+// eachFile opens every regular file under dir in turn and calls fn with
+// it; files deleted under the walk (a segment retired, a NATS block
+// compacted) are skipped.
+func eachFile(dir string, fn func(*os.File) error) error {
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if os.IsNotExist(err) {
-				return nil // deleted under us (a segment retired)
+				return nil
 			}
 			return err
 		}
@@ -35,7 +45,6 @@ func readFileCache(dir string) error {
 			return err
 		}
 		defer f.Close()
-		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
-		return err
+		return fn(f)
 	})
 }

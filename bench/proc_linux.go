@@ -145,29 +145,12 @@ func setParentDeathSignal(cmd *exec.Cmd) {
 // no root and leaves the other users of a shared machine their cache.
 // Pages a process keeps mapped (ringlog's mmap'd indexes) stay resident.
 func dropFileCache(dir string) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil // deleted under us (a segment retired, a NATS block compacted)
-			}
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil
-			}
-			return err
-		}
-		defer f.Close()
+	return eachFile(dir, func(f *os.File) error {
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", path, err)
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}
 		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-			return fmt.Errorf("fadvise %s: %w", path, err)
+			return fmt.Errorf("fadvise %s: %w", f.Name(), err)
 		}
 		return nil
 	})
