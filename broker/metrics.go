@@ -35,6 +35,9 @@ func registerEngineMetrics(reg prometheus.Registerer, eng *engine.Core) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ringlog", Name: "offline_partitions",
 		Help: "Partitions this broker hosts that a disk failure or corruption took offline (Kafka's OfflineReplicaCount, also exported as kafka_server_replicamanager_offlinereplicacount); the broker's log names each."},
 		func() float64 { return float64(len(eng.OfflinePartitions())) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ringlog", Name: "tail_cache_bytes",
+		Help: "Memory the direct-written partitions' tail caches (their latest appends, served to readers from memory) hold together; ringlog.tail.cache.bytes bounds it."},
+		func() float64 { return float64(eng.TailCacheHeld()) }))
 	labels := []string{"topic", "partition"}
 	reg.MustRegister(&engineCollector{eng: eng,
 		leo:   prometheus.NewDesc("ringlog_log_end_offset", "Log end offset of each partition.", labels, nil),

@@ -392,6 +392,10 @@ func (e *Core) logWrites() {
 	}
 }
 
+// TailCacheHeld is the memory the direct-written partitions' tail caches
+// hold together (Config.TailCacheBytes bounds it).
+func (e *Core) TailCacheHeld() int64 { return e.tails.Held() }
+
 // DirectWrites reports whether the partitions' appends are direct writes
 // where their log directory's file system allows (Config.Writes, auto
 // resolved).

@@ -804,7 +804,8 @@ func (s *shard) enforceRetention() {
 }
 
 // flushDue syncs the logs whose flush.ms has passed (flush policy
-// interval), all in one submission.
+// interval), all in one submission, and empties the tail caches of the
+// logs no longer written (segment.TailIdle).
 func (s *shard) flushDue() {
 	s.ops = s.ops[:0]
 	for p := range s.parts {
@@ -814,6 +815,7 @@ func (s *shard) flushDue() {
 		if t := p.log().PrepareFlush(false); t != nil {
 			s.ops = append(s.ops, t.Ops...)
 		}
+		p.log().DropIdleTail(segment.TailIdle)
 	}
 	if len(s.ops) > 0 {
 		if err := s.io.Submit(s.ops...); err != nil {

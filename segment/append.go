@@ -489,6 +489,7 @@ func (l *Log) finishAppend(t *Task) {
 		if s.cache.add(l.opts.TailBudget, t.pos, stage[t.pos-t.write.Offset:pos-t.write.Offset], stage) {
 			stage = nil
 		}
+		l.tailAt = l.opts.Now()
 	}
 	s.publish(pos, t.next)
 	l.leo.Store(t.next)

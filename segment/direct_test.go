@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"ringlog/ioring"
 )
@@ -432,4 +433,54 @@ func readRegions(l *Log, offset, upper int64) (b []byte, mem, file int64, err er
 		}
 	}
 	return b, mem, file, nil
+}
+
+// TestTailIdle: a log whose last append is TailIdle old gives its tail
+// cache back (DropIdleTail): its budget's count falls to 0, its reads come
+// from the file and stay whole, and the next append caches again. A
+// younger one keeps it.
+func TestTailIdle(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	budget := &TailBudget{Bytes: 1 << 20}
+	cfg := smallConfig()
+	cfg.SegmentBytes = 64 << 20
+	l := openLog(t, t.TempDir(), cfg, Options{DirectWrites: true, TailBudget: budget, Now: clock})
+	var want []byte
+	appendSome := func() {
+		for i := range 10 {
+			b := mkBatch(t, 8, 1000, 1, i)
+			if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, b...)
+		}
+	}
+	fromMemory := func() int64 {
+		_, mem, _, err := readRegions(l, 0, l.LEO())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mem
+	}
+	appendSome()
+	if budget.Held() == 0 || fromMemory() == 0 {
+		t.Fatalf("nothing cached after appends: held %d", budget.Held())
+	}
+	now = now.Add(TailIdle - time.Second)
+	l.DropIdleTail(TailIdle)
+	if budget.Held() == 0 {
+		t.Fatal("the cache was dropped before TailIdle")
+	}
+	now = now.Add(time.Second)
+	l.DropIdleTail(TailIdle)
+	if held, mem := budget.Held(), fromMemory(); held != 0 || mem != 0 {
+		t.Fatalf("after TailIdle: held %d, %d bytes read from memory", held, mem)
+	}
+	sameBytes(t, readAll(t, l), want, "read back from the file")
+	appendSome()
+	if budget.Held() == 0 || fromMemory() == 0 {
+		t.Fatal("nothing cached after the next appends")
+	}
+	sameBytes(t, readAll(t, l), want, "read back")
 }

@@ -81,8 +81,11 @@ type Log struct {
 	recoveryPoint int64
 	unflushedMsgs int64
 	lastFlush     time.Time
-	recovery      RecoveryInfo
-	rollFlushes   []*Task // syncs of rolled segments, oldest first
+	// tailAt is when the active segment's tail cache last took an append
+	// (direct writes); zero when it holds nothing (DropIdleTail).
+	tailAt      time.Time
+	recovery    RecoveryInfo
+	rollFlushes []*Task // syncs of rolled segments, oldest first
 
 	epochs epochCache
 

@@ -24,6 +24,7 @@ package segment
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"ringlog/segment/batch"
 )
@@ -361,4 +362,22 @@ func (s *segment) regions(res *ReadResult, pos, n int64) {
 	}
 	res.Regions = append(res.Regions, mem...)
 	res.pinned = append(res.pinned, pinned...)
+}
+
+// TailIdle is how long a log's tail cache outlives its last append
+// (DropIdleTail): the readers it serves (consumers keeping up, in-sync
+// followers) read an append within moments; a partition no longer written
+// gives the budget back rather than holding its share for good.
+const TailIdle = 30 * time.Second
+
+// DropIdleTail empties the active segment's tail cache when its last
+// append is idle or more old (owner only; the engine's shards call it
+// with TailIdle every 100 ms). Its readers then read the file, as past
+// the cache.
+func (l *Log) DropIdleTail(idle time.Duration) {
+	if l.closed || l.active == nil || l.tailAt.IsZero() || l.opts.Now().Sub(l.tailAt) < idle {
+		return
+	}
+	l.active.cache.drop()
+	l.tailAt = time.Time{}
 }

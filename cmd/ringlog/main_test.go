@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,6 +109,16 @@ func TestBrokerLifecycle(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)
 		}
+	}
+	// The tail caches hold the partition's latest appends where the
+	// appends are direct writes (the default on io_uring), nothing else.
+	m := regexp.MustCompile(`(?m)^ringlog_tail_cache_bytes (\S+)$`).FindStringSubmatch(string(body))
+	if m == nil {
+		t.Fatalf("metrics lack ringlog_tail_cache_bytes:\n%s", body)
+	}
+	held, err := strconv.ParseFloat(m[1], 64)
+	if direct := strings.Contains(p.out.String(), " writes=direct "); err != nil || direct != (held > 0) {
+		t.Fatalf("ringlog_tail_cache_bytes %s with direct writes %v", m[1], direct)
 	}
 	if resp, err := http.Get("http://" + admin + "/debug/pprof/"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("pprof: %v %v", resp, err)
