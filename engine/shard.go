@@ -641,6 +641,9 @@ func (s *shard) reap(min int) []*segment.Task {
 			}
 		}
 	}
+	// The list is reused: its ops must not keep their tasks, and through
+	// them the requests' bytes, until the next round overwrites them.
+	clear(s.out)
 	if bgFailed {
 		// The log whose sync failed stopped itself (fsyncgate): its
 		// partition goes offline.
