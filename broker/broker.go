@@ -234,7 +234,7 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 	}
 	b.log.Info("ringlog started", "listen", b.addr, "advertise", advertise, "data_dir", cfg.DataDir,
 		"node_id", cfg.NodeID, "cluster_id", b.eng.ClusterID(), "io", b.eng.IOChoice().Kind, "io_reason", b.eng.IOChoice().Reason,
-		"network", ns.IO(), "flush", cfg.Topic.Log.Flush, "writes", map[bool]string{true: "direct", false: "buffered"}[b.eng.DirectWrites()],
+		"network", ns.IO(), "flush", cfg.Topic.Log.Flush, "writes", b.eng.Writes(),
 		"portable_disk", b.eng.IOChoice().Kind == ioring.Portable)
 	return b, nil
 }

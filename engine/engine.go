@@ -212,9 +212,11 @@ type Core struct {
 	tails  *segment.TailBudget
 	choice ioring.Choice
 	// direct is Config.Writes resolved: the logs' appends are direct
-	// writes (where their file system allows); writesWhy says why.
+	// writes (where their file system allows); writesWhy says why, and
+	// writes what the log directories got (logWrites).
 	direct    bool
 	writesWhy string
+	writes    string
 	// owners is the group of the shards' ring owners (Config.RingOwners),
 	// nil without; ownersWhy says why shards are not owners.
 	owners    *ioring.OwnerGroup
@@ -373,22 +375,33 @@ func (e *Core) OpenStats() (clean, recovered int64) {
 // direct I/O, else through the page cache, and why. A fallback is a
 // warning when direct writes were asked for, news under auto.
 func (e *Core) logWrites() {
+	e.writes = string(WritesBuffered)
 	if !e.direct {
 		e.log.Info("writes", "kind", "buffered", "reason", e.writesWhy)
 		return
 	}
+	direct, buffered := 0, 0
 	for _, d := range e.dirs {
 		if d.offline.Load() != nil {
 			continue
 		}
 		switch why := segment.ProbeDirect(d.path); {
 		case why == "":
+			direct++
 			e.log.Info("writes", "kind", "direct", "dir", d.path, "reason", e.writesWhy, "tail_cache_bytes", e.cfg.TailCacheBytes)
 		case e.cfg.Writes == WritesAuto:
+			buffered++
 			e.log.Info("writes", "kind", "buffered", "dir", d.path, "reason", "auto: the file system has no direct I/O: "+why)
 		default:
+			buffered++
 			e.log.Warn("direct writes unavailable: the log directory's partitions write through the page cache", "dir", d.path, "reason", why)
 		}
+	}
+	switch {
+	case direct > 0 && buffered > 0:
+		e.writes = "direct on some log directories"
+	case direct > 0:
+		e.writes = string(WritesDirect)
 	}
 }
 
@@ -396,10 +409,10 @@ func (e *Core) logWrites() {
 // hold together (Config.TailCacheBytes bounds it).
 func (e *Core) TailCacheHeld() int64 { return e.tails.Held() }
 
-// DirectWrites reports whether the partitions' appends are direct writes
-// where their log directory's file system allows (Config.Writes, auto
-// resolved).
-func (e *Core) DirectWrites() bool { return e.direct }
+// Writes says how the partitions' appends reach the disk, Config.Writes
+// resolved and each log directory's file system probed: "direct",
+// "buffered", or "direct on some log directories".
+func (e *Core) Writes() string { return e.writes }
 
 // IOChoice says which I/O path the shards use and why.
 func (e *Core) IOChoice() ioring.Choice { return e.choice }

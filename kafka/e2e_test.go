@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"ringlog/engine"
 	"ringlog/internal/testkit"
 	"ringlog/internal/testkit/testbroker"
 	"ringlog/kafka"
@@ -162,7 +163,7 @@ func TestConsumeMatchesProduce(t *testing.T) {
 		// as bytes.
 		st := b.Net.Stats()
 		t.Logf("%s: %d records; fetched region bytes: %d by sendfile, %d copied", b.Net.IO(), total, st.SendfileBytes, st.CopiedBytes)
-		if b.Engine.DirectWrites() {
+		if b.Engine.Writes() != string(engine.WritesBuffered) {
 			return
 		}
 		if st.SendfileBytes+st.CopiedBytes < int64(total)*2 {

@@ -103,14 +103,16 @@ func TestBrokerDirectWrites(t *testing.T) {
 		t.Fatalf("a tmpfs directory: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(shm2) })
+	// "ringlog started" names what the log directories got.
 	for _, c := range []struct {
-		dir  string
-		args []string
-		want string
+		dir     string
+		args    []string
+		want    string
+		started string
 	}{
-		{t.TempDir(), []string{"-io", "uring"}, `msg=writes kind=direct dir=%s reason="auto: the disk path is io_uring" tail_cache_bytes=268435456` + "\n"},
-		{t.TempDir(), []string{"-io", "portable"}, `msg=writes kind=buffered reason="auto: the disk path is portable"` + "\n"},
-		{shm2, []string{"-io", "uring"}, `msg=writes kind=buffered dir=%s reason="auto: the file system has no direct I/O: `},
+		{t.TempDir(), []string{"-io", "uring"}, `msg=writes kind=direct dir=%s reason="auto: the disk path is io_uring" tail_cache_bytes=268435456` + "\n", " writes=direct "},
+		{t.TempDir(), []string{"-io", "portable"}, `msg=writes kind=buffered reason="auto: the disk path is portable"` + "\n", " writes=buffered "},
+		{shm2, []string{"-io", "uring"}, `msg=writes kind=buffered dir=%s reason="auto: the file system has no direct I/O: `, " writes=buffered "},
 	} {
 		p = start(t, append([]string{"-listen", addr, "-data-dir", c.dir}, c.args...)...)
 		p.waitFor(t, "ringlog started")
@@ -118,8 +120,8 @@ func TestBrokerDirectWrites(t *testing.T) {
 		if strings.Contains(want, "%s") {
 			want = fmt.Sprintf(want, c.dir)
 		}
-		if out := p.out.String(); !strings.Contains(out, want) || strings.Contains(out, "direct writes unavailable") {
-			t.Fatalf("%v: want %q in the log, and no warning:\n%s", c.args, want, out)
+		if out := p.out.String(); !strings.Contains(out, want) || !strings.Contains(out, c.started) || strings.Contains(out, "direct writes unavailable") {
+			t.Fatalf("%v: want %q and %q in the log, and no warning:\n%s", c.args, want, c.started, out)
 		}
 		produceN(20)
 		consumeAll(20)
