@@ -8,12 +8,13 @@ import (
 )
 
 // openDirect opens path for direct writes (O_DIRECT) and returns the file
-// with the alignment direct I/O needs of its offsets and lengths, and of
-// the buffers' addresses. When the file system offers no direct I/O it
-// returns a reason instead (and no error).
+// with the alignment its direct writes keep in their offsets and lengths
+// (directAlign), and the one direct I/O needs of the buffers' addresses.
+// When the file system offers no direct I/O it returns a reason instead
+// (and no error).
 func openDirect(path string) (f *os.File, align, memAlign int64, why string, err error) {
 	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_DIOALIGN, &stx); err != nil {
+	if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_DIOALIGN|unix.STATX_BASIC_STATS, &stx); err != nil {
 		return nil, 0, 0, "", &os.PathError{Op: "statx", Path: path, Err: err}
 	}
 	if stx.Mask&unix.STATX_DIOALIGN == 0 || stx.Dio_offset_align == 0 {
@@ -26,7 +27,21 @@ func openDirect(path string) (f *os.File, align, memAlign int64, why string, err
 	if err != nil {
 		return nil, 0, 0, "", err
 	}
-	return f, int64(stx.Dio_offset_align), int64(max(stx.Dio_mem_align, 1)), "", nil
+	return f, directAlign(int64(stx.Dio_offset_align), int64(stx.Blksize)), int64(max(stx.Dio_mem_align, 1)), "", nil
+}
+
+// directAlign is the alignment direct writes keep: the file system's block
+// (blksize) when it is a power of two of at most 64 KiB and a multiple of
+// what the device takes (dioAlign), else dioAlign. ext4 runs a direct
+// write into unwritten blocks that is aligned to the device's sector (512
+// bytes) but not to its block as unaligned: under the inode's exclusive
+// lock, which a non-blocking try refuses, so io_uring hands it to an io-wq
+// worker, and waited for there until the device is done.
+func directAlign(dioAlign, blksize int64) int64 {
+	if blksize > dioAlign && blksize <= 64<<10 && blksize&(blksize-1) == 0 && blksize%dioAlign == 0 {
+		return blksize
+	}
+	return dioAlign
 }
 
 // adviseRandom turns the kernel's readahead off for f (POSIX_FADV_RANDOM),

@@ -70,3 +70,49 @@ func TestDirectWritesReadahead(t *testing.T) {
 		t.Fatal("readahead still off after the reserved blocks were cut")
 	}
 }
+
+// TestDirectWritesBlockAligned: a log's direct writes keep the file
+// system's block in their offsets and lengths, not only what the device
+// takes (512 bytes here, under ext4's 4 KiB blocks): ext4 runs a write
+// aligned to the sector but not to the block as unaligned, which io_uring
+// hands to a worker thread that waits for the device, one per append.
+func TestDirectWritesBlockAligned(t *testing.T) {
+	dir := t.TempDir()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, dir, smallConfig(), Options{DirectWrites: true})
+	defer l.Close()
+	if why := l.DirectWritesOff(); why != "" {
+		t.Fatalf("direct writes off in %s: %s", dir, why)
+	}
+	for i := range 3 {
+		if _, err := l.Append([][]byte{mkBatch(t, 2, 100, 1, i)}, AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := l.active.direct
+	if d == nil {
+		t.Fatal("the active segment has no direct file after direct appends")
+	}
+	if d.align%fs.Bsize != 0 {
+		t.Fatalf("direct writes aligned to %d bytes, the file system's block is %d", d.align, fs.Bsize)
+	}
+}
+
+func TestDirectAlign(t *testing.T) {
+	for _, c := range []struct{ dio, blk, want int64 }{
+		{512, 4096, 4096},          // ext4 on a 512-byte-sector disk
+		{4096, 4096, 4096},         // a 4Kn disk
+		{512, 512, 512},            // 512-byte blocks
+		{4096, 1024, 4096},         // a block smaller than the device's unit
+		{512, 1 << 20, 512},        // a preferred I/O size, not a block
+		{512, 12288, 512},          // not a power of two
+		{4096, 64 << 10, 64 << 10}, // 64 KiB blocks
+	} {
+		if got := directAlign(c.dio, c.blk); got != c.want {
+			t.Errorf("directAlign(%d, %d) = %d, want %d", c.dio, c.blk, got, c.want)
+		}
+	}
+}
