@@ -378,6 +378,10 @@ func (s *shard) run() {
 	if !ready {
 		close(s.ownerReady)
 	}
+	if s.waitsInRing() {
+		procs.Add()
+		defer procs.Release()
+	}
 	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
 	defer retention.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
@@ -419,6 +423,19 @@ func (s *shard) run() {
 			return
 		}
 	}
+}
+
+// waitsInRing tells whether the shard's rounds wait in io_uring_enter for
+// their writes: direct writes on the io_uring path complete when the
+// device has them, not inside the submission as buffered writes copied
+// inline do. A thread waiting in a system call keeps its P, so such a
+// shard counts one of its own (internal/procs), as netpoll's loops and
+// ring-owning shards do: what the round's wait would leave in that P's run
+// queue (a loop's handler, another shard) gets an idle P at once instead
+// of when sysmon takes the P back. Measured at 50k records/s (ARCHITECTURE.md,
+// "A P per loop"): the produce p99.9 of the gnet path halved.
+func (s *shard) waitsInRing() bool {
+	return s.e.direct && s.io.Kind() == ioring.Uring
 }
 
 // diskOnOwner moves the shard's disk I/O onto its owner's ring (shard

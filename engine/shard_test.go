@@ -154,3 +154,42 @@ func TestDefaultShardsIgnoreAddedProcs(t *testing.T) {
 		t.Fatalf("%d shards by default with 2 Ps added to %d, want %d", len(e.shards), base, base)
 	}
 }
+
+// TestDirectShardsAddProcs: a shard whose appends are direct writes on
+// the io_uring path waits in io_uring_enter for each round, and counts a
+// P of its own while it runs (given back when the engine closes); with
+// buffered writes, or on the portable path, it waits in a select and
+// counts none.
+func TestDirectShardsAddProcs(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		io     ioring.Mode
+		writes Writes
+		want   int
+	}{
+		{"uring-direct", ioring.ModeUring, WritesDirect, 2},
+		{"uring-buffered", ioring.ModeUring, WritesBuffered, 0},
+		{"portable-direct", ioring.ModePortable, WritesDirect, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := procs.Added()
+			e, err := OpenCore(Config{Dir: t.TempDir(), IO: c.io, Writes: c.writes, Shards: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for procs.Added()-before != c.want && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			// Long enough for a shard that would count one to have done it.
+			time.Sleep(20 * time.Millisecond)
+			if got := procs.Added() - before; got != c.want {
+				t.Errorf("%d Ps added by 2 shards, want %d", got, c.want)
+			}
+			e.Close()
+			if got := procs.Added(); got != before {
+				t.Errorf("%d Ps added after Close, want %d", got, before)
+			}
+		})
+	}
+}
