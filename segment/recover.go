@@ -582,8 +582,9 @@ const lengthEnd = 12
 // cover: with 8 zeros or more it reads 0 where the log expects next > 0;
 // with 7 of them, 203 where it expects 6859, 0x1ACB, as a power-loss test
 // of one broker under -flush never found). The rest of the batch, on the
-// next page, was written back later. As with unwrittenPage, fdatasync covers every
-// page of the file: the batch and everything after it were never synced.
+// next page, was written back later. As with unwrittenPage, fdatasync
+// covers every page of the file: the batch and everything after it were
+// never synced.
 // A power-loss test of a cluster under -flush never found a follower's
 // log with a batch straddling a page boundary that way (8 zero bytes),
 // and the log was refused as corrupt. It returns -1 otherwise.
