@@ -381,6 +381,7 @@ func (s *shard) run() {
 	if s.waitsInRing() {
 		procs.Add()
 		defer procs.Release()
+		ioring.KeepP(s.io)
 	}
 	retention := time.NewTicker(s.e.cfg.RetentionCheckInterval)
 	defer retention.Stop()
@@ -475,6 +476,7 @@ func (s *shard) diskOnOwner(o *ioring.Owner) {
 func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 	procs.Add()
 	defer procs.Release()
+	o.KeepP()
 	defer o.Close()
 	o.AddHook(func() {}, func() bool { return !s.roundWait && s.waiting() })
 	now := time.Now()

@@ -145,6 +145,20 @@ type IO interface {
 	Close() error
 }
 
+// KeepP says that the goroutine that waits on io counts a P of its own
+// (internal/procs): an io_uring's waits then keep that P through the
+// system call rather than offer it to the runtime's sysmon, which takes
+// such a P back and then polls every 20 us for a while (ARCHITECTURE.md,
+// "A P per loop"). It returns false when io has no such waits to change:
+// the portable path, or an IO an embedder wrapped (engine's WrapIO).
+func KeepP(io IO) bool {
+	k, ok := io.(interface{ keepP() })
+	if ok {
+		k.keepP()
+	}
+	return ok
+}
+
 // Do submits ops and waits for all of them. It returns the ring error if
 // there was one, else the first op error.
 func Do(io IO, ops ...*Op) error {

@@ -269,6 +269,12 @@ func (g *OwnerGroup) Close() error {
 // Ring is the owner's ring (owner's goroutine).
 func (o *Owner) Ring() *NetRing { return o.ring }
 
+// KeepP says that the owner's goroutine counts a P of its own
+// (internal/procs): its waits in the ring then keep that P rather than
+// offer it to the runtime's sysmon (ring.enter). Owner's goroutine, before
+// its first Turn.
+func (o *Owner) KeepP() { o.ring.r.keepP = true }
+
 // Stats returns the owner's counters. Any goroutine.
 func (o *Owner) Stats() OwnerStats {
 	return OwnerStats{Turns: o.stats.turns.Load(), Waits: o.stats.waits.Load(),

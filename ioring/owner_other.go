@@ -35,6 +35,9 @@ func (o *Owner) Post(func()) error { return ErrClosed }
 // Wake does nothing.
 func (o *Owner) Wake() {}
 
+// KeepP does nothing: there is no ring to wait in.
+func (o *Owner) KeepP() {}
+
 // Turn fails: there is no owner.
 func (o *Owner) Turn(time.Duration) error { return ErrUnavailable }
 

@@ -54,6 +54,10 @@ type ring struct {
 	// the kernel dereferences, stay valid and fixed during the syscall.
 	waitArg *geteventsArg
 	waitTs  *unix.Timespec
+
+	// keepP: the goroutine that waits on this ring counts a P of its own
+	// (internal/procs), so its waits keep that P (enter).
+	keepP bool
 }
 
 // setupRing creates a ring with at least entries SQEs. Flags that the
@@ -214,10 +218,33 @@ func (r *ring) publish() {
 
 // enter calls io_uring_enter, retrying on EINTR (the Go runtime preempts
 // threads with signals, so EINTR is routine, not an error).
+//
+// A wait (minComplete > 0) on a ring whose goroutine counts a P of its own
+// (keepP) is a raw system call: the runtime does not see it, and the P
+// stays with the thread as if it ran Go code. Through an ordinary one,
+// sysmon sees a thread in a system call and, once the goroutine has held
+// its P for 10 ms without a reschedule (a loop never gives it up) or with
+// goroutines in that P's run queue, takes the P away; after each take it
+// polls every 20 us for a while. Measured on issue 13's produce load
+// (ARCHITECTURE.md, "A P per loop"): sysmon took 11-13% of the broker's
+// CPU, 2.8k wakeups a second at about 20 us of CPU each on this VM. The
+// runtime still reaches such a thread: a stop of the world, a stack scan
+// or sysmon's preemption signals it, the wait returns EINTR, and
+// preemptPoint is where the goroutine stops if it was asked to.
 func (r *ring) enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
+	raw := r.keepP && minComplete > 0
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.enterFd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags|r.enterFlags), uintptr(arg), argSize)
+		var n uintptr
+		var errno unix.Errno
+		if raw {
+			n, _, errno = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(r.enterFd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags|r.enterFlags), uintptr(arg), argSize)
+		} else {
+			n, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.enterFd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags|r.enterFlags), uintptr(arg), argSize)
+		}
 		if errno == unix.EINTR {
+			if raw {
+				preemptPoint()
+			}
 			continue
 		}
 		if errno != 0 {
@@ -337,3 +364,17 @@ func (r *ring) lacks(ops ...opName) string {
 	}
 	return "kernel lacks io_uring opcodes " + strings.Join(missing, ", ")
 }
+
+// preemptPoint is a call with a stack check and nothing else: where the
+// runtime asked the goroutine to stop (its stack guard says so), the check
+// is where it does; otherwise it costs a call. A raw system call returning
+// EINTR goes back into the kernel through no such check, so a goroutine
+// asked to stop for a stop of the world would never get there while its
+// wait lasted (TestKeptWaitLetsTheWorldStop). The call inside keeps it
+// from being a leaf, which the compiler would leave without the check.
+//
+//go:noinline
+func preemptPoint() { preemptLeaf() }
+
+//go:noinline
+func preemptLeaf() {}

@@ -67,6 +67,7 @@ func newUring(cfg Config) (*uringIO, error) {
 }
 
 func (u *uringIO) Kind() Kind    { return Uring }
+func (u *uringIO) keepP()        { u.r.keepP = true }
 func (u *uringIO) InFlight() int { return u.count }
 
 const partBits = 16

@@ -275,6 +275,7 @@ func (l *uloop) run(errc chan<- error) {
 	// The loop's P (internal/procs), counted before Listen returns.
 	procs.Add()
 	defer procs.Release()
+	o.KeepP()
 	errc <- nil
 	for !l.detached {
 		// One io_uring_enter submits the turn's sends and re-armed

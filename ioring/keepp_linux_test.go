@@ -1,0 +1,115 @@
+//go:build linux
+
+package ioring
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"testing"
+
+	"ringlog/internal/procs"
+)
+
+// runKeptOwner is runOwner for an owner whose goroutine counts a P of its
+// own and keeps it through its waits (KeepP), as netpoll's loops and the
+// ring-owning shards do.
+func runKeptOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
+	t.Helper()
+	up := make(chan *Owner, 1)
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		procs.Add()
+		defer procs.Release()
+		o, err := g.NewOwner()
+		if err != nil {
+			errc <- err
+			return
+		}
+		o.KeepP()
+		up <- o
+		stopping := false
+		o.AddHook(func() {
+			select {
+			case <-stop:
+				stopping = true
+			default:
+			}
+		}, func() bool { return stopping })
+		for !stopping {
+			if err := o.Turn(-1); err != nil {
+				t.Errorf("turn: %v", err)
+				break
+			}
+		}
+		o.Close()
+	}()
+	select {
+	case o := <-up:
+		return o, done
+	case err := <-errc:
+		t.Fatalf("owner: %v", err)
+	}
+	return nil, nil
+}
+
+// TestKeptWaitLetsTheWorldStop: an owner blocked without a timeout in a
+// kept wait (a raw system call the runtime does not see) does not hold up
+// a garbage collection, whose stops of the world and stack scans signal
+// its thread; and it goes on turning afterwards. Without the preemption
+// point after EINTR the wait would go straight back into the kernel and
+// runtime.GC would never return (the test binary's timeout ends it).
+func TestKeptWaitLetsTheWorldStop(t *testing.T) {
+	g := NewOwnerGroup()
+	stop := make(chan struct{})
+	o, done := runKeptOwner(t, g, stop)
+	waitSleeping(t, o)
+	for range 3 {
+		runtime.GC()
+	}
+	ran := make(chan struct{})
+	if err := o.Post(func() { close(ran) }); err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	<-ran
+	close(stop)
+	o.Wake()
+	<-done
+}
+
+// TestKeptWaitKeepsItsP: the runtime counts a goroutine in a kept wait as
+// running Go code on its P, not as in a system call (the state in which
+// sysmon takes its P away), and one in an ordinary wait as in a system
+// call. Read from the runtime's own scheduler metrics; how many run Go
+// code moves with the runtime's own goroutines, how many are in system
+// calls does not here.
+func TestKeptWaitKeepsItsP(t *testing.T) {
+	samples := []metrics.Sample{{Name: "/sched/goroutines/not-in-go:goroutines"}}
+	inSyscalls := func() uint64 {
+		metrics.Read(samples)
+		return samples[0].Value.Uint64()
+	}
+	g := NewOwnerGroup()
+	stop := make(chan struct{})
+	before := inSyscalls()
+
+	kept, keptDone := runKeptOwner(t, g, stop)
+	waitSleeping(t, kept)
+	if n := inSyscalls(); n != before {
+		t.Errorf("owner in a kept wait: goroutines in system calls %d -> %d, want %d", before, n, before)
+	}
+
+	plain, plainDone := runOwner(t, g, stop)
+	waitSleeping(t, plain)
+	if n := inSyscalls(); n != before+1 {
+		t.Errorf("owner in an ordinary wait: goroutines in system calls %d -> %d, want %d", before, n, before+1)
+	}
+	close(stop)
+	kept.Wake()
+	plain.Wake()
+	<-keptDone
+	<-plainDone
+}
