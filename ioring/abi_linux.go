@@ -73,6 +73,7 @@ const (
 	opSendmsg     = 9
 	opAsyncCancel = 14
 	opClose       = 19
+	opWriteFixed  = 5
 	opRead        = 22
 	opWrite       = 23
 	opSend        = 26
@@ -90,11 +91,36 @@ const fsyncDatasync = 1 << 0
 // io_uring_register opcodes.
 const (
 	registerProbe      = 8
+	registerBuffers2   = 15
+	registerBufsUpdate = 16
 	registerRingFds    = 20
 	unregisterRingFds  = 21
 	registerPbufRing   = 22
 	unregisterPbufRing = 23
 )
+
+// rsrcRegisterSparse (io_uring_rsrc_register.flags) registers a table of
+// empty slots, filled by updates.
+const rsrcRegisterSparse = 1 << 0
+
+// rsrcRegister is struct io_uring_rsrc_register.
+type rsrcRegister struct {
+	nr    uint32
+	flags uint32
+	resv2 uint64
+	data  uint64
+	tags  uint64
+}
+
+// rsrcUpdate2 is struct io_uring_rsrc_update2.
+type rsrcUpdate2 struct {
+	offset uint32
+	resv   uint32
+	data   uint64
+	tags   uint64
+	nr     uint32
+	resv2  uint32
+}
 
 // ioOpSupported is set in io_uring_probe_op.flags for opcodes the kernel knows.
 const ioOpSupported = 1 << 0

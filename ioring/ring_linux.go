@@ -5,6 +5,7 @@ package ioring
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,12 @@ type ring struct {
 	// keepP: the goroutine that waits on this ring counts a P of its own
 	// (internal/procs), so its waits keep that P (enter).
 	keepP bool
+
+	// fixedN is how many of the staging arena's chunks the ring has
+	// registered as fixed buffers (fixedBuffer); fixedErr why it could
+	// not, after which it stops trying.
+	fixedN   int
+	fixedErr error
 }
 
 // setupRing creates a ring with at least entries SQEs. Flags that the
@@ -328,6 +335,55 @@ func (r *ring) unregisterRing() error {
 	if err := r.register(unregisterRingFds, unsafe.Pointer(up), 1); err != nil {
 		return fmt.Errorf("IORING_UNREGISTER_RING_FDS: %w", err)
 	}
+	return nil
+}
+
+// fixedBuffer returns the fixed buffer index under n bytes at start when
+// they lie in the staging arena (stage.go), registering the arena's chunks
+// with the ring first where it has not yet; false when they do not, or
+// the ring cannot take them (an old kernel, a memlock limit), which it
+// tries once.
+func (r *ring) fixedBuffer(start unsafe.Pointer, n int) (uint16, bool) {
+	if r.fixedErr != nil {
+		return 0, false
+	}
+	chunks := stageArena.snapshot()
+	idx, ok := indexIn(chunks, uintptr(start), n)
+	if !ok {
+		return 0, false
+	}
+	if idx >= r.fixedN {
+		if err := r.registerChunks(chunks); err != nil {
+			r.fixedErr = err
+			return 0, false
+		}
+	}
+	return uint16(idx), true
+}
+
+// registerChunks registers the chunks the ring lacks: the first time a
+// sparse table with a slot for every chunk the arena may have, then the
+// new chunks in their slots.
+func (r *ring) registerChunks(chunks [][]byte) error {
+	if r.fixedN == 0 {
+		reg := rsrcRegister{nr: stageArenaBytes / stageChunkBytes, flags: rsrcRegisterSparse}
+		if err := r.register(registerBuffers2, unsafe.Pointer(&reg), uint32(unsafe.Sizeof(reg))); err != nil {
+			return fmt.Errorf("register a fixed buffer table: %w", err)
+		}
+	}
+	iovs := make([]unix.Iovec, 0, len(chunks)-r.fixedN)
+	for _, c := range chunks[r.fixedN:] {
+		v := unix.Iovec{Base: &c[0]}
+		v.SetLen(len(c))
+		iovs = append(iovs, v)
+	}
+	up := rsrcUpdate2{offset: uint32(r.fixedN), data: uint64(uintptr(unsafe.Pointer(&iovs[0]))), nr: uint32(len(iovs))}
+	err := r.register(registerBufsUpdate, unsafe.Pointer(&up), uint32(unsafe.Sizeof(up)))
+	runtime.KeepAlive(iovs)
+	if err != nil {
+		return fmt.Errorf("register staging chunks as fixed buffers: %w", err)
+	}
+	r.fixedN = len(chunks)
 	return nil
 }
 

@@ -52,6 +52,9 @@ type uringIO struct {
 	// owner's dispatch. nil for an IO with a ring of its own.
 	own *Owner
 	tag uint8
+
+	// fixedWrites counts the writes submitted as WRITE_FIXED.
+	fixedWrites int
 }
 
 func newUring(cfg Config) (*uringIO, error) {
@@ -226,10 +229,19 @@ func (u *uringIO) prepare(o *Op) error {
 			n := min(iovMax, len(st.iovs)-iov)
 			s.off = uint64(o.Offset) + uint64(o.N) + uint64(writtenBefore(st.parts[:i]))
 			if n == 1 {
-				// One buffer: a plain WRITE spares the kernel the iovec copy.
+				// One buffer: a plain WRITE spares the kernel the iovec
+				// copy; from the staging arena, a WRITE_FIXED spares it
+				// pinning the pages too.
 				s.opcode = opWrite
 				s.addr = uint64(uintptr(unsafe.Pointer(st.iovs[iov].Base)))
 				s.len = uint32(st.iovs[iov].Len)
+				if o.Direct {
+					if idx, ok := u.r.fixedBuffer(unsafe.Pointer(st.iovs[iov].Base), int(st.iovs[iov].Len)); ok {
+						s.opcode = opWriteFixed
+						s.bufIndex = idx
+						u.fixedWrites++
+					}
+				}
 			} else {
 				s.opcode = opWritev
 				s.addr = uint64(uintptr(unsafe.Pointer(&st.iovs[iov])))

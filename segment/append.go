@@ -445,7 +445,7 @@ func (l *Log) finishAppend(t *Task) {
 		stage = t.write.Bufs[0]
 		defer func() {
 			if stage != nil {
-				putStage(stage)
+				ioring.Unstage(stage)
 			}
 		}()
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"unsafe"
 
 	"ringlog/ioring"
 )
@@ -129,7 +127,7 @@ func (l *Log) directWrite(s *segment, batches [][]byte, total int64) (ioring.Op,
 	start := s.written - int64(len(d.partial))
 	need := int64(len(d.partial)) + total
 	padded := (need + d.align - 1) / d.align * d.align
-	stage := getStage(padded, l.dio.memAlign)
+	stage := ioring.Stage(padded, l.dio.memAlign)
 	n := copy(stage, d.partial)
 	for _, b := range batches {
 		n += copy(stage[n:], b)
@@ -144,50 +142,6 @@ func (l *Log) directWrite(s *segment, batches [][]byte, total int64) (ioring.Op,
 		d.allocated = target
 	}
 	return ioring.Op{Kind: ioring.OpWrite, File: d.f, Offset: start, Bufs: [][]byte{stage}, Direct: true}, true, nil
-}
-
-// Staging buffers are shared by all logs, in size classes of powers of
-// two from 64 KiB: a log holds one only while its append is in flight, so
-// the memory they take follows the bytes being written, not the number of
-// logs nor the largest append each ever made.
-const (
-	stageMinShift = 16
-	stageClasses  = 16 // up to 2 GiB, beyond any append
-	stageAlign    = 4096
-)
-
-var stagePools [stageClasses]sync.Pool
-
-func stageClass(n int64) int {
-	c := 0
-	for int64(1)<<(stageMinShift+c) < n {
-		c++
-	}
-	return c
-}
-
-// getStage returns a staging buffer of n bytes whose address is aligned
-// for direct I/O (memAlign, at least a page).
-func getStage(n, memAlign int64) []byte {
-	c := stageClass(n)
-	align := max(memAlign, stageAlign)
-	if c < stageClasses {
-		if p, ok := stagePools[c].Get().(*[]byte); ok && int64(uintptr(unsafe.Pointer(&(*p)[0])))%align == 0 {
-			return (*p)[:n]
-		}
-	}
-	size := max(n, int64(1)<<(stageMinShift+min(c, stageClasses-1)))
-	raw := make([]byte, size+align)
-	skip := (align - int64(uintptr(unsafe.Pointer(&raw[0])))%align) % align
-	return raw[skip : skip+size : skip+size][:n]
-}
-
-// putStage gives a staging buffer back once its write completed.
-func putStage(b []byte) {
-	b = b[:cap(b)]
-	if c := stageClass(int64(len(b))); c < stageClasses && int64(1)<<(stageMinShift+c) == int64(len(b)) {
-		stagePools[c].Put(&b)
-	}
 }
 
 // done records a direct append that completed: the segment now ends at

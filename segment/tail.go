@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ringlog/ioring"
 	"ringlog/segment/batch"
 )
 
@@ -43,7 +44,7 @@ func (sb *stageBuf) acquire() bool { return sb.refs.tryAcquire() }
 // release drops a reference; the last one gives the buffer back.
 func (sb *stageBuf) release() {
 	if sb.refs.drop() {
-		putStage(sb.b)
+		ioring.Unstage(sb.b)
 	}
 }
 
