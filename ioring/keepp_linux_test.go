@@ -6,55 +6,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"testing"
-
-	"ringlog/internal/procs"
 )
-
-// runKeptOwner is runOwner for an owner whose goroutine counts a P of its
-// own and keeps it through its waits (KeepP), as netpoll's loops and the
-// ring-owning shards do.
-func runKeptOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
-	t.Helper()
-	up := make(chan *Owner, 1)
-	errc := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		procs.Add()
-		defer procs.Release()
-		o, err := g.NewOwner()
-		if err != nil {
-			errc <- err
-			return
-		}
-		o.KeepP()
-		up <- o
-		stopping := false
-		o.AddHook(func() {
-			select {
-			case <-stop:
-				stopping = true
-			default:
-			}
-		}, func() bool { return stopping })
-		for !stopping {
-			if err := o.Turn(-1); err != nil {
-				t.Errorf("turn: %v", err)
-				break
-			}
-		}
-		o.Close()
-	}()
-	select {
-	case o := <-up:
-		return o, done
-	case err := <-errc:
-		t.Fatalf("owner: %v", err)
-	}
-	return nil, nil
-}
 
 // TestKeptWaitLetsTheWorldStop: an owner blocked without a timeout in a
 // kept wait (a raw system call the runtime does not see) does not hold up

@@ -11,12 +11,27 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ringlog/internal/procs"
 )
 
 // runOwner starts an owner of g on a goroutine locked to its thread that
 // turns until stop is closed, waiting without limit in each turn. It
 // returns the owner once it is up; done closes when the owner ended.
 func runOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
+	t.Helper()
+	return startOwner(t, g, stop, false)
+}
+
+// runKeptOwner is runOwner for an owner whose goroutine counts a P of its
+// own and keeps it through its waits (KeepP), as netpoll's loops and the
+// ring-owning shards do.
+func runKeptOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
+	t.Helper()
+	return startOwner(t, g, stop, true)
+}
+
+func startOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}, keepP bool) (*Owner, <-chan struct{}) {
 	t.Helper()
 	up := make(chan *Owner, 1)
 	errc := make(chan error, 1)
@@ -25,10 +40,17 @@ func runOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan
 		defer close(done)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		if keepP {
+			procs.Add()
+			defer procs.Release()
+		}
 		o, err := g.NewOwner()
 		if err != nil {
 			errc <- err
 			return
+		}
+		if keepP {
+			o.KeepP()
 		}
 		up <- o
 		stopping := false
