@@ -6,7 +6,24 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"testing"
+	"time"
 )
+
+// neverIdle keeps kept waits raw however long they last, for the test:
+// otherwise a wait that sysmon's preemption interrupts after idleWait goes
+// on as an ordinary system call (TestIdleKeptWaitGivesItsPUp).
+func neverIdle(t *testing.T) {
+	saved := idleWait
+	idleWait = time.Hour
+	t.Cleanup(func() { idleWait = saved })
+}
+
+// inSyscalls is the runtime's count of goroutines in system calls.
+func inSyscalls() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines/not-in-go:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
 
 // TestKeptWaitLetsTheWorldStop: an owner blocked without a timeout in a
 // kept wait (a raw system call the runtime does not see) does not hold up
@@ -15,6 +32,7 @@ import (
 // point after EINTR the wait would go straight back into the kernel and
 // runtime.GC would never return (the test binary's timeout ends it).
 func TestKeptWaitLetsTheWorldStop(t *testing.T) {
+	neverIdle(t)
 	g := NewOwnerGroup()
 	stop := make(chan struct{})
 	o, done := runKeptOwner(t, g, stop)
@@ -39,11 +57,7 @@ func TestKeptWaitLetsTheWorldStop(t *testing.T) {
 // code moves with the runtime's own goroutines, how many are in system
 // calls does not here.
 func TestKeptWaitKeepsItsP(t *testing.T) {
-	samples := []metrics.Sample{{Name: "/sched/goroutines/not-in-go:goroutines"}}
-	inSyscalls := func() uint64 {
-		metrics.Read(samples)
-		return samples[0].Value.Uint64()
-	}
+	neverIdle(t)
 	g := NewOwnerGroup()
 	stop := make(chan struct{})
 	before := inSyscalls()
@@ -64,4 +78,27 @@ func TestKeptWaitKeepsItsP(t *testing.T) {
 	plain.Wake()
 	<-keptDone
 	<-plainDone
+}
+
+// TestIdleKeptWaitGivesItsPUp: a kept wait that lasts (an idle loop) goes
+// on as an ordinary system call once sysmon's preemption interrupts it,
+// rather than hold its P and be woken every 10 ms.
+func TestIdleKeptWaitGivesItsPUp(t *testing.T) {
+	g := NewOwnerGroup()
+	stop := make(chan struct{})
+	before := inSyscalls()
+	o, done := runKeptOwner(t, g, stop)
+	defer func() {
+		close(stop)
+		o.Wake()
+		<-done
+	}()
+	waitSleeping(t, o)
+	deadline := time.Now().Add(2 * time.Second)
+	for inSyscalls() != before+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("an idle kept wait still holds its P after 2 s (goroutines in system calls %d, want %d)", inSyscalls(), before+1)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
