@@ -62,21 +62,27 @@ func listen(s *Server) (*acceptor, error) {
 // net/http does, rather than stop serving everyone: connections closing
 // free descriptors, and the ones waiting meanwhile sit in the kernel's
 // backlog.
-func (a *acceptor) run(serve func(nc net.Conn, ip netip.Addr)) {
+//
+// A connection that serve could not take for want of descriptors (the
+// uring engine duplicates each one) counts as a failed accept: the
+// connection is gone, and the acceptor waits as above.
+func (a *acceptor) run(serve func(nc net.Conn, ip netip.Addr) error) {
 	defer close(a.done)
 	var delay time.Duration
+	backOff := func(err error) {
+		delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+		a.s.log.Warn("netpoll: accept failed; retrying", "err", err, "delay", delay)
+		time.Sleep(delay)
+	}
 	for {
 		nc, err := a.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			a.s.log.Warn("netpoll: accept failed; retrying", "err", err, "delay", delay)
-			time.Sleep(delay)
+			backOff(err)
 			continue
 		}
-		delay = 0
 		ip := remoteIP(nc)
 		if !a.limit(nc, ip) {
 			continue
@@ -85,7 +91,11 @@ func (a *acceptor) run(serve func(nc net.Conn, ip netip.Addr)) {
 			_ = nc.Close()
 			continue
 		}
-		serve(nc, ip)
+		if err := serve(nc, ip); err != nil {
+			backOff(err)
+			continue
+		}
+		delay = 0
 	}
 }
 

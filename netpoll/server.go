@@ -46,8 +46,11 @@ type engine interface {
 	name() string
 	// serve takes over a connection the acceptor admitted: from now on
 	// the engine serves it, and calls Server.forget once it is gone. On
-	// the accept goroutine; it must not block on the client.
-	serve(nc net.Conn, ip netip.Addr)
+	// the accept goroutine; it must not block on the client. An error is
+	// the process out of descriptors (the uring engine's dup): the
+	// connection is closed and released, and the acceptor backs off as
+	// from a failed accept.
+	serve(nc net.Conn, ip netip.Addr) error
 	// stopAccepting returns once every connection handed to serve is
 	// either running or gone (the acceptor has stopped already).
 	stopAccepting()

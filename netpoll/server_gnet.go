@@ -126,7 +126,7 @@ func (g *gnetEngine) OnTick() (time.Duration, gnet.Action) {
 // serve implements engine. Register returns at once; a goroutine waits for
 // the registration to give back the admission if OnOpen never runs (the
 // duplicate failed: out of descriptors; or the loop refused the socket).
-func (g *gnetEngine) serve(nc net.Conn, ip netip.Addr) {
+func (g *gnetEngine) serve(nc net.Conn, ip netip.Addr) error {
 	p := &pendingConn{ip: ip}
 	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), p), nc)
 	g.handoffs.Add(1)
@@ -134,7 +134,7 @@ func (g *gnetEngine) serve(nc net.Conn, ip netip.Addr) {
 	if err != nil {
 		_ = nc.Close()
 		g.registered(p, err)
-		return
+		return nil
 	}
 	go func() {
 		var err error
@@ -146,6 +146,7 @@ func (g *gnetEngine) serve(nc net.Conn, ip netip.Addr) {
 		}
 		g.registered(p, err)
 	}()
+	return nil
 }
 
 func (g *gnetEngine) registered(p *pendingConn, err error) {

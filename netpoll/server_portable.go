@@ -28,7 +28,7 @@ func (p *portable) name() string { return "portable" }
 
 // serve implements engine: the connection's goroutines start at once; a
 // TLS handshake runs on the reader goroutine, not here.
-func (p *portable) serve(nc net.Conn, ip netip.Addr) {
+func (p *portable) serve(nc net.Conn, ip netip.Addr) error {
 	pc := newPconn(p, nc, ip)
 	if cfg := p.s.cfg.TLS; cfg != nil {
 		pc.tc = tls.Server(nc, cfg)
@@ -41,6 +41,7 @@ func (p *portable) serve(nc net.Conn, ip netip.Addr) {
 	p.wg.Add(2)
 	go pc.readLoop()
 	go pc.writeLoop()
+	return nil
 }
 
 // stopAccepting implements engine: serve hands over synchronously, so

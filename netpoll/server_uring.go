@@ -3,6 +3,7 @@
 package netpoll
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -119,17 +120,21 @@ func (e *uringEngine) name() string {
 // serve implements engine: the connection's descriptor is duplicated (the
 // loop owns the duplicate; the net.Conn and its descriptor are closed
 // here) and queued on the next loop.
-func (e *uringEngine) serve(nc net.Conn, ip netip.Addr) {
+func (e *uringEngine) serve(nc net.Conn, ip netip.Addr) error {
 	remote := nc.RemoteAddr()
 	fd, err := dupConn(nc)
 	_ = nc.Close()
 	if err != nil {
-		e.s.log.Warn("netpoll: handing a connection to a uring loop failed", "remote", remote, "err", err)
 		e.s.acc.release(ip)
-		return
+		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+			return err // out of descriptors: the acceptor backs off
+		}
+		e.s.log.Warn("netpoll: handing a connection to a uring loop failed", "remote", remote, "err", err)
+		return nil
 	}
 	l := e.pick()
 	l.hand(&uconn{l: l, fd: fd, remote: remote, ip: ip})
+	return nil
 }
 
 // pick chooses the loop of a new connection. netpoll's own loops take
