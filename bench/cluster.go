@@ -126,7 +126,7 @@ func (p *peer) startBroker(i int) error {
 	}
 	addr, admin := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", adminPort)
 	args := []string{"-node-id", fmt.Sprint(i + 1), "-controller-voters", cl.voters, "-config", cl.conf,
-		"-listen", addr, "-data-dir", cl.dirs[i], "-admin", admin, "-io", "auto", "-flush", cl.flush}
+		"-listen", addr, "-data-dir", cl.dirs[i], "-admin", admin, "-io", "auto", "-net", "gnet", "-flush", cl.flush}
 	c, started, err := startRinglog(fmt.Sprintf("%s/broker-%d", p.id(), i+1), cl.broker, args)
 	if err != nil {
 		return err

@@ -408,8 +408,15 @@ func (p *peer) startOnce(broker string) error {
 		flush := map[bool]string{true: "always", false: "never"}[p.fsync]
 		admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
 		args := []string{"-listen", addr, "-data-dir", p.dataDir, "-admin", admin, "-io", io, "-flush", flush}
-		if p.spec.net != "" {
+		switch {
+		case p.spec.net != "":
 			args = append(args, "-net", p.spec.net)
+		case io == "uring":
+			// The io_uring disk path with gnet's loops, the binary's
+			// default network before 2026-12-04 (now io_uring's own,
+			// the peer ringlog io_uring net): the reference keeps its
+			// meaning across runs.
+			args = append(args, "-net", "gnet")
 		}
 		if p.spec.writes != "" {
 			args = append(args, "-writes", p.spec.writes)
@@ -660,7 +667,7 @@ func (p *peer) startConfigured(broker, path, properties, clientAddr string, admi
 	}
 	admin := fmt.Sprintf("127.0.0.1:%d", adminPort)
 	flush := map[bool]string{true: "always", false: "never"}[p.fsync]
-	args := []string{"-config", path, "-data-dir", p.dataDir, "-admin", admin, "-io", "uring", "-flush", flush}
+	args := []string{"-config", path, "-data-dir", p.dataDir, "-admin", admin, "-io", "uring", "-net", "gnet", "-flush", flush}
 	c, started, err := startRinglog(p.id(), broker, args)
 	if err != nil {
 		return nil, "", err

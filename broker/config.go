@@ -92,7 +92,7 @@ type Config struct {
 	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring,
 	// IOUringShards: connections on the engine's shards' rings,
 	// IOPortable; see netpoll.Config.IO); "" follows IO: portable with
-	// ModePortable, else gnet.
+	// ModePortable, else uring (gnet where the kernel lacks what it needs).
 	Network string
 	// AutoCreateTopics is auto.create.topics.enable; AutoCreateMax bounds
 	// the topics one Metadata request may create (0: 100).

@@ -35,16 +35,17 @@ type Config struct {
 	// (Server.Addr reports it).
 	Addr string
 	// Portable serves with the standard net package (a reader and a writer
-	// goroutine per connection) instead of gnet event loops, when IO is
-	// empty (IO, when set, wins). It is forced on systems gnet does not
+	// goroutine per connection) instead of event loops, when IO is empty
+	// (IO, when set, wins). It is forced on systems gnet does not
 	// support here (anything but Linux, FreeBSD and macOS).
 	Portable bool
 	// IO chooses the implementation: IOGnet (epoll event loops), IOUring
 	// (io_uring event loops, Linux 6.1 or newer) or IOPortable (the
 	// standard net package). "" means IOPortable when Portable is set, else
-	// IOGnet. IOUring is probed at Listen: a kernel without what it needs
-	// falls back to gnet, with the reason logged. TLS always serves on the
-	// portable path.
+	// IOUring. IOUring is probed at Listen: a kernel without what it needs
+	// falls back to gnet, with the reason logged (a warning when IOUring
+	// was asked for, information when it was the default's choice). TLS
+	// always serves on the portable path.
 	IO string
 	// Owners are the ring owners that IOUringShards serves connections
 	// on, one loop of connections per owner (the broker passes the
@@ -158,6 +159,8 @@ type Config struct {
 	copyRemainder bool
 	// uring holds the uring path's test knobs; nil in production.
 	uring *uringKnobs
+	// autoIO: IO was empty and withDefaults chose.
+	autoIO bool
 }
 
 // ConnLimiter paces new connections. Its methods are called on the
@@ -215,7 +218,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	switch cfg.IO {
 	case "":
-		cfg.IO = IOGnet
+		cfg.IO, cfg.autoIO = IOUring, true
 		if cfg.Portable {
 			cfg.IO = IOPortable
 		}

@@ -13,7 +13,7 @@ func TestConfigIO(t *testing.T) {
 		portable bool
 		want     string
 	}{
-		{"", false, IOGnet},
+		{"", false, IOUring},
 		{"", true, IOPortable},
 		{IOUring, true, IOUring}, // IO wins over Portable
 		{IOPortable, false, IOPortable},

@@ -163,7 +163,11 @@ func startEngine(s *Server) (engine, string, error) {
 			}
 			why = err.Error()
 		}
-		s.log.Warn("netpoll: io_uring network path unavailable; falling back to gnet", "addr", cfg.Addr, "reason", why)
+		if cfg.autoIO {
+			s.log.Info("netpoll: io_uring network path unavailable; epoll loops (gnet)", "addr", cfg.Addr, "reason", why)
+		} else {
+			s.log.Warn("netpoll: io_uring network path unavailable; falling back to gnet", "addr", cfg.Addr, "reason", why)
+		}
 		fallthrough
 	default:
 		if !gnetSupported {

@@ -21,13 +21,19 @@ import (
 )
 
 // A kernel without what the uring path needs (simulated by the probe)
-// serves on gnet, and the log says why.
+// serves on gnet, and the log says why: a warning where the uring path
+// was asked for, information where it was the default's choice (IO
+// empty, "auto" here).
 func TestUringFallsBackToGnet(t *testing.T) {
 	if !gnetSupported {
 		t.Skip("gnet is not supported here")
 	}
-	for _, via := range []string{IOUring, IOUringShards} {
-		t.Run(via, func(t *testing.T) { testFallsBackToGnet(t, via) })
+	for _, via := range []string{IOUring, IOUringShards, ""} {
+		name := via
+		if via == "" {
+			name = "auto"
+		}
+		t.Run(name, func(t *testing.T) { testFallsBackToGnet(t, via) })
 	}
 }
 
@@ -35,7 +41,7 @@ func testFallsBackToGnet(t *testing.T, via string) {
 	var logs syncBuffer
 	h := newTestHandler(t, nil)
 	cfg := Config{
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		uring:  &uringKnobs{probe: func() string { return "kernel lacks io_uring opcodes RECV (simulated)" }},
 	}
 	cfg.Addr, cfg.IO, cfg.Loops = "127.0.0.1:0", via, 1
@@ -55,8 +61,12 @@ func testFallsBackToGnet(t *testing.T, via string) {
 	if s.IO() != IOGnet {
 		t.Fatalf("serving on %s, want the fallback gnet", s.IO())
 	}
-	if out := logs.String(); !strings.Contains(out, "falling back to gnet") || !strings.Contains(out, "lacks io_uring opcodes RECV (simulated)") {
-		t.Fatalf("log does not say why: %q", out)
+	want := `level=WARN msg="netpoll: io_uring network path unavailable; falling back to gnet"`
+	if via == "" {
+		want = `level=INFO msg="netpoll: io_uring network path unavailable; epoll loops (gnet)"`
+	}
+	if out := logs.String(); !strings.Contains(out, want) || !strings.Contains(out, "lacks io_uring opcodes RECV (simulated)") {
+		t.Fatalf("log does not say %s and why: %q", want, out)
 	}
 	c := dial(t, s)
 	c.send(echoReq("still served"))

@@ -61,17 +61,18 @@ go vet ./...
 step "kafka reference jars"
 go test -count=1 -run '^TestJars$' ./internal/kafkaref
 
-# The kafka package again on the other two network paths (netpoll's own
-# tests run on all three in go test ./...; RINGLOG_TEST_NET picks every test
+# The kafka package again on the other network paths (netpoll's own tests
+# run on all of them in go test ./..., whose brokers serve on the default,
+# io_uring's own loops since 2026-12-04; RINGLOG_TEST_NET picks every test
 # broker's path, and a broker that does not serve on the path asked for
 # fails its test: no silent fallback from uring to gnet, so a kernel
-# without what the uring path needs fails the uring step). The whole
+# without what the uring path needs fails go test ./...). The whole
 # package once more per path would cost about as much as its run in
 # go test ./...
 # (230-300 s on each path here; its tests mostly wait on timers, client
 # back-offs and processes, not on the CPU), too much for the 15 minutes
 # the suite is held under, so:
-#   - uring, the path under construction: everything a client drives
+#   - gnet, the epoll loops (the default before): everything a client drives
 #     through one broker's network (kcat, kgo, the bad-input suite, the
 #     fuzz seeds, produce, fetch by sendfile, groups, SASL, admin,
 #     transactions on the wire), but the tests that spawn clusters of
@@ -92,7 +93,7 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 #     disk path). The whole uring subset above passes on it too
 #     (RINGLOG_TEST_NET=uring-shards, 146 s at load 8-11, 106 s in a
 #     second run), too long for a third run here.
-# The uring subset runs with buffered appends (RINGLOG_TEST_WRITES=
+# The gnet subset runs with buffered appends (RINGLOG_TEST_WRITES=
 # buffered, through the page cache, as Kafka): go test ./... runs the
 # default, direct writes on this machine's io_uring path, and portable
 # writes through the page cache by default.
@@ -101,7 +102,7 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 # path for darwin and windows (a compile, about 40 s of CPU): the kafka
 # subsets wait far more than they compute, and run after go test ./...
 # they took 107 s of a suite held under 15 minutes.
-step "go test, with the kafka package on uring, uring-shards and portable and the cross builds beside it"
+step "go test, with the kafka package on gnet, uring-shards and portable and the cross builds beside it"
 cross_log=$(mktemp)
 (
 	for os in darwin windows; do
@@ -124,10 +125,10 @@ shards_log=$(mktemp)
 RINGLOG_TEST_NET=uring-shards go test -count=1 -timeout 15m \
 	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll|TestJBOD)' ./kafka/ >"$shards_log" 2>&1 &
 shards_pid=$!
-uring_log=$(mktemp)
-RINGLOG_TEST_NET=uring RINGLOG_TEST_WRITES=buffered go test -count=1 -timeout 15m \
-	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ >"$uring_log" 2>&1 &
-uring_pid=$!
+gnet_log=$(mktemp)
+RINGLOG_TEST_NET=gnet RINGLOG_TEST_WRITES=buffered go test -count=1 -timeout 15m \
+	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ >"$gnet_log" 2>&1 &
+gnet_pid=$!
 all_rc=0
 # Three packages at once and four parallel tests in each (go test's
 # defaults are the core count, two here): the long packages wait on
@@ -137,9 +138,9 @@ all_rc=0
 # benchmark is the one that computes). The tests marked parallel are
 # those that start broker processes and wait on them.
 go test -count=1 -p 3 -parallel 4 -timeout 20m ./... || all_rc=$?
-uring_rc=0
-wait "$uring_pid" || uring_rc=$?
-echo "uring, buffered writes:"; cat "$uring_log"; rm -f "$uring_log"
+gnet_rc=0
+wait "$gnet_pid" || gnet_rc=$?
+echo "gnet, buffered writes:"; cat "$gnet_log"; rm -f "$gnet_log"
 shards_rc=0
 wait "$shards_pid" || shards_rc=$?
 echo "uring-shards (direct writes, the default):"; cat "$shards_log"; rm -f "$shards_log"
@@ -149,8 +150,8 @@ echo "portable:"; cat "$portable_log"; rm -f "$portable_log"
 cross_rc=0
 wait "$cross_pid" || cross_rc=$?
 echo "cross builds:"; cat "$cross_log"; rm -f "$cross_log"
-if [ "$all_rc" -ne 0 ] || [ "$uring_rc" -ne 0 ] || [ "$shards_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
-	echo "go test failed ($all_rc), or the kafka package on uring ($uring_rc), uring-shards ($shards_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
+if [ "$all_rc" -ne 0 ] || [ "$gnet_rc" -ne 0 ] || [ "$shards_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
+	echo "go test failed ($all_rc), or the kafka package on gnet ($gnet_rc), uring-shards ($shards_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
 fi
 
 # The packages whose memory is shared between goroutines (readers of a log

@@ -73,7 +73,7 @@ func run(args []string) error {
 	dataDir := fs.String("data-dir", s.DataDir, "directories holding the partition logs, comma-separated (log.dirs); the first also holds the broker's metadata")
 	shards := fs.Int("shards", 0, "shards (goroutines owning partitions); 0 = GOMAXPROCS")
 	ioMode := fs.String("io", string(s.IO), "I/O path: auto (probe io_uring), uring (fail without it) or portable")
-	network := fs.String("net", "", "network path: gnet (epoll loops), uring (io_uring loops; gnet if the kernel lacks what they need), uring-shards (connections on the shards' io_uring rings) or portable; empty: portable with -io=portable, else gnet")
+	network := fs.String("net", "", "network path: gnet (epoll loops), uring (io_uring loops; gnet if the kernel lacks what they need), uring-shards (connections on the shards' io_uring rings) or portable; empty: portable with -io=portable, else uring")
 	writes := fs.String("writes", "auto", "how appends reach the disk: auto (direct when the disk path is io_uring, else buffered), buffered (through the page cache, as Kafka) or direct (O_DIRECT from a staging buffer, blocks reserved ahead; buffered where a log directory's file system has no direct I/O)")
 	flush := fs.String("flush", "never", "default flush policy: always (fsync each append round), interval, never (Kafka's default)")
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty; loopback only unless -admin-public")
