@@ -65,8 +65,9 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 # run on all of them in go test ./..., whose brokers serve on the default,
 # io_uring's own loops since 2026-12-04; RINGLOG_TEST_NET picks every test
 # broker's path, and a broker that does not serve on the path asked for
-# fails its test: no silent fallback from uring to gnet, so a kernel
-# without what the uring path needs fails go test ./...). The whole
+# fails its test: no silent fallback from uring to gnet there; unset, a
+# kernel without what the uring path needs serves go test ./... on gnet,
+# as the binary would, and netpoll's own uring tests fail). The whole
 # package once more per path would cost about as much as its run in
 # go test ./...
 # (230-300 s on each path here; its tests mostly wait on timers, client
