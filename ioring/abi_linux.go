@@ -69,11 +69,11 @@ const (
 	opReadv       = 1
 	opWritev      = 2
 	opFsync       = 3
+	opWriteFixed  = 5
 	opPollAdd     = 6
 	opSendmsg     = 9
 	opAsyncCancel = 14
 	opClose       = 19
-	opWriteFixed  = 5
 	opRead        = 22
 	opWrite       = 23
 	opSend        = 26

@@ -149,14 +149,12 @@ type IO interface {
 // (internal/procs): an io_uring's waits then keep that P through the
 // system call rather than offer it to the runtime's sysmon, which takes
 // such a P back and then polls every 20 us for a while (ARCHITECTURE.md,
-// "A P per loop"). It returns false when io has no such waits to change:
-// the portable path, or an IO an embedder wrapped (engine's WrapIO).
-func KeepP(io IO) bool {
-	k, ok := io.(interface{ keepP() })
-	if ok {
+// "A P per loop"). It does nothing where io has no such waits: the
+// portable path, or an IO an embedder wrapped (engine's WrapIO).
+func KeepP(io IO) {
+	if k, ok := io.(interface{ keepP() }); ok {
 		k.keepP()
 	}
-	return ok
 }
 
 // Do submits ops and waits for all of them. It returns the ring error if

@@ -70,9 +70,15 @@ func Stage(n, memAlign int64) []byte {
 		}
 	}
 	size := max(n, int64(1)<<(stageMinShift+min(c, stageClasses-1)))
+	return alignedBytes(int(size), int(align))[:n]
+}
+
+// alignedBytes returns size bytes from the Go heap whose address is a
+// multiple of align, with no capacity past them.
+func alignedBytes(size, align int) []byte {
 	raw := make([]byte, size+align)
-	skip := (align - int64(uintptr(unsafe.Pointer(&raw[0])))%align) % align
-	return raw[skip : skip+size : skip+size][:n]
+	skip := (align - int(uintptr(unsafe.Pointer(&raw[0])))%align) % align
+	return raw[skip : skip+size : skip+size]
 }
 
 // Unstage gives back a buffer Stage returned, once nothing reads it any
@@ -112,9 +118,7 @@ func (a *arena) get(c int) []byte {
 		if (len(chunks)+1)*stageChunkBytes > stageArenaBytes {
 			return nil
 		}
-		raw := make([]byte, stageChunkBytes+stageAlign)
-		skip := (stageAlign - int(uintptr(unsafe.Pointer(&raw[0])))%stageAlign) % stageAlign
-		next := append(chunks[:len(chunks):len(chunks)], raw[skip:skip+stageChunkBytes:skip+stageChunkBytes])
+		next := append(chunks[:len(chunks):len(chunks)], alignedBytes(stageChunkBytes, stageAlign))
 		a.chunks.Store(&next)
 		chunks, a.used = next, 0
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,9 +44,7 @@ func TestDirectWriteFromArenaIsFixed(t *testing.T) {
 	}
 
 	// Memory outside the arena, aligned as O_DIRECT wants.
-	raw := make([]byte, 8192+stageAlign)
-	off := (stageAlign - int(uintptr(unsafe.Pointer(&raw[0])))%stageAlign) % stageAlign
-	plain := raw[off : off+8192]
+	plain := alignedBytes(8192, stageAlign)
 	for i := range plain {
 		plain[i] = byte(i % 13)
 	}
