@@ -66,14 +66,16 @@ var ErrNotEnoughReplicas = errors.New("engine: not enough in-sync replicas")
 const maxDecompressed = 64 << 20
 
 // Append writes the record batches in records (a produce request's
-// records field: one or more RecordBatch v2) to tp. Validation happens on
-// the caller's goroutine; done is called exactly once, on the partition's
-// shard goroutine, when the batches are written (and synced under the
-// flush policy always; on a replicated engine with RequireISR, once the
-// high watermark covers them), or with the error. done must not block. On
-// a replicated engine only a leader takes appends (ErrNotLeader).
+// records field: one or more RecordBatch v2) to tp. The caller's goroutine
+// cuts the batches; the partition's shard checks them (checkProduced) as it
+// stages them for the write. done is called exactly once, on the shard's
+// goroutine, when the batches are written (and synced under the flush
+// policy always; on a replicated engine with RequireISR, once the high
+// watermark covers them), or with the error (on the caller's goroutine
+// when the request is refused before it reaches the shard). done must not
+// block. On a replicated engine only a leader takes appends (ErrNotLeader).
 func (e *Core) Append(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) {
-	if r := e.newAppend(tp, records, opts, done); r != nil && keyed(r) {
+	if r := e.newAppend(tp, records, opts, done); r != nil {
 		r.p.shard.send(shardMsg{append: r})
 	}
 }
@@ -99,7 +101,7 @@ func (e *Core) AppendBatch(items []AppendItem, opts AppendOptions) {
 	reqs := buf[:0]
 	for i := range items {
 		r := e.newAppend(items[i].TP, items[i].Records, opts, items[i].Done)
-		if r != nil && keyed(r) {
+		if r != nil {
 			reqs = append(reqs, r)
 		}
 	}
@@ -124,8 +126,10 @@ func (e *Core) sendByShard(reqs []*appendReq) {
 	}
 }
 
-// newAppend validates an append and returns the request to queue, or nil
-// when it was refused (done has then been called).
+// newAppend cuts an append's batches and returns the request to queue, or
+// nil when it was refused (done has then been called). Only the batches'
+// framing is read here: their CRC and records are checked on the shard, as
+// they are staged (checkProduced).
 func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(AppendResult, error)) *appendReq {
 	if e.closed.Load() {
 		done(AppendResult{}, ErrClosed)
@@ -148,8 +152,7 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 		done(AppendResult{}, fmt.Errorf("%w: %d in sync of %d replicas, min.insync.replicas %d", ErrNotEnoughReplicas, isr, replicas, cfg.MinInsyncReplicas))
 		return nil
 	}
-	r := &appendReq{p: p, opts: opts, done: done}
-	nowMs := e.cfg.Now().UnixMilli()
+	r := &appendReq{p: p, opts: opts, done: done, produced: true}
 	it := batch.Split(records)
 	for it.Next() {
 		b := it.Batch()
@@ -157,17 +160,9 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 			done(AppendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", segment.ErrBatchTooBig, len(b), cfg.Log.MaxMessageBytes))
 			return nil
 		}
-		// The CRC and every record, walked once: as Kafka's LogValidator
-		// does, a compressed batch is inflated (bounded) so that no corrupt
-		// record is stored for consumers to choke on. The walk's timestamp
-		// bounds spare checkTimestamps a second walk.
-		h, ts, err := batch.ValidateProduced(b, maxDecompressed)
+		h, err := batch.ParseHeader(b)
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
-			return nil
-		}
-		if err := checkTimestamps(cfg, h, b, ts, nowMs); err != nil {
-			done(AppendResult{}, err)
 			return nil
 		}
 		r.batches = append(r.batches, b)
@@ -315,10 +310,29 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	}
 	leo := p.log().LEO()
 	next := leo
-	var batches [][]byte
+	var size int64
+	for _, r := range reqs {
+		for _, b := range r.batches {
+			size += int64(len(b))
+		}
+	}
+	st, err := p.log().Stage(size)
+	if err != nil {
+		s.checkDisk(p, err)
+		for _, r := range reqs {
+			r.done(AppendResult{}, storageError(err))
+		}
+		return nil
+	}
+	nowMs := s.e.cfg.Now().UnixMilli()
 	accepted := reqs[:0:0]
 	logStart := p.log().LogStartOffset()
 	for _, r := range reqs {
+		mark := st.Len()
+		if err := r.stage(st, nowMs); err != nil {
+			r.done(AppendResult{}, err)
+			continue
+		}
 		var dup *batchMeta
 		var err error
 		for i, h := range r.hdrs {
@@ -335,6 +349,9 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			if err != nil || dup != nil {
 				break
 			}
+		}
+		if err != nil || dup != nil {
+			st.Truncate(mark)
 		}
 		switch {
 		case err != nil:
@@ -370,19 +387,18 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 			next += int64(h.LastOffsetDelta) + 1
 		}
 		r.end = next
-		batches = append(batches, r.batches...)
 		accepted = append(accepted, r)
 	}
 	if len(accepted) == 0 {
+		st.Release()
 		return nil
 	}
 	// Before the write can be seen, replicated and covered by the high
 	// watermark: the transactions it opens hold the LSO from now on.
 	p.publishTxns()
-	t, err := p.log().Prepare(batches, segment.AppendOptions{
+	t, err := p.log().PrepareStaged(st, segment.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch.Load(),
 		LogAppendTime: p.topic.config.LogAppendTime,
-		Validated:     true,
 	})
 	if err == nil && t.Result.BaseOffset != leo {
 		err = fmt.Errorf("engine: log assigned offset %d, expected %d", t.Result.BaseOffset, leo)
@@ -523,4 +539,47 @@ func (s *shard) finish(t *segment.Task) {
 			s.checkDisk(p, err)
 		}
 	}
+}
+
+// stage takes r's batches into st, a producer's each checked there
+// (checkProduced); on a failure nothing of r is taken and the error is
+// r's answer.
+func (r *appendReq) stage(st *segment.Staging, nowMs int64) error {
+	mark := st.Len()
+	var check func([]byte, uint32) error
+	if r.produced {
+		cfg := &r.p.topic.config
+		keys := cfg.Log.Cleanup.Compacts() && !r.internal
+		check = func(b []byte, sum uint32) error { return checkProduced(cfg, b, sum, nowMs, keys) }
+	}
+	for _, b := range r.batches {
+		if _, err := st.Add(b, check); err != nil {
+			st.Truncate(mark)
+			if errors.Is(err, segment.ErrStagingFull) {
+				return storageError(err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// checkProduced makes every check of a producer's batch, on the bytes the
+// log will write: the CRC (sum is the batch's Checksum) and every record, walked once (as Kafka's
+// LogValidator does, a compressed batch is inflated, bounded, so that no
+// corrupt record is stored for consumers to choke on); the timestamp
+// rules, from the walk's bounds; with keys (a compacted topic's producer),
+// a key for every record.
+func checkProduced(cfg *TopicConfig, b []byte, sum uint32, nowMs int64, keys bool) error {
+	h, ts, err := batch.ValidateProducedSum(b, maxDecompressed, sum)
+	if err != nil {
+		return fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err)
+	}
+	if err := checkTimestamps(cfg, h, b, ts, nowMs); err != nil {
+		return err
+	}
+	if keys {
+		return keyed(h, b)
+	}
+	return nil
 }

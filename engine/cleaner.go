@@ -322,27 +322,20 @@ func (t *throttler) add(n int64) {
 	}
 }
 
-// keyed refuses a producer's append to a compacted topic when a record has
+// keyed refuses a producer's batch to a compacted topic when a record has
 // no key, as Kafka's LogValidator does: the cleaner would drop the record.
-// It answers the request and returns false then. Services inside the broker
-// (AppendOnShard) are trusted to key what they write. The records are
-// walked once more for this (decompressed again): a cost only compacted
-// topics pay.
-func keyed(r *appendReq) bool {
-	if !r.p.topic.config.Log.Cleanup.Compacts() {
-		return true
-	}
-	for i, b := range r.batches {
-		err := batch.Records(r.hdrs[i], b, maxDecompressed, func(rec *batch.Record) error {
-			if rec.Key == nil {
-				return fmt.Errorf("%w: a compacted topic cannot take a record without a key", batch.ErrRecord)
-			}
-			return nil
-		})
-		if err != nil {
-			r.done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
-			return false
+// Services inside the broker (AppendOnShard) are trusted to key what they
+// write. The records are walked once more for this (decompressed again): a
+// cost only compacted topics pay.
+func keyed(h batch.Header, b []byte) error {
+	err := batch.Records(h, b, maxDecompressed, func(rec *batch.Record) error {
+		if rec.Key == nil {
+			return fmt.Errorf("%w: a compacted topic cannot take a record without a key", batch.ErrRecord)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err)
 	}
-	return true
+	return nil
 }

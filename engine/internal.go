@@ -41,6 +41,7 @@ func (e *Core) AppendOnShard(tp TP, records []byte, opts AppendOptions, done fun
 	if r == nil {
 		return
 	}
+	r.internal = true
 	r.p.shard.enqueue(r)
 }
 

@@ -99,6 +99,12 @@ type appendReq struct {
 	hdrs    []segmentHeader
 	opts    AppendOptions
 	done    func(AppendResult, error)
+	// produced says the batches are a producer's, cut but not yet
+	// checked: the shard checks them as it stages them (checkProduced).
+	produced bool
+	// internal marks a service's append (AppendOnShard), whose records
+	// need no key on a compacted topic (keyed).
+	internal bool
 	// replica is set instead of done for a follower's copy of its
 	// leader's batches (AppendReplica).
 	replica func(leo int64, err error)

@@ -82,6 +82,9 @@ type Task struct {
 	prevNext int64 // the log's next offset before the append
 	next     int64
 	hdrs     []batch.Header
+	// stage is the staging buffer the batches were copied into (nil when
+	// they stayed in the caller's memory), the write's for a direct one.
+	stage []byte
 
 	// TaskFlush and TaskRollFlush
 	syncs [4]ioring.Op
@@ -119,9 +122,10 @@ func (t *Task) addOp(op *ioring.Op) {
 }
 
 // Prepare validates batches, assigns their offsets (rewriting the batches
-// in place), rolls the segment when needed and returns the task that
-// writes them. The batches belong to the log until the task completes. At
-// most one append is in flight per log (ErrPending).
+// in place, or their copies in a direct write's staging buffer), rolls the
+// segment when needed and returns the task that writes them. The batches
+// belong to the log until the task completes. At most one append is in
+// flight per log (ErrPending).
 func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
@@ -132,26 +136,68 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 	if len(batches) == 0 {
 		return nil, ErrEmpty
 	}
-	mode := batch.Strict
-	if opts.Replica {
-		mode = batch.Stored
+	var total int64
+	for _, b := range batches {
+		total += int64(len(b))
 	}
-	t := &Task{Kind: TaskAppend, log: l, hdrs: make([]batch.Header, 0, len(batches))}
+	st, err := l.Stage(total)
+	if err != nil {
+		return nil, err
+	}
+	var check func([]byte, uint32) error
+	if !opts.Validated {
+		mode := batch.Strict
+		if opts.Replica {
+			mode = batch.Stored
+		}
+		check = func(b []byte, _ uint32) error {
+			_, err := batch.Validate(b, mode)
+			return err
+		}
+	}
+	for i, b := range batches {
+		if int64(len(b)) > l.cfg.MaxMessageBytes {
+			st.Release()
+			return nil, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooBig, i, len(b), l.cfg.MaxMessageBytes)
+		}
+		if _, err := st.Add(b, check); err != nil {
+			st.Release()
+			return nil, fmt.Errorf("%w: batch %d: %w", ErrInvalidBatch, i, err)
+		}
+	}
+	return l.PrepareStaged(st, opts)
+}
+
+// PrepareStaged is Prepare for the batches of st, which were checked as
+// they were staged (opts.Validated is implied): only their headers are
+// read again. It takes st: the staging buffer goes back when the task
+// completes, or at once when PrepareStaged fails.
+func (l *Log) PrepareStaged(st *Staging, opts AppendOptions) (t *Task, err error) {
+	defer func() {
+		if err != nil {
+			st.Release()
+		}
+	}()
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if l.pending != nil {
+		return nil, ErrPending
+	}
+	batches := st.batches
+	if len(batches) == 0 {
+		return nil, ErrEmpty
+	}
+	t = &Task{Kind: TaskAppend, log: l, hdrs: make([]batch.Header, 0, len(batches))}
 	var total, records int64
 	next := l.nextOffset
 	for i, b := range batches {
 		if int64(len(b)) > l.cfg.MaxMessageBytes {
 			return nil, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooBig, i, len(b), l.cfg.MaxMessageBytes)
 		}
-		var h batch.Header
-		var err error
-		if opts.Validated {
-			h, err = batch.ParseHeader(b)
-			if err == nil && h.Size() != len(b) {
-				err = fmt.Errorf("%w: header says %d bytes, batch has %d", batch.ErrLength, h.Size(), len(b))
-			}
-		} else {
-			h, err = batch.Validate(b, mode)
+		h, err := batch.ParseHeader(b)
+		if err == nil && h.Size() != len(b) {
+			err = fmt.Errorf("%w: header says %d bytes, batch has %d", batch.ErrLength, h.Size(), len(b))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: batch %d: %w", ErrInvalidBatch, i, err)
@@ -225,13 +271,18 @@ func (l *Log) Prepare(batches [][]byte, opts AppendOptions) (*Task, error) {
 
 	s := l.active
 	t.seg, t.pos, t.prevNext, t.next = s, s.written, l.nextOffset, next
-	if w, ok, err := l.directWrite(s, batches, total); err != nil {
+	d, err := l.directSeg(s)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		t.write = w
+	}
+	if d != nil {
+		if t.write, err = l.directWrite(s, d, st); err != nil {
+			return nil, err
+		}
 	} else {
 		t.write = ioring.Op{Kind: ioring.OpWrite, File: s.log, Offset: s.written, Bufs: batches}
 	}
+	t.stage = st.buf
 	switch l.cfg.Flush {
 	case FlushAlways:
 		t.write.Sync = ioring.SyncData
@@ -438,17 +489,14 @@ func (l *Log) finish(t *Task) {
 func (l *Log) finishAppend(t *Task) {
 	l.pending = nil
 	s := t.seg
-	var stage []byte
-	if t.write.Direct {
-		// The staging buffer goes back to the pool once done has kept
-		// what it needs of it, unless the tail cache keeps it.
-		stage = t.write.Bufs[0]
-		defer func() {
-			if stage != nil {
-				ioring.Unstage(stage)
-			}
-		}()
-	}
+	// The staging buffer goes back to the pool once done has kept what it
+	// needs of it, unless the tail cache keeps it.
+	stage := t.stage
+	defer func() {
+		if stage != nil {
+			ioring.Unstage(stage)
+		}
+	}()
 	if err := t.write.Err; err != nil {
 		t.Err = err
 		if t.write.N == t.write.Len() {

@@ -86,30 +86,31 @@ type directState struct {
 // writes (owner only).
 func (l *Log) DirectWritesOff() string { return l.dio.off }
 
-// directWrite returns the op that appends batches (total bytes) to s with
-// a direct write, or false when the log writes through the page cache.
-func (l *Log) directWrite(s *segment, batches [][]byte, total int64) (ioring.Op, bool, error) {
+// directSeg returns s's direct-write state, opened at the segment's
+// first direct append with its last partial block read back when it is not
+// known, or nil when the log writes through the page cache.
+func (l *Log) directSeg(s *segment) (*segDirect, error) {
 	if !l.opts.DirectWrites || l.dio.off != "" {
-		return ioring.Op{}, false, nil
+		return nil, nil
 	}
 	d := s.direct
 	if d == nil {
 		f, align, memAlign, why, err := openDirect(s.path(logSuffix))
 		if err != nil {
-			return ioring.Op{}, false, fmt.Errorf("segment: open %s for direct writes: %w", s.path(logSuffix), err)
+			return nil, fmt.Errorf("segment: open %s for direct writes: %w", s.path(logSuffix), err)
 		}
 		if why != "" {
 			l.dio.off = why
-			return ioring.Op{}, false, nil
+			return nil, nil
 		}
 		fi, err := f.Stat()
 		if err != nil {
 			f.Close()
-			return ioring.Op{}, false, err
+			return nil, err
 		}
 		if err := adviseRandom(s.log, true); err != nil {
 			f.Close()
-			return ioring.Op{}, false, fmt.Errorf("segment: advise %s: %w", s.path(logSuffix), err)
+			return nil, fmt.Errorf("segment: advise %s: %w", s.path(logSuffix), err)
 		}
 		d = &segDirect{f: f, align: align, allocated: fi.Size()}
 		s.direct = d
@@ -120,28 +121,35 @@ func (l *Log) directWrite(s *segment, batches [][]byte, total int64) (ioring.Op,
 		from := s.written / d.align * d.align
 		d.partial = append(d.partial[:0], make([]byte, s.written-from)...)
 		if _, err := s.log.ReadAt(d.partial, from); err != nil && err != io.EOF {
-			return ioring.Op{}, false, fmt.Errorf("segment: read the last block of %s: %w", s.path(logSuffix), err)
+			return nil, fmt.Errorf("segment: read the last block of %s: %w", s.path(logSuffix), err)
 		}
 		d.partialOK = true
 	}
-	start := s.written - int64(len(d.partial))
-	need := int64(len(d.partial)) + total
-	padded := (need + d.align - 1) / d.align * d.align
-	stage := ioring.Stage(padded, l.dio.memAlign)
-	n := copy(stage, d.partial)
-	for _, b := range batches {
-		n += copy(stage[n:], b)
+	return d, nil
+}
+
+// directWrite returns the op that appends st's batches to s (direct state
+// d) with a direct write: from the start of the block holding s's end, the
+// bytes of that block already written, the batches, zeros to the block's
+// end. It reserves blocks ahead of the write.
+func (l *Log) directWrite(s *segment, d *segDirect, st *Staging) (ioring.Op, error) {
+	if st.buf == nil {
+		st.stageIn(d.align, l.dio.memAlign)
 	}
-	clear(stage[n:])
+	st.lay(d.partial)
+	start := s.written - int64(len(d.partial))
+	padded := (int64(st.n) + d.align - 1) / d.align * d.align
+	stage := st.buf[:padded]
+	clear(stage[st.n:])
 	if end := start + padded; end > d.allocated {
 		limit := max(end, (l.cfg.SegmentBytes+d.align-1)/d.align*d.align)
 		target := max(min(end+directPrealloc, limit), end)
 		if err := reserve(s.log, d.allocated, target-d.allocated); err != nil {
-			return ioring.Op{}, false, fmt.Errorf("segment: reserve blocks of %s: %w", s.path(logSuffix), err)
+			return ioring.Op{}, fmt.Errorf("segment: reserve blocks of %s: %w", s.path(logSuffix), err)
 		}
 		d.allocated = target
 	}
-	return ioring.Op{Kind: ioring.OpWrite, File: d.f, Offset: start, Bufs: [][]byte{stage}, Direct: true}, true, nil
+	return ioring.Op{Kind: ioring.OpWrite, File: d.f, Offset: start, Bufs: [][]byte{stage}, Direct: true}, nil
 }
 
 // done records a direct append that completed: the segment now ends at

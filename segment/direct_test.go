@@ -52,12 +52,11 @@ func TestDirectWrites(t *testing.T) {
 				for j := range 1 + i%3 {
 					round = append(round, mkBatch(t, 1+j, 1+(i*37)%1700, clk.now.UnixMilli(), i*5+j))
 				}
-				if _, err := l.Append(round, AppendOptions{}); err != nil {
+				res, err := l.Append(round, AppendOptions{})
+				if err != nil {
 					t.Fatal(err)
 				}
-				for _, b := range round {
-					want = append(want, b...)
-				}
+				want = append(want, stampedAll(t, round, res.BaseOffset, 0)...)
 				if why := l.DirectWritesOff(); why != "" {
 					t.Fatalf("direct writes off on %s: %s", dir, why)
 				}
@@ -92,10 +91,11 @@ func TestDirectWrites(t *testing.T) {
 			sameBytes(t, readAll(t, l), want, "read after a crash")
 			// Appends go on after recovery (the partial block read back).
 			more := mkBatch(t, 2, 333, clk.now.UnixMilli(), 999)
-			if _, err := l.Append([][]byte{more}, AppendOptions{}); err != nil {
+			res, err := l.Append([][]byte{more}, AppendOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, more...)
+			want = append(want, stamped(t, more, res.BaseOffset, 0)...)
 			sameBytes(t, readAll(t, l), want, "read after a crash and an append")
 
 			// A clean shutdown cuts the active segment to its data, and the
@@ -172,10 +172,11 @@ func TestDirectWritesTailCache(t *testing.T) {
 	var ends []int64 // LEO after each append
 	for i := range 300 {
 		b := mkBatch(t, 8, 1000+i%500, 1, i)
-		if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+		res, err := l.Append([][]byte{b}, AppendOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, b...)
+		want = append(want, stamped(t, b, res.BaseOffset, 0)...)
 		ends = append(ends, l.LEO())
 	}
 	sameBytes(t, readAll(t, l), want, "read back")
@@ -207,10 +208,11 @@ func TestDirectWritesTailCache(t *testing.T) {
 	want = want[:l.active.size()]
 	for i := range 5 {
 		b := mkBatch(t, 3, 700, 1, 1000+i)
-		if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+		res, err := l.Append([][]byte{b}, AppendOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, b...)
+		want = append(want, stamped(t, b, res.BaseOffset, 0)...)
 	}
 	if mem, _ := kinds(cut); mem == 0 {
 		t.Fatal("nothing from memory after the appends that followed the truncation")
@@ -248,10 +250,11 @@ func TestTailBudget(t *testing.T) {
 		var want []byte
 		for i := range n {
 			b := mkBatch(t, 8, 1000, 1, i)
-			if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+			res, err := l.Append([][]byte{b}, AppendOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, b...)
+			want = append(want, stamped(t, b, res.BaseOffset, 0)...)
 		}
 		return want
 	}
@@ -377,10 +380,11 @@ func TestTailCacheSmallAppends(t *testing.T) {
 	var want []byte
 	for i := range 3000 {
 		b := mkBatch(t, 1, 10, 1, i)
-		if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+		res, err := l.Append([][]byte{b}, AppendOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, b...)
+		want = append(want, stamped(t, b, res.BaseOffset, 0)...)
 	}
 	tc := l.active.cache.p.Load()
 	if tc == nil || len(tc.chunks) == 0 {
@@ -450,10 +454,11 @@ func TestTailIdle(t *testing.T) {
 	appendSome := func() {
 		for i := range 10 {
 			b := mkBatch(t, 8, 1000, 1, i)
-			if _, err := l.Append([][]byte{b}, AppendOptions{}); err != nil {
+			res, err := l.Append([][]byte{b}, AppendOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, b...)
+			want = append(want, stamped(t, b, res.BaseOffset, 0)...)
 		}
 	}
 	fromMemory := func() int64 {

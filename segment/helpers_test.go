@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -204,4 +205,31 @@ func sameBytes(t testing.TB, got, want []byte, what string) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s: %d bytes differ from the %d expected", what, len(got), len(want))
 	}
+}
+
+// stamped returns a copy of b as a producer append writes it: at offset
+// base, under leader epoch epoch. The append itself may rewrite b in place
+// or a copy of it (Staging), so tests build what they expect with this.
+func stamped(t testing.TB, b []byte, base int64, epoch int32) []byte {
+	t.Helper()
+	c := bytes.Clone(b)
+	if err := errors.Join(batch.SetBaseOffset(c, base), batch.SetPartitionLeaderEpoch(c, epoch)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stampedAll is stamped for the batches of one append, the first at base.
+func stampedAll(t testing.TB, batches [][]byte, base int64, epoch int32) []byte {
+	t.Helper()
+	var out []byte
+	for _, b := range batches {
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, stamped(t, b, base, epoch)...)
+		base += int64(h.LastOffsetDelta) + 1
+	}
+	return out
 }

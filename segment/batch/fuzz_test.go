@@ -95,6 +95,14 @@ func fuzzValidate(t *testing.T, b []byte) {
 // sentinel, and that its timestamp bounds hold every record's timestamp.
 func fuzzValidateProduced(t *testing.T, b []byte) {
 	h, ts, err := ValidateProduced(b, fuzzLimit)
+	// Staged (segment.Staging): copied with CopySum and validated with
+	// its sum, the same batch gets the same answer.
+	c := make([]byte, len(b))
+	if n, sum := CopySum(c, b); n != len(b) || !bytes.Equal(c, b) || sum != Checksum(b) {
+		t.Fatalf("CopySum: %d of %d bytes, sum %#x, Checksum %#x", n, len(b), sum, Checksum(b))
+	} else if sh, sts, serr := ValidateProducedSum(c, fuzzLimit, sum); sh != h || sts != ts || fmt.Sprint(serr) != fmt.Sprint(err) {
+		t.Fatalf("ValidateProducedSum: %+v %+v %v; ValidateProduced: %+v %+v %v", sh, sts, serr, h, ts, err)
+	}
 	wantH, wantErr := Validate(b, Strict)
 	wantMax := int64(0)
 	if wantErr == nil && wantH.Codec() != None {

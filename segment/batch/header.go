@@ -191,3 +191,25 @@ func Checksum(b []byte) uint32 {
 	}
 	return crc32.Checksum(b[AttributesPos:], castagnoli)
 }
+
+// copySumChunk is how much CopySum copies before it sums: a chunk the
+// first level cache holds, so that the sum reads what the copy just wrote.
+const copySumChunk = 32 << 10
+
+// CopySum copies src into dst (as copy does) and returns the Checksum of
+// what it copied, summed a chunk at a time as each is copied. src, read
+// once, may be far from the processor's caches (a produce request read
+// from the socket megabytes earlier): copied and then summed whole, a large
+// batch would be read from memory twice.
+func CopySum(dst, src []byte) (int, uint32) {
+	n := min(len(dst), len(src))
+	var sum uint32
+	for at := 0; at < n; at += copySumChunk {
+		end := min(at+copySumChunk, n)
+		copy(dst[at:end], src[at:end])
+		if end > AttributesPos {
+			sum = crc32.Update(sum, castagnoli, dst[max(at, AttributesPos):end])
+		}
+	}
+	return n, sum
+}

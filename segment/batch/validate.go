@@ -58,7 +58,7 @@ func Validate(b []byte, mode Mode) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	if err := checkFrame(h, b); err != nil {
+	if err := checkFrame(h, b, Checksum); err != nil {
 		return Header{}, err
 	}
 	if mode == Stored {
@@ -85,11 +85,21 @@ func Validate(b []byte, mode Mode) (Header, error) {
 // so that the broker's timestamp rules (message.timestamp.before.max.ms and
 // after.max.ms) need no second walk when the bounds satisfy them.
 func ValidateProduced(b []byte, limit int) (Header, Timestamps, error) {
+	return validateProduced(b, limit, Checksum)
+}
+
+// ValidateProducedSum is ValidateProduced for a batch whose Checksum is
+// known (CopySum): sum is compared with the CRC the batch carries.
+func ValidateProducedSum(b []byte, limit int, sum uint32) (Header, Timestamps, error) {
+	return validateProduced(b, limit, func([]byte) uint32 { return sum })
+}
+
+func validateProduced(b []byte, limit int, checksum func([]byte) uint32) (Header, Timestamps, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return Header{}, Timestamps{}, err
 	}
-	if err := checkFrame(h, b); err != nil {
+	if err := checkFrame(h, b, checksum); err != nil {
 		return Header{}, Timestamps{}, err
 	}
 	if err := checkStrict(h); err != nil {
@@ -109,13 +119,13 @@ func ValidateProduced(b []byte, limit int) (Header, Timestamps, error) {
 
 // checkFrame applies Validate's checks common to every mode, in its order:
 // the size, then the CRC, then the codec.
-func checkFrame(h Header, b []byte) error {
+func checkFrame(h Header, b []byte, checksum func([]byte) uint32) error {
 	if size := h.Size(); len(b) < size {
 		return fmt.Errorf("%w: batch of %d bytes, %d present", ErrShort, size, len(b))
 	} else if len(b) > size {
 		return fmt.Errorf("%w: %d bytes after a batch of %d", ErrLength, len(b)-size, size)
 	}
-	if crc := Checksum(b); crc != h.CRC {
+	if crc := checksum(b); crc != h.CRC {
 		return fmt.Errorf("%w: stored %#08x, computed %#08x", ErrCRC, h.CRC, crc)
 	}
 	if c := h.Codec(); !c.Valid() {
