@@ -156,10 +156,6 @@ func (e *Core) newAppend(tp TP, records []byte, opts AppendOptions, done func(Ap
 	it := batch.Split(records)
 	for it.Next() {
 		b := it.Batch()
-		if int64(len(b)) > cfg.Log.MaxMessageBytes {
-			done(AppendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", segment.ErrBatchTooBig, len(b), cfg.Log.MaxMessageBytes))
-			return nil
-		}
 		h, err := batch.ParseHeader(b)
 		if err != nil {
 			done(AppendResult{}, fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err))
@@ -565,12 +561,17 @@ func (r *appendReq) stage(st *segment.Staging, nowMs int64) error {
 }
 
 // checkProduced makes every check of a producer's batch, on the bytes the
-// log will write: the CRC (sum is the batch's Checksum) and every record, walked once (as Kafka's
+// log will write: its size against max.message.bytes, the CRC (sum is the
+// batch's Checksum) and every record, walked once (as Kafka's
 // LogValidator does, a compressed batch is inflated, bounded, so that no
 // corrupt record is stored for consumers to choke on); the timestamp
 // rules, from the walk's bounds; with keys (a compacted topic's producer),
 // a key for every record.
 func checkProduced(cfg *TopicConfig, b []byte, sum uint32, nowMs int64, keys bool) error {
+	// Kafka's order, batch by batch: the size, then the CRC.
+	if int64(len(b)) > cfg.Log.MaxMessageBytes {
+		return fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", segment.ErrBatchTooBig, len(b), cfg.Log.MaxMessageBytes)
+	}
 	h, ts, err := batch.ValidateProducedSum(b, maxDecompressed, sum)
 	if err != nil {
 		return fmt.Errorf("%w: %w", segment.ErrInvalidBatch, err)
