@@ -306,13 +306,7 @@ func (s *shard) prepare(p *partition, reqs []*appendReq) *segment.Task {
 	}
 	leo := p.log().LEO()
 	next := leo
-	var size int64
-	for _, r := range reqs {
-		for _, b := range r.batches {
-			size += int64(len(b))
-		}
-	}
-	st, err := p.log().Stage(size)
+	st, err := p.log().Stage(reqsSize(reqs))
 	if err != nil {
 		s.checkDisk(p, err)
 		for _, r := range reqs {
@@ -537,16 +531,31 @@ func (s *shard) finish(t *segment.Task) {
 	}
 }
 
-// stage takes r's batches into st, a producer's each checked there
-// (checkProduced); on a failure nothing of r is taken and the error is
-// r's answer.
+// reqsSize is the size of the batches of reqs.
+func reqsSize(reqs []*appendReq) int64 {
+	var n int64
+	for _, r := range reqs {
+		for _, b := range r.batches {
+			n += int64(len(b))
+		}
+	}
+	return n
+}
+
+// stage takes r's batches into st, each checked there: a producer's by
+// checkProduced, a follower's as stored batches (intact; a leader's
+// batches may have been compacted). On a failure nothing of r is taken and
+// the error is r's answer.
 func (r *appendReq) stage(st *segment.Staging, nowMs int64) error {
 	mark := st.Len()
 	var check func([]byte, uint32) error
-	if r.produced {
+	switch {
+	case r.produced:
 		cfg := &r.p.topic.config
 		keys := cfg.Log.Cleanup.Compacts() && !r.internal
 		check = func(b []byte, sum uint32) error { return checkProduced(cfg, b, sum, nowMs, keys) }
+	case r.replica != nil:
+		check = checkReplica
 	}
 	for _, b := range r.batches {
 		if _, err := st.Add(b, check); err != nil {
@@ -581,6 +590,14 @@ func checkProduced(cfg *TopicConfig, b []byte, sum uint32, nowMs int64, keys boo
 	}
 	if keys {
 		return keyed(h, b)
+	}
+	return nil
+}
+
+// checkReplica checks a follower's batch as stored (sum is its Checksum).
+func checkReplica(b []byte, sum uint32) error {
+	if _, err := batch.ValidateSum(b, batch.Stored, sum); err != nil {
+		return fmt.Errorf("%w: replica batch: %w", segment.ErrInvalidBatch, err)
 	}
 	return nil
 }

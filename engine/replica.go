@@ -52,16 +52,17 @@ func (e *Core) AppendReplica(tp TP, records []byte, done func(leo int64, err err
 	}
 }
 
-// newReplicaAppend validates a follower's batches: whole batches, intact
-// (batch.Stored: a leader's batches may have been compacted), offsets in
-// order. It returns nil when records holds no whole batch.
+// newReplicaAppend cuts a follower's batches: whole batches, offsets in
+// order. It returns nil when records holds no whole batch. That they are
+// intact (batch.Stored: a leader's batches may have been compacted) is
+// checked on the shard, as they are staged (appendReq.stage).
 func newReplicaAppend(p *partition, records []byte, done func(int64, error)) (*appendReq, error) {
 	r := &appendReq{p: p, replica: done}
 	gaps := p.topic.config.Log.Cleanup.Compacts()
 	it := batch.Split(records)
 	for it.Next() {
 		b := it.Batch()
-		h, err := batch.Validate(b, batch.Stored)
+		h, err := batch.ParseHeader(b)
 		if err != nil {
 			return nil, fmt.Errorf("%w: replica batch %d: %w", segment.ErrInvalidBatch, len(r.batches), err)
 		}
@@ -71,7 +72,9 @@ func newReplicaAppend(p *partition, records []byte, done func(int64, error)) (*a
 			}
 		}
 		// The leader's markers end transactions here too; a control
-		// batch that holds none changes nothing.
+		// batch that holds none changes nothing. Read before the CRC is
+		// checked: a batch whose CRC then fails takes the whole append
+		// down, its marker with it.
 		var m *batch.Marker
 		if h.Control() && h.ProducerID >= 0 {
 			if mk, err := batch.ParseMarker(h, b); err == nil {
@@ -102,12 +105,23 @@ func newReplicaAppend(p *partition, records []byte, done func(int64, error)) (*a
 func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 	next := p.log().LEO()
 	gaps := p.topic.config.Log.Cleanup.Compacts()
-	var batches [][]byte
+	st, err := p.log().Stage(reqsSize(reqs))
+	if err != nil {
+		s.checkDisk(p, err)
+		for _, r := range reqs {
+			r.fail(storageError(err))
+		}
+		return nil
+	}
 	accepted := reqs[:0:0]
 	for _, r := range reqs {
 		first := r.hdrs[0].BaseOffset
 		if first < next || (first > next && !gaps) {
 			r.fail(fmt.Errorf("%w: %s-%d: replica batches start at offset %d, expected %d", ErrUnexpectedOffset, p.tp.Topic, p.tp.Partition, first, next))
+			continue
+		}
+		if err := r.stage(st, 0); err != nil {
+			r.fail(err)
 			continue
 		}
 		for i, h := range r.hdrs {
@@ -117,16 +131,16 @@ func (s *shard) prepareReplica(p *partition, reqs []*appendReq) *segment.Task {
 		}
 		r.base, r.end = first, r.hdrs[len(r.hdrs)-1].NextOffset()
 		next = r.end
-		batches = append(batches, r.batches...)
 		accepted = append(accepted, r)
 	}
 	if len(accepted) == 0 {
+		st.Release()
 		return nil
 	}
 	// As on a leader: known before the write can be covered by the high
 	// watermark the leader sends.
 	p.publishTxns()
-	t, err := p.log().Prepare(batches, segment.AppendOptions{Replica: true, Validated: true})
+	t, err := p.log().PrepareStaged(st, segment.AppendOptions{Replica: true})
 	if err != nil {
 		p.producers.rollback()
 		p.publishTxns()

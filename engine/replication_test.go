@@ -624,7 +624,7 @@ func TestAppendReplicaKeepsOffsetsAndEpochs(t *testing.T) {
 			}
 			bad := replicaBatch(t, 1, leo, 2, -1, 0)
 			bad[len(bad)-1] ^= 1
-			if _, err := appendReplicaSync(leader, tp, bad); !errors.Is(err, segment.ErrInvalidBatch) {
+			if _, err := appendReplicaSync(leader, tp, bad); !errors.Is(err, segment.ErrInvalidBatch) || !errors.Is(err, batch.ErrCRC) {
 				t.Fatalf("corrupt replica batch: %v", err)
 			}
 			if got, err := appendReplicaSync(leader, tp, nil); err != nil || got != leo {

@@ -64,6 +64,9 @@ func FuzzValidate(f *testing.F) {
 func fuzzValidate(t *testing.T, b []byte) {
 	for _, mode := range []Mode{Strict, Stored} {
 		h, err := Validate(b, mode)
+		if sh, serr := ValidateSum(b, mode, Checksum(b)); sh != h || fmt.Sprint(serr) != fmt.Sprint(err) {
+			t.Fatalf("%s: ValidateSum %+v %v; Validate %+v %v", mode, sh, serr, h, err)
+		}
 		if err != nil {
 			checkSentinel(t, err)
 			continue

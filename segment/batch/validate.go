@@ -51,6 +51,16 @@ func (m Mode) String() string {
 // fields are noise and the only true statement is ErrCRC; once it matches, an
 // ErrCount or ErrRecord is a faithful report of what the producer wrote.
 func Validate(b []byte, mode Mode) (Header, error) {
+	return validate(b, mode, Checksum)
+}
+
+// ValidateSum is Validate for a batch whose Checksum is known (CopySum):
+// sum is compared with the CRC the batch carries.
+func ValidateSum(b []byte, mode Mode, sum uint32) (Header, error) {
+	return validate(b, mode, func([]byte) uint32 { return sum })
+}
+
+func validate(b []byte, mode Mode, checksum func([]byte) uint32) (Header, error) {
 	if mode != Strict && mode != Stored {
 		return Header{}, fmt.Errorf("%w: %d", ErrMode, int(mode))
 	}
@@ -58,7 +68,7 @@ func Validate(b []byte, mode Mode) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	if err := checkFrame(h, b, Checksum); err != nil {
+	if err := checkFrame(h, b, checksum); err != nil {
 		return Header{}, err
 	}
 	if mode == Stored {
