@@ -10,7 +10,10 @@ import (
 // frameChunkMin is the first allocation for the body of a frame whose
 // length a Splitter announced (LengthPrefixed). A body grows from there to
 // at most four times what has arrived, so that a client announcing a large
-// frame and sending nothing more costs this much, not the announced size.
+// frame and sending nothing more costs this much, not the announced size;
+// or, at once, to the largest body the connection has sent whole before
+// (framer.earned): a producer's next request of the size of its last one
+// is read into one buffer, without the growth's copies.
 const frameChunkMin = 64 << 10
 
 // scanChunkMin is the first allocation for a frame whose end the Splitter
@@ -33,8 +36,9 @@ const scanChunkMin = 512
 //     into an allocation of exactly its size (pooled from frameChunkMin);
 //   - announced (LengthPrefixed's prefix read, the body not all here): the
 //     body, without the head, goes into a buffer that grows with what
-//     arrives (frameChunkMin, then up to 4x the bytes received), never to
-//     the announced length ahead of the bytes;
+//     arrives (frameChunkMin, then up to 4x the bytes received, or at once
+//     up to the largest body the connection completed before), never to
+//     the announced length ahead of the bytes otherwise;
 //   - scanned (no end found yet): the frame's bytes so far are kept and
 //     shown to the Splitter again, with its Resume, as more arrive; the
 //     buffer grows by powers of two from scanChunkMin, to at most 4x what
@@ -59,6 +63,11 @@ type framer struct {
 	tail   int   // announced: the frame's Tail
 	resume int64 // scanned: the Splitter's Resume
 	err    error // sticky: once the stream is bad it stays bad
+	// earned is the largest body of a frame the connection completed: a
+	// body announced later may be allocated up to it before its bytes
+	// arrive. The connection sent that many bytes once; a client that
+	// stalls inside a frame of that size holds as much either way.
+	earned int
 	// done is the pooled buffer under the frame returned last, or nil when
 	// that frame was allocated exactly (small frames).
 	done []byte
@@ -225,7 +234,7 @@ func (f *framer) need() []byte {
 		// A pooled buffer rounds the size up to a power of two; that stays
 		// within 4x the bytes received, since 4x a previous class size is
 		// itself a class size.
-		grown := framepool.Get(min(f.want, max(frameChunkMin, 4*len(f.buf))))[:len(f.buf)]
+		grown := framepool.Get(min(f.want, max(frameChunkMin, 4*len(f.buf), f.earned)))[:len(f.buf)]
 		copy(grown, f.buf)
 		framepool.Put(f.buf)
 		f.buf = grown
@@ -266,6 +275,7 @@ func (f *framer) advance(n int) ([]byte, error) {
 	if len(f.buf) < f.want {
 		return nil, nil
 	}
+	f.earned = max(f.earned, f.want)
 	end := f.want - f.tail
 	frame := f.buf[:end:end]
 	if framepool.Pooled(cap(f.buf)) {

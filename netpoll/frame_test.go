@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,7 +127,8 @@ func TestLengthPrefixed(t *testing.T) {
 }
 
 // A client announcing a frame just under the limit and sending a few bytes
-// costs the first chunk, not the announced size.
+// costs the first chunk, not the announced size, or the largest body it
+// sent whole before.
 func TestFramerAllocatesWithArrivals(t *testing.T) {
 	fr := newFramer(LengthPrefixed{}, 100<<20)
 	stream := append(be32(100<<20-1), "tiny"...)
@@ -138,6 +140,27 @@ func TestFramerAllocatesWithArrivals(t *testing.T) {
 	}
 	if !fr.midFrame() {
 		t.Fatal("midFrame = false inside a frame")
+	}
+	// A connection that sent a 1 MiB body whole gets its next one of that
+	// size in one buffer at its first bytes (no growth, no copies), and no
+	// more than that for a larger one; a fresh connection still gets the
+	// first chunk.
+	body := bytes.Repeat([]byte{7}, 1<<20)
+	fr = newFramer(LengthPrefixed{}, 100<<20)
+	stream = slices.Concat(frame(body), be32(1<<20), []byte("tiny"))
+	if got, err := feed(t, &fr, stream, 16<<10, nil); err != nil || len(got) != 1 || !bytes.Equal(got[0], body) {
+		t.Fatalf("%d frames, %v", len(got), err)
+	}
+	if c := cap(fr.buf); c != 1<<20 {
+		t.Fatalf("the second 1 MiB body: %d bytes allocated at its first 4, want 1 MiB", c)
+	}
+	fr = newFramer(LengthPrefixed{}, 100<<20)
+	stream = slices.Concat(frame(body), be32(8<<20), []byte("tiny"))
+	if _, err := feed(t, &fr, stream, 16<<10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(fr.buf); c != 1<<20 {
+		t.Fatalf("an 8 MiB body after a 1 MiB one: %d bytes allocated at its first 4, want 1 MiB", c)
 	}
 	// A line protocol's frame grows with its bytes too.
 	fr = newFramer(Lines{}, 100<<20)

@@ -31,7 +31,9 @@ func fuzzInput(in []byte) (chunk int, maxFrame int32, stream []byte, ok bool) {
 // connection does, so that sp sees each frame grow with the Resume of its
 // previous answer: it must cut the same frames (with the same bytes) and
 // fail where the reference fails, and never hold more than
-// max(frameChunkMin, 4x) the bytes a frame has received.
+// max(frameChunkMin, 4x) the bytes a frame has received, or a pooled
+// buffer for the largest body completed before (earned, rounded up to a
+// power of two).
 func fuzzSplitter(t *testing.T, sp Splitter, chunk int, maxFrame int32, stream []byte) {
 	var want [][]byte
 	wantBad := false
@@ -62,7 +64,7 @@ func fuzzSplitter(t *testing.T, sp Splitter, chunk int, maxFrame int32, stream [
 
 	f := newFramer(sp, maxFrame)
 	got, err := feed(t, &f, stream, chunk, func(received int) {
-		if c := cap(f.buf); c > max(frameChunkMin, 4*received) {
+		if c := cap(f.buf); c > max(frameChunkMin, 4*received, 2*f.earned) {
 			t.Fatalf("holding %d bytes for %d received", c, received)
 		}
 	})
