@@ -59,9 +59,11 @@
 // other layers put I/O and work on its thread (RingOwners). A partition is assigned to a shard
 // when it is opened (hash of the topic plus the partition number, so a
 // topic's partitions spread over the shards) and stays there. Appends are
-// validated on the caller's goroutine (CRC, records, size, timestamps), then
-// queued in the shard's inbox. Each round the shard takes what the inbox
-// holds, checks each request against the partition's producer state,
+// cut into batches on the caller's goroutine, then queued in the shard's
+// inbox. Each round the shard takes what the inbox holds, stages each
+// request's batches for its partition's write, checking them there (size,
+// CRC, records, timestamps: segment.Staging, checkProduced), checks each
+// request against the partition's producer state,
 // prepares one write per partition for all of its requests, submits every
 // write of the round at once (group commit), waits for the round and calls
 // each request's done callback on the shard goroutine.

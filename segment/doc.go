@@ -30,10 +30,13 @@
 //
 // # Write path
 //
-// Prepare validates the batches, assigns offsets (rewriting baseOffset and
-// partitionLeaderEpoch in place, outside the CRC), rolls the segment if
-// needed and returns a Task whose ioring ops write all the batches with one
-// writev, linked to an fdatasync under the flush policy always. The owner
+// Stage, Staging.Add and PrepareStaged (or Prepare, which stages the
+// batches itself) check the batches as they are staged (copied into a
+// direct write's staging buffer, where the check reads them from the
+// cache), assign offsets (rewriting baseOffset and partitionLeaderEpoch in
+// the staged bytes, outside the CRC), roll the segment if needed and return
+// a Task whose ioring ops write all the batches with one writev, linked to
+// an fdatasync under the flush policy always. The owner
 // submits the ops of many logs at once and passes each completed op to
 // Complete, which commits the append (indexes, LEO) or undoes it. A rolled
 // segment is synced in the background; once it is durable the recovery
