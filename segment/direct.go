@@ -131,11 +131,10 @@ func (l *Log) directSeg(s *segment) (*segDirect, error) {
 // directWrite returns the op that appends st's batches to s (direct state
 // d) with a direct write: from the start of the block holding s's end, the
 // bytes of that block already written, the batches, zeros to the block's
-// end. It reserves blocks ahead of the write.
+// end. It reserves blocks ahead of the write. st has a staging buffer:
+// Stage found the log writing directly, and a log whose direct writes went
+// off never takes them up again.
 func (l *Log) directWrite(s *segment, d *segDirect, st *Staging) (ioring.Op, error) {
-	if st.buf == nil {
-		st.stageIn(d.align, l.dio.memAlign)
-	}
 	st.lay(d.partial)
 	start := s.written - int64(len(d.partial))
 	padded := (int64(st.n) + d.align - 1) / d.align * d.align
