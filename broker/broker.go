@@ -131,8 +131,11 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		OnAppended:      b.cl.node.OnAppended,
 		// A partition whose disk fails is reported to the quorum.
 		OnOffline: b.cl.node.OnOffline,
-		// Connections on the shards' rings: the shards own rings.
-		RingOwners: cfg.Network == netpoll.IOUringShards,
+		// On io_uring the shards own their rings, whatever the network:
+		// their rounds overlap there (a partition's appends are written
+		// while other partitions' writes are in flight). Connections go
+		// on those rings with -net uring-shards only.
+		RingOwners: true,
 	})
 	if err != nil {
 		return nil, err

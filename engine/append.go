@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"ringlog/engine/acks"
 	"ringlog/internal/fsutil"
@@ -199,16 +200,43 @@ func (s *shard) send(m shardMsg) {
 	}
 }
 
-// round writes every partition's queued appends: one Prepare per partition
-// (producer checks first, each request on its own), one submission for all
-// of them, then the answers.
+// round prepares every queued partition's appends (one Prepare per
+// partition, producer checks first, each request on its own) and hands
+// them to the kernel in one submission. A partition whose previous write
+// is still in flight keeps its queue for a later round: its next write
+// rewrites the block the previous one ends in, so it must follow it, and
+// its producer state has one round pending at a time. Where the shard's
+// disk I/O is on its owner's ring (diskOwner) the writes stay in flight
+// when round returns, and each partition is answered as its own write
+// completes (reap): a request that arrives meanwhile is written at once
+// unless its partition is the one in flight. Elsewhere round waits for
+// its writes, as the portable path's complete within the submission.
 func (s *shard) round() {
 	if len(s.queued) == 0 {
 		return
 	}
+	if s.broken != nil {
+		for _, p := range s.queued {
+			for _, r := range p.queue {
+				r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
+			}
+			p.queue = nil
+		}
+		clear(s.queued)
+		s.queued = s.queued[:0]
+		return
+	}
 	s.ops = s.ops[:0]
 	tasks := 0
-	for _, p := range s.queued {
+	// Swapped out before the loop: an append queued while it runs (a
+	// done that appends on the shard) goes on the new list.
+	queued := s.queued
+	s.queued, s.requeued = s.requeued[:0], nil
+	for _, p := range queued {
+		if p.task != nil {
+			s.queued = append(s.queued, p)
+			continue
+		}
 		reqs := p.queue
 		p.queue = nil
 		if t := s.prepare(p, reqs); t != nil {
@@ -216,57 +244,42 @@ func (s *shard) round() {
 			tasks++
 		}
 	}
-	clear(s.queued)
-	s.queued = s.queued[:0]
+	clear(queued)
+	s.requeued = queued[:0]
 	if tasks == 0 {
 		return
 	}
+	s.inflight += tasks
+	s.wrote = time.Now()
 	if err := s.io.Submit(s.ops...); err != nil {
 		// The ring is broken: the fate of these writes is unknown, and so
 		// is every log's state on this shard.
 		s.broken = err
 		s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
 	}
-	if s.diskOwner != nil {
-		tasks = s.roundOnOwner(tasks)
-	}
-	for tasks > 0 && s.broken == nil {
-		for _, t := range s.reap(1) {
-			s.finish(t)
-			tasks--
-		}
-	}
-	if s.broken != nil {
-		for p := range s.parts {
-			if rc, ok := p.roundCtx(); ok {
-				p.producers.rollback()
-				for _, r := range rc {
-					r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
-				}
-			}
-		}
-	}
 	clear(s.ops)
 	s.ops = s.ops[:0]
+	if s.diskOwner == nil {
+		s.waitInFlight()
+	}
 }
 
-// roundOnOwner waits for the round's tasks where the shard's disk I/O is
-// on its owner's ring (diskOwner): in the owner's turns, so that while the
-// syncs of the round (flush policy always) are in the kernel the
+// waitInFlight waits until the shard's appends in flight completed and are
+// answered (or failed with the ring). Where the disk I/O is on the owner's
+// ring (diskOwner) it waits in the owner's turns, so that while the writes
+// (and the syncs of the flush policy always) are in the kernel the
 // connections' completions are dispatched and their hooks run (responses
-// sent, requests cut and queued for the next round), and each turn is
-// one io_uring_enter for the disk and the network. Tasks complete, and
-// are answered, only once their last op (the sync) completed. Writes
-// copied inline without a sync have completed inside Submit: the first
-// reap finds them, and such a round enters the ring not at all. It
-// returns the tasks left (none unless the shard broke).
-func (s *shard) roundOnOwner(tasks int) int {
-	for tasks > 0 && s.broken == nil {
-		for _, t := range s.reap(0) {
-			s.finish(t)
-			tasks--
+// sent, requests cut and queued), and each turn is one io_uring_enter for
+// the disk and the network. Writes copied inline without a sync have
+// completed inside Submit: the first reap finds them.
+func (s *shard) waitInFlight() {
+	for s.inflight > 0 && s.broken == nil {
+		if s.diskOwner == nil {
+			s.reap(1)
+			continue
 		}
-		if tasks == 0 || s.broken != nil {
+		s.reap(0)
+		if s.inflight == 0 || s.broken != nil {
 			break
 		}
 		s.roundWait = true
@@ -277,7 +290,37 @@ func (s *shard) roundOnOwner(tasks int) int {
 			s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
 		}
 	}
-	return tasks
+	s.abandon()
+}
+
+// settle writes everything queued and waits for it: control work (a
+// call, retention, the stop) runs with nothing of the shard in flight, as
+// it did when every round waited for its writes.
+func (s *shard) settle() {
+	for s.broken == nil {
+		s.round()
+		s.waitInFlight()
+		if len(s.queued) == 0 {
+			return
+		}
+	}
+}
+
+// abandon fails the appends in flight once the ring broke: their fate is
+// unknown (shard only). ringFailed then takes the partitions offline.
+func (s *shard) abandon() {
+	if s.broken == nil || s.inflight == 0 {
+		return
+	}
+	for p := range s.parts {
+		if rc, ok := p.roundCtx(); ok {
+			p.producers.rollback()
+			for _, r := range rc {
+				r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
+			}
+		}
+	}
+	s.inflight = 0
 }
 
 // prepare checks each request against the producer state, then prepares

@@ -53,10 +53,12 @@
 // N shards (default GOMAXPROCS without the Ps added for threads that wait
 // in io_uring_enter, internal/procs), each a goroutine locked to an OS
 // thread with its own io_uring ring and inbox. With Config.RingOwners (and
-// the disk path on io_uring) each shard is also an ioring.Owner: it waits
-// in its owner ring's io_uring_enter instead of on the inbox, its timers
-// are the wait's timeout, senders ring its doorbell after queueing, and
-// other layers put I/O and work on its thread (RingOwners). A partition is assigned to a shard
+// the disk path on io_uring; the broker sets it) each shard is also an
+// ioring.Owner: it waits in its owner ring's io_uring_enter instead of on
+// the inbox, its timers are the wait's timeout, senders ring its doorbell
+// after queueing, its disk I/O is on that ring, its rounds overlap (each
+// partition's appends are answered as its own write completes), and other
+// layers may put I/O and work on its thread (RingOwners). A partition is assigned to a shard
 // when it is opened (hash of the topic plus the partition number, so a
 // topic's partitions spread over the shards) and stays there. Appends are
 // cut into batches on the caller's goroutine, then queued in the shard's
@@ -65,8 +67,9 @@
 // CRC, records, timestamps: segment.Staging, checkProduced), checks each
 // request against the partition's producer state,
 // prepares one write per partition for all of its requests, submits every
-// write of the round at once (group commit), waits for the round and calls
-// each request's done callback on the shard goroutine.
+// write of the round at once (group commit) and calls each request's done
+// callback on the shard goroutine once its partition's write completed
+// (a shard that does not own its ring waits for the whole round first).
 //
 // # Log compaction
 //
@@ -175,9 +178,17 @@
 //
 // # Non-obvious invariants
 //
-//   - A partition has at most one append in flight; every request queued for
-//     it during a round joins that one write. The round waits for all its
-//     appends, so a partition's next round starts with nothing in flight.
+//   - A partition has at most one append in flight; the requests queued for
+//     it meanwhile wait for that write to complete and then go together in
+//     its next one (which rewrites the block the previous one ends in, so
+//     it must follow it). On a shard whose disk I/O is on its owner's ring
+//     rounds overlap: other partitions' appends are written while that
+//     write is in flight (shard.round). Elsewhere a round waits for all
+//     its appends.
+//   - Control work (calls: role changes, truncations, moves, deletions,
+//     the cleaner's swaps, DescribeProducers; retention; the stop) runs
+//     with nothing of the shard's appends in flight and nothing queued
+//     (shard.settle), as it did when every round waited for its writes.
 //   - Producer state is updated before the write (so that two requests of one
 //     producer in one round see each other) and rolled back if the write
 //     fails.
@@ -244,10 +255,11 @@
 //     registered on it (netpoll's connections) gives up, and goes on
 //     waiting on its inbox. Its disk I/O was on that ring (Owner.DiskIO):
 //     the shard is broken and its partitions go offline.
-//   - A round whose disk I/O is on the owner's ring waits in the owner's
-//     turns with the shard's busy hook off (roundWait): with it on, the
-//     messages waiting in the inbox for the next round would keep the turn
-//     from blocking, and the round would spin until its fsync completed.
+//   - A settle whose disk I/O is on the owner's ring waits for the writes
+//     in flight in the owner's turns with the shard's busy hook off
+//     (roundWait): with it on, the messages waiting in the inbox for after
+//     the control work would keep the turn from blocking, and the shard
+//     would spin until its writes completed.
 //   - cleanup.policy=compact alone turns retention off: retention.ms and
 //     retention.bytes only apply with delete in the policy.
 //   - A partition's folder may already be 255 bytes long (a 249-character

@@ -52,9 +52,13 @@ type Config struct {
 	// RingOwners makes each shard an io_uring ring owner (ioring.Owner)
 	// when the disk path is io_uring and the kernel has what an owner
 	// needs: the shard's loop then waits in io_uring_enter, not on a Go
-	// channel, and other layers (netpoll's IOUringShards) put their I/O
-	// on its ring and their work on its thread (RingOwners). Otherwise
-	// shards wait on their inbox as usual, and RingOwners returns nil.
+	// channel, its disk I/O goes on that ring, its rounds overlap (a
+	// partition's appends are written while the previous round's writes
+	// of other partitions are in flight), and other layers (netpoll's
+	// IOUringShards) may put their I/O on its ring and their work on its
+	// thread (RingOwners). Otherwise shards wait on their inbox, each
+	// round waits for its writes, and RingOwners returns nil. The broker
+	// sets it.
 	RingOwners bool
 	// WrapIO, when set, wraps the IO each shard opened: how tests inject
 	// disk faults (a write or a sync that fails with EIO) through the
@@ -332,14 +336,15 @@ func OpenCore(cfg Config) (_ *Core, err error) {
 	if cfg.RingOwners {
 		switch {
 		case e.choice.Kind != ioring.Uring:
+			// The portable path has no ring to own: nothing to warn of.
 			e.ownersWhy = "the disk path is not io_uring"
 		default:
-			e.ownersWhy = ioring.ProbeOwner()
+			if e.ownersWhy = ioring.ProbeOwner(); e.ownersWhy != "" {
+				e.log.Warn("shards are no io_uring ring owners", "reason", e.ownersWhy)
+			}
 		}
 		if e.ownersWhy == "" {
 			e.owners = ioring.NewOwnerGroup()
-		} else {
-			e.log.Warn("shards are no io_uring ring owners", "reason", e.ownersWhy)
 		}
 	}
 	for _, s := range e.shards {

@@ -170,6 +170,7 @@ func (s *shard) ringFailed() {
 		return
 	}
 	s.brokenHandled = true
+	s.abandon()
 	for p := range s.parts {
 		s.takeOffline(p, fmt.Errorf("shard %d ring failed: %w", s.id, s.broken))
 	}

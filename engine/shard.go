@@ -23,9 +23,14 @@ import (
 // ring and an inbox. All changes to its partitions' logs happen on it, so
 // the hot path takes no locks. Its loop: take what the inbox holds, build
 // one write per partition from all the appends queued for it, hand every
-// write of the round to the kernel in one submission (group commit), wait
-// for the round, then answer; between rounds it runs control work (opening
-// and deleting partitions, retention, flushes).
+// write of the round to the kernel in one submission (group commit), and
+// answer each partition's appends when its write completed. Where the
+// shard owns its ring and its disk I/O is on it (diskOwner) rounds
+// overlap: the next round's partitions are written while the previous
+// round's writes are in flight, a partition at most one write at a time;
+// elsewhere a round waits for its writes. Control work (opening and
+// deleting partitions, retention, calls) runs with nothing in flight
+// (settle).
 type shard struct {
 	e      *Core
 	id     int
@@ -75,11 +80,21 @@ type shard struct {
 	// for the next round then, and must not keep the turn from blocking.
 	diskOwner *ioring.Owner
 	roundWait bool
+	// inflight counts the append tasks submitted and not yet finished
+	// (shard only): a partition has one at most (its task). wrote is
+	// when the shard last submitted appends.
+	inflight int
+	wrote    time.Time
+
+	// queued lists the partitions with appends waiting (their queue),
+	// those whose write is in flight among them; requeued is its spare
+	// (round swaps them).
+	queued, requeued []*partition
 
 	// Round scratch, reused.
-	ops    []*ioring.Op
-	out    []*ioring.Op
-	queued []*partition
+	ops      []*ioring.Op
+	out      []*ioring.Op
+	finished []*segment.Task
 }
 
 // inboxSize bounds the requests waiting for a shard. A full inbox makes
@@ -88,6 +103,10 @@ type shard struct {
 // never an error. A shard's own thread never waits: what it cannot put
 // in a full inbox goes to the target's overflow (handOff).
 const inboxSize = 8192
+
+// shardIdle is how long a ring-owning shard goes without writing before
+// its waits give their P up (runOwner).
+const shardIdle = 50 * time.Millisecond
 
 // maxRound bounds the requests one round takes, so that control work and
 // the next round's latency stay bounded under load.
@@ -484,7 +503,7 @@ func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 	defer procs.Release()
 	o.KeepP()
 	defer o.Close()
-	o.AddHook(func() {}, func() bool { return !s.roundWait && s.waiting() })
+	o.AddHook(func() {}, func() bool { return !s.roundWait && (s.waiting() || s.writable()) })
 	now := time.Now()
 	retentionAt := now.Add(s.e.cfg.RetentionCheckInterval)
 	flushAt := now.Add(100 * time.Millisecond)
@@ -496,12 +515,30 @@ func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 			// completions end the wait.
 			wait = min(wait, 5*time.Millisecond)
 		}
-		if err := o.Turn(max(wait, time.Microsecond)); err != nil {
+		turn := o.Turn
+		if s.inflight == 0 && time.Since(s.wrote) > shardIdle {
+			// Nothing written for a while: the wait may last until a
+			// timer, and gives the P up meanwhile, as a wait on the
+			// inbox does. An idle broker whose shards kept their Ps
+			// took two to three times the CPU and context switches; a
+			// shard under load keeps it (giving it up whenever nothing
+			// was in flight cost 7% more CPU per GB, after 5 ms idle
+			// 5%: sysmon's retakes between a producer's lingers).
+			turn = o.TurnIdle
+		}
+		if err := turn(max(wait, time.Microsecond)); err != nil {
 			s.ownerFailed(err)
 			return false
 		}
+		if s.io.InFlight() > 0 {
+			// Appends whose writes completed are answered; their
+			// partitions' next appends go in this turn's round.
+			s.reap(0)
+			s.ringFailed()
+		}
 		now := time.Now()
 		if !now.Before(retentionAt) {
+			s.settle()
 			s.enforceRetention()
 			retentionAt = now.Add(s.e.cfg.RetentionCheckInterval)
 		}
@@ -510,15 +547,14 @@ func (s *shard) runOwner(o *ioring.Owner) (stopped bool) {
 			s.ringFailed()
 			flushAt = now.Add(100 * time.Millisecond)
 		}
-		if s.io.InFlight() > 0 {
-			s.reap(0)
-			s.ringFailed()
-		}
 		if m, ok := s.next(); ok {
 			if stop := s.handle(m); stop != nil {
 				stop <- s.shutdown()
 				return true
 			}
+		} else if len(s.queued) > 0 {
+			s.round()
+			s.ringFailed()
 		}
 	}
 }
@@ -564,18 +600,37 @@ func (s *shard) handle(m shardMsg) (stop chan error) {
 		}
 		break
 	}
-	s.round()
+	if len(calls) > 0 || stop != nil {
+		// Calls see every append taken with them written, and nothing
+		// in flight.
+		s.settle()
+	} else {
+		s.round()
+	}
 	s.ringFailed()
 	for _, fn := range calls {
 		fn()
 	}
 	s.answerDue()
-	// Control work may have queued appends of its own (AppendOnShard):
-	// write them now rather than when the next request arrives.
-	for len(s.queued) > 0 && s.broken == nil {
+	if len(calls) > 0 {
+		// Control work may have queued appends of its own
+		// (AppendOnShard): write them now rather than when the next
+		// request arrives.
 		s.round()
+		s.ringFailed()
 	}
 	return stop
+}
+
+// writable reports whether a queued partition has no write in flight: the
+// next round has work (shard only; the owner's busy hook).
+func (s *shard) writable() bool {
+	for _, p := range s.queued {
+		if p.task == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // drain ends the shard: senders waiting for room in the inbox give up
@@ -645,17 +700,19 @@ func (s *shard) enqueue(r *appendReq) {
 	p.queue = append(p.queue, r)
 }
 
-// reap completes whatever ops come back, waiting for at least min.
-func (s *shard) reap(min int) []*segment.Task {
-	var finished []*segment.Task
+// reap completes whatever ops come back, waiting for at least min, and
+// answers the appends whose writes completed (finish).
+func (s *shard) reap(min int) {
 	var err error
 	s.out, err = s.io.Wait(s.out[:0], min, -1)
 	if err != nil {
 		s.broken = err
 		s.e.log.Error("shard ring failed", "shard", s.id, "err", err)
-		return nil
+		s.abandon()
+		return
 	}
 	bgFailed := false
+	finished := s.finished[:0]
 	for _, op := range s.out {
 		if t, done := segment.Complete(op); done {
 			if t.Kind == segment.TaskAppend {
@@ -671,10 +728,16 @@ func (s *shard) reap(min int) []*segment.Task {
 	clear(s.out)
 	if bgFailed {
 		// The log whose sync failed stopped itself (fsyncgate): its
-		// partition goes offline.
+		// partition goes offline (an append of it in flight is then
+		// answered with the error: finish).
 		s.checkFailedLogs()
 	}
-	return finished
+	for _, t := range finished {
+		s.inflight--
+		s.finish(t)
+	}
+	clear(finished)
+	s.finished = finished[:0]
 }
 
 // openPartition creates (fresh) or recovers p's log on this shard.
@@ -833,7 +896,10 @@ func (s *shard) enforceRetention() {
 
 // flushDue syncs the logs whose flush.ms has passed (flush policy
 // interval), all in one submission, and empties the tail caches of the
-// logs no longer written (segment.TailIdle).
+// logs no longer written (segment.TailIdle). A log may have a write in
+// flight: the sync covers the writes that completed before it, the only
+// ones it counts as flushed (the log counts a write's records when it
+// completes).
 func (s *shard) flushDue() {
 	s.ops = s.ops[:0]
 	for p := range s.parts {
@@ -854,8 +920,10 @@ func (s *shard) flushDue() {
 	}
 }
 
-// shutdown closes every partition cleanly after the ops in flight.
+// shutdown closes every partition cleanly after the ops in flight (the
+// appends were settled with the stop: handle).
 func (s *shard) shutdown() error {
+	s.settle()
 	for s.io.InFlight() > 0 && s.broken == nil {
 		s.reap(s.io.InFlight())
 	}

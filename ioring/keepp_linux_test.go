@@ -73,11 +73,21 @@ func TestKeptWaitKeepsItsP(t *testing.T) {
 	if n := inSyscalls(); n != before+1 {
 		t.Errorf("owner in an ordinary wait: goroutines in system calls %d -> %d, want %d", before, n, before+1)
 	}
+
+	// TurnIdle's wait is an ordinary one on an owner that keeps its P,
+	// from its start (neverIdle: not by the kept wait's idle rule).
+	idle, idleDone := runIdleOwner(t, g, stop)
+	waitSleeping(t, idle)
+	if n := inSyscalls(); n != before+2 {
+		t.Errorf("kept owner in TurnIdle's wait: goroutines in system calls %d -> %d, want %d", before, n, before+2)
+	}
 	close(stop)
 	kept.Wake()
 	plain.Wake()
+	idle.Wake()
 	<-keptDone
 	<-plainDone
+	<-idleDone
 }
 
 // TestIdleKeptWaitGivesItsPUp: a kept wait that lasts (an idle loop) goes

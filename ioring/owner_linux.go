@@ -275,6 +275,21 @@ func (o *Owner) Ring() *NetRing { return o.ring }
 // its first Turn.
 func (o *Owner) KeepP() { o.ring.r.keepP = true }
 
+// TurnIdle is a Turn whose wait, if it waits, is an ordinary system call
+// even on an owner that keeps its P (KeepP): the P is offered back to the
+// runtime while the thread sleeps, as a goroutine parked on a channel
+// gives its P up. For an owner with nothing of its own in flight, whose
+// wait may last until its next timer: a kept wait is seen by sysmon as a
+// goroutine running without end, preempted every 10 ms, and keeps sysmon
+// polling (owner's goroutine).
+func (o *Owner) TurnIdle(timeout time.Duration) error {
+	keep := o.ring.r.keepP
+	o.ring.r.keepP = false
+	err := o.Turn(timeout)
+	o.ring.r.keepP = keep
+	return err
+}
+
 // Stats returns the owner's counters. Any goroutine.
 func (o *Owner) Stats() OwnerStats {
 	return OwnerStats{Turns: o.stats.turns.Load(), Waits: o.stats.waits.Load(),

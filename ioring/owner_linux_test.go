@@ -20,7 +20,7 @@ import (
 // returns the owner once it is up; done closes when the owner ended.
 func runOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
 	t.Helper()
-	return startOwner(t, g, stop, false)
+	return startOwner(t, g, stop, false, false)
 }
 
 // runKeptOwner is runOwner for an owner whose goroutine counts a P of its
@@ -28,10 +28,17 @@ func runOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan
 // ring-owning shards do.
 func runKeptOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
 	t.Helper()
-	return startOwner(t, g, stop, true)
+	return startOwner(t, g, stop, true, false)
 }
 
-func startOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}, keepP bool) (*Owner, <-chan struct{}) {
+// runIdleOwner is runKeptOwner whose turns are TurnIdle's, as a shard's
+// are once it has written nothing for a while.
+func runIdleOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}) (*Owner, <-chan struct{}) {
+	t.Helper()
+	return startOwner(t, g, stop, true, true)
+}
+
+func startOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}, keepP, idle bool) (*Owner, <-chan struct{}) {
 	t.Helper()
 	up := make(chan *Owner, 1)
 	errc := make(chan error, 1)
@@ -61,8 +68,12 @@ func startOwner(t *testing.T, g *OwnerGroup, stop <-chan struct{}, keepP bool) (
 			default:
 			}
 		}, func() bool { return stopping })
+		turn := o.Turn
+		if idle {
+			turn = o.TurnIdle
+		}
 		for !stopping {
-			if err := o.Turn(-1); err != nil {
+			if err := turn(-1); err != nil {
 				t.Errorf("turn: %v", err)
 				break
 			}

@@ -41,6 +41,9 @@ func (o *Owner) KeepP() {}
 // Turn fails: there is no owner.
 func (o *Owner) Turn(time.Duration) error { return ErrUnavailable }
 
+// TurnIdle fails: there is no owner.
+func (o *Owner) TurnIdle(time.Duration) error { return ErrUnavailable }
+
 // AddHook does nothing.
 func (o *Owner) AddHook(func(), func() bool) func() { return func() {} }
 
