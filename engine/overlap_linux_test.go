@@ -230,3 +230,51 @@ func TestRoundsOverlap(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendFromDoneIsWritten: an append queued on the shard from an
+// append's done callback (AppendOnShard, as a service does) is written and
+// answered without waiting for another message to wake the shard, on every
+// shard loop: the inbox loop whose rounds wait (portable, io_uring) and the
+// ring owner's whose rounds overlap.
+func TestAppendFromDoneIsWritten(t *testing.T) {
+	setups := []struct {
+		name string
+		cfg  Config
+	}{
+		{"portable", Config{IO: ioring.ModePortable}},
+		{"uring", Config{IO: ioring.ModeUring}},
+		{"uring-owners", Config{IO: ioring.ModeUring, RingOwners: true}},
+	}
+	for _, su := range setups {
+		t.Run(su.name, func(t *testing.T) {
+			cfg := su.cfg
+			cfg.Dir, cfg.Shards = t.TempDir(), 1
+			e, err := OpenCore(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if _, err := e.CreateTopic("d", 1, -1, nil, false); err != nil {
+				t.Fatal(err)
+			}
+			tp := TP{"d", 0}
+			second := make(chan error, 1)
+			first := make(chan error, 1)
+			follow := mkBatch(t, 1, "second", 0, -1, 0, 0)
+			e.Append(tp, mkBatch(t, 1, "first", 0, -1, 0, 0), AppendOptions{}, func(_ AppendResult, err error) {
+				first <- err
+				e.AppendOnShard(tp, follow, AppendOptions{}, func(_ AppendResult, err error) { second <- err })
+			})
+			for what, c := range map[string]chan error{"first": first, "second": second} {
+				select {
+				case err := <-c:
+					if err != nil {
+						t.Fatalf("%s append: %v", what, err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s append not answered", what)
+				}
+			}
+		})
+	}
+}

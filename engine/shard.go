@@ -612,12 +612,13 @@ func (s *shard) handle(m shardMsg) (stop chan error) {
 		fn()
 	}
 	s.answerDue()
-	if len(calls) > 0 {
-		// Control work may have queued appends of its own
-		// (AppendOnShard): write them now rather than when the next
-		// request arrives.
+	// Control work and done callbacks may have queued appends of their
+	// own (AppendOnShard): write them now rather than when the next
+	// request arrives. A shard whose rounds overlap writes them at its
+	// next turn (runOwner), once their partitions' writes in flight
+	// completed.
+	for s.diskOwner == nil && len(s.queued) > 0 && s.broken == nil {
 		s.round()
-		s.ringFailed()
 	}
 	return stop
 }
