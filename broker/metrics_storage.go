@@ -45,8 +45,8 @@ func newStorageCollector(eng *engine.Core) *storageCollector {
 		dirUsable: prometheus.NewDesc("ringlog_log_dir_usable_bytes",
 			"Bytes an unprivileged writer may still use on the volume holding each online log directory (statfs f_bavail; DescribeLogDirs' UsableBytes, KIP-827).", []string{"dir"}, nil),
 		sqesInFlight: prometheus.NewDesc("ringlog_ioring_sqes_in_flight",
-			"Submission-queue entries of each shard's io_uring ring in the kernel (submitted, completion not reaped), sampled on the shard between two append rounds: "+
-				"the background syncs of rolled segments and of the flush policy (a round waits for its own writes). No series on the portable I/O path.",
+			"Submission-queue entries of each shard's io_uring ring in the kernel (submitted, completion not reaped), sampled on the shard with its appends settled: "+
+				"the background syncs of rolled segments and of the flush policy. No series on the portable I/O path.",
 			[]string{"shard"}, nil),
 		sqesMax: prometheus.NewDesc("ringlog_ioring_sqes_max",
 			"The most submission-queue entries each shard's io_uring ring holds in flight (its completion queue's size); a shard at it waits for completions before submitting more.",

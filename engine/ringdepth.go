@@ -14,9 +14,9 @@ type RingDepth struct {
 }
 
 // RingDepths samples the depth of every shard's ring, each on its shard
-// between two rounds (a ring is its shard's alone: ioring's contract). A
-// round waits for its own writes, so what a sample finds in flight is what
-// the shard runs in the background: the syncs of rolled segments and of
+// between two rounds (a ring is its shard's alone: ioring's contract). The
+// sample is a call, which runs with the shard's appends settled, so what
+// it finds in flight is what the shard runs in the background: the syncs of rolled segments and of
 // the flush policy. Shards on the portable path, and shards that do not
 // answer before ctx ends or whose inbox is full (the sample must not add
 // to a backlog, nor wait behind one), are left out. It must not be called
