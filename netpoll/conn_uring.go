@@ -92,23 +92,38 @@ func (uc *uconn) ud(kind uint64) uint64 { return ioring.UserData(uc.l.tag, userD
 // pending, the receive re-armed (or cancelled while paused), ready
 // responses written.
 func (uc *uconn) serve() {
-	if uc.gone || uc.closing {
-		return
-	}
-	if uc.closeReq.Load() {
-		uc.beginClose(nil)
-		return
-	}
-	if err := uc.in.drain(uc.ready, uc.emit); err != nil {
-		uc.fail(err)
-		return
-	}
-	if err := uc.arm(); err != nil {
-		uc.fail(err)
-		return
-	}
-	if err := uc.flush(); err != nil {
-		uc.fail(err)
+	for {
+		if uc.gone || uc.closing {
+			return
+		}
+		if uc.closeReq.Load() {
+			uc.beginClose(nil)
+			return
+		}
+		if err := uc.in.drain(uc.ready, uc.emit); err != nil {
+			uc.fail(err)
+			return
+		}
+		// Frames wait because the connection is paused (its window, or
+		// MaxQueuedBytes): they are served at the turn that finds it
+		// ready again.
+		held := uc.in.paused() && !uc.ready()
+		if err := uc.arm(); err != nil {
+			uc.fail(err)
+			return
+		}
+		if err := uc.flush(); err != nil {
+			uc.fail(err)
+			return
+		}
+		// A write's completion brings the next turn; when flush wrote
+		// what was queued at once (sendfile takes a region whole) and
+		// that ended the pause, no completion may be left to bring it:
+		// the held frames are served now, or the connection would wait
+		// for a request of the client's that never comes.
+		if !held || !uc.ready() {
+			return
+		}
 	}
 }
 

@@ -693,3 +693,33 @@ func TestOpenedBeforeAnyFrame(t *testing.T) {
 		}
 	})
 }
+
+// TestPausedConnectionResumesAfterItsLastWrite: a connection paused by
+// MaxQueuedBytes, whose pending requests wait, resumes once its queued
+// responses are written, even when the last of them leaves in one go (a
+// reader that keeps up, regions that fit the socket's buffer) and no
+// completion is left to wake the loop.
+func TestPausedConnectionResumesAfterItsLastWrite(t *testing.T) {
+	ios(t, func(t *testing.T, via string) {
+		f, data := testFile(t, 1<<20)
+		h := newTestHandler(t, f)
+		const region = 64 << 10
+		s := serve(t, via, Config{MaxQueuedBytes: 4 << 10}, h)
+		c := dial(t, s)
+		const reqs = 32
+		var wire []byte
+		for i := range reqs {
+			wire = append(wire, frame(fileReq(cmdFile, int64(i%8)*region, region))...)
+		}
+		if _, err := c.nc.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+		for i := range reqs {
+			got := c.recv()
+			pos := int64(i%8) * region
+			if !bytes.Equal(got[1:], data[pos:pos+region]) {
+				t.Fatalf("response %d differs", i)
+			}
+		}
+	})
+}
