@@ -341,6 +341,13 @@ func TestTxnIndexRebuiltAtStart(t *testing.T) {
 				ts += 10
 				mustAppend(t, e, tp, mkBatch(t, 1, "p", ts, -1, 0, 0))
 				ts += 10
+				// A marker is stamped with the broker's clock, the
+				// batches around it with the test's small timestamps: a
+				// segment a marker began rolls only at the next marker
+				// at least segment.ms (1 ms) later. Without the pause, six
+				// markers could come within a millisecond on a fast run
+				// and leave fewer than the four segments checked below.
+				time.Sleep(2 * time.Millisecond)
 				mustMarker(t, e, tp, Marker{ProducerID: pid, Commit: i%3 == 0, CoordinatorEpoch: 1})
 			}
 			// One more transaction is open at the "crash".
