@@ -218,7 +218,7 @@ func (s *shard) round() {
 	if s.broken != nil {
 		for _, p := range s.queued {
 			for _, r := range p.queue {
-				r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
+				r.fail(s.brokenErr())
 			}
 			p.queue = nil
 		}
@@ -316,7 +316,7 @@ func (s *shard) abandon() {
 		if rc, ok := p.roundCtx(); ok {
 			p.producers.rollback()
 			for _, r := range rc {
-				r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
+				r.fail(s.brokenErr())
 			}
 		}
 	}

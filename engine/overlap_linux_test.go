@@ -22,11 +22,10 @@ type holdIO struct {
 	ioring.IO
 	dir string
 
-	mu      sync.Mutex
-	hold    bool
-	held    []*ioring.Op
-	writes  int
-	waiting []*ioring.Op // let go, not yet returned by Wait
+	mu     sync.Mutex
+	hold   bool
+	held   []*ioring.Op // kept back; returned by the first Wait after let
+	writes int
 }
 
 func (h *holdIO) ours(op *ioring.Op) bool {
@@ -45,16 +44,17 @@ func (h *holdIO) Submit(ops ...*ioring.Op) error {
 }
 
 func (h *holdIO) Wait(out []*ioring.Op, min int, timeout time.Duration) ([]*ioring.Op, error) {
+	start := len(out)
 	for {
-		start := len(out)
+		got := len(out) - start
 		var err error
-		out, err = h.IO.Wait(out, min, timeout)
+		out, err = h.IO.Wait(out, max(min-got, 0), timeout)
 		if err != nil {
 			return out, err
 		}
 		h.mu.Lock()
-		kept := out[:start]
-		for _, op := range out[start:] {
+		kept := out[:start+got]
+		for _, op := range out[start+got:] {
 			if h.hold && h.ours(op) {
 				h.held = append(h.held, op)
 			} else {
@@ -62,36 +62,31 @@ func (h *holdIO) Wait(out []*ioring.Op, min int, timeout time.Duration) ([]*iori
 			}
 		}
 		if !h.hold {
-			kept = append(kept, h.waiting...)
-			h.waiting = h.waiting[:0]
+			kept = append(kept, h.held...)
+			h.held = nil
 		}
 		out = kept
-		got := len(out) - start
 		h.mu.Unlock()
-		if got >= min || h.IO.InFlight() > 0 {
-			// What the shard asked for, or more in the kernel to wait on.
-			if got >= min {
-				return out, nil
-			}
-			continue
+		if len(out)-start >= min {
+			return out, nil
 		}
-		// Only held ops are left: wait for them to be let go.
-		time.Sleep(time.Millisecond)
+		if h.IO.InFlight() == 0 {
+			// Only held ops are left: wait for them to be let go.
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
 
 func (h *holdIO) InFlight() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.IO.InFlight() + len(h.held) + len(h.waiting)
+	return h.IO.InFlight() + len(h.held)
 }
 
 // let goes of the held ops: the next Wait returns them.
 func (h *holdIO) let() {
 	h.mu.Lock()
 	h.hold = false
-	h.waiting = append(h.waiting, h.held...)
-	h.held = nil
 	h.mu.Unlock()
 }
 
@@ -167,7 +162,7 @@ func TestRoundsOverlap(t *testing.T) {
 			}
 			hold.mu.Lock()
 			hold.hold = true
-			_, writesBefore := len(hold.held), hold.writes
+			writesBefore := hold.writes
 			hold.mu.Unlock()
 
 			first := appendAsync(slow, "s1")

@@ -623,6 +623,12 @@ func (s *shard) handle(m shardMsg) (stop chan error) {
 	return stop
 }
 
+// brokenErr is the answer of an append the broken ring will not write,
+// or whose fate it lost.
+func (s *shard) brokenErr() error {
+	return fmt.Errorf("%w: %w", ErrStorage, s.broken)
+}
+
 // writable reports whether a queued partition has no write in flight: the
 // next round has work (shard only; the owner's busy hook).
 func (s *shard) writable() bool {
@@ -692,7 +698,7 @@ func (s *shard) enqueue(r *appendReq) {
 		return
 	}
 	if s.broken != nil {
-		r.fail(fmt.Errorf("%w: %w", ErrStorage, s.broken))
+		r.fail(s.brokenErr())
 		return
 	}
 	if len(p.queue) == 0 {
@@ -924,7 +930,6 @@ func (s *shard) flushDue() {
 // shutdown closes every partition cleanly after the ops in flight (the
 // appends were settled with the stop: handle).
 func (s *shard) shutdown() error {
-	s.settle()
 	for s.io.InFlight() > 0 && s.broken == nil {
 		s.reap(s.io.InFlight())
 	}
