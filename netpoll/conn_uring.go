@@ -335,7 +335,7 @@ func (uc *uconn) flush() error {
 			return nil
 		}
 		if iov, n := uc.w.gather(); n > 0 {
-			return uc.send(iov)
+			return uc.send(iov, uc.w.toFile)
 		}
 		f, pos, n, ok := uc.w.region()
 		if !ok { // empty segments: nothing to write
@@ -362,8 +362,11 @@ func (uc *uconn) flush() error {
 	return nil
 }
 
-// send queues one sendmsg of iov.
-func (uc *uconn) send(iov [][]byte) error {
+// send queues one sendmsg of iov. more says a file region's sendfile
+// follows (MSG_MORE): TCP holds the bytes back to go out with the
+// region's first bytes, in one segment, where a header sent alone is a
+// packet of its own for the peer to be woken for.
+func (uc *uconn) send(iov [][]byte, more bool) error {
 	uc.iov = uc.iov[:0]
 	for _, b := range iov {
 		v := unix.Iovec{Base: &b[0]}
@@ -372,7 +375,11 @@ func (uc *uconn) send(iov [][]byte) error {
 	}
 	uc.msg = unix.Msghdr{Iov: &uc.iov[0]}
 	uc.msg.SetIovlen(len(uc.iov))
-	if err := uc.l.ring.Sendmsg(uc.fd, &uc.msg, unix.MSG_NOSIGNAL, uc.ud(udSend)); err != nil {
+	flags := uint32(unix.MSG_NOSIGNAL)
+	if more {
+		flags |= unix.MSG_MORE
+	}
+	if err := uc.l.ring.Sendmsg(uc.fd, &uc.msg, flags, uc.ud(udSend)); err != nil {
 		return err
 	}
 	uc.sending = true
@@ -389,7 +396,7 @@ func (uc *uconn) sendCopy(f *os.File, pos, n int64) error {
 	}
 	uc.chunk = bp
 	uc.l.s.st.copiedBytes.Add(int64(len(b)))
-	return uc.send([][]byte{b})
+	return uc.send([][]byte{b}, false)
 }
 
 // onSend takes a sendmsg completion: the bytes it wrote leave the cursor

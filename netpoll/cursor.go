@@ -22,6 +22,10 @@ type cursor struct {
 	seg int         // current segment of q[hd]
 	off int64       // bytes of that segment already written
 	iov [][]byte    // scratch for gather
+	// toFile says the last gather stopped at a file region: the bytes
+	// it gathered are a region's header, which the region's sendfile
+	// follows at once.
+	toFile bool
 }
 
 // empty reports whether nothing is left to write.
@@ -58,6 +62,7 @@ func segment(r *Response, i int) (b []byte, f *os.File, pos, n int64) {
 // write reaches with Timing.WriteStart.
 func (w *cursor) gather() (iov [][]byte, n int) {
 	iov = w.iov[:0]
+	w.toFile = false
 	ri, seg, off := w.hd, w.seg, w.off
 	var now int64
 	for ri < len(w.q) && len(iov) < iovMax && n < gatherBytesMax {
@@ -74,6 +79,7 @@ func (w *cursor) gather() (iov [][]byte, n int) {
 		}
 		b, f, _, _ := segment(r, seg)
 		if f != nil {
+			w.toFile = true
 			break
 		}
 		b = b[off:]

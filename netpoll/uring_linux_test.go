@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"ringlog/internal/testkit"
 )
@@ -469,4 +472,58 @@ func TestUringDirectReadsLargeFrames(t *testing.T) {
 			t.Fatalf("%d frames served after the truncated one, want none", got-served)
 		}
 	})
+}
+
+// A region's header goes out with the region's first bytes (MSG_MORE on
+// its sendmsg): sent alone it is a TCP segment of its own, one packet more
+// for the kernel to carry through loopback and for the client to be woken
+// for. Counted at the client (TCP_INFO's segments received) over
+// request-response exchanges of a 5-byte head and a 4 KiB region.
+func TestRegionHeaderGoesWithItsRegion(t *testing.T) {
+	for _, via := range []string{IOUring, IOUringShards} {
+		t.Run(via, func(t *testing.T) {
+			f, data := testFile(t, 1<<20)
+			h := newTestHandler(t, f)
+			s := serve(t, via, Config{}, h)
+			c := dial(t, s)
+			exchange := func(i int) {
+				pos := int64(i) * 4096
+				c.send(fileReq(cmdFile, pos, 4096))
+				if got := c.recv(); !bytes.Equal(got, append([]byte("F"), data[pos:pos+4096]...)) {
+					t.Fatalf("response %d: %d bytes, not the region", i, len(got))
+				}
+			}
+			for i := range 10 { // past the connection's first exchanges (quick ACKs)
+				exchange(i)
+			}
+			const n = 100
+			before := segsIn(t, c.nc)
+			for i := range n {
+				exchange(10 + i)
+			}
+			segs := segsIn(t, c.nc) - before
+			t.Logf("%d segments for %d responses", segs, n)
+			if segs > n*3/2 {
+				t.Fatalf("%d segments received for %d responses of a head and a region: the heads went alone", segs, n)
+			}
+		})
+	}
+}
+
+// segsIn is the number of TCP segments nc received so far.
+func segsIn(t *testing.T, nc *net.TCPConn) uint32 {
+	t.Helper()
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		t.Fatal(err)
+	}
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	return info.Segs_in
 }
