@@ -22,9 +22,9 @@ type cursor struct {
 	seg int         // current segment of q[hd]
 	off int64       // bytes of that segment already written
 	iov [][]byte    // scratch for gather
-	// toFile says the last gather stopped at a file region: the bytes
-	// it gathered are a region's header, which the region's sendfile
-	// follows at once.
+	// toFile says the last gather stopped at a file region: its bytes
+	// end with that region's header, and the region's sendfile follows
+	// them.
 	toFile bool
 }
 
