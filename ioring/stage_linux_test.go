@@ -4,9 +4,11 @@ package ioring
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,4 +65,73 @@ func TestDirectWriteFromArenaIsFixed(t *testing.T) {
 	if !bytes.Equal(got[:8192], staged) || !bytes.Equal(got[8192:], plain) {
 		t.Fatal("the file does not hold what was written")
 	}
+}
+
+// TestStageArenaHugePages: the arena's chunks are aligned to a huge page
+// and, where the system gives transparent huge pages to memory that asks
+// for them (enabled "always" or "madvise"), a chunk touched is backed by
+// them (/proc/self/smaps' AnonHugePages for the chunk's mapping); with
+// "never" it is still an aligned chunk of its own mapping.
+func TestStageArenaHugePages(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	// Two chunks' worth of buffers, so that one chunk at least is new to
+	// this test and touched here first.
+	var held [][]byte
+	defer func() {
+		for _, b := range held {
+			Unstage(b)
+		}
+	}()
+	var chunk []byte
+	for range 2 * stageChunkBytes / (1 << 20) {
+		b := Stage(1<<20, 512)
+		held = append(held, b)
+		idx, ok := stageArena.index(b)
+		if !ok {
+			t.Fatal("a staging buffer of 1 MiB did not come from the arena")
+		}
+		chunk = stageArena.snapshot()[idx]
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+	}
+	at := uintptr(unsafe.Pointer(&chunk[0]))
+	if at%hugePage != 0 {
+		t.Fatalf("an arena chunk at %#x, not aligned to %d", at, hugePage)
+	}
+	huge := anonHugeKiB(t, at)
+	want := bytes.Contains(mode, []byte("[always]")) || bytes.Contains(mode, []byte("[madvise]"))
+	t.Logf("transparent_hugepage/enabled %q: the chunk's mapping has %d KiB of huge pages", bytes.TrimSpace(mode), huge)
+	if want && huge < hugePage>>10 {
+		t.Fatalf("the chunk's mapping has %d KiB of huge pages, want at least one (%d KiB) with THP %q", huge, hugePage>>10, bytes.TrimSpace(mode))
+	}
+}
+
+// anonHugeKiB returns AnonHugePages of the mapping holding addr, from
+// /proc/self/smaps.
+func anonHugeKiB(t *testing.T, addr uintptr) int {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := false
+	for line := range bytes.Lines(smaps) {
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(string(line), "%x-%x ", &lo, &hi); n == 2 {
+			in = addr >= lo && addr < hi
+			continue
+		}
+		var kib int
+		if in {
+			if n, _ := fmt.Sscanf(string(line), "AnonHugePages: %d kB", &kib); n == 1 {
+				return kib
+			}
+		}
+	}
+	t.Fatalf("no mapping in /proc/self/smaps holds %#x", addr)
+	return 0
 }
