@@ -39,6 +39,12 @@ const (
 	stageArenaBytes = 128 << 20
 )
 
+// StageArenaBytes is the most memory of the staging arena, which every
+// ring that makes direct writes registers as fixed buffers: locked memory
+// the kernel charges to RLIMIT_MEMLOCK of a process without CAP_IPC_LOCK,
+// once per ring. A ring the limit refuses writes without fixed buffers.
+const StageArenaBytes = stageArenaBytes
+
 var stagePools [stageClasses]sync.Pool
 
 // stageArena is the process's staging arena.

@@ -32,6 +32,7 @@ type limitsReport struct {
 	use                       dataUse
 	byFiles, byMaps           int64 // partitions each limit has room for
 	memlock, ringBytes        int64 // RLIMIT_MEMLOCK and what the rings take, when charged
+	arenaBytes                int64 // what the rings' fixed staging buffers take besides
 	memlockCharged            bool
 	maxPartitions             int
 	filesBesides, mapsBesides int64
@@ -75,6 +76,7 @@ func measureLimits(dirs []string, shards, loops int) (limitsReport, error) {
 	r.byMaps = partitionsFor(r.maxMapCount, r.mapsBesides, 0, mapsPerSegment, per)
 	r.memlockCharged = !hasCapIPCLock()
 	r.ringBytes = ringsMemlock(shards, loops)
+	r.arenaBytes = arenaMemlock(shards)
 	return r, nil
 }
 
@@ -148,9 +150,14 @@ func logStartLimits(log *slog.Logger, cfg broker.Config) {
 	}
 	if r.memlockCharged {
 		attrs = append(attrs, "memlock", r.memlock, "rings_memlock", r.ringBytes)
-		if r.memlock < r.ringBytes {
+		attrs = append(attrs, "arena_memlock", r.arenaBytes)
+		switch {
+		case r.memlock < r.ringBytes:
 			level = slog.LevelWarn
 			attrs = append(attrs, "memlock_short", "the io_uring rings may not fit RLIMIT_MEMLOCK (ringlog tune)")
+		case r.memlock < r.ringBytes+r.arenaBytes:
+			level = slog.LevelWarn
+			attrs = append(attrs, "memlock_short", "the direct writes' staging arena may not fit RLIMIT_MEMLOCK beside the rings: writes would go without fixed buffers (ringlog tune)")
 		}
 	}
 	log.Log(nil, level, "limits: "+r.headline(), attrs...)

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"ringlog/engine"
+	"ringlog/ioring"
 )
 
 // What one partition costs the process, from segment/: every segment of a
@@ -159,12 +160,20 @@ func ringsMemlock(shards, loops int) int64 {
 	return int64(shards)*diskRingBytes + int64(loops)*netRingBytes
 }
 
+// arenaMemlock is what shards disk rings take when each registers the
+// direct writes' staging arena as fixed buffers (ioring.StageArenaBytes,
+// charged to every ring that registers it).
+func arenaMemlock(shards int) int64 {
+	return int64(shards) * ioring.StageArenaBytes
+}
+
 // wantMemlock is RLIMIT_MEMLOCK to recommend for shards disk rings and
 // loops network rings, four times over (a ring reopened is charged before
 // the old one is freed, and the estimate is a measurement on one kernel),
-// never below 64 MiB.
+// and the staging arena registered by each shard's ring, never below 64
+// MiB.
 func wantMemlock(shards, loops int) int64 {
-	return max(64<<20, roundUp(4*ringsMemlock(shards, loops), 1<<20))
+	return max(64<<20, roundUp(4*ringsMemlock(shards, loops)+arenaMemlock(shards), 1<<20))
 }
 
 // itemStatus is where an item stands.

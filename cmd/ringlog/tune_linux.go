@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"ringlog/ioring"
 )
 
 // tuneItems reads the host and builds the report's items, in the order
@@ -515,8 +517,8 @@ func noFileItem(o tuneOptions, n tuneNeeds) tuneItem {
 func memlockItem(o tuneOptions, n tuneNeeds) tuneItem {
 	want := uint64(wantMemlock(n.Shards, n.Shards))
 	why := fmt.Sprintf("Linux 6.18 charges io_uring's rings (and provided-buffer rings) to RLIMIT_MEMLOCK of a process without CAP_IPC_LOCK, as a service user is: "+
-		"%d shards' disk rings and as many network loops' rings take about %s (measured: 40 KiB and 256 KiB a ring); with too little, -io=uring fails to start and -net=uring falls back to gnet",
-		n.Shards, bytesText(uint64(ringsMemlock(n.Shards, n.Shards))))
+		"%d shards' disk rings and as many network loops' rings take about %s (measured: 40 KiB and 256 KiB a ring), and each shard's ring registers the direct writes' staging arena, up to %s, as fixed buffers; with too little for the rings, -io=uring fails to start and -net=uring falls back to gnet, with too little for the arena, direct writes go without fixed buffers (the kernel pins their pages at every write)",
+		n.Shards, bytesText(uint64(ringsMemlock(n.Shards, n.Shards))), bytesText(uint64(ioring.StageArenaBytes)))
 	return limitItem(o, "memlock", unix.RLIMIT_MEMLOCK, want, bytesText, why)
 }
 
