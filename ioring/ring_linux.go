@@ -366,9 +366,9 @@ func (r *ring) unregisterRing() error {
 // they lie in the staging arena (stage.go), registering the arena's chunks
 // with the ring first where it has not yet; false when they do not, or
 // the ring cannot take them (an old kernel, a memlock limit), which it
-// tries once.
+// tries once: the chunks registered before keep being used.
 func (r *ring) fixedBuffer(start unsafe.Pointer, n int) (uint16, bool) {
-	if r.fixedErr != nil {
+	if r.fixedErr != nil && r.fixedN == 0 {
 		return 0, false
 	}
 	chunks := stageArena.snapshot()
@@ -377,8 +377,13 @@ func (r *ring) fixedBuffer(start unsafe.Pointer, n int) (uint16, bool) {
 		return 0, false
 	}
 	if idx >= r.fixedN {
+		if r.fixedErr != nil {
+			return 0, false
+		}
 		if err := r.registerChunks(chunks); err != nil {
 			r.fixedErr = err
+		}
+		if idx >= r.fixedN {
 			return 0, false
 		}
 	}
@@ -387,7 +392,10 @@ func (r *ring) fixedBuffer(start unsafe.Pointer, n int) (uint16, bool) {
 
 // registerChunks registers the chunks the ring lacks: the first time a
 // sparse table with a slot for every chunk the arena may have, then the
-// new chunks in their slots.
+// new chunks in their slots. The kernel's update stops at the first chunk
+// it cannot register (pin or charge to RLIMIT_MEMLOCK) and returns how
+// many it did, with no error when that is some: fixedN counts those, and
+// the error says the rest were refused.
 func (r *ring) registerChunks(chunks [][]byte) error {
 	if r.fixedN == 0 {
 		reg := rsrcRegister{nr: stageArenaBytes / stageChunkBytes, flags: rsrcRegisterSparse}
@@ -402,22 +410,31 @@ func (r *ring) registerChunks(chunks [][]byte) error {
 		iovs = append(iovs, v)
 	}
 	up := rsrcUpdate2{offset: uint32(r.fixedN), data: uint64(uintptr(unsafe.Pointer(&iovs[0]))), nr: uint32(len(iovs))}
-	err := r.register(registerBufsUpdate, unsafe.Pointer(&up), uint32(unsafe.Sizeof(up)))
+	done, err := r.registerN(registerBufsUpdate, unsafe.Pointer(&up), uint32(unsafe.Sizeof(up)))
 	runtime.KeepAlive(iovs)
 	if err != nil {
 		return fmt.Errorf("register staging chunks as fixed buffers: %w", err)
 	}
-	r.fixedN = len(chunks)
+	r.fixedN += min(done, len(iovs))
+	if done < len(iovs) {
+		return fmt.Errorf("register staging chunks as fixed buffers: the kernel took %d of %d", done, len(iovs))
+	}
 	return nil
+}
+
+// registerN calls io_uring_register and returns what it returned.
+func (r *ring) registerN(opcode uint32, arg unsafe.Pointer, nrArgs uint32) (int, error) {
+	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uintptr(opcode), uintptr(arg), uintptr(nrArgs), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // register calls io_uring_register.
 func (r *ring) register(opcode uint32, arg unsafe.Pointer, nrArgs uint32) error {
-	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uintptr(opcode), uintptr(arg), uintptr(nrArgs), 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	_, err := r.registerN(opcode, arg, nrArgs)
+	return err
 }
 
 // opName is an io_uring opcode and its name for messages.

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"unsafe"
@@ -134,4 +135,94 @@ func anonHugeKiB(t *testing.T, addr uintptr) int {
 	}
 	t.Fatalf("no mapping in /proc/self/smaps holds %#x", addr)
 	return 0
+}
+
+const partialChildEnv = "RINGLOG_IORING_PARTIAL_CHILD"
+
+// TestFixedBuffersPartlyRegistered: when the kernel registers some of the
+// chunks a ring asks for and refuses the rest (BUFFERS_UPDATE stops at the
+// first chunk it cannot pin or charge to RLIMIT_MEMLOCK and returns how
+// many it took), writes from the chunks it took go fixed, writes from the
+// others go plain, and every write puts its bytes in the file. Taking the
+// update for all the chunks made writes from the refused ones WRITE_FIXED
+// from an empty slot, which the kernel fails with EFAULT: a partition's
+// append error. The refused chunk here is read-only memory (the kernel
+// pins a fixed buffer for writing into it too); in a deployment it is the
+// memlock limit of a process without CAP_IPC_LOCK, which this machine's
+// hard limit of 8 MiB, one chunk, cannot show. It runs in a child process
+// (this test again): the chunk is put in the arena by hand, and the
+// arena is the process's.
+func TestFixedBuffersPartlyRegistered(t *testing.T) {
+	if os.Getenv(partialChildEnv) != "" {
+		partialChild(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFixedBuffersPartlyRegistered$", "-test.v")
+	cmd.Env = append(os.Environ(), partialChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestFixedBuffersPartlyRegistered")) {
+		t.Fatalf("the child: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+func partialChild(t *testing.T) {
+	u, err := newUring(Config{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "direct"), os.O_RDWR|os.O_CREATE|unix.O_DIRECT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	// Two chunks, a buffer filling each: the arena is new in this
+	// process, so they are its chunks 0 and 1.
+	var bufs [][]byte
+	for i := range 2 {
+		b := Stage(stageChunkBytes, 512)
+		if idx, ok := stageArena.index(b); !ok || idx != i {
+			t.Fatalf("staging buffer %d: chunk %d (in the arena: %v)", i, idx, ok)
+		}
+		for j := range b {
+			b[j] = byte(i*7 + j%251)
+		}
+		bufs = append(bufs, b)
+	}
+	// Chunk 2: read-only, as full as the others so that nothing is carved
+	// from it.
+	ro, err := unix.Mmap(-1, 0, stageChunkBytes, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageArena.mu.Lock()
+	chunks := append(stageArena.snapshot()[:2:2], ro)
+	stageArena.chunks.Store(&chunks)
+	stageArena.used = stageChunkBytes
+	stageArena.mu.Unlock()
+	bufs = append(bufs, ro)
+
+	// The read-only chunk first: the ring asks for all three at once.
+	for _, i := range []int{2, 0, 1} {
+		before := u.fixedWrites
+		op := &Op{Kind: OpWrite, File: f, Offset: int64(i) * stageChunkBytes, Bufs: [][]byte{bufs[i]}, Direct: true}
+		if err := Do(u, op); err != nil {
+			t.Fatalf("the write from chunk %d: %v (ring: %d chunks registered, %v)", i, err, u.r.fixedN, u.r.fixedErr)
+		}
+		if fixed := u.fixedWrites > before; fixed != (i < 2) {
+			t.Errorf("the write from chunk %d went fixed: %v, want %v (ring: %d chunks registered, %v)", i, fixed, i < 2, u.r.fixedN, u.r.fixedErr)
+		}
+	}
+	t.Logf("the ring registered %d chunks: %v", u.r.fixedN, u.r.fixedErr)
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bufs {
+		if !bytes.Equal(got[i*stageChunkBytes:(i+1)*stageChunkBytes], b) {
+			t.Errorf("the file does not hold what chunk %d wrote", i)
+		}
+	}
 }
