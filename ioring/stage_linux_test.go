@@ -14,21 +14,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// directRing returns a ring and an O_DIRECT file in t.TempDir(), on the
+// disk, both closed when t ends.
+func directRing(t *testing.T) (*uringIO, *os.File) {
+	t.Helper()
+	u, err := newUring(Config{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "direct"), os.O_RDWR|os.O_CREATE|unix.O_DIRECT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return u, f
+}
+
 // TestDirectWriteFromArenaIsFixed: a direct write from a staging buffer of
 // the arena goes to the kernel as a WRITE_FIXED (the ring registered the
 // arena's chunks), one from other memory as a plain WRITE, and both put
 // their bytes in the file (an O_DIRECT file in t.TempDir(), on the disk).
 func TestDirectWriteFromArenaIsFixed(t *testing.T) {
-	u, err := newUring(Config{Entries: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	f, err := os.OpenFile(filepath.Join(t.TempDir(), "direct"), os.O_RDWR|os.O_CREATE|unix.O_DIRECT, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	u, f := directRing(t)
 
 	staged := Stage(8192, 512)
 	defer Unstage(staged)
@@ -167,16 +175,7 @@ func TestFixedBuffersPartlyRegistered(t *testing.T) {
 }
 
 func partialChild(t *testing.T) {
-	u, err := newUring(Config{Entries: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	f, err := os.OpenFile(filepath.Join(t.TempDir(), "direct"), os.O_RDWR|os.O_CREATE|unix.O_DIRECT, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	u, f := directRing(t)
 
 	// Two chunks, a buffer filling each: the arena is new in this
 	// process, so they are its chunks 0 and 1.
