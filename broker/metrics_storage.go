@@ -9,6 +9,7 @@ import (
 
 	"ringlog/engine"
 	"ringlog/internal/fsutil"
+	"ringlog/ioring"
 )
 
 // Storage metrics, counted at scrape time like the others: each log's size
@@ -16,7 +17,8 @@ import (
 // since it opened (the log's own counter), the log directories offline
 // (kafka.log:type=LogManager,name=OfflineLogDirectoryCount), each log
 // directory's volume (statfs, what DescribeLogDirs reports since KIP-827;
-// Kafka has no metric for it) and each shard's io_uring depth.
+// Kafka has no metric for it), each shard's io_uring depth and the
+// process's direct writes by their buffer.
 
 // ringDepthWait bounds a scrape's wait for the shards' ring samples; a
 // shard busy for longer is left out of that scrape.
@@ -25,7 +27,7 @@ const ringDepthWait = time.Second
 type storageCollector struct {
 	eng *engine.Core
 
-	size, appended, offlineDirs, dirTotal, dirUsable, sqesInFlight, sqesMax *prometheus.Desc
+	size, appended, offlineDirs, dirTotal, dirUsable, sqesInFlight, sqesMax, directWrites *prometheus.Desc
 }
 
 func newStorageCollector(eng *engine.Core) *storageCollector {
@@ -51,11 +53,16 @@ func newStorageCollector(eng *engine.Core) *storageCollector {
 		sqesMax: prometheus.NewDesc("ringlog_ioring_sqes_max",
 			"The most submission-queue entries each shard's io_uring ring holds in flight (its completion queue's size); a shard at it waits for completions before submitting more.",
 			[]string{"shard"}, nil),
+		directWrites: prometheus.NewDesc("ringlog_ioring_direct_writes_total",
+			"Direct (O_DIRECT) writes the broker's io_uring rings submitted, by their buffer: fixed, from the staging arena the ring registered (WRITE_FIXED, its pages pinned once), "+
+				"or plain, from other memory, whose pages the kernel pins at each write: stages beyond the arena (128 MiB), or arena chunks a ring could not register because RLIMIT_MEMLOCK "+
+				"has no room for them (a process without CAP_IPC_LOCK; ringlog tune). 0 on the portable I/O path and with buffered writes.",
+			[]string{"buffer"}, nil),
 	}
 }
 
 func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.size, c.appended, c.offlineDirs, c.dirTotal, c.dirUsable, c.sqesInFlight, c.sqesMax} {
+	for _, d := range []*prometheus.Desc{c.size, c.appended, c.offlineDirs, c.dirTotal, c.dirUsable, c.sqesInFlight, c.sqesMax, c.directWrites} {
 		ch <- d
 	}
 }
@@ -83,6 +90,9 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.offlineDirs, prometheus.GaugeValue, float64(offline))
+	fixed, plain := ioring.DirectWrites()
+	ch <- prometheus.MustNewConstMetric(c.directWrites, prometheus.CounterValue, float64(fixed), "fixed")
+	ch <- prometheus.MustNewConstMetric(c.directWrites, prometheus.CounterValue, float64(plain), "plain")
 	ctx, cancel := context.WithTimeout(context.Background(), ringDepthWait)
 	defer cancel()
 	for _, rd := range c.eng.RingDepths(ctx) {

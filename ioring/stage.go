@@ -47,6 +47,26 @@ const StageArenaBytes = stageArenaBytes
 
 var stagePools [stageClasses]sync.Pool
 
+// directWrites counts the direct writes the process's io_uring rings
+// submitted, by their buffer (DirectWrites).
+var directWrites [2]atomic.Uint64
+
+const (
+	directFixed = iota
+	directPlain
+)
+
+// DirectWrites returns how many direct writes the process's io_uring rings
+// have submitted: fixed, from the staging arena a ring registered
+// (WRITE_FIXED, pages pinned once), and plain, from other memory (the
+// kernel pins the pages at each write): stages beyond the arena, and
+// arena chunks a ring could not register (RLIMIT_MEMLOCK of a process
+// without CAP_IPC_LOCK, StageArenaBytes). Both stay 0 on the portable
+// path, whose direct writes are pwritev.
+func DirectWrites() (fixed, plain uint64) {
+	return directWrites[directFixed].Load(), directWrites[directPlain].Load()
+}
+
 // stageArena is the process's staging arena.
 var stageArena arena
 

@@ -240,12 +240,18 @@ func (u *uringIO) prepare(o *Op) error {
 						s.opcode = opWriteFixed
 						s.bufIndex = idx
 						u.fixedWrites++
+						directWrites[directFixed].Add(1)
+					} else {
+						directWrites[directPlain].Add(1)
 					}
 				}
 			} else {
 				s.opcode = opWritev
 				s.addr = uint64(uintptr(unsafe.Pointer(&st.iovs[iov])))
 				s.len = uint32(n)
+				if o.Direct {
+					directWrites[directPlain].Add(1)
+				}
 			}
 			iov += n
 		}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +271,30 @@ func TestPromQLMetrics(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.expr, got, tc.want)
 		}
 	}
+}
+
+// scrapeSeries reads one series (a name, with its labels as the page
+// writes them) from a Prometheus text page; false when the page lacks it.
+func scrapeSeries(t *testing.T, url, series string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, true
 }
 
 // scrapeNames returns the metric names on a Prometheus text page (a

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,23 +42,7 @@ type rolesCluster struct {
 // node does not export it).
 func (c *rolesCluster) metric(id int, name string) float64 {
 	c.t.Helper()
-	resp, err := http.Get("http://" + c.admins[id] + "/metrics")
-	if err != nil {
-		c.t.Fatalf("node %d's metrics: %v", id, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		return 0
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	v, _ := scrapeSeries(c.t, "http://"+c.admins[id]+"/metrics", name)
 	return v
 }
 

@@ -25,11 +25,18 @@ import (
 // (soft and hard) by prlimit before it execs the broker.
 func startUnderNoFile(t *testing.T, n int, args ...string) *proc {
 	t.Helper()
-	args = append([]string{fmt.Sprintf("--nofile=%d:%d", n, n), "--", testkit.Binary(t)}, append(testbroker.NetArgs(t), args...)...)
-	p := &proc{cmd: exec.Command("prlimit", args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	return startWrapped(t, []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, args...)
+}
+
+// startWrapped runs the broker binary with args through wrap, a command
+// (util-linux's prlimit, setpriv) that execs the rest of its arguments.
+func startWrapped(t *testing.T, wrap []string, args ...string) *proc {
+	t.Helper()
+	args = append(append(wrap[1:len(wrap):len(wrap)], testkit.Binary(t)), append(testbroker.NetArgs(t), args...)...)
+	p := &proc{cmd: exec.Command(wrap[0], args...), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("prlimit (util-linux): %v", err)
+		t.Fatalf("%s (util-linux): %v", wrap[0], err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
@@ -177,5 +184,78 @@ func TestStartFailsWhenALaterShardHasNoRing(t *testing.T) {
 	}
 	if !regexp.MustCompile(`engine: shard [1-3]: .*RLIMIT_MEMLOCK`).MatchString(log) {
 		t.Fatalf("the error names neither the shard nor the limit:\n%s", log)
+	}
+}
+
+// TestDirectWritesUnderMemlock: a broker whose RLIMIT_MEMLOCK has room for
+// its io_uring rings but not for one chunk of the staging arena
+// (CAP_IPC_LOCK dropped, so that the limit applies to root too; 4 MiB
+// against 8 MiB chunks) warns at start that the arena does not fit,
+// writes directly from plain buffers only (ringlog_ioring_direct_writes_total)
+// and reads back every record it acknowledged; the same broker without
+// the limit writes from fixed buffers.
+func TestDirectWritesUnderMemlock(t *testing.T) {
+	t.Parallel()
+	const limit = 4 << 20
+	for _, tc := range []struct {
+		name    string
+		wrap    []string
+		limited bool
+	}{
+		{"memlock 4 MiB", []string{"setpriv", "--bounding-set=-ipc_lock", "prlimit", fmt.Sprintf("--memlock=%d:%d", limit, limit), "--"}, true},
+		{"CAP_IPC_LOCK", []string{"prlimit", "--"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, admin := testkit.FreeAddr(t), testkit.FreeAddr(t)
+			p := startWrapped(t, tc.wrap, "-listen", addr, "-admin", admin, "-data-dir", t.TempDir(), "-io", "uring", "-writes", "direct", "-shards", "2")
+			p.waitFor(t, "ringlog started")
+			p.waitFor(t, `msg="limits: `)
+			warned := strings.Contains(p.out.String(), "memlock_short=\"the direct writes' staging arena may not fit")
+			if warned != tc.limited {
+				t.Errorf("the start-up line warns that the arena may not fit: %v, want %v:\n%s", warned, tc.limited, p.out.String())
+			}
+
+			const n = 200
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("pinned"), kgo.AllowAutoTopicCreation(),
+				kgo.ConsumeTopics("pinned"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			value := func(i int) string { return fmt.Sprintf("%d:%s", i, strings.Repeat("m", 1000)) }
+			for i := range n {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value(i))}).FirstErr(); err != nil {
+					t.Fatalf("record %d: %v\n%s", i, err, p.out.String())
+				}
+			}
+			for got := 0; got < n; {
+				fs := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					t.Fatalf("%d of %d records read back", got, n)
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					if string(r.Value) != value(got) {
+						t.Fatalf("record %d: %.12q..., want %.12q...", got, r.Value, value(got))
+					}
+					got++
+				})
+			}
+
+			url := "http://" + admin + "/metrics"
+			fixed, okF := scrapeSeries(t, url, `ringlog_ioring_direct_writes_total{buffer="fixed"}`)
+			plain, okP := scrapeSeries(t, url, `ringlog_ioring_direct_writes_total{buffer="plain"}`)
+			if !okF || !okP {
+				t.Fatalf("no ringlog_ioring_direct_writes_total series on %s", url)
+			}
+			t.Logf("direct writes: %v fixed, %v plain", fixed, plain)
+			switch {
+			case tc.limited && (fixed != 0 || plain < 1):
+				t.Errorf("under a %d-byte memlock limit, %v fixed and %v plain direct writes: want only plain", limit, fixed, plain)
+			case !tc.limited && fixed < 1:
+				t.Errorf("with CAP_IPC_LOCK, %v fixed and %v plain direct writes: want fixed", fixed, plain)
+			}
+		})
 	}
 }
