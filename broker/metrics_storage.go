@@ -54,7 +54,7 @@ func newStorageCollector(eng *engine.Core) *storageCollector {
 			"The most submission-queue entries each shard's io_uring ring holds in flight (its completion queue's size); a shard at it waits for completions before submitting more.",
 			[]string{"shard"}, nil),
 		directWrites: prometheus.NewDesc("ringlog_ioring_direct_writes_total",
-			"Direct (O_DIRECT) writes the broker's io_uring rings submitted, by their buffer: fixed, from the staging arena the ring registered (WRITE_FIXED, its pages pinned once), "+
+			"Direct (O_DIRECT) writes this process's io_uring rings submitted, by their buffer: fixed, from the staging arena the ring registered (WRITE_FIXED, its pages pinned once), "+
 				"or plain, from other memory, whose pages the kernel pins at each write: stages beyond the arena (128 MiB), or arena chunks a ring could not register because RLIMIT_MEMLOCK "+
 				"has no room for them (a process without CAP_IPC_LOCK; ringlog tune). 0 on the portable I/O path and with buffered writes.",
 			[]string{"buffer"}, nil),

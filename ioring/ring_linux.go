@@ -368,26 +368,15 @@ func (r *ring) unregisterRing() error {
 // the ring cannot take them (an old kernel, a memlock limit), which it
 // tries once: the chunks registered before keep being used.
 func (r *ring) fixedBuffer(start unsafe.Pointer, n int) (uint16, bool) {
-	if r.fixedErr != nil && r.fixedN == 0 {
-		return 0, false
-	}
 	chunks := stageArena.snapshot()
 	idx, ok := indexIn(chunks, uintptr(start), n)
 	if !ok {
 		return 0, false
 	}
-	if idx >= r.fixedN {
-		if r.fixedErr != nil {
-			return 0, false
-		}
-		if err := r.registerChunks(chunks); err != nil {
-			r.fixedErr = err
-		}
-		if idx >= r.fixedN {
-			return 0, false
-		}
+	if idx >= r.fixedN && r.fixedErr == nil {
+		r.fixedErr = r.registerChunks(chunks)
 	}
-	return uint16(idx), true
+	return uint16(idx), idx < r.fixedN
 }
 
 // registerChunks registers the chunks the ring lacks: the first time a
@@ -415,7 +404,7 @@ func (r *ring) registerChunks(chunks [][]byte) error {
 	if err != nil {
 		return fmt.Errorf("register staging chunks as fixed buffers: %w", err)
 	}
-	r.fixedN += min(done, len(iovs))
+	r.fixedN += done
 	if done < len(iovs) {
 		return fmt.Errorf("register staging chunks as fixed buffers: the kernel took %d of %d", done, len(iovs))
 	}

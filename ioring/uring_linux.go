@@ -52,9 +52,6 @@ type uringIO struct {
 	// owner's dispatch. nil for an IO with a ring of its own.
 	own *Owner
 	tag uint8
-
-	// fixedWrites counts the writes submitted as WRITE_FIXED.
-	fixedWrites int
 }
 
 func newUring(cfg Config) (*uringIO, error) {
@@ -239,7 +236,6 @@ func (u *uringIO) prepare(o *Op) error {
 					if idx, ok := u.r.fixedBuffer(unsafe.Pointer(st.iovs[iov].Base), int(st.iovs[iov].Len)); ok {
 						s.opcode = opWriteFixed
 						s.bufIndex = idx
-						u.fixedWrites++
 						directWrites[directFixed].Add(1)
 					} else {
 						directWrites[directPlain].Add(1)

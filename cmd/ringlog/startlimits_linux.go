@@ -149,8 +149,7 @@ func logStartLimits(log *slog.Logger, cfg broker.Config) {
 		attrs = append(attrs, "max_partitions", maxPartitions)
 	}
 	if r.memlockCharged {
-		attrs = append(attrs, "memlock", r.memlock, "rings_memlock", r.ringBytes)
-		attrs = append(attrs, "arena_memlock", r.arenaBytes)
+		attrs = append(attrs, "memlock", r.memlock, "rings_memlock", r.ringBytes, "arena_memlock", r.arenaBytes)
 		switch {
 		case r.memlock < r.ringBytes:
 			level = slog.LevelWarn
