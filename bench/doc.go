@@ -99,8 +99,12 @@
 // attached for the measured stretch (perf's own start is not in it), the
 // requests from the broker's ringlog_requests_total where it exports one
 // and otherwise those the suite's kgo clients wrote (HookBrokerWrite), and
-// utime and stime from /proc/<pid>/stat. Without perf the system call
-// figures are "—" and the rest stands.
+// utime and stime from /proc/<pid>/stat. The kernel's part is split by
+// cause (copies, TCP/IP, page cache and file system, block layer,
+// io_uring, scheduler, memory, other) from `perf record -e cpu-clock:k -g
+// --kernel-callchains -p <broker>` in the same stretch, read back with perf
+// script (kernelsplit.go). Without perf the system call and split figures
+// are "—" and the rest stands.
 //
 // # The cluster and the Replication section
 //
@@ -252,7 +256,9 @@
 //     sendfile there anyway).
 //   - perf stat prints nothing when it has attached: the meter gives it
 //     100 ms before the load starts, and stops it with SIGINT, which makes
-//     it print its count.
+//     it print its count. perf record is started just before it and has
+//     the same 100 ms; SIGINT makes it write its file, read back after the
+//     run's counters are taken.
 //   - A closed-loop kgo producer sends few, large requests (up to 1 MB
 //     per partition, 16 partitions): system calls per request of a
 //     saturated produce run are in the hundreds on every path, and read

@@ -373,6 +373,7 @@ func (s *suite) writeNetPaths(w io.Writer) {
 	}
 	fmt.Fprint(w, "\nA \"—\" for system calls means perf was not there or could not attach (scripts/bench.sh installs it). "+
 		"Counting costs each system call of the broker a little, the same on every path.\n\n")
+	s.writeKernelSplit(w)
 }
 
 // fmtPerReq prints system calls per request.

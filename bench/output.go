@@ -84,6 +84,9 @@ type jsonRun struct {
 	SendfileByte *float64 `json:"fetch_sendfile_bytes,omitempty"`
 	CopiedBytes  *float64 `json:"fetch_copied_bytes,omitempty"`
 	ClientCPUS   *float64 `json:"client_cpu_s,omitempty"`
+	// KernelByCause is broker_cpu_kernel_s split by cause (the report's
+	// "The kernel's share by cause"), where the run sampled it.
+	KernelByCause map[string]float64 `json:"broker_cpu_kernel_s_by_cause,omitempty"`
 }
 
 type jsonRow struct {
@@ -168,7 +171,7 @@ func jsonRuns(r *row) []jsonRun {
 			BrokerSysS: opt(metricSysCPU(smp)), Syscalls: opt(smp.syscalls, smp.syscallsOK),
 			Requests:     opt(metricRequests(smp)),
 			SendfileByte: opt(smp.sendfile, smp.fetchOK), CopiedBytes: opt(smp.copied, smp.fetchOK),
-			ClientCPUS: opt(metricClientCPU(smp)),
+			ClientCPUS: opt(metricClientCPU(smp)), KernelByCause: kernelByCause(smp),
 		})
 	}
 	return runs

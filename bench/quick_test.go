@@ -7,11 +7,13 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -774,6 +776,48 @@ func checkNetPaths(t *testing.T, report string) {
 				t.Errorf("Network paths: %s, column %d is %q, not a figure", name, i+3, c)
 			}
 		}
+		if len(cs) == 7 {
+			checkKernelSplit(t, section(report, "**The kernel's share by cause.**"), name, cs[5])
+		}
+	}
+}
+
+// checkKernelSplit checks a network path's row of the kernel's split by
+// cause for the base produce run: samples were taken, every cause has a
+// figure, and the causes add up to the kernel seconds of the system call
+// table (kernel), as -quick's one run makes them (the medians of several
+// runs need not add up).
+func checkKernelSplit(t *testing.T, split, name, kernel string) {
+	t.Helper()
+	cs := cells(lineWith(split, "| produce 1 KiB, 2 producers | "+name+" |"))
+	if len(cs) != 3+int(kernelCauses) {
+		t.Errorf("kernel split: no base produce row for %s: %v", name, cs)
+		return
+	}
+	if cs[2] == "—" {
+		t.Errorf("kernel split: %s has no kernel samples: perf is missing or could not record "+
+			"(scripts/test.sh installs linux-perf)", name)
+		return
+	}
+	var sum float64
+	for i, c := range cs[2:] {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(c, "k"), 64)
+		if !figure.MatchString(c) || err != nil {
+			t.Errorf("kernel split: %s, column %d is %q, not a figure", name, i+3, c)
+			return
+		}
+		if i > 0 {
+			sum += v
+		}
+	}
+	want, err := strconv.ParseFloat(kernel, 64)
+	if err != nil {
+		t.Errorf("Network paths: %s's kernel seconds %q", name, kernel)
+		return
+	}
+	// Each cause is printed to 3 significant digits.
+	if math.Abs(sum-want) > 0.02+0.02*want {
+		t.Errorf("kernel split: %s's causes add up to %.3f s, the kernel's time is %s s: %v", name, sum, kernel, cs)
 	}
 }
 

@@ -41,6 +41,10 @@ type sample struct {
 	// (its histogram's buckets, see brokerhist.go), in microseconds.
 	brokerP99   float64
 	brokerP99OK bool
+	// kernel is the broker's kernel samples by cause over the run
+	// (kernelsplit.go), for the same runs as syscalls.
+	kernel   kernelSplit
+	kernelOK bool
 }
 
 // outcome is a sample or the reason there is none.
@@ -56,6 +60,8 @@ type meter struct {
 	// sys counts the broker's system calls, for the workloads of issue
 	// 13's table on ringlog's single brokers; nil otherwise.
 	sys *syscallCounter
+	// kprof samples the broker's kernel stacks in the same runs.
+	kprof *kernelProfiler
 	// kd is the peer's Kafka driver, whose clients count the requests
 	// they write; nil for NATS.
 	kd            *kafkaDriver
@@ -69,6 +75,9 @@ func (s *suite) meter(ctx context.Context, p *peer, w workload) meter {
 		m.kd = kd
 	}
 	if countsSyscalls(w, p) {
+		// Started first: the counter's wait for perf to attach is the
+		// profiler's too.
+		m.kprof = startKernelProfiler(p.pids()[0])
 		m.sys = startSyscallCounter(ctx, p.pids()[0])
 	}
 	m.before = p.snapshot(ctx)
@@ -90,6 +99,9 @@ func (m meter) sample(ctx context.Context, res loadResult) sample {
 	}
 	if m.sys != nil {
 		smp.syscalls, smp.syscallsOK = m.sys.stop()
+	}
+	if m.kprof != nil {
+		smp.kernel, smp.kernelOK = m.kprof.stop(ctx)
 	}
 	if m.before.cpuOK && after.cpuOK {
 		smp.cpu, smp.cpuSys, smp.cpuOK = cpuBetween(m.before, after)
