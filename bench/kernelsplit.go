@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -247,14 +246,7 @@ func (k *kernelProfiler) stop(ctx context.Context) (kernelSplit, bool) {
 		return kernelSplit{}, false
 	}
 	defer os.Remove(k.file)
-	k.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { k.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		k.cmd.Process.Kill()
-		<-done
+	if !interrupt(k.cmd, 10*time.Second) {
 		return kernelSplit{}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -312,34 +304,11 @@ func (s *suite) writeKernelSplit(w io.Writer) {
 		rule += "--:|"
 	}
 	fmt.Fprint(w, header+"\n"+rule+"\n")
-	dashes := strings.Repeat(" — |", int(kernelCauses))
-	for _, nt := range s.netPathTables() {
-		if nt.t == nil {
-			fmt.Fprintf(w, "| %s | — | *not in this matrix* |%s\n", nt.name, dashes)
-			continue
-		}
-		for _, key := range netPathSpecs {
-			spec, _ := peerSpecByKey(key)
-			r := nt.t.rows[key]
-			if st, reason := r.state(); st != "" {
-				fmt.Fprintf(w, "| %s | %s | *%s: %s* |%s\n", nt.name, spec.name, st, mdEscape(reason), dashes)
-				continue
-			}
-			cells := []string{}
-			cols := []column{{"", metricKernelSamples, fmtCount}}
-			for c := range kernelCauses {
-				cols = append(cols, column{"", metricKernelCause(c), fmtSeconds})
-			}
-			for _, c := range cols {
-				if sp, ok := r.spread(c.m); ok {
-					cells = append(cells, cell(sp, c.f))
-				} else {
-					cells = append(cells, "—")
-				}
-			}
-			fmt.Fprintf(w, "| %s | %s | %s |\n", nt.name, spec.name, strings.Join(cells, " | "))
-		}
+	cols := []column{{"", metricKernelSamples, fmtCount}}
+	for c := range kernelCauses {
+		cols = append(cols, column{"", metricKernelCause(c), fmtSeconds})
 	}
+	s.writeNetPathRows(w, cols)
 	fmt.Fprint(w, "\nA \"—\" means perf was not there, could not attach, or took no kernel sample of the broker.\n\n")
 }
 

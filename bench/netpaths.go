@@ -121,16 +121,25 @@ func (c *syscallCounter) stop() (float64, bool) {
 	if c.cmd == nil {
 		return 0, false
 	}
-	c.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(c.cmd, 5*time.Second)
+	return parsePerfCount(c.out.String(), "raw_syscalls:sys_enter")
+}
+
+// interrupt stops a perf command the way it finishes its work (SIGINT: perf
+// stat prints its counts, perf record writes its file) and waits for it,
+// killing it after grace; it reports whether it ended by itself.
+func interrupt(cmd *exec.Cmd, grace time.Duration) bool {
+	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan struct{})
-	go func() { c.cmd.Wait(); close(done) }()
+	go func() { cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
-		c.cmd.Process.Kill()
+		return true
+	case <-time.After(grace):
+		cmd.Process.Kill()
 		<-done
+		return false
 	}
-	return parsePerfCount(c.out.String(), "raw_syscalls:sys_enter")
 }
 
 // parsePerfCount reads an event's count from perf stat's -x, output
@@ -347,21 +356,31 @@ func (s *suite) writeNetPaths(w io.Writer) {
 		"CPU: utime and stime of /proc/<pid>/stat over the run (10 ms ticks).\n\n")
 	fmt.Fprint(w, "| measurement | peer | requests | system calls / request | broker CPU user (s) | kernel (s) | kernel share |\n"+
 		"|---|---|--:|--:|--:|--:|--:|\n")
+	s.writeNetPathRows(w, []column{{"", metricRequests, fmtCount}, {"", metricSyscallsPerReq, fmtPerReq},
+		{"", metricUserCPU, fmtSeconds}, {"", metricSysCPU, fmtSeconds}, {"", metricKernelShare, fmtPct}})
+	fmt.Fprint(w, "\nA \"—\" for system calls means perf was not there or could not attach (scripts/bench.sh installs it). "+
+		"Counting costs each system call of the broker a little, the same on every path.\n\n")
+	s.writeKernelSplit(w)
+}
+
+// writeNetPathRows prints the rows of a network paths table: for each of
+// issue 13's tables, each path's figures of cols, or why it has none.
+func (s *suite) writeNetPathRows(w io.Writer, cols []column) {
+	dashes := strings.Repeat(" — |", len(cols)-1)
 	for _, nt := range s.netPathTables() {
 		if nt.t == nil {
-			fmt.Fprintf(w, "| %s | — | *not in this matrix* | — | — | — | — |\n", nt.name)
+			fmt.Fprintf(w, "| %s | — | *not in this matrix* |%s\n", nt.name, dashes)
 			continue
 		}
 		for _, key := range netPathSpecs {
 			spec, _ := peerSpecByKey(key)
 			r := nt.t.rows[key]
 			if st, reason := r.state(); st != "" {
-				fmt.Fprintf(w, "| %s | %s | *%s: %s* | — | — | — | — |\n", nt.name, spec.name, st, mdEscape(reason))
+				fmt.Fprintf(w, "| %s | %s | *%s: %s* |%s\n", nt.name, spec.name, st, mdEscape(reason), dashes)
 				continue
 			}
 			cells := []string{}
-			for _, c := range []column{{"", metricRequests, fmtCount}, {"", metricSyscallsPerReq, fmtPerReq},
-				{"", metricUserCPU, fmtSeconds}, {"", metricSysCPU, fmtSeconds}, {"", metricKernelShare, fmtPct}} {
+			for _, c := range cols {
 				if sp, ok := r.spread(c.m); ok {
 					cells = append(cells, cell(sp, c.f))
 				} else {
@@ -371,9 +390,6 @@ func (s *suite) writeNetPaths(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", nt.name, spec.name, strings.Join(cells, " | "))
 		}
 	}
-	fmt.Fprint(w, "\nA \"—\" for system calls means perf was not there or could not attach (scripts/bench.sh installs it). "+
-		"Counting costs each system call of the broker a little, the same on every path.\n\n")
-	s.writeKernelSplit(w)
 }
 
 // fmtPerReq prints system calls per request.
