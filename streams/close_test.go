@@ -234,11 +234,15 @@ func (k *keyedInput) produce(from, to int) {
 	}
 }
 
+// committed asks with RequireStable: EndTxn is answered once the
+// commit is decided, before its markers are written, and until they are
+// a plain OffsetFetch still returns the offset the transaction replaces
+// (a loaded suite run read 5 for 10 so, once).
 func (k *keyedInput) committed() int64 {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	offs, err := k.adm.FetchOffsets(ctx, k.group)
+	offs, err := k.adm.FetchOffsets(kadm.RequireStable(ctx), k.group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return -1 // kfake, until the group commits
 	}
