@@ -40,17 +40,20 @@ type Config struct {
 	// support here (anything but Linux, FreeBSD and macOS).
 	Portable bool
 	// IO chooses the implementation: IOGnet (epoll event loops), IOUring
-	// (io_uring event loops, Linux 6.1 or newer) or IOPortable (the
+	// (io_uring: on the rings of Owners when given, else on io_uring
+	// event loops of netpoll's own; Linux 6.1 or newer), IOUringShards
+	// (IOUring that expects Owners and warns without them), IOUringLoops
+	// (netpoll's own io_uring loops, Owners or not) or IOPortable (the
 	// standard net package). "" means IOPortable when Portable is set, else
-	// IOUring. IOUring is probed at Listen: a kernel without what it needs
-	// falls back to gnet, with the reason logged (a warning when IOUring
-	// was asked for, information when it was the default's choice). TLS
-	// always serves on the portable path.
+	// IOUring. The io_uring values are probed at Listen: a kernel without
+	// what they need falls back to gnet, with the reason logged (a warning
+	// when io_uring was asked for, information when it was the default's
+	// choice). TLS always serves on the portable path.
 	IO string
-	// Owners are the ring owners that IOUringShards serves connections
-	// on, one loop of connections per owner (the broker passes the
-	// engine's shards: engine.Core.RingOwners). Without owners,
-	// IOUringShards serves on loops of netpoll's own, as IOUring does.
+	// Owners are the ring owners that IOUring and IOUringShards serve
+	// connections on, one loop of connections per owner (the broker
+	// passes the engine's shards: engine.Core.RingOwners). Without
+	// owners both serve on loops of netpoll's own.
 	Owners []*ioring.Owner
 	// Loops is the number of event loops (gnet or uring); 0 means
 	// GOMAXPROCS without the Ps added for uring loops and ring-owning
@@ -185,9 +188,14 @@ const (
 	IOGnet  = "gnet"
 	IOUring = "uring"
 	// IOUringShards is the uring path with its connections on the rings
-	// of Config.Owners (the engine's shards) instead of loops of its own.
+	// of Config.Owners (the engine's shards) instead of loops of its own:
+	// what IOUring does with owners, asked for by name (a warning says
+	// so when there are none).
 	IOUringShards = "uring-shards"
-	IOPortable    = "portable"
+	// IOUringLoops is the uring path on io_uring loops of netpoll's own,
+	// whatever Config.Owners holds (Server.IO reports it as IOUring).
+	IOUringLoops = "uring-loops"
+	IOPortable   = "portable"
 )
 
 // uringKnobs change the uring path for tests.
@@ -204,6 +212,13 @@ type uringKnobs struct {
 	// recycleEarly hands a buffer back to the ring before its bytes are
 	// framed: the bug the poison must expose.
 	recycleEarly bool
+	// onePlace puts every connection on the shards' first loop, for the
+	// balancer to move; balanceEvery, balanceMinGap and balanceSettle
+	// replace the balancer's constants (balanceEvery < 0: no balancer).
+	onePlace      bool
+	balanceEvery  time.Duration
+	balanceMinGap int64
+	balanceSettle time.Duration
 }
 
 // withDefaults returns cfg with zero limits replaced by defaults, or an
@@ -222,9 +237,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if cfg.Portable {
 			cfg.IO = IOPortable
 		}
-	case IOGnet, IOUring, IOUringShards, IOPortable:
+	case IOGnet, IOUring, IOUringShards, IOUringLoops, IOPortable:
 	default:
-		return cfg, fmt.Errorf("%w: IO %q (want %s, %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOUringShards, IOPortable)
+		return cfg, fmt.Errorf("%w: IO %q (want %s, %s, %s, %s or %s)", ErrConfig, cfg.IO, IOGnet, IOUring, IOUringShards, IOUringLoops, IOPortable)
 	}
 	if cfg.Splitter == nil {
 		cfg.Splitter = LengthPrefixed{}

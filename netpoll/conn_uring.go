@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -24,7 +25,8 @@ import (
 // what keeps the responses in order, and it carries every ready response
 // the cursor can gather (up to 1024 iovecs, 256 KiB).
 type uconn struct {
-	l      *uloop
+	l      *uloop                // the loop that holds it; changes only on that loop's goroutine (move)
+	home   atomic.Pointer[uloop] // l, for other goroutines (notify, close)
 	id     uint32
 	fd     int
 	remote net.Addr
@@ -47,6 +49,13 @@ type uconn struct {
 	pausedNow  bool // reading stopped on a limit (counted once per pause)
 	reason     error
 
+	// Balancing (shed, move): bytes received, and their count at the
+	// last window's end; the loop the connection is leaving for, and when
+	// it last started to move (Now's clock).
+	rx, rxPrev int64
+	moveTo     *uloop
+	movedAt    int64
+
 	// The sendmsg in the ring: its header and iovecs live here, on the
 	// heap, until its completion; chunk is a copied piece of a region
 	// (sendfile refused the file) that the send reads from.
@@ -66,14 +75,14 @@ type uconn struct {
 // notify implements transport.
 func (uc *uconn) notify() {
 	if uc.scheduled.CompareAndSwap(false, true) {
-		uc.l.wakeConn(uc)
+		uc.home.Load().wakeConn(uc)
 	}
 }
 
 // close implements transport.
 func (uc *uconn) close() {
 	uc.closeReq.Store(true)
-	uc.l.wakeConn(uc) // whatever scheduled says: it may have just been cleared
+	uc.home.Load().wakeConn(uc) // whatever scheduled says: it may have just been cleared
 }
 
 // closeFor implements transport.
@@ -116,6 +125,10 @@ func (uc *uconn) serve() {
 			uc.fail(err)
 			return
 		}
+		if uc.moveTo != nil && uc.still() {
+			uc.move()
+			return
+		}
 		// A write's completion brings the next turn; when flush wrote
 		// what was queued at once (sendfile takes a region whole) and
 		// that ended the pause, no completion may be left to bring it:
@@ -135,7 +148,7 @@ func (uc *uconn) arm() error {
 	if uc.reading {
 		return nil // the frame's body first; armed again at the read's completion
 	}
-	if uc.in.paused() {
+	if uc.in.paused() || uc.moveTo != nil {
 		if uc.recvOn && !uc.recvCancel {
 			if err := uc.l.ring.Cancel(uc.ud(udRecv), uc.ud(udCancel)); err != nil {
 				return err
@@ -222,6 +235,7 @@ func (uc *uconn) onRead(c ioring.NetCQE) {
 	}
 	n := int(c.Res)
 	uc.l.rxBytes.Add(int64(n))
+	uc.rx += int64(n)
 	s := uc.l.s
 	s.st.bytesIn.Add(int64(n))
 	s.st.uringDirectBytes.Add(int64(n))
@@ -306,6 +320,7 @@ func (uc *uconn) onRecv(c ioring.NetCQE) {
 	}
 	n := int(c.Res)
 	uc.l.rxBytes.Add(int64(n))
+	uc.rx += int64(n)
 	p := uc.l.bufs.Bytes(id, n)
 	if k := uc.l.s.cfg.uring; k != nil && k.recycleEarly {
 		uc.l.recycle(id) // the bug a test must catch: the bytes are not framed yet
@@ -499,4 +514,45 @@ func (uc *uconn) finish(err error) {
 	logClose(s, uc.c, reason)
 	s.h.Closed(uc.c)
 	s.forget(uc.c)
+}
+
+// still reports whether nothing of the connection is in its loop's ring
+// or in flight: no request (the receive ended), no request of its
+// client's unanswered, no response unwritten. A moving connection gets
+// there once its receive is cancelled and its answers are out.
+func (uc *uconn) still() bool {
+	return uc.ops == 0 && !uc.recvOn && !uc.reading && !uc.sending && !uc.polling &&
+		uc.w.empty() && !uc.c.busy()
+}
+
+// move hands the connection to the loop it is leaving for (moveTo), once
+// still: its id goes back to this loop, and the new loop adopts it with
+// its Conn and its bytes not yet framed, and arms its receive on its own
+// ring. If that loop is stopping, the connection stays. The client sees
+// only a pause of the requests it had in flight. Owner's goroutine.
+func (uc *uconn) move() {
+	to := uc.moveTo
+	uc.moveTo = nil
+	from := uc.l
+	if uc.starved {
+		uc.starved = false
+		if i := slices.Index(from.starved, uc); i >= 0 {
+			from.starved = slices.Delete(from.starved, i, i+1)
+		}
+	}
+	if uc.dirty {
+		// Queued to be served by this loop's next turn (a shed posted
+		// between a reap and the turn): not here any more.
+		uc.dirty = false
+		if i := slices.Index(from.dirty, uc); i >= 0 {
+			from.dirty[i] = nil
+		}
+	}
+	from.forget(uc)
+	if !to.take(uc) {
+		from.adoptID(uc)
+		uc.serve()
+		return
+	}
+	from.s.st.uringMoves.Add(1)
 }

@@ -47,7 +47,8 @@
 //     connection's reading, Serve calls, writing and sendfile all happen on
 //     its loop; other goroutines reach it through gnet's Wake and Close,
 //     which queue a task on that loop.
-//   - uring (Linux 6.1+, Config.IO = IOUring): Config.Loops goroutines, each
+//   - uring loops (Linux 6.1+, Config.IO = IOUring without Config.Owners,
+//     or IOUringLoops): Config.Loops goroutines, each
 //     locked to its OS thread with an io_uring of its own (ioring.NetRing,
 //     SINGLE_ISSUER and DEFER_TASKRUN) owning its connections, as gnet's
 //     loops do. A connection has a multishot receive in the ring, into the
@@ -64,11 +65,17 @@
 //     ioring.ProbeNet runs at Listen; a kernel without what it needs serves
 //     on gnet, with the reason in a warning. Each loop is a handler and a
 //     hook on an ioring.Owner of netpoll's own, which runs its turns.
-//   - uring-shards (Config.IO = IOUringShards): the same connections and
-//     code, registered on the owners Config.Owners gives (the engine's
-//     shards) instead of owners of netpoll's own, one loop per owner,
-//     round robin: frames are cut and Serve runs on the shard's thread,
-//     between the shard's rounds. Without owners it serves as uring does.
+//   - uring-shards (Config.IO = IOUring or IOUringShards, with
+//     Config.Owners): the same connections and code, registered on the
+//     owners Config.Owners gives (the engine's shards) instead of owners
+//     of netpoll's own, one loop per owner: frames are cut and Serve runs
+//     on the shard's thread, between the shard's rounds. A connection goes
+//     to the loop that received the fewest bytes since the last accept,
+//     and a balancer moves a busy one from a loop that receives much more
+//     than another (a client whose load grew after it connected): its
+//     receive is cancelled, its requests in flight answered and written,
+//     and the other loop adopts it with its bytes not yet framed
+//     (Stats.UringMoves). Without owners it serves as the uring loops do.
 //   - portable (every OS, and Config.Portable): the standard net package, a
 //     reader goroutine and a writer goroutine per connection. Regions go by
 //     sendfile on Linux (through the socket's RawConn, so waiting for room

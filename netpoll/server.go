@@ -144,7 +144,7 @@ func startEngine(s *Server) (engine, string, error) {
 		return newPortable(s), "TLS: event loops cannot terminate TLS", nil
 	case io == IOPortable:
 		return newPortable(s), "configured", nil
-	case io == IOUring || io == IOUringShards:
+	case io == IOUring || io == IOUringShards || io == IOUringLoops:
 		probe := probeUring
 		if cfg.uring != nil && cfg.uring.probe != nil {
 			probe = cfg.uring.probe

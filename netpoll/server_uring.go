@@ -56,7 +56,7 @@ func probeUring() string { return ioring.ProbeNet() }
 // receives and waits for completions in the same call.
 //
 // The owners are netpoll's own (Config.Loops goroutines, one loop each),
-// or, with IOUringShards, the ones Config.Owners gives: the engine's
+// or, when Config.Owners has some (and IO is not IOUringLoops), those: the engine's
 // shards, whose rings then carry the connections beside the shards' own
 // work, and whose threads cut the frames and run the handler.
 //
@@ -72,11 +72,14 @@ type uringEngine struct {
 	wg     sync.WaitGroup     // loops not yet detached
 	group  *ioring.OwnerGroup // netpoll's own owners; nil on given ones
 	shards bool               // on Config.Owners
+	// The balancer's goroutine (shards only): balStop ends it, balDone
+	// says it ended.
+	balStop, balDone chan struct{}
 }
 
 func startUring(s *Server) (engine, error) {
 	e := &uringEngine{s: s}
-	if s.cfg.IO == IOUringShards && len(s.cfg.Owners) > 0 {
+	if s.cfg.IO != IOUringLoops && len(s.cfg.Owners) > 0 {
 		e.shards = true
 		for i, o := range s.cfg.Owners {
 			l := &uloop{e: e, s: s, o: o}
@@ -93,6 +96,7 @@ func startUring(s *Server) (engine, error) {
 			}
 			e.loops = append(e.loops, l)
 		}
+		e.startBalancer()
 		return e, nil
 	}
 	e.group = ioring.NewOwnerGroup()
@@ -153,6 +157,9 @@ func (e *uringEngine) pick() *uloop {
 	if !e.shards {
 		return e.loops[start%n]
 	}
+	if k := e.s.cfg.uring; k != nil && k.onePlace {
+		return e.loops[0]
+	}
 	var best *uloop
 	var bestRx, bestConns int64
 	for i := range n {
@@ -201,6 +208,10 @@ func (e *uringEngine) stopAccepting() {}
 // for their requests to finish in the kernel, and detaches from its owner
 // (netpoll's own owners then end, and their rings are released).
 func (e *uringEngine) shutdown() {
+	if e.balStop != nil {
+		close(e.balStop)
+		<-e.balDone
+	}
 	for _, l := range e.loops {
 		l.stop()
 	}
@@ -245,6 +256,8 @@ type uloop struct {
 	rxBytes atomic.Int64
 	rxSeen  int64
 	handed  atomic.Int64
+	// balSeen is rxBytes at the balancer's last look (its goroutine's).
+	balSeen int64
 
 	// The inbox, from any goroutine.
 	mu       sync.Mutex
@@ -461,21 +474,41 @@ func (l *uloop) exit() {
 	l.incoming = nil
 	l.mu.Unlock()
 	for _, uc := range refused {
+		if uc.c != nil {
+			// A connection moving here when the loop ended: it has a
+			// Conn and a handler that knows it, so it is closed as
+			// every other of the loop's (nothing of it is in a ring).
+			uc.l = l
+			l.adoptID(uc)
+			uc.fail(ErrEngineStopped)
+			continue
+		}
 		l.refuse(uc)
 	}
 }
 
-// hand queues a new connection for the loop. Acceptor goroutine.
+// hand queues a new connection for the loop (acceptor goroutine), or a
+// moving one (its old loop's goroutine: takes reports false, and the
+// connection stays where it was, when the loop is stopping).
 func (l *uloop) hand(uc *uconn) {
+	if !l.take(uc) {
+		l.refuse(uc)
+	}
+}
+
+func (l *uloop) take(uc *uconn) bool {
 	l.mu.Lock()
 	if l.exited || l.stopReq {
 		l.mu.Unlock()
-		l.refuse(uc)
-		return
+		return false
 	}
 	l.incoming = append(l.incoming, uc)
+	// Set under the lock that queues it: a wake that finds the new home
+	// queues the connection behind its adoption (takeInbox adopts first).
+	uc.home.Store(l)
 	l.mu.Unlock()
 	l.o.Wake()
+	return true
 }
 
 // refuse closes a connection that was handed over and never adopted.
@@ -532,14 +565,19 @@ func (l *uloop) takeInbox() {
 		}
 	}
 	for _, uc := range in {
-		if l.stopping {
+		if l.stopping && uc.c == nil {
 			l.refuse(uc)
 			continue
 		}
-		l.adopt(uc)
+		l.adopt(uc) // a moved connection is closed by the loop's stop at once (serve)
 	}
 	for _, uc := range woken {
 		uc.scheduled.Store(false)
+		if uc.home.Load() != l {
+			// Woken here as it moved to another loop: wake it there.
+			uc.notify()
+			continue
+		}
 		uc.serve()
 	}
 	clear(in)
@@ -547,8 +585,33 @@ func (l *uloop) takeInbox() {
 	l.spareIn, l.spareWoken = in[:0], woken[:0]
 }
 
-// adopt makes uc one of the loop's connections and starts receiving.
+// adopt makes uc one of the loop's connections and starts receiving: a
+// new one (its Conn made, the handler told), or one moved from another
+// loop (moveTo), which brings its Conn and its unframed bytes along.
 func (l *uloop) adopt(uc *uconn) {
+	uc.l = l
+	l.adoptID(uc)
+	if uc.c != nil {
+		if l.stopping {
+			uc.beginClose(ErrClosed)
+			return
+		}
+		uc.serve()
+		return
+	}
+	s := l.s
+	uc.in = bufFeed{fr: newFramer(s.cfg.Splitter, s.cfg.MaxFrameBytes), pendingMax: s.cfg.pausedInboundMax()}
+	uc.c = newConn(s, uc, uc.remote, uc.ip)
+	uc.in.fr.maxp = &uc.c.frameMax
+	s.track(uc.c)
+	if o, ok := s.h.(Opener); ok {
+		o.Opened(uc.c)
+	}
+	uc.serve()
+}
+
+// adoptID gives uc an id on the loop.
+func (l *uloop) adoptID(uc *uconn) {
 	if n := len(l.free); n > 0 {
 		uc.id = l.free[n-1]
 		l.free = l.free[:n-1]
@@ -559,15 +622,6 @@ func (l *uloop) adopt(uc *uconn) {
 	l.conns[uc.id] = uc
 	l.live++
 	l.handed.Add(1)
-	s := l.s
-	uc.in = bufFeed{fr: newFramer(s.cfg.Splitter, s.cfg.MaxFrameBytes), pendingMax: s.cfg.pausedInboundMax()}
-	uc.c = newConn(s, uc, uc.remote, uc.ip)
-	uc.in.fr.maxp = &uc.c.frameMax
-	s.track(uc.c)
-	if o, ok := s.h.(Opener); ok {
-		o.Opened(uc.c)
-	}
-	uc.serve()
 }
 
 // forget frees uc's id once it is gone.
@@ -614,6 +668,9 @@ func (l *uloop) complete(c ioring.NetCQE) {
 func (l *uloop) serveDirty() {
 	for i := 0; i < len(l.dirty); i++ {
 		uc := l.dirty[i]
+		if uc == nil {
+			continue // moved to another loop (move)
+		}
 		uc.dirty = false
 		if !uc.gone {
 			uc.serve()
@@ -658,4 +715,119 @@ func (l *uloop) recycle(id uint16) {
 		}
 	}
 	l.bufs.Recycle(id)
+}
+
+// The balancer of the shards' loops. A connection's frames are cut,
+// decoded and checked on the shard that holds it, and the placement at
+// accept (pick) sees only what each loop received until then: a client
+// whose load starts or grows later stays where it landed. Every
+// balanceEvery the balancer compares what each loop received in the
+// window; when the busiest received more than half again the least busy
+// and at least balanceMinGap more, the busiest moves one connection to
+// the least busy: the one whose bytes in the window come nearest half the
+// gap, if moving it narrows the gap by a quarter at least. A connection
+// moved stays put for balanceSettle. ARCHITECTURE.md, "Connections that
+// move between shards".
+const (
+	balanceEvery  = 500 * time.Millisecond
+	balanceMinGap = 4 << 20
+	balanceSettle = 5 * time.Second
+)
+
+// startBalancer starts the balancer's goroutine when there is more than
+// one loop (and a test has not switched it off).
+func (e *uringEngine) startBalancer() {
+	every := balanceEvery
+	if k := e.s.cfg.uring; k != nil && k.balanceEvery != 0 {
+		every = k.balanceEvery
+	}
+	if len(e.loops) < 2 || every < 0 {
+		return
+	}
+	e.balStop, e.balDone = make(chan struct{}), make(chan struct{})
+	go e.balance(every)
+}
+
+// balance is the balancer's goroutine.
+func (e *uringEngine) balance(every time.Duration) {
+	defer close(e.balDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	minGap := int64(balanceMinGap)
+	if k := e.s.cfg.uring; k != nil && k.balanceMinGap != 0 {
+		minGap = k.balanceMinGap
+	}
+	d := make([]int64, len(e.loops))
+	for {
+		select {
+		case <-e.balStop:
+			return
+		case <-t.C:
+		}
+		hi, lo := 0, 0
+		for i, l := range e.loops {
+			rx := l.rxBytes.Load()
+			d[i] = rx - l.balSeen
+			l.balSeen = rx
+			if d[i] > d[hi] {
+				hi = i
+			}
+			if d[i] < d[lo] {
+				lo = i
+			}
+		}
+		gap := d[hi] - d[lo]
+		for i, l := range e.loops {
+			// Every loop takes its connections' counts of the window;
+			// the busiest picks one to move too, if the gap is worth it.
+			var to *uloop
+			if i == hi && gap >= minGap && 2*d[hi] > 3*d[lo] {
+				to = e.loops[lo]
+			}
+			_ = l.o.Post(func() { l.shed(to, gap) })
+		}
+	}
+}
+
+// shed closes the connections' window of received bytes and, when to is
+// set, starts moving to it the connection whose bytes in the window come
+// nearest half of gap, if moving it narrows the gap by a quarter at least.
+// Owner's goroutine.
+func (l *uloop) shed(to *uloop, gap int64) {
+	if l.detached || l.stopping {
+		return
+	}
+	var best *uconn
+	var bestLeft int64
+	now := Now()
+	settle := int64(balanceSettle)
+	if k := l.s.cfg.uring; k != nil && k.balanceSettle != 0 {
+		settle = int64(k.balanceSettle)
+	}
+	for _, uc := range l.conns {
+		if uc == nil {
+			continue
+		}
+		d := uc.rx - uc.rxPrev
+		uc.rxPrev = uc.rx
+		if to == nil || d <= 0 || uc.closing || uc.gone || uc.moveTo != nil || (uc.movedAt != 0 && now-uc.movedAt < settle) {
+			continue
+		}
+		left := gap - 2*d // the gap after the move, signed
+		if left < 0 {
+			left = -left
+		}
+		if 4*left > 3*gap {
+			continue
+		}
+		if best == nil || left < bestLeft {
+			best, bestLeft = uc, left
+		}
+	}
+	if best == nil {
+		return
+	}
+	best.moveTo = to
+	best.movedAt = now
+	best.serve()
 }

@@ -40,6 +40,11 @@ type Stats struct {
 	// into the bodies of large frames, skipping the provided buffers and
 	// the copy out of them.
 	UringDirectBytes int64
+
+	// UringMoves counts connections moved from one shard's loop to
+	// another's by the balancer (uring-shards: a client whose load grew
+	// after it connected).
+	UringMoves int64
 }
 
 // counters are the atomics behind Stats, updated from every goroutine of the
@@ -52,6 +57,7 @@ type counters struct {
 	idleClosed, writeTimeouts         atomic.Int64
 	handshakeFailures                 atomic.Int64
 	uringNoBufs, uringDirectBytes     atomic.Int64
+	uringMoves                        atomic.Int64
 	mutes                             atomic.Int64
 }
 
@@ -75,5 +81,6 @@ func (c *counters) snapshot(s *Server) Stats {
 		Pauses:             c.pauses.Load(),
 		UringNoBuffers:     c.uringNoBufs.Load(),
 		UringDirectBytes:   c.uringDirectBytes.Load(),
+		UringMoves:         c.uringMoves.Load(),
 	}
 }

@@ -346,7 +346,8 @@ func TestUringShardsOwnerClosedFirst(t *testing.T) {
 func TestUringShardsSpreadBusyConnections(t *testing.T) {
 	skipUnless(t, IOUringShards)
 	h := newTestHandler(t, nil)
-	s := serve(t, IOUringShards, Config{Loops: 2}, h)
+	// The placement alone: the balancer could mend a wrong one.
+	s := serve(t, IOUringShards, Config{Loops: 2, uring: &uringKnobs{balanceEvery: -1}}, h)
 	e := s.eng.(*uringEngine)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -405,6 +406,159 @@ func TestUringShardsSpreadBusyConnections(t *testing.T) {
 			t.Fatalf("loop %d received nothing while two busy connections sent: both are on the other loop", i)
 		}
 	}
+}
+
+// pipelined keeps depth requests in flight on c until stop closes: echoes
+// and delayed echoes (answered from a timer goroutine, so that some
+// answers are in flight whenever the connection is looked at), each
+// carrying its number, and checks that every answer comes back whole and
+// in order. It returns the number of answers checked once stopped.
+func pipelined(t *testing.T, c *client, depth, size int, stop <-chan struct{}) <-chan int {
+	n := make(chan int, 1)
+	slots := make(chan struct{}, depth)
+	sent := make(chan string, depth)
+	go func() {
+		defer close(sent)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case slots <- struct{}{}:
+			}
+			p := fmt.Sprintf("%d:%s", i, strings.Repeat("p", size))
+			body := echoReq(p)
+			if i%3 == 2 {
+				body = delayReq(1, p)
+			}
+			if _, err := c.nc.Write(frame(body)); err != nil {
+				t.Errorf("send %d: %v", i, err)
+				return
+			}
+			sent <- p
+		}
+	}()
+	go func() {
+		got := 0
+		defer func() { n <- got }()
+		for want := range sent {
+			b, err := c.tryRecv(10 * time.Second)
+			if err != nil {
+				t.Errorf("answer %d: %v", got, err)
+				return
+			}
+			if b[0] == cmdEcho {
+				b = b[1:]
+			}
+			if string(b) != want {
+				t.Errorf("answer %d: %.20q..., want %.20q...", got, b, want)
+				return
+			}
+			got++
+			<-slots
+		}
+	}()
+	return n
+}
+
+// On the shards' rings the balancer moves a connection from a loop that
+// receives much more than another to that one: two busy clients placed
+// on the first of two loops (a test knob; in production a client whose
+// load started after it connected), each with eight requests in flight
+// (some answered late, from another goroutine), end up one on each loop,
+// every answer whole and in order across the move. Without the balancer
+// the second loop receives nothing.
+func TestUringShardsMoveBusyConnection(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Loops: 2, uring: &uringKnobs{onePlace: true,
+		balanceEvery: 20 * time.Millisecond, balanceMinGap: 64 << 10, balanceSettle: time.Second}}, h)
+	e := s.eng.(*uringEngine)
+	stop := make(chan struct{})
+	var answers []<-chan int
+	for range 2 {
+		c := dial(t, s)
+		c.send(echoReq("first"))
+		c.recv()
+		answers = append(answers, pipelined(t, c, 8, 4096, stop))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var both bool
+	for !t.Failed() && time.Now().Before(deadline) {
+		var before [2]int64
+		for i, l := range e.loops {
+			before[i] = l.rxBytes.Load()
+		}
+		time.Sleep(100 * time.Millisecond)
+		both = true
+		for i, l := range e.loops {
+			if l.rxBytes.Load() == before[i] {
+				both = false
+			}
+		}
+		if both && s.Stats().UringMoves > 0 {
+			break
+		}
+	}
+	close(stop)
+	for i, a := range answers {
+		if n := <-a; n == 0 {
+			t.Errorf("client %d: no answer checked", i)
+		}
+	}
+	if moves := s.Stats().UringMoves; !both || moves == 0 {
+		t.Fatalf("%d moves; both loops receiving: %v", moves, both)
+	}
+	t.Logf("%d moves", s.Stats().UringMoves)
+}
+
+// A connection that moves while idle, with its client's next requests
+// arriving only after the move, and one that closes as it moves, are
+// served or closed as on any loop: here every connection is moved by
+// the balancer (a gap of one byte suffices) back and forth between the
+// two loops while its client sends small bursts, closes or disconnects.
+func TestUringShardsMovesUnderChurn(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Loops: 2, uring: &uringKnobs{onePlace: true,
+		balanceEvery: time.Millisecond, balanceMinGap: 1, balanceSettle: time.Millisecond}}, h)
+	var wg sync.WaitGroup
+	for k := range 4 {
+		wg.Go(func() {
+			for round := range 30 {
+				c := dial(t, s)
+				for i := range 1 + round%5 {
+					p := fmt.Sprintf("%d/%d/%d", k, round, i)
+					c.send(echoReq(p))
+					if b := c.recv(); string(b[1:]) != p {
+						t.Errorf("answer %q, want %q", b[1:], p)
+						return
+					}
+					if i%2 == 1 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				if round%3 == 0 {
+					c.send([]byte{cmdClose})
+					if _, err := c.tryRecv(5 * time.Second); err == nil {
+						t.Errorf("an answer after cmdClose")
+					}
+				}
+				_ = c.nc.Close()
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Conns != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := s.Stats().Conns; n != 0 {
+		t.Fatalf("%d connections left open", n)
+	}
+	if s.Stats().UringMoves == 0 {
+		t.Fatal("no connection moved")
+	}
+	t.Logf("%d moves", s.Stats().UringMoves)
 }
 
 // Large frames are read straight into their bodies (Stats.UringDirectBytes)
