@@ -833,7 +833,7 @@ func TestNetUringPeer(t *testing.T) {
 	}
 	alone, crowd := ws[slices.IndexFunc(ws, connsLike(0))], ws[slices.IndexFunc(ws, connsLike(connsTotal-connsProducers))]
 	if alone.producers+crowd.idle != connsTotal || alone.id() == crowd.id() ||
-		!slices.Equal(netPathsPeers(crowd), []string{netUringPeer, netShardsPeer, referencePeer, portablePeer}) {
+		!slices.Equal(netPathsPeers(crowd), []string{netUringPeer, netLoopsPeer, referencePeer, portablePeer}) {
 		t.Errorf("the 10,000-connection workloads: %+v, %+v", alone, crowd)
 	}
 	if slices.ContainsFunc(matrix("quick", 2, 2), func(w workload) bool { return w.idle > 0 }) {

@@ -74,13 +74,16 @@
 // # Issue 13: the network paths
 //
 // ringlog has three network paths (the binary's -net): gnet's epoll
-// loops, io_uring loops and the net package. The peer "ringlog-uring" is
+// loops, io_uring (the connections on the shards' rings; -net uring-loops
+// puts them on io_uring loops of their own) and the net package. The peer "ringlog-uring" is
 // -io uring with the network it defaults to, gnet, and the writes it
 // defaults to, direct (O_DIRECT appends; the opt-in peer
 // "ringlog-buffered" writes through the page cache): the io_uring disk
 // path, and the reference every ratio is taken against. The peer
 // "ringlog-net-uring" (ringlog io_uring net) is -io uring -net uring, the
-// broker with its disk and its network both on io_uring: what issue 13
+// broker with its disk and its network both on io_uring, on the shards'
+// rings (the opt-in "ringlog-net-loops" has its network on io_uring loops
+// of netpoll's own): what issue 13
 // means by io_uring, and the figure of every target of that issue, each
 // computed from one run against "ringlog-portable" (-io portable: pwrite
 // and the net package) and kfake (netpaths.go). It runs the workloads of

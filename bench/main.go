@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	quick := fs.Bool("quick", false, "the smoke matrix, one run, short bounds: finishes in about two minutes without the Apache Kafka, SASL_SSL and io_uring net peers (-peers), in about four with them")
-	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) full (every produce combination) or net (issue 13's io_uring network targets' workloads only; pair with -peers ringlog-net-uring,ringlog-net-shards,ringlog-uring,ringlog-portable,kfake)")
+	matrix := fs.String("matrix", "standard", "standard (each axis varied around a base workload), produce (100 B and 1 KiB values on 1 and 16 partitions, produce only) full (every produce combination) or net (issue 13's io_uring network targets' workloads only; pair with -peers ringlog-net-uring,ringlog-net-loops,ringlog-uring,ringlog-portable,kfake)")
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 3, -quick 1)")
 	duration := fs.Duration("duration", 0, "bound of one timed run (default 5s, -quick 500ms)")
 	records := fs.Int64("records", 0, "bound of one produce run in records (default 20000000)")

@@ -28,12 +28,12 @@ func netPathsPeers(w workload) []string {
 	if connsWorkload(w) {
 		// The target is io_uring net's own ratio; the epoll and portable
 		// paths beside it say what an idle connection costs elsewhere.
-		return []string{netUringPeer, netShardsPeer, referencePeer, portablePeer}
+		return []string{netUringPeer, netLoopsPeer, referencePeer, portablePeer}
 	}
 	if w.kind == kindE2E {
-		return []string{netUringPeer, netShardsPeer, portablePeer}
+		return []string{netUringPeer, netLoopsPeer, portablePeer}
 	}
-	return []string{netUringPeer, netShardsPeer, portablePeer, "kfake"}
+	return []string{netUringPeer, netLoopsPeer, portablePeer, "kfake"}
 }
 
 // netPathsReason is why the other peers' rows of those workloads are not
@@ -62,7 +62,7 @@ func netPathsWorkload(w workload) bool {
 
 // netPathSpecs are the ringlog peers whose network path the system call
 // table compares: gnet (ringlog io_uring), io_uring and portable.
-var netPathSpecs = []string{referencePeer, netUringPeer, netShardsPeer, portablePeer}
+var netPathSpecs = []string{referencePeer, netUringPeer, netLoopsPeer, portablePeer}
 
 // countsSyscalls is true when a run of w on p counts the broker's system
 // calls: on a single ringlog broker of netPathSpecs, in the workloads of
@@ -349,7 +349,8 @@ func (k ratioTarget) judge(judge func(target, measured, verdict string), line fu
 func (s *suite) writeNetPaths(w io.Writer) {
 	fmt.Fprintf(w, "## Network paths: system calls and CPU split\n\n")
 	fmt.Fprint(w, "ringlog's three network paths in the tables issue 13's targets read: ringlog io_uring (disk on io_uring, "+
-		"network on gnet's epoll loops), ringlog io_uring net (disk and network on io_uring) and ringlog portable (pwrite "+
+		"network on gnet's epoll loops), ringlog io_uring net (disk and network on io_uring, the connections on the shards' rings; "+
+		"ringlog io_uring net on loops, when selected, has them on io_uring loops of their own) and ringlog portable (pwrite "+
 		"and the net package). System calls: `perf stat -e raw_syscalls:sys_enter -p <broker>` over the measured run "+
 		"(every thread; perf attaches before the load starts). Requests: the broker's "+requestsMetric+" where it "+
 		"exports it, else the requests the suite's kgo clients wrote to it (the same requests, seen from the other end). "+

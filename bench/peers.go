@@ -73,7 +73,7 @@ var peerSpecs = []peerSpec{
 	{key: "ringlog-uring", name: "ringlog io_uring"},
 	{key: "ringlog-portable", name: "ringlog portable"},
 	{key: netUringPeer, name: "ringlog io_uring net", net: "uring"},
-	{key: netShardsPeer, name: "ringlog io_uring net on shards", net: "uring-shards", optIn: true},
+	{key: netLoopsPeer, name: "ringlog io_uring net on loops", net: "uring-loops", optIn: true},
 	{key: bufferedPeer, name: "ringlog io_uring buffered writes", writes: "buffered", optIn: true},
 	{key: saslSSLPeer, name: "ringlog SASL_SSL", saslSSL: true},
 	{key: acl100Peer, name: "ringlog ACLs 100", acls: 100},
@@ -95,9 +95,11 @@ const (
 	saslSSLPeer      = "ringlog-sasl-ssl"
 	portablePeer     = "ringlog-portable"
 	netUringPeer     = "ringlog-net-uring"
-	// netShardsPeer is -io uring -net uring-shards: connections on the
-	// shards' rings (ARCHITECTURE.md, "Connections on the shards' rings").
-	netShardsPeer = "ringlog-net-shards"
+	// netLoopsPeer is -io uring -net uring-loops: connections on
+	// io_uring loops of netpoll's own, -net uring's before it put them on
+	// the shards' rings (ARCHITECTURE.md, "Connections on the shards'
+	// rings").
+	netLoopsPeer = "ringlog-net-loops"
 	// bufferedPeer is -io uring -writes buffered: appends through the
 	// page cache, as Kafka's, where the io_uring path's default writes
 	// them with O_DIRECT (ARCHITECTURE.md, "Direct writes").

@@ -134,7 +134,8 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		// On io_uring the shards own their rings, whatever the network:
 		// their rounds overlap there (a partition's appends are written
 		// while other partitions' writes are in flight). Connections go
-		// on those rings with -net uring-shards only.
+		// on those rings on the io_uring network path (-net uring, the
+		// default there, or uring-shards; not uring-loops).
 		RingOwners: true,
 	})
 	if err != nil {
@@ -212,12 +213,21 @@ func Start(ctx context.Context, cfg Config) (_ *Broker, err error) {
 		MaxFrameBytes: cfg.MaxFrameBytes, Logger: cfg.Logger, MaxConns: lim.MaxConnections,
 		MaxConnsPerIP: lim.MaxPerIP, MaxConnsPerIPOverrides: lim.PerIPOverrides, IdleTimeout: lim.IdleMax,
 		MaxQueuedRequestBytes: max(lim.QueuedRequestBytes, 0)}
-	if cfg.Network == netpoll.IOUringShards {
-		// Each listener's connections go on the shards' rings, round
-		// robin; netpoll falls back to loops of its own without owners.
+	switch {
+	case cfg.Network == netpoll.IOUringShards:
+		// Each listener's connections go on the shards' rings; netpoll
+		// falls back to loops of its own without owners.
 		base.Owners = b.eng.RingOwners()
 		if base.Owners == nil {
 			b.log.Warn("connections cannot go on the shards' rings; io_uring loops of netpoll's own serve them", "reason", b.eng.RingOwnersWhy())
+		}
+	case cfg.Network == netpoll.IOUring || (cfg.Network == "" && cfg.IO != ioring.ModePortable):
+		// The io_uring network path (the default): on the shards' rings
+		// where they own some, as -net uring-shards; netpoll's own
+		// loops otherwise, with the reason at start.
+		base.Owners = b.eng.RingOwners()
+		if base.Owners == nil && b.eng.RingOwnersWhy() != "" {
+			b.log.Info("connections on io_uring loops of netpoll's own: the shards own no rings", "reason", b.eng.RingOwnersWhy())
 		}
 	}
 	b.connLimit, b.connLimitInter = b.srv.ConnLimiters(cfg.MaxConnectionCreationRate)

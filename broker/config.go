@@ -89,10 +89,13 @@ type Config struct {
 	// together (ringlog.tail.cache.bytes; engine.Config.TailCacheBytes;
 	// 0: its default).
 	TailCacheBytes int64
-	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring,
-	// IOUringShards: connections on the engine's shards' rings,
-	// IOPortable; see netpoll.Config.IO); "" follows IO: portable with
-	// ModePortable, else uring (gnet where the kernel lacks what it needs).
+	// Network chooses netpoll's implementation (netpoll.IOGnet, IOUring:
+	// connections on the engine's shards' rings, or on netpoll's own
+	// io_uring loops where the shards own no rings; IOUringShards, the
+	// same that warns when they own none; IOUringLoops, netpoll's own
+	// io_uring loops; IOPortable; see netpoll.Config.IO); "" follows IO:
+	// portable with ModePortable, else uring (gnet where the kernel lacks
+	// what it needs).
 	Network string
 	// AutoCreateTopics is auto.create.topics.enable; AutoCreateMax bounds
 	// the topics one Metadata request may create (0: 100).

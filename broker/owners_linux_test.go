@@ -180,3 +180,53 @@ func TestUringShardsFlushAlwaysOneRing(t *testing.T) {
 		t.Fatalf("after producing, %d io_uring rings for %d shards", got, len(owners))
 	}
 }
+
+// TestDefaultNetworkOnShardsRings: on the io_uring disk path the network
+// path left empty, or asked as uring, puts the connections on the
+// shards' rings (uring-shards), and a kgo client produces and reads
+// back through them; uring-loops serves them on io_uring loops of
+// netpoll's own (reported as uring).
+func TestDefaultNetworkOnShardsRings(t *testing.T) {
+	if why := ioring.ProbeOwner(); why != "" {
+		t.Fatalf("io_uring ring owners unavailable: %s", why)
+	}
+	for _, tc := range []struct{ network, want string }{
+		{"", netpoll.IOUringShards},
+		{netpoll.IOUring, netpoll.IOUringShards},
+		{netpoll.IOUringLoops, netpoll.IOUring},
+	} {
+		t.Run("net="+tc.network, func(t *testing.T) {
+			cfg := testConfig(t, t.TempDir())
+			cfg.IO, cfg.Network = ioring.ModeUring, tc.network
+			b := start(t, cfg)
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := b.Close(ctx); err != nil {
+					t.Errorf("close: %v", err)
+				}
+			}()
+			if got := b.Network().IO(); got != tc.want {
+				t.Fatalf("serving on %s, want %s", got, tc.want)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("t"), kgo.AllowAutoTopicCreation(),
+				kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if err := cl.ProduceSync(ctx, kgo.StringRecord("a"), kgo.StringRecord("b")).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for len(got) < 2 && ctx.Err() == nil {
+				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+			}
+			if fmt.Sprint(got) != "[a b]" {
+				t.Fatalf("read back %v, want [a b]", got)
+			}
+		})
+	}
+}

@@ -63,7 +63,8 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 
 # The kafka package again on the other network paths (netpoll's own tests
 # run on all of them in go test ./..., whose brokers serve on the default,
-# io_uring's own loops since 2026-12-04; RINGLOG_TEST_NET picks every test
+# io_uring with the connections on the shards' rings since 2026-12-06
+# (io_uring loops of netpoll's own from 2026-12-04); RINGLOG_TEST_NET picks every test
 # broker's path, and a broker that does not serve on the path asked for
 # fails its test: no silent fallback from uring to gnet there; unset, a
 # kernel without what the uring path needs serves go test ./... on gnet,
@@ -87,13 +88,11 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 #     "portable" variants above: the client-facing core (kcat, kgo
 #     produce and consume, the bad-input suite, the fuzz seeds, produce,
 #     fetch, long polls);
-#   - uring-shards (connections on the shards' rings, the uring path's
-#     second mode): the same client-facing core as portable, and the
-#     moves between log directories (TestJBOD), with the brokers' appends
-#     written with O_DIRECT (-writes auto, the default, on the io_uring
-#     disk path). The whole uring subset above passes on it too
-#     (RINGLOG_TEST_NET=uring-shards, 146 s at load 8-11, 106 s in a
-#     second run), too long for a third run here.
+#   - uring-loops (io_uring loops of netpoll's own, the uring path's
+#     second mode and the default before): the same client-facing core as
+#     portable, and the moves between log directories (TestJBOD), with the
+#     brokers' appends written with O_DIRECT (-writes auto, the default,
+#     on the io_uring disk path).
 # The gnet subset runs with buffered appends (RINGLOG_TEST_WRITES=
 # buffered, through the page cache, as Kafka): go test ./... runs the
 # default, direct writes on this machine's io_uring path, and portable
@@ -103,7 +102,7 @@ go test -count=1 -run '^TestJars$' ./internal/kafkaref
 # path for darwin and windows (a compile, about 40 s of CPU): the kafka
 # subsets wait far more than they compute, and run after go test ./...
 # they took 107 s of a suite held under 15 minutes.
-step "go test, with the kafka package on gnet, uring-shards and portable and the cross builds beside it"
+step "go test, with the kafka package on gnet, uring-loops and portable and the cross builds beside it"
 cross_log=$(mktemp)
 (
 	for os in darwin windows; do
@@ -122,10 +121,10 @@ portable_log=$(mktemp)
 RINGLOG_TEST_NET=portable go test -count=1 -timeout 15m \
 	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll)' ./kafka/ >"$portable_log" 2>&1 &
 portable_pid=$!
-shards_log=$(mktemp)
-RINGLOG_TEST_NET=uring-shards go test -count=1 -timeout 15m \
-	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll|TestJBOD)' ./kafka/ >"$shards_log" 2>&1 &
-shards_pid=$!
+loops_log=$(mktemp)
+RINGLOG_TEST_NET=uring-loops go test -count=1 -timeout 15m \
+	-run '^(TestBadInput|FuzzRequest|TestFetch|TestProduce|TestKcat|TestMetadataKcat|TestConsume|TestLongPoll|TestJBOD)' ./kafka/ >"$loops_log" 2>&1 &
+loops_pid=$!
 gnet_log=$(mktemp)
 RINGLOG_TEST_NET=gnet RINGLOG_TEST_WRITES=buffered go test -count=1 -timeout 15m \
 	-skip '^(TestCluster|TestGroupChurn|TestTxn|TestSASLReauthentication$|TestDurabilityAcrossKill$)' ./kafka/ >"$gnet_log" 2>&1 &
@@ -142,17 +141,17 @@ go test -count=1 -p 3 -parallel 4 -timeout 20m ./... || all_rc=$?
 gnet_rc=0
 wait "$gnet_pid" || gnet_rc=$?
 echo "gnet, buffered writes:"; cat "$gnet_log"; rm -f "$gnet_log"
-shards_rc=0
-wait "$shards_pid" || shards_rc=$?
-echo "uring-shards (direct writes, the default):"; cat "$shards_log"; rm -f "$shards_log"
+loops_rc=0
+wait "$loops_pid" || loops_rc=$?
+echo "uring-loops (direct writes):"; cat "$loops_log"; rm -f "$loops_log"
 portable_rc=0
 wait "$portable_pid" || portable_rc=$?
 echo "portable:"; cat "$portable_log"; rm -f "$portable_log"
 cross_rc=0
 wait "$cross_pid" || cross_rc=$?
 echo "cross builds:"; cat "$cross_log"; rm -f "$cross_log"
-if [ "$all_rc" -ne 0 ] || [ "$gnet_rc" -ne 0 ] || [ "$shards_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
-	echo "go test failed ($all_rc), or the kafka package on gnet ($gnet_rc), uring-shards ($shards_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
+if [ "$all_rc" -ne 0 ] || [ "$gnet_rc" -ne 0 ] || [ "$loops_rc" -ne 0 ] || [ "$portable_rc" -ne 0 ] || [ "$cross_rc" -ne 0 ]; then
+	echo "go test failed ($all_rc), or the kafka package on gnet ($gnet_rc), uring-loops ($loops_rc) or portable ($portable_rc), or a cross build ($cross_rc)"; exit 1
 fi
 
 # The packages whose memory is shared between goroutines (readers of a log

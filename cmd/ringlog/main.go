@@ -2,7 +2,7 @@
 // on 127.0.0.1:9092 with its data under ./data unless told otherwise.
 //
 //	ringlog [-listen ADDR] [-advertise ADDR] [-data-dir DIR] [-shards N]
-//	        [-io auto|uring|portable] [-net gnet|uring|uring-shards|portable] [-flush always|interval|never]
+//	        [-io auto|uring|portable] [-net gnet|uring|uring-shards|uring-loops|portable] [-flush always|interval|never]
 //	        [-admin ADDR] [-config server.properties] [-node-id N]
 //	ringlog admin GROUP VERB [flags]    (topics, groups, cluster, partitions: docs/admin.md)
 //	ringlog bench [flags]               (the benchmark suite)
@@ -73,7 +73,7 @@ func run(args []string) error {
 	dataDir := fs.String("data-dir", s.DataDir, "directories holding the partition logs, comma-separated (log.dirs); the first also holds the broker's metadata")
 	shards := fs.Int("shards", 0, "shards (goroutines owning partitions); 0 = GOMAXPROCS")
 	ioMode := fs.String("io", string(s.IO), "I/O path: auto (probe io_uring), uring (fail without it) or portable")
-	network := fs.String("net", "", "network path: gnet (epoll loops), uring (io_uring loops; gnet if the kernel lacks what they need), uring-shards (connections on the shards' io_uring rings) or portable; empty: portable with -io=portable, else uring")
+	network := fs.String("net", "", "network path: gnet (epoll loops), uring (connections on the shards' io_uring rings, or on io_uring loops of their own where the shards own no rings; gnet if the kernel lacks what they need), uring-shards (uring, warning when the shards own no rings), uring-loops (io_uring loops of their own) or portable; empty: portable with -io=portable, else uring")
 	writes := fs.String("writes", "auto", "how appends reach the disk: auto (direct when the disk path is io_uring, else buffered), buffered (through the page cache, as Kafka) or direct (O_DIRECT from a staging buffer, blocks reserved ahead; buffered where a log directory's file system has no direct I/O)")
 	flush := fs.String("flush", "never", "default flush policy: always (fsync each append round), interval, never (Kafka's default)")
 	admin := fs.String("admin", "", "address for the admin HTTP listener (/metrics, /debug/pprof); off when empty; loopback only unless -admin-public")

@@ -30,10 +30,10 @@ func envNet() string { return os.Getenv(EnvNet) }
 func Net(t testing.TB) string {
 	t.Helper()
 	switch n := envNet(); n {
-	case "", netpoll.IOGnet, netpoll.IOUring, netpoll.IOUringShards, netpoll.IOPortable:
+	case "", netpoll.IOGnet, netpoll.IOUring, netpoll.IOUringShards, netpoll.IOUringLoops, netpoll.IOPortable:
 		return n
 	default:
-		t.Fatalf("%s=%q: want %s, %s, %s or %s (or unset)", EnvNet, n, netpoll.IOGnet, netpoll.IOUring, netpoll.IOUringShards, netpoll.IOPortable)
+		t.Fatalf("%s=%q: want %s, %s, %s, %s or %s (or unset)", EnvNet, n, netpoll.IOGnet, netpoll.IOUring, netpoll.IOUringShards, netpoll.IOUringLoops, netpoll.IOPortable)
 		return ""
 	}
 }
@@ -167,9 +167,24 @@ func (b *Broker) start() {
 	// No silent fallback: a broker asked for a path serves on it (a TLS
 	// inter-broker listener serves on the portable path whatever is asked:
 	// the event loops cannot terminate TLS).
-	if want, got := cfg.Network, br.Network().IO(); want != "" && cfg.InterBroker.TLS == nil && got != want {
+	if want, got := cfg.Network, br.Network().IO(); want != "" && cfg.InterBroker.TLS == nil && !servesAs(want, got) {
 		t.Fatalf("the broker was asked for the %s network path and serves on %s (%s=%q)", want, got, EnvNet, envNet())
 	}
+}
+
+// servesAs reports whether a listener serving on got (netpoll's
+// Server.IO) serves the network path asked for: uring puts the
+// connections on the shards' rings (uring-shards) where the shards own
+// rings, and netpoll reports its own io_uring loops (uring-loops) as
+// uring.
+func servesAs(asked, got string) bool {
+	switch asked {
+	case netpoll.IOUring:
+		return got == netpoll.IOUring || got == netpoll.IOUringShards
+	case netpoll.IOUringLoops:
+		return got == netpoll.IOUring
+	}
+	return got == asked
 }
 
 // Engine is the running broker's engine.
