@@ -213,12 +213,14 @@ type uringKnobs struct {
 	// framed: the bug the poison must expose.
 	recycleEarly bool
 	// onePlace puts every connection on the shards' first loop, for the
-	// balancer to move; balanceEvery, balanceMinGap and balanceSettle
-	// replace the balancer's constants (balanceEvery < 0: no balancer).
+	// balancer to move; balanceEvery, balanceMinGap, balanceSettle and
+	// balanceGiveUp replace the balancer's constants (balanceEvery < 0: no
+	// balancer).
 	onePlace      bool
 	balanceEvery  time.Duration
 	balanceMinGap int64
 	balanceSettle time.Duration
+	balanceGiveUp time.Duration
 }
 
 // withDefaults returns cfg with zero limits replaced by defaults, or an

@@ -492,6 +492,7 @@ func (uc *uconn) finish(err error) {
 		return
 	}
 	uc.gone = true
+	uc.endMove()
 	_ = unix.Close(uc.fd)
 	uc.l.forget(uc)
 	uc.c.teardown()
@@ -532,7 +533,7 @@ func (uc *uconn) still() bool {
 // only a pause of the requests it had in flight. Owner's goroutine.
 func (uc *uconn) move() {
 	to := uc.moveTo
-	uc.moveTo = nil
+	uc.endMove()
 	from := uc.l
 	if uc.starved {
 		uc.starved = false
@@ -555,4 +556,13 @@ func (uc *uconn) move() {
 		return
 	}
 	from.s.st.uringMoves.Add(1)
+}
+
+// endMove ends the connection's move, done, given up or closed (on its
+// loop's goroutine, before the move changes the loop).
+func (uc *uconn) endMove() {
+	if uc.moveTo != nil {
+		uc.moveTo = nil
+		uc.l.moving.Add(-1)
+	}
 }

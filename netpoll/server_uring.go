@@ -256,8 +256,12 @@ type uloop struct {
 	rxBytes atomic.Int64
 	rxSeen  int64
 	handed  atomic.Int64
-	// balSeen is rxBytes at the balancer's last look (its goroutine's).
+	// balSeen is rxBytes at the balancer's last look (its goroutine's);
+	// moving counts the loop's connections marked to move (owner's
+	// goroutine adds, the balancer reads: it visits such a loop even when
+	// it received nothing, to give a move up).
 	balSeen int64
+	moving  atomic.Int32
 
 	// The inbox, from any goroutine.
 	mu       sync.Mutex
@@ -726,12 +730,16 @@ func (l *uloop) recycle(id uint16) {
 // and at least balanceMinGap more, the busiest moves one connection to
 // the least busy: the one whose bytes in the window come nearest half the
 // gap, if moving it narrows the gap by a quarter at least. A connection
-// moved stays put for balanceSettle. ARCHITECTURE.md, "Connections that
-// move between shards".
+// moved stays put for balanceSettle. A move waits for the connection's
+// answers (its receive stopped meanwhile); one still waiting after
+// balanceGiveUp (a request the handler holds: a long poll, a join) is
+// given up and the connection reads again where it is. ARCHITECTURE.md,
+// "Connections that move between shards".
 const (
 	balanceEvery  = 500 * time.Millisecond
 	balanceMinGap = 4 << 20
 	balanceSettle = 5 * time.Second
+	balanceGiveUp = time.Second
 )
 
 // startBalancer starts the balancer's goroutine when there is more than
@@ -778,6 +786,11 @@ func (e *uringEngine) balance(every time.Duration) {
 		}
 		gap := d[hi] - d[lo]
 		for i, l := range e.loops {
+			if d[i] == 0 && l.moving.Load() == 0 {
+				// Nothing received: its connections' counts did not
+				// move, and an idle shard is not woken for nothing.
+				continue
+			}
 			// Every loop takes its connections' counts of the window;
 			// the busiest picks one to move too, if the gap is worth it.
 			var to *uloop
@@ -791,8 +804,9 @@ func (e *uringEngine) balance(every time.Duration) {
 
 // shed closes the connections' window of received bytes and, when to is
 // set, starts moving to it the connection whose bytes in the window come
-// nearest half of gap, if moving it narrows the gap by a quarter at least.
-// Owner's goroutine.
+// nearest half of gap, if moving it narrows the gap by a quarter at least;
+// it gives up the moves that waited longer than balanceGiveUp. Owner's
+// goroutine.
 func (l *uloop) shed(to *uloop, gap int64) {
 	if l.detached || l.stopping {
 		return
@@ -800,13 +814,19 @@ func (l *uloop) shed(to *uloop, gap int64) {
 	var best *uconn
 	var bestLeft int64
 	now := Now()
-	settle := int64(balanceSettle)
-	if k := l.s.cfg.uring; k != nil && k.balanceSettle != 0 {
-		settle = int64(k.balanceSettle)
+	settle, giveUp := int64(balanceSettle), int64(balanceGiveUp)
+	if k := l.s.cfg.uring; k != nil {
+		settle, giveUp = cmp64(int64(k.balanceSettle), settle), cmp64(int64(k.balanceGiveUp), giveUp)
 	}
 	for _, uc := range l.conns {
 		if uc == nil {
 			continue
+		}
+		if uc.moveTo != nil && now-uc.movedAt >= giveUp {
+			// Still waiting for an answer the handler holds: it reads
+			// again here (serve re-arms the receive).
+			uc.endMove()
+			uc.serve()
 		}
 		d := uc.rx - uc.rxPrev
 		uc.rxPrev = uc.rx
@@ -824,10 +844,22 @@ func (l *uloop) shed(to *uloop, gap int64) {
 			best, bestLeft = uc, left
 		}
 	}
-	if best == nil {
-		return
+	if best != nil {
+		l.startMove(best, to, now)
 	}
-	best.moveTo = to
-	best.movedAt = now
-	best.serve()
+}
+
+// startMove marks uc, one of the loop's connections, to move to the loop
+// to once still (uconn.move). Owner's goroutine.
+func (l *uloop) startMove(uc *uconn, to *uloop, now int64) {
+	uc.moveTo, uc.movedAt = to, now
+	l.moving.Add(1)
+	uc.serve()
+}
+
+func cmp64(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
 }

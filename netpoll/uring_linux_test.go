@@ -511,6 +511,69 @@ func TestUringShardsMoveBusyConnection(t *testing.T) {
 	t.Logf("%d moves", s.Stats().UringMoves)
 }
 
+// A move waits for the connection's answers with its receive stopped; a
+// request the handler holds (a long poll, a join) would stop it reading
+// for as long: the move is given up after balanceGiveUp and the
+// connection reads again where it is. Here a move is started on a
+// connection whose request is held; its next request is served (framed
+// and handed to the handler) while the first is still held, and both
+// answers come back in order once it is released. Without the give-up
+// the second request stays in the socket until the hold ends.
+func TestUringShardsMoveGivenUp(t *testing.T) {
+	skipUnless(t, IOUringShards)
+	h := newTestHandler(t, nil)
+	s := serve(t, IOUringShards, Config{Loops: 2, uring: &uringKnobs{onePlace: true,
+		balanceEvery: 10 * time.Millisecond, balanceMinGap: 1 << 40, balanceGiveUp: 100 * time.Millisecond}}, h)
+	e := s.eng.(*uringEngine)
+	c := dial(t, s)
+	c.send(echoReq("first"))
+	c.recv()
+	c.send([]byte{cmdHold})
+	var hd held
+	select {
+	case hd = <-h.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held request was not served")
+	}
+	from, to := e.loops[0], e.loops[1]
+	started := make(chan bool, 1)
+	if err := from.o.Post(func() {
+		for _, uc := range from.conns {
+			if uc != nil && uc.c == hd.c {
+				from.startMove(uc, to, Now())
+				started <- true
+				return
+			}
+		}
+		started <- false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !<-started {
+		t.Fatal("the connection is not on the first loop")
+	}
+	served := h.served.Load()
+	c.send(echoReq("second"))
+	deadline := time.Now().Add(5 * time.Second)
+	for h.served.Load() == served {
+		if time.Now().After(deadline) {
+			hd.c.Reply(hd.seq, h.response())
+			t.Fatal("the request after the held one was not served in 5 s: the move was not given up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	hd.c.Reply(hd.seq, h.response())
+	if b := c.recv(); len(b) != 0 {
+		t.Fatalf("the held request's answer is %q, want empty", b)
+	}
+	if b := c.recv(); string(b) != string(echoReq("second")) {
+		t.Fatalf("answer %q, want the second echo", b)
+	}
+	if n := s.Stats().UringMoves; n != 0 {
+		t.Fatalf("%d moves, want the one given up", n)
+	}
+}
+
 // A connection that moves while idle, with its client's next requests
 // arriving only after the move, and one that closes as it moves, are
 // served or closed as on any loop: here every connection is moved by
