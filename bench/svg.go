@@ -29,7 +29,7 @@ var peerColors = map[string]string{
 	"kafka-cluster":    "#e377c2",
 	saslSSLPeer:        "#17becf",
 	netUringPeer:       "#bcbd22",
-	netLoopsPeer:      "#7f7f7f",
+	netLoopsPeer:       "#7f7f7f",
 	bufferedPeer:       "#393b79",
 }
 
