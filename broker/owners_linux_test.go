@@ -134,19 +134,8 @@ func TestUringShardsFlushAlwaysOneRing(t *testing.T) {
 	}
 	before := testkit.IORings(t)
 	cfg := testConfig(t, t.TempDir())
-	cfg.IO, cfg.Network = ioring.ModeUring, netpoll.IOUringShards
 	cfg.Topic.Log.FlushMessages = 1 // flush policy always, as -flush always sets it
-	b := start(t, cfg)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	}()
-	if got := b.Network().IO(); got != netpoll.IOUringShards {
-		t.Fatalf("serving on %s, want %s", got, netpoll.IOUringShards)
-	}
+	b := startUringNet(t, cfg, netpoll.IOUringShards, netpoll.IOUringShards)
 	owners := b.Engine().RingOwners()
 	if len(owners) != cfg.Shards {
 		t.Fatalf("%d ring owners for %d shards", len(owners), cfg.Shards)
@@ -196,19 +185,7 @@ func TestDefaultNetworkOnShardsRings(t *testing.T) {
 		{netpoll.IOUringLoops, netpoll.IOUring},
 	} {
 		t.Run("net="+tc.network, func(t *testing.T) {
-			cfg := testConfig(t, t.TempDir())
-			cfg.IO, cfg.Network = ioring.ModeUring, tc.network
-			b := start(t, cfg)
-			defer func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := b.Close(ctx); err != nil {
-					t.Errorf("close: %v", err)
-				}
-			}()
-			if got := b.Network().IO(); got != tc.want {
-				t.Fatalf("serving on %s, want %s", got, tc.want)
-			}
+			b := startUringNet(t, testConfig(t, t.TempDir()), tc.network, tc.want)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("t"), kgo.AllowAutoTopicCreation(),
@@ -229,4 +206,24 @@ func TestDefaultNetworkOnShardsRings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startUringNet starts a broker of cfg on the io_uring disk path with the
+// network path network, closed at the test's end, and fails the test
+// unless it serves on want (netpoll's Server.IO).
+func startUringNet(t *testing.T, cfg Config, network, want string) *Broker {
+	t.Helper()
+	cfg.IO, cfg.Network = ioring.ModeUring, network
+	b := start(t, cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	if got := b.Network().IO(); got != want {
+		t.Fatalf("serving on %s, want %s", got, want)
+	}
+	return b
 }

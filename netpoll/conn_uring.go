@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -515,54 +514,4 @@ func (uc *uconn) finish(err error) {
 	logClose(s, uc.c, reason)
 	s.h.Closed(uc.c)
 	s.forget(uc.c)
-}
-
-// still reports whether nothing of the connection is in its loop's ring
-// or in flight: no request (the receive ended), no request of its
-// client's unanswered, no response unwritten. A moving connection gets
-// there once its receive is cancelled and its answers are out.
-func (uc *uconn) still() bool {
-	return uc.ops == 0 && !uc.recvOn && !uc.reading && !uc.sending && !uc.polling &&
-		uc.w.empty() && !uc.c.busy()
-}
-
-// move hands the connection to the loop it is leaving for (moveTo), once
-// still: its id goes back to this loop, and the new loop adopts it with
-// its Conn and its bytes not yet framed, and arms its receive on its own
-// ring. If that loop is stopping, the connection stays. The client sees
-// only a pause of the requests it had in flight. Owner's goroutine.
-func (uc *uconn) move() {
-	to := uc.moveTo
-	uc.endMove()
-	from := uc.l
-	if uc.starved {
-		uc.starved = false
-		if i := slices.Index(from.starved, uc); i >= 0 {
-			from.starved = slices.Delete(from.starved, i, i+1)
-		}
-	}
-	if uc.dirty {
-		// Queued to be served by this loop's next turn (a shed posted
-		// between a reap and the turn): not here any more.
-		uc.dirty = false
-		if i := slices.Index(from.dirty, uc); i >= 0 {
-			from.dirty[i] = nil
-		}
-	}
-	from.forget(uc)
-	if !to.take(uc) {
-		from.adoptID(uc)
-		uc.serve()
-		return
-	}
-	from.s.st.uringMoves.Add(1)
-}
-
-// endMove ends the connection's move, done, given up or closed (on its
-// loop's goroutine, before the move changes the loop).
-func (uc *uconn) endMove() {
-	if uc.moveTo != nil {
-		uc.moveTo = nil
-		uc.l.moving.Add(-1)
-	}
 }
