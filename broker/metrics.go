@@ -20,7 +20,7 @@ func registerNetMetrics(reg prometheus.Registerer, ns *netpoll.Server) {
 	counter("fetch_sendfile_bytes_total", "Record bytes sent to clients with sendfile (zero-copy).", func(s netpoll.Stats) int64 { return s.SendfileBytes })
 	counter("fetch_copied_bytes_total", "Record bytes that had to be copied instead of sent with sendfile.", func(s netpoll.Stats) int64 { return s.CopiedBytes })
 	counter("connections_accepted_total", "Connections accepted.", func(s netpoll.Stats) int64 { return s.Accepted })
-	counter("connections_moved_total", "Connections moved by the balancer from one shard's ring to another's (-net uring-shards: a client whose load grew after it connected).",
+	counter("connections_moved_total", "Connections moved by the balancer from one shard's ring to another's (-net uring, the default on io_uring: a client whose load grew after it connected).",
 		func(s netpoll.Stats) int64 { return s.UringMoves })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ringlog", Name: "connections", Help: "Open connections."},
 		func() float64 { return float64(ns.Stats().Conns) }))

@@ -3,6 +3,7 @@
 package netpoll
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -28,29 +29,33 @@ const (
 	balanceGiveUp = time.Second
 )
 
+// balancing is the balancer's settings: the constants above, or a test's
+// knobs.
+type balancing struct {
+	every                  time.Duration
+	minGap, settle, giveUp int64 // bytes; Now's nanoseconds
+}
+
 // startBalancer starts the balancer's goroutine when there is more than
 // one loop (and a test has not switched it off).
 func (e *uringEngine) startBalancer() {
-	every := balanceEvery
-	if k := e.s.cfg.uring; k != nil && k.balanceEvery != 0 {
-		every = k.balanceEvery
+	e.bal = balancing{every: balanceEvery, minGap: balanceMinGap, settle: int64(balanceSettle), giveUp: int64(balanceGiveUp)}
+	if k := e.s.cfg.uring; k != nil {
+		e.bal = balancing{every: cmp.Or(k.balanceEvery, e.bal.every), minGap: cmp.Or(k.balanceMinGap, e.bal.minGap),
+			settle: cmp.Or(int64(k.balanceSettle), e.bal.settle), giveUp: cmp.Or(int64(k.balanceGiveUp), e.bal.giveUp)}
 	}
-	if len(e.loops) < 2 || every < 0 {
+	if len(e.loops) < 2 || e.bal.every < 0 {
 		return
 	}
 	e.balStop, e.balDone = make(chan struct{}), make(chan struct{})
-	go e.balance(every)
+	go e.balance()
 }
 
 // balance is the balancer's goroutine.
-func (e *uringEngine) balance(every time.Duration) {
+func (e *uringEngine) balance() {
 	defer close(e.balDone)
-	t := time.NewTicker(every)
+	t := time.NewTicker(e.bal.every)
 	defer t.Stop()
-	minGap := int64(balanceMinGap)
-	if k := e.s.cfg.uring; k != nil && k.balanceMinGap != 0 {
-		minGap = k.balanceMinGap
-	}
 	d := make([]int64, len(e.loops))
 	for {
 		select {
@@ -80,7 +85,7 @@ func (e *uringEngine) balance(every time.Duration) {
 			// Every loop takes its connections' counts of the window;
 			// the busiest picks one to move too, if the gap is worth it.
 			var to *uloop
-			if i == hi && gap >= minGap && 2*d[hi] > 3*d[lo] {
+			if i == hi && gap >= e.bal.minGap && 2*d[hi] > 3*d[lo] {
 				to = e.loops[lo]
 			}
 			_ = l.o.Post(func() { l.shed(to, gap) })
@@ -99,16 +104,12 @@ func (l *uloop) shed(to *uloop, gap int64) {
 	}
 	var best *uconn
 	var bestLeft int64
-	now := Now()
-	settle, giveUp := int64(balanceSettle), int64(balanceGiveUp)
-	if k := l.s.cfg.uring; k != nil {
-		settle, giveUp = cmp64(int64(k.balanceSettle), settle), cmp64(int64(k.balanceGiveUp), giveUp)
-	}
+	now, bal := Now(), &l.e.bal
 	for _, uc := range l.conns {
 		if uc == nil {
 			continue
 		}
-		if uc.moveTo != nil && now-uc.movedAt >= giveUp {
+		if uc.moveTo != nil && now-uc.movedAt >= bal.giveUp {
 			// Still waiting for an answer the handler holds: it reads
 			// again here (serve re-arms the receive).
 			uc.endMove()
@@ -116,7 +117,7 @@ func (l *uloop) shed(to *uloop, gap int64) {
 		}
 		d := uc.rx - uc.rxPrev
 		uc.rxPrev = uc.rx
-		if to == nil || d <= 0 || uc.closing || uc.gone || uc.moveTo != nil || (uc.movedAt != 0 && now-uc.movedAt < settle) {
+		if to == nil || d <= 0 || uc.closing || uc.gone || uc.moveTo != nil || now-uc.movedAt < bal.settle {
 			continue
 		}
 		left := gap - 2*d // the gap after the move, signed
@@ -141,13 +142,6 @@ func (l *uloop) startMove(uc *uconn, to *uloop, now int64) {
 	uc.moveTo, uc.movedAt = to, now
 	l.moving.Add(1)
 	uc.serve()
-}
-
-func cmp64(v, def int64) int64 {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // still reports whether nothing of the connection is in its loop's ring

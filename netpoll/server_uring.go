@@ -3,6 +3,7 @@
 package netpoll
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -72,8 +73,10 @@ type uringEngine struct {
 	wg     sync.WaitGroup     // loops not yet detached
 	group  *ioring.OwnerGroup // netpoll's own owners; nil on given ones
 	shards bool               // on Config.Owners
-	// The balancer's goroutine (shards only): balStop ends it, balDone
+	// The balancer (shards only): its settings, set before its goroutine
+	// and the loops' turns read them; balStop ends the goroutine, balDone
 	// says it ended.
+	bal              balancing
 	balStop, balDone chan struct{}
 }
 
@@ -327,7 +330,7 @@ func (l *uloop) attach() error {
 	}
 	size, count := uringBufBytes, uringBufCount
 	if k := l.s.cfg.uring; k != nil {
-		size, count = cmp0(k.bufBytes, size), cmp0(k.bufCount, count)
+		size, count = cmp.Or(k.bufBytes, size), cmp.Or(k.bufCount, count)
 	}
 	l.bufs, err = l.ring.RegisterBufRing(l.o.BufferGroup(), count, size)
 	if err != nil {
@@ -339,13 +342,6 @@ func (l *uloop) attach() error {
 	l.unclose = l.o.OnClose(l.ownerClosed)
 	l.attached = true
 	return nil
-}
-
-func cmp0(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // turn is the loop's part of its owner's turn, before the wait: serve the
@@ -491,15 +487,17 @@ func (l *uloop) exit() {
 	}
 }
 
-// hand queues a new connection for the loop (acceptor goroutine), or a
-// moving one (its old loop's goroutine: takes reports false, and the
-// connection stays where it was, when the loop is stopping).
+// hand queues a new connection for the loop, or closes it when the loop
+// is stopping. Acceptor goroutine.
 func (l *uloop) hand(uc *uconn) {
 	if !l.take(uc) {
 		l.refuse(uc)
 	}
 }
 
+// take queues a connection for the loop (a new one, or one moving from
+// another loop: its old loop's goroutine) and reports true, or false when
+// the loop is stopping. Any goroutine.
 func (l *uloop) take(uc *uconn) bool {
 	l.mu.Lock()
 	if l.exited || l.stopReq {
@@ -573,7 +571,7 @@ func (l *uloop) takeInbox() {
 			l.refuse(uc)
 			continue
 		}
-		l.adopt(uc) // a moved connection is closed by the loop's stop at once (serve)
+		l.adopt(uc) // a moved connection is closed at once by adopt when stopping
 	}
 	for _, uc := range woken {
 		uc.scheduled.Store(false)
