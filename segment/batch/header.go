@@ -193,22 +193,26 @@ func Checksum(b []byte) uint32 {
 }
 
 // copySumChunk is how much CopySum copies before it sums: a chunk the
-// first level cache holds, so that the sum reads what the copy just wrote.
+// first level cache holds, so that the sum reads what the copy just read.
 const copySumChunk = 32 << 10
 
 // CopySum copies src into dst (as copy does) and returns the Checksum of
-// what it copied, summed a chunk at a time as each is copied. src, read
-// once, may be far from the processor's caches (a produce request read
-// from the socket megabytes earlier): copied and then summed whole, a large
-// batch would be read from memory twice.
+// what it copied, summed a chunk at a time over the source just after the
+// chunk's copy read it. src, read once, may be far from the processor's
+// caches (a produce request read from the socket megabytes earlier):
+// copied and then summed whole, a large batch would be read from memory
+// twice. dst is written around the caches where the processor allows it
+// (streamCopy): CopySum is for a destination that is written out (a
+// direct write's staging buffer), not read again soon; checks of the
+// copied bytes read src, which the copy left in the caches.
 func CopySum(dst, src []byte) (int, uint32) {
 	n := min(len(dst), len(src))
 	var sum uint32
 	for at := 0; at < n; at += copySumChunk {
 		end := min(at+copySumChunk, n)
-		copy(dst[at:end], src[at:end])
+		streamCopy(dst[at:end], src[at:end])
 		if end > AttributesPos {
-			sum = crc32.Update(sum, castagnoli, dst[max(at, AttributesPos):end])
+			sum = crc32.Update(sum, castagnoli, src[max(at, AttributesPos):end])
 		}
 	}
 	return n, sum
