@@ -257,11 +257,14 @@
 //     the SASL_SSL peer's consumers fetch elsewhere, so its "sent by
 //     sendfile" is "—" (TLS encrypts in user space: nothing goes by
 //     sendfile there anyway).
-//   - perf stat prints nothing when it has attached: the meter gives it
-//     100 ms before the load starts, and stops it with SIGINT, which makes
-//     it print its count. perf record is started just before it and has
-//     the same 100 ms; SIGINT makes it write its file, read back after the
-//     run's counters are taken.
+//   - perf stat and perf record print nothing when they have attached:
+//     each is started with its events disabled and a control pipe (-D -1
+//     --control), and the meter enables them and waits for perf's ack
+//     (up to 30 s) before the load starts. Before, they had a fixed 100
+//     ms, which a machine loaded by the test suite can exceed: one suite
+//     run's -quick report had no kernel samples for one path, a second or
+//     two of produce. SIGINT stops them: perf stat prints its count, perf
+//     record writes its file, read back after the run's counters are taken.
 //   - A closed-loop kgo producer sends few, large requests (up to 1 MB
 //     per partition, 16 partitions): system calls per request of a
 //     saturated produce run are in the hundreds on every path, and read

@@ -202,6 +202,7 @@ func parsePerfScript(r io.Reader) (kernelSplit, error) {
 // perf, or no right to trace, and the split is absent.
 type kernelProfiler struct {
 	cmd  *exec.Cmd
+	ctl  *os.File // perf's control pipe (startPerf)
 	file string
 }
 
@@ -212,9 +213,9 @@ type kernelProfiler struct {
 // machine kind's run-to-run spread.
 const kernelSampleHz = 999
 
-// startKernelProfiler starts perf record on pid; the caller waits for it
-// to attach (syscallAttach) before the load starts.
-func startKernelProfiler(pid int) *kernelProfiler {
+// startKernelProfiler starts perf record on pid and returns once it has
+// attached (startPerf), or without a profile when it could not.
+func startKernelProfiler(ctx context.Context, pid int) *kernelProfiler {
 	k := &kernelProfiler{}
 	path, err := exec.LookPath("perf")
 	if err != nil {
@@ -226,11 +227,9 @@ func startKernelProfiler(pid int) *kernelProfiler {
 	}
 	f.Close()
 	k.file = f.Name()
-	k.cmd = exec.Command(path, "record", "-q", "-e", "cpu-clock:k", "-F", strconv.Itoa(kernelSampleHz), "-g",
-		"--kernel-callchains", "-o", k.file, "-p", strconv.Itoa(pid))
-	k.cmd.Stdout, k.cmd.Stderr = io.Discard, io.Discard
-	setParentDeathSignal(k.cmd)
-	if err := k.cmd.Start(); err != nil {
+	k.cmd, k.ctl, err = startPerf(ctx, path, []string{"record", "-q", "-e", "cpu-clock:k", "-F", strconv.Itoa(kernelSampleHz), "-g",
+		"--kernel-callchains", "-o", k.file, "-p", strconv.Itoa(pid)}, io.Discard, io.Discard)
+	if err != nil {
 		k.cmd = nil
 		os.Remove(k.file)
 	}
@@ -244,7 +243,9 @@ func (k *kernelProfiler) stop(ctx context.Context) (kernelSplit, bool) {
 		return kernelSplit{}, false
 	}
 	defer os.Remove(k.file)
-	if !interrupt(k.cmd, 10*time.Second) {
+	ended := interrupt(k.cmd, 10*time.Second)
+	k.ctl.Close()
+	if !ended {
 		return kernelSplit{}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestKernelSplitOfPerfScript reads kernel stacks perf recorded of a
@@ -73,5 +77,52 @@ func TestKernelCauseOf(t *testing.T) {
 		if got := kernelCauseOf(strings.Fields(c.stack)); got != c.want {
 			t.Errorf("%q: %s, want %s", c.stack, kernelCauseNames[got], kernelCauseNames[c.want])
 		}
+	}
+}
+
+// TestPerfCountsFromItsReturn: startPerf returns once perf has attached
+// with its events enabled, so the system calls this process makes right
+// after it are counted (a perf whose events stayed disabled, or that
+// attached late, counts none or few of them); and perf record started the
+// same way records kernel samples of a busy stretch.
+func TestPerfCountsFromItsReturn(t *testing.T) {
+	path, err := exec.LookPath("perf")
+	if err != nil {
+		t.Fatalf("perf is needed (scripts/test.sh installs linux-perf): %v", err)
+	}
+	ctx := context.Background()
+	c := startSyscallCounter(ctx, os.Getpid())
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	const calls = 2000
+	for range calls {
+		syscall.Getppid()
+	}
+	n, ok := c.stop()
+	if !ok || n < calls {
+		t.Fatalf("perf stat counted %v system calls (ok %v) of at least %d made after it started:\n%s", n, ok, calls, c.out.String())
+	}
+
+	k := startKernelProfiler(ctx, os.Getpid())
+	if k.cmd == nil {
+		t.Fatal("perf record did not start")
+	}
+	if k.cmd.Path != path {
+		t.Fatalf("perf record ran %s, want %s", k.cmd.Path, path)
+	}
+	// A quarter of a second of kernel work: reading /dev/zero.
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	buf := make([]byte, 1<<20)
+	for end := time.Now().Add(250 * time.Millisecond); time.Now().Before(end); {
+		zero.Read(buf)
+	}
+	split, ok := k.stop(ctx)
+	if !ok || split.total() == 0 {
+		t.Fatalf("perf record took no kernel samples of 250 ms of reads from /dev/zero: %v", split)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -84,13 +85,81 @@ const requestsMetric = "ringlog_requests_total"
 // write-like calls only (no io_uring_enter, epoll_pwait or futex).
 type syscallCounter struct {
 	cmd *exec.Cmd
+	ctl *os.File // perf's control pipe (startPerf)
 	out bytes.Buffer
 	err error
 }
 
-// syscallAttach is how long perf is given to attach before the load
-// starts: it prints nothing when it has.
-const syscallAttach = 100 * time.Millisecond
+// perfAttach bounds perf's start: attached to every thread of the
+// broker and its events enabled. Under a loaded machine (the suite's
+// other packages beside the bench's test) perf took over the fixed 100 ms
+// it was given before, and a -quick run's measurement of a second or two
+// could end before perf had recorded anything.
+const perfAttach = 30 * time.Second
+
+// startPerf starts perf (args: its subcommand and options) with its events
+// disabled (-D -1) and a control pipe (--control fd:3,4), then enables them
+// and waits for perf's ack: what it counts starts once it has attached,
+// however long that takes, and before the load the caller starts next.
+// It returns the running command and the control pipe's end, to be closed
+// once perf has ended (perf record ends, its file unwritten, when the pipe
+// closes under it), or an error (perf killed) when perf could not start or
+// did not answer within perfAttach.
+func startPerf(ctx context.Context, path string, args []string, stdout, stderr io.Writer) (*exec.Cmd, *os.File, error) {
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	ackR, ackW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return nil, nil, err
+	}
+	defer ackR.Close()
+	argv := append([]string{args[0], "-D", "-1", "--control", "fd:3,4"}, args[1:]...)
+	cmd := exec.Command(path, argv...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.ExtraFiles = []*os.File{ctlR, ackW}
+	setParentDeathSignal(cmd)
+	err = cmd.Start()
+	ctlR.Close()
+	ackW.Close()
+	if err != nil {
+		ctlW.Close()
+		return nil, nil, err
+	}
+	acked := make(chan error, 1)
+	go func() {
+		if _, err := ctlW.WriteString("enable\n"); err != nil {
+			acked <- err
+			return
+		}
+		ack := make([]byte, 4)
+		n, err := io.ReadAtLeast(ackR, ack, len(ack))
+		if err == nil && string(ack[:n]) != "ack\n" {
+			err = fmt.Errorf("perf answered %q to enable", ack[:n])
+		}
+		acked <- err
+	}()
+	wait := time.NewTimer(perfAttach)
+	defer wait.Stop()
+	select {
+	case err = <-acked:
+	case <-wait.C:
+		err = fmt.Errorf("perf did not attach within %v", perfAttach)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		// Killed, its pipes close: the goroutine's read ends.
+		cmd.Process.Kill()
+		cmd.Wait()
+		ctlW.Close()
+		return nil, nil, err
+	}
+	return cmd, ctlW, nil
+}
 
 // startSyscallCounter attaches perf to pid; without perf (or without the
 // right to trace) the counter's stop says so and the figure is absent.
@@ -101,17 +170,7 @@ func startSyscallCounter(ctx context.Context, pid int) *syscallCounter {
 		c.err = err
 		return c
 	}
-	c.cmd = exec.Command(path, "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-p", strconv.Itoa(pid))
-	c.cmd.Stderr, c.cmd.Stdout = &c.out, io.Discard
-	setParentDeathSignal(c.cmd)
-	if c.err = c.cmd.Start(); c.err != nil {
-		c.cmd = nil
-		return c
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(syscallAttach):
-	}
+	c.cmd, c.ctl, c.err = startPerf(ctx, path, []string{"stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-p", strconv.Itoa(pid)}, io.Discard, &c.out)
 	return c
 }
 
@@ -122,6 +181,7 @@ func (c *syscallCounter) stop() (float64, bool) {
 		return 0, false
 	}
 	interrupt(c.cmd, 5*time.Second)
+	c.ctl.Close()
 	return parsePerfCount(c.out.String(), "raw_syscalls:sys_enter")
 }
 

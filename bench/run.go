@@ -75,9 +75,8 @@ func (s *suite) meter(ctx context.Context, p *peer, w workload) meter {
 		m.kd = kd
 	}
 	if countsSyscalls(w, p) {
-		// Started first: the counter's wait for perf to attach is the
-		// profiler's too.
-		m.kprof = startKernelProfiler(p.pids()[0])
+		// Each returns once its perf has attached.
+		m.kprof = startKernelProfiler(ctx, p.pids()[0])
 		m.sys = startSyscallCounter(ctx, p.pids()[0])
 	}
 	m.before = p.snapshot(ctx)
